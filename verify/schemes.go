@@ -1,0 +1,333 @@
+package verify
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+func hmacSHA256(key []byte, parts ...[]byte) []byte {
+	m := hmac.New(sha256.New, key)
+	for _, p := range parts {
+		m.Write(p)
+	}
+	return m.Sum(nil)
+}
+
+// itoa renders a unix timestamp as the decimal bytes that are signed.
+func itoa(ts int64) []byte { return strconv.AppendInt(nil, ts, 10) }
+
+// standardScheme is Standard Webhooks (and Svix, which it grew from):
+// webhook-id, webhook-timestamp, webhook-signature "v1,<base64> ...",
+// signed content "id.timestamp.body", secret "whsec_<base64>".
+type standardScheme struct{}
+
+func (standardScheme) name() string                 { return "standard" }
+func (standardScheme) defaultFuture() time.Duration { return DefaultTolerance }
+
+func (standardScheme) key(secret string) ([]byte, error) {
+	s := strings.TrimPrefix(secret, "whsec_")
+	k, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		k, err = base64.RawStdEncoding.DecodeString(s)
+	}
+	if err != nil {
+		return nil, errors.New("standard scheme secrets are base64, optionally prefixed whsec_")
+	}
+	return k, nil
+}
+
+// standardHeaders are the header names tried in order: Standard Webhooks', then Svix's.
+var standardHeaders = [...][3]string{
+	{"Webhook-Id", "Webhook-Timestamp", "Webhook-Signature"},
+	{"Svix-Id", "Svix-Timestamp", "Svix-Signature"},
+}
+
+func (standardScheme) parse(h http.Header, _ []byte) (parsed, error) {
+	names := standardHeaders[0]
+	if h.Get(names[2]) == "" && h.Get(standardHeaders[1][2]) != "" {
+		names = standardHeaders[1]
+	}
+	var p parsed
+	idH, tsH, sigH := names[0], names[1], names[2]
+	p.id = h.Get(idH)
+	if p.id == "" {
+		return p, missing(idH)
+	}
+	tsv := h.Get(tsH)
+	if tsv == "" {
+		return p, missing(tsH)
+	}
+	sigv := h.Get(sigH)
+	if sigv == "" {
+		return p, missing(sigH)
+	}
+	ts, err := parseUnix(tsH, tsv)
+	if err != nil {
+		return p, err
+	}
+	p.ts, p.hasTS = ts, true
+	for _, entry := range strings.Fields(sigv) {
+		version, sig, ok := strings.Cut(entry, ",")
+		if !ok {
+			return p, malformed(sigH, "entry is not a version,signature pair")
+		}
+		if version != "v1" {
+			continue // unknown versions (v1a asymmetric, future ones) are skipped
+		}
+		raw, err := base64.StdEncoding.Strict().DecodeString(sig)
+		if err != nil {
+			return p, malformed(sigH, "v1 signature is not base64")
+		}
+		p.sigs = append(p.sigs, raw)
+	}
+	if len(p.sigs) == 0 {
+		return p, malformed(sigH, "has no v1 signature")
+	}
+	return p, nil
+}
+
+func (standardScheme) mac(key []byte, p parsed, body []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(p.id))
+	m.Write([]byte{'.'})
+	m.Write(itoa(p.ts))
+	m.Write([]byte{'.'})
+	m.Write(body)
+	return m.Sum(nil)
+}
+
+func (standardScheme) header(h http.Header, p parsed, mac []byte) {
+	h.Set("Webhook-Id", p.id)
+	h.Set("Webhook-Timestamp", strconv.FormatInt(p.ts, 10))
+	h.Set("Webhook-Signature", "v1,"+base64.StdEncoding.EncodeToString(mac))
+}
+
+// stripeScheme is Stripe's: Stripe-Signature "t=<ts>,v1=<hex>[,v1=...]",
+// signed content "ts.body", keyed by the whole whsec_ string.
+type stripeScheme struct{}
+
+func (stripeScheme) name() string                 { return "stripe" }
+func (stripeScheme) defaultFuture() time.Duration { return -1 }
+func (stripeScheme) key(secret string) ([]byte, error) {
+	return []byte(secret), nil
+}
+
+func (stripeScheme) parse(h http.Header, body []byte) (parsed, error) {
+	const sigH = "Stripe-Signature"
+	var p parsed
+	v := h.Get(sigH)
+	if v == "" {
+		return p, missing(sigH)
+	}
+	for _, item := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(strings.TrimSpace(item), "=")
+		if !ok {
+			return p, malformed(sigH, "item is not key=value")
+		}
+		switch k {
+		case "t":
+			ts, err := parseUnix(sigH, val)
+			if err != nil {
+				return p, malformed(sigH, "t is not a unix timestamp")
+			}
+			p.ts, p.hasTS = ts, true
+		case "v1":
+			raw, err := hex.DecodeString(val)
+			if err != nil {
+				return p, malformed(sigH, "v1 is not hex")
+			}
+			p.sigs = append(p.sigs, raw)
+		}
+	}
+	if !p.hasTS {
+		return p, malformed(sigH, "has no t=")
+	}
+	if len(p.sigs) == 0 {
+		return p, malformed(sigH, "has no v1=")
+	}
+	p.id = gjson.GetBytes(body, "id").String()
+	return p, nil
+}
+
+func (stripeScheme) mac(key []byte, p parsed, body []byte) []byte {
+	return hmacSHA256(key, itoa(p.ts), []byte{'.'}, body)
+}
+
+func (stripeScheme) header(h http.Header, p parsed, mac []byte) {
+	h.Set("Stripe-Signature", "t="+strconv.FormatInt(p.ts, 10)+",v1="+hex.EncodeToString(mac))
+}
+
+// githubScheme is GitHub's: X-Hub-Signature-256 "sha256=<hex>" over the
+// body; no timestamp; ID from X-GitHub-Delivery.
+type githubScheme struct{}
+
+func (githubScheme) name() string                      { return "github" }
+func (githubScheme) defaultFuture() time.Duration      { return DefaultTolerance }
+func (githubScheme) key(secret string) ([]byte, error) { return []byte(secret), nil }
+
+func (githubScheme) parse(h http.Header, _ []byte) (parsed, error) {
+	const sigH = "X-Hub-Signature-256"
+	var p parsed
+	v := h.Get(sigH)
+	if v == "" {
+		return p, missing(sigH)
+	}
+	hexSig, ok := strings.CutPrefix(v, "sha256=")
+	if !ok {
+		return p, malformed(sigH, "does not start with sha256=")
+	}
+	raw, err := hex.DecodeString(hexSig)
+	if err != nil {
+		return p, malformed(sigH, "is not hex")
+	}
+	p.sigs = [][]byte{raw}
+	p.id = h.Get("X-GitHub-Delivery")
+	return p, nil
+}
+
+func (githubScheme) mac(key []byte, _ parsed, body []byte) []byte { return hmacSHA256(key, body) }
+
+func (githubScheme) header(h http.Header, p parsed, mac []byte) {
+	h.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac))
+	if p.id != "" {
+		h.Set("X-GitHub-Delivery", p.id)
+	}
+}
+
+// shopifyScheme is Shopify's: X-Shopify-Hmac-Sha256 "<base64>" over the
+// body; no timestamp; ID from X-Shopify-Webhook-Id.
+type shopifyScheme struct{}
+
+func (shopifyScheme) name() string                      { return "shopify" }
+func (shopifyScheme) defaultFuture() time.Duration      { return DefaultTolerance }
+func (shopifyScheme) key(secret string) ([]byte, error) { return []byte(secret), nil }
+
+func (shopifyScheme) parse(h http.Header, _ []byte) (parsed, error) {
+	const sigH = "X-Shopify-Hmac-Sha256"
+	var p parsed
+	v := h.Get(sigH)
+	if v == "" {
+		return p, missing(sigH)
+	}
+	raw, err := base64.StdEncoding.Strict().DecodeString(v)
+	if err != nil {
+		return p, malformed(sigH, "is not base64")
+	}
+	p.sigs = [][]byte{raw}
+	p.id = h.Get("X-Shopify-Webhook-Id")
+	return p, nil
+}
+
+func (shopifyScheme) mac(key []byte, _ parsed, body []byte) []byte { return hmacSHA256(key, body) }
+
+func (shopifyScheme) header(h http.Header, p parsed, mac []byte) {
+	h.Set("X-Shopify-Hmac-Sha256", base64.StdEncoding.EncodeToString(mac))
+	if p.id != "" {
+		h.Set("X-Shopify-Webhook-Id", p.id)
+	}
+}
+
+// slackScheme is Slack's: X-Slack-Signature "v0=<hex>" over
+// "v0:<ts>:<body>", ts from X-Slack-Request-Timestamp; ID from the body's
+// event_id when the body is JSON.
+type slackScheme struct{}
+
+func (slackScheme) name() string                      { return "slack" }
+func (slackScheme) defaultFuture() time.Duration      { return DefaultTolerance }
+func (slackScheme) key(secret string) ([]byte, error) { return []byte(secret), nil }
+
+func (slackScheme) parse(h http.Header, body []byte) (parsed, error) {
+	const sigH, tsH = "X-Slack-Signature", "X-Slack-Request-Timestamp"
+	var p parsed
+	sigv := h.Get(sigH)
+	if sigv == "" {
+		return p, missing(sigH)
+	}
+	tsv := h.Get(tsH)
+	if tsv == "" {
+		return p, missing(tsH)
+	}
+	ts, err := parseUnix(tsH, tsv)
+	if err != nil {
+		return p, err
+	}
+	p.ts, p.hasTS = ts, true
+	hexSig, ok := strings.CutPrefix(sigv, "v0=")
+	if !ok {
+		return p, malformed(sigH, "does not start with v0=")
+	}
+	raw, err := hex.DecodeString(hexSig)
+	if err != nil {
+		return p, malformed(sigH, "is not hex")
+	}
+	p.sigs = [][]byte{raw}
+	if gjson.ValidBytes(body) {
+		p.id = gjson.GetBytes(body, "event_id").String()
+	}
+	return p, nil
+}
+
+func (slackScheme) mac(key []byte, p parsed, body []byte) []byte {
+	return hmacSHA256(key, []byte("v0:"), itoa(p.ts), []byte{':'}, body)
+}
+
+func (slackScheme) header(h http.Header, p parsed, mac []byte) {
+	h.Set("X-Slack-Request-Timestamp", strconv.FormatInt(p.ts, 10))
+	h.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac))
+}
+
+// hookgateScheme is the common x-webhook-* pattern: x-webhook-id,
+// x-webhook-timestamp, x-webhook-signature "<hex>" over "ts.body". The ID is
+// not signed: prefer standard wherever the sender can be chosen.
+type hookgateScheme struct{}
+
+func (hookgateScheme) name() string                      { return "hookgate" }
+func (hookgateScheme) defaultFuture() time.Duration      { return DefaultTolerance }
+func (hookgateScheme) key(secret string) ([]byte, error) { return []byte(secret), nil }
+
+func (hookgateScheme) parse(h http.Header, _ []byte) (parsed, error) {
+	const idH, tsH, sigH = "X-Webhook-Id", "X-Webhook-Timestamp", "X-Webhook-Signature"
+	var p parsed
+	p.id = h.Get(idH)
+	if p.id == "" {
+		return p, missing(idH)
+	}
+	tsv := h.Get(tsH)
+	if tsv == "" {
+		return p, missing(tsH)
+	}
+	sigv := h.Get(sigH)
+	if sigv == "" {
+		return p, missing(sigH)
+	}
+	ts, err := parseUnix(tsH, tsv)
+	if err != nil {
+		return p, err
+	}
+	p.ts, p.hasTS = ts, true
+	raw, err := hex.DecodeString(sigv)
+	if err != nil {
+		return p, malformed(sigH, "is not hex")
+	}
+	p.sigs = [][]byte{raw}
+	return p, nil
+}
+
+func (hookgateScheme) mac(key []byte, p parsed, body []byte) []byte {
+	return hmacSHA256(key, itoa(p.ts), []byte{'.'}, body)
+}
+
+func (hookgateScheme) header(h http.Header, p parsed, mac []byte) {
+	h.Set("X-Webhook-Id", p.id)
+	h.Set("X-Webhook-Timestamp", strconv.FormatInt(p.ts, 10))
+	h.Set("X-Webhook-Signature", hex.EncodeToString(mac))
+}

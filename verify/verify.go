@@ -1,0 +1,201 @@
+// Package verify checks webhook signatures: several provider schemes, several
+// secrets per route (rotation), a timestamp window, and constant-time
+// comparison over the raw body bytes. It imports no Caddy; gjson reads the
+// delivery ID from the body for the schemes that keep it there.
+package verify
+
+import (
+	"crypto/hmac"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Errors returned by Verify. Callers branch on them with errors.Is; the
+// wrapped message says which header and why, and never holds a secret or a
+// signature.
+var (
+	// ErrMissingHeader means a header the scheme needs is absent.
+	ErrMissingHeader = errors.New("missing header")
+	// ErrMalformedHeader means a header is present but does not parse.
+	ErrMalformedHeader = errors.New("malformed header")
+	// ErrBadSignature means no signature of a known version matches any secret.
+	ErrBadSignature = errors.New("bad signature")
+	// ErrTimestampOutOfTolerance means the signed timestamp is too old or too
+	// far in the future.
+	ErrTimestampOutOfTolerance = errors.New("timestamp out of tolerance")
+)
+
+// DefaultTolerance is the default timestamp window, in each direction.
+const DefaultTolerance = 5 * time.Minute
+
+// Delivery is what a verified request tells about itself.
+type Delivery struct {
+	// ID is the delivery ID, from a header or the body, as the scheme
+	// defines; empty when the request carries none.
+	ID string
+	// Timestamp is the signed timestamp; zero for schemes without one.
+	Timestamp time.Time
+}
+
+// Verifier verifies requests of one scheme against a set of secrets.
+// It is safe for concurrent use.
+type Verifier struct {
+	scheme scheme
+	keys   [][]byte
+	past   time.Duration
+	future time.Duration // < 0: no limit
+}
+
+// Options tune a Verifier. The zero value means the scheme's defaults.
+type Options struct {
+	// Past is how old a timestamp may be. Zero means DefaultTolerance.
+	Past time.Duration
+	// Future is how far ahead of now a timestamp may be. Zero means the
+	// scheme's default: DefaultTolerance, or no limit for stripe.
+	Future time.Duration
+}
+
+// New returns a Verifier for the named scheme. At least one secret is
+// required; a request is genuine when any secret matches. Secret values
+// never appear in the returned error.
+func New(schemeName string, secrets []string, opts Options) (*Verifier, error) {
+	s, err := lookup(schemeName)
+	if err != nil {
+		return nil, err
+	}
+	if len(secrets) == 0 {
+		return nil, fmt.Errorf("scheme %s: at least one secret is required", schemeName)
+	}
+	v := &Verifier{scheme: s, past: opts.Past, future: opts.Future}
+	if opts.Past < 0 || opts.Future < 0 {
+		return nil, fmt.Errorf("tolerance must not be negative")
+	}
+	if v.past == 0 {
+		v.past = DefaultTolerance
+	}
+	if v.future == 0 {
+		v.future = s.defaultFuture()
+	}
+	for i, secret := range secrets {
+		if secret == "" {
+			return nil, fmt.Errorf("secret %d is empty", i+1)
+		}
+		k, err := s.key(secret)
+		if err != nil {
+			return nil, fmt.Errorf("secret %d: %w", i+1, err)
+		}
+		v.keys = append(v.keys, k)
+	}
+	return v, nil
+}
+
+// Scheme returns the scheme's name.
+func (v *Verifier) Scheme() string { return v.scheme.name() }
+
+// Verify checks the request headers and raw body at time now. On success it
+// returns what the request says of itself. It compares every candidate
+// signature against every secret in constant time per comparison.
+func (v *Verifier) Verify(h http.Header, body []byte, now time.Time) (Delivery, error) {
+	p, err := v.scheme.parse(h, body)
+	if err != nil {
+		return Delivery{}, err
+	}
+	matched := false
+	for _, k := range v.keys {
+		mac := v.scheme.mac(k, p, body)
+		for _, sig := range p.sigs {
+			if hmac.Equal(mac, sig) {
+				matched = true
+			}
+		}
+	}
+	if !matched {
+		return Delivery{}, ErrBadSignature
+	}
+	d := Delivery{ID: p.id}
+	if p.hasTS {
+		d.Timestamp = time.Unix(p.ts, 0)
+		age := now.Sub(d.Timestamp)
+		if age > v.past {
+			return Delivery{}, fmt.Errorf("%w: %s old, tolerance %s", ErrTimestampOutOfTolerance, age.Truncate(time.Second), v.past)
+		}
+		if v.future >= 0 && -age > v.future {
+			return Delivery{}, fmt.Errorf("%w: %s in the future, tolerance %s", ErrTimestampOutOfTolerance, (-age).Truncate(time.Second), v.future)
+		}
+	}
+	return d, nil
+}
+
+// Sign returns the headers a genuine sender adds to body, signed with the
+// first secret. id and ts are used by the schemes that carry them.
+func (v *Verifier) Sign(id string, ts time.Time, body []byte) http.Header {
+	p := parsed{id: id, ts: ts.Unix(), hasTS: true}
+	mac := v.scheme.mac(v.keys[0], p, body)
+	h := make(http.Header)
+	v.scheme.header(h, p, mac)
+	return h
+}
+
+// Schemes lists the supported scheme names.
+func Schemes() []string {
+	names := make([]string, len(schemes))
+	for i, s := range schemes {
+		names[i] = s.name()
+	}
+	return names
+}
+
+// parsed is what a scheme reads from the headers: the candidate signatures
+// (raw MAC bytes), the timestamp if the scheme signs one, and the delivery ID.
+type parsed struct {
+	id    string
+	ts    int64
+	hasTS bool
+	sigs  [][]byte
+}
+
+// scheme is one provider's signature format.
+type scheme interface {
+	name() string
+	// key turns a configured secret into HMAC key bytes.
+	key(secret string) ([]byte, error)
+	// defaultFuture is the default future tolerance; < 0 means no limit.
+	defaultFuture() time.Duration
+	// parse reads signatures, timestamp and ID from the request.
+	parse(h http.Header, body []byte) (parsed, error)
+	// mac computes the expected MAC for the request.
+	mac(key []byte, p parsed, body []byte) []byte
+	// header writes the signature headers a sender adds.
+	header(h http.Header, p parsed, mac []byte)
+}
+
+var schemes = []scheme{standardScheme{}, stripeScheme{}, githubScheme{}, shopifyScheme{}, slackScheme{}, hookgateScheme{}}
+
+func lookup(name string) (scheme, error) {
+	for _, s := range schemes {
+		if s.name() == name {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("unknown scheme %q (want one of %v)", name, Schemes())
+}
+
+// parseUnix parses a unix-seconds timestamp header value.
+func parseUnix(header, v string) (int64, error) {
+	ts, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ts < 0 {
+		return 0, fmt.Errorf("%w: %s is not a unix timestamp", ErrMalformedHeader, header)
+	}
+	return ts, nil
+}
+
+func missing(header string) error {
+	return fmt.Errorf("%w: %s", ErrMissingHeader, header)
+}
+
+func malformed(header, why string) error {
+	return fmt.Errorf("%w: %s %s", ErrMalformedHeader, header, why)
+}

@@ -1,0 +1,237 @@
+package verify
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testSecret returns a valid secret for the scheme.
+func testSecret(scheme string, n int) string {
+	switch scheme {
+	case "standard":
+		return []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_c2Vjb25kIHNlY3JldCBmb3Igcm90YXRpb24="}[n]
+	case "stripe":
+		return []string{"whsec_test_secret", "whsec_rotated"}[n]
+	}
+	return []string{"It's a Secret to Everybody", "the next secret"}[n]
+}
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+func mustNew(t *testing.T, scheme string, secrets []string, o Options) *Verifier {
+	t.Helper()
+	v, err := New(scheme, secrets, o)
+	if err != nil {
+		t.Fatalf("New(%s): %v", scheme, err)
+	}
+	return v
+}
+
+func TestRoundTripEveryScheme(t *testing.T) {
+	body := []byte(`{"id":"evt_1","event_id":"Ev1","type":"reservation.confirmed"}`)
+	for _, scheme := range Schemes() {
+		t.Run(scheme, func(t *testing.T) {
+			signer := mustNew(t, scheme, []string{testSecret(scheme, 0)}, Options{})
+			h := signer.Sign("msg_1", t0, body)
+			d, err := signer.Verify(h, body, t0)
+			if err != nil {
+				t.Fatalf("Verify of own signature: %v", err)
+			}
+			wantID := map[string]string{"standard": "msg_1", "stripe": "evt_1", "github": "msg_1", "shopify": "msg_1", "slack": "Ev1", "hookgate": "msg_1"}[scheme]
+			if d.ID != wantID {
+				t.Errorf("ID = %q, want %q", d.ID, wantID)
+			}
+		})
+	}
+}
+
+func TestRotation(t *testing.T) {
+	body := []byte(`{"a":1}`)
+	for _, scheme := range Schemes() {
+		t.Run(scheme, func(t *testing.T) {
+			old := mustNew(t, scheme, []string{testSecret(scheme, 0)}, Options{})
+			next := mustNew(t, scheme, []string{testSecret(scheme, 1)}, Options{})
+			both := mustNew(t, scheme, []string{testSecret(scheme, 1), testSecret(scheme, 0)}, Options{})
+			for name, s := range map[string]*Verifier{"old": old, "next": next} {
+				if _, err := both.Verify(s.Sign("m", t0, body), body, t0); err != nil {
+					t.Errorf("signed with %s secret: %v", name, err)
+				}
+			}
+			if _, err := next.Verify(old.Sign("m", t0, body), body, t0); !errors.Is(err, ErrBadSignature) {
+				t.Errorf("old signature against next-only verifier: err = %v, want ErrBadSignature", err)
+			}
+		})
+	}
+}
+
+func TestOneChangedByteIsRejected(t *testing.T) {
+	body := []byte(`{"id":"evt_1","amount":100}`)
+	for _, scheme := range Schemes() {
+		t.Run(scheme, func(t *testing.T) {
+			v := mustNew(t, scheme, []string{testSecret(scheme, 0)}, Options{})
+			h := v.Sign("msg_1", t0, body)
+
+			changed := append([]byte(nil), body...)
+			changed[len(changed)-2] = '1' // 100 -> 101
+			if _, err := v.Verify(h, changed, t0); !errors.Is(err, ErrBadSignature) {
+				t.Errorf("changed body: err = %v, want ErrBadSignature", err)
+			}
+			for name := range h {
+				if name == "X-Github-Delivery" || name == "X-Shopify-Webhook-Id" || name == "X-Webhook-Id" {
+					continue // not signed by these schemes
+				}
+				h2 := h.Clone()
+				h2.Set(name, flipMiddle(h.Get(name)))
+				_, err := v.Verify(h2, body, t0)
+				if !errors.Is(err, ErrBadSignature) {
+					t.Errorf("changed %s: err = %v, want ErrBadSignature", name, err)
+				}
+			}
+		})
+	}
+}
+
+// flipMiddle changes one digit or letter from the middle of s on, keeping
+// the value well-formed (hex stays hex, base64 stays base64).
+func flipMiddle(s string) string {
+	b := []byte(s)
+	for i := len(b) / 2; i < len(b); i++ {
+		switch c := b[i]; {
+		case c >= '0' && c <= '8', c >= 'a' && c <= 'e', c >= 'A' && c <= 'Y':
+			b[i]++
+			return string(b)
+		case c == '9':
+			b[i] = '0'
+			return string(b)
+		}
+	}
+	return s
+}
+
+func TestTolerance(t *testing.T) {
+	body := []byte(`{"id":"evt_1"}`)
+	tests := []struct {
+		scheme string
+		opts   Options
+		skew   time.Duration // now - signed timestamp
+		ok     bool
+	}{
+		{"standard", Options{}, 4*time.Minute + 59*time.Second, true},
+		{"standard", Options{}, 6 * time.Minute, false},
+		{"standard", Options{}, -4 * time.Minute, true},
+		{"standard", Options{}, -6 * time.Minute, false}, // from the future
+		{"standard", Options{Past: 10 * time.Minute}, 6 * time.Minute, true},
+		{"standard", Options{Past: 10 * time.Minute, Future: time.Minute}, -2 * time.Minute, false},
+		{"stripe", Options{}, 6 * time.Minute, false},
+		{"stripe", Options{}, -time.Hour, true}, // stripe: no future limit by default
+		{"stripe", Options{Future: time.Minute}, -2 * time.Minute, false},
+		{"slack", Options{}, 6 * time.Minute, false},
+		{"slack", Options{}, -6 * time.Minute, false},
+		{"hookgate", Options{}, 6 * time.Minute, false},
+		{"hookgate", Options{}, 0, true},
+		{"github", Options{}, 24 * time.Hour, true}, // no timestamp: tolerance ignored
+		{"shopify", Options{}, 24 * time.Hour, true},
+	}
+	for _, tt := range tests {
+		v := mustNew(t, tt.scheme, []string{testSecret(tt.scheme, 0)}, tt.opts)
+		h := v.Sign("msg_1", t0, body)
+		_, err := v.Verify(h, body, t0.Add(tt.skew))
+		if tt.ok && err != nil {
+			t.Errorf("%s %+v skew %s: %v, want ok", tt.scheme, tt.opts, tt.skew, err)
+		}
+		if !tt.ok && !errors.Is(err, ErrTimestampOutOfTolerance) {
+			t.Errorf("%s %+v skew %s: err = %v, want ErrTimestampOutOfTolerance", tt.scheme, tt.opts, tt.skew, err)
+		}
+	}
+}
+
+func TestHeaderErrors(t *testing.T) {
+	body := []byte(`{}`)
+	tests := []struct {
+		scheme  string
+		headers map[string]string
+		want    error
+	}{
+		{"standard", map[string]string{}, ErrMissingHeader},
+		{"standard", map[string]string{"webhook-id": "m", "webhook-timestamp": "1700000000"}, ErrMissingHeader},
+		{"standard", map[string]string{"webhook-id": "m", "webhook-timestamp": "soon", "webhook-signature": "v1,AAAA"}, ErrMalformedHeader},
+		{"standard", map[string]string{"webhook-id": "m", "webhook-timestamp": "1700000000", "webhook-signature": "v1a,AAAA"}, ErrMalformedHeader},
+		{"standard", map[string]string{"webhook-id": "m", "webhook-timestamp": "1700000000", "webhook-signature": "v1,not*base64"}, ErrMalformedHeader},
+		{"standard", map[string]string{"webhook-id": "m", "webhook-timestamp": "1700000000", "webhook-signature": "garbage"}, ErrMalformedHeader},
+		{"standard", map[string]string{"webhook-id": "m", "webhook-timestamp": "1700000000", "webhook-signature": "v1a,xyz v1,AAAA"}, ErrBadSignature},
+		{"stripe", map[string]string{}, ErrMissingHeader},
+		{"stripe", map[string]string{"stripe-signature": "v1=00ff"}, ErrMalformedHeader},
+		{"stripe", map[string]string{"stripe-signature": "t=1700000000"}, ErrMalformedHeader},
+		{"stripe", map[string]string{"stripe-signature": "t=1700000000,v1=zz"}, ErrMalformedHeader},
+		{"stripe", map[string]string{"stripe-signature": "t=-5,v1=00"}, ErrMalformedHeader},
+		{"stripe", map[string]string{"stripe-signature": "t=1700000000,v1=00ff"}, ErrBadSignature},
+		{"github", map[string]string{}, ErrMissingHeader},
+		{"github", map[string]string{"x-hub-signature-256": "sha1=00"}, ErrMalformedHeader},
+		{"github", map[string]string{"x-hub-signature-256": "sha256=0g"}, ErrMalformedHeader},
+		{"shopify", map[string]string{"x-shopify-hmac-sha256": "%%%"}, ErrMalformedHeader},
+		{"slack", map[string]string{"x-slack-signature": "v0=00"}, ErrMissingHeader},
+		{"slack", map[string]string{"x-slack-signature": "v1=00", "x-slack-request-timestamp": "1700000000"}, ErrMalformedHeader},
+		{"hookgate", map[string]string{"x-webhook-id": "m", "x-webhook-timestamp": "1.5", "x-webhook-signature": "00"}, ErrMalformedHeader},
+		{"hookgate", map[string]string{"x-webhook-id": "m", "x-webhook-timestamp": "1700000000"}, ErrMissingHeader},
+	}
+	for _, tt := range tests {
+		v := mustNew(t, tt.scheme, []string{testSecret(tt.scheme, 0)}, Options{})
+		h := make(http.Header)
+		for k, val := range tt.headers {
+			h.Set(k, val)
+		}
+		_, err := v.Verify(h, body, t0)
+		if !errors.Is(err, tt.want) {
+			t.Errorf("%s %v: err = %v, want %v", tt.scheme, tt.headers, err, tt.want)
+		}
+	}
+}
+
+func TestSvixHeaderNames(t *testing.T) {
+	v := mustNew(t, "standard", []string{testSecret("standard", 0)}, Options{})
+	body := []byte(`{"a":1}`)
+	h := v.Sign("msg_x", t0, body)
+	svix := http.Header{}
+	for k, vals := range h {
+		svix[strings.Replace(k, "Webhook-", "Svix-", 1)] = vals
+	}
+	d, err := v.Verify(svix, body, t0)
+	if err != nil || d.ID != "msg_x" {
+		t.Fatalf("svix-* headers: %+v, %v", d, err)
+	}
+}
+
+func TestNewErrorsNeverHoldSecrets(t *testing.T) {
+	for _, tt := range []struct{ scheme, secret string }{
+		{"standard", "whsec_!!not-base64-supersecret"},
+		{"nope", "supersecret"},
+		{"github", ""},
+	} {
+		_, err := New(tt.scheme, []string{tt.secret}, Options{})
+		if err == nil {
+			t.Errorf("New(%q, %q) succeeded, want error", tt.scheme, tt.secret)
+			continue
+		}
+		if tt.secret != "" && strings.Contains(err.Error(), "supersecret") {
+			t.Errorf("error %q holds the secret", err)
+		}
+	}
+	if _, err := New("github", nil, Options{}); err == nil {
+		t.Error("New without secrets succeeded")
+	}
+}
+
+func unixTime(ts int64) time.Time { return time.Unix(ts, 0) }
+
+// validHeaderValue reports whether s survives as an HTTP header value.
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
