@@ -1,0 +1,131 @@
+// Package caddymodule holds hookgate's Caddy adapters: the webhook_* HTTP
+// handlers, the hookgate app and its global option, metrics wiring and the
+// CLI commands. The logic lives in the domain packages (verify, dedupe);
+// this package parses, defaults, validates and maps results to HTTP.
+package caddymodule
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+)
+
+func init() {
+	caddy.RegisterModule(App{})
+}
+
+// App is the hookgate app: it holds what the webhook handlers share, the
+// state store and the metrics instruments. Handlers find it with
+// ctx.App("hookgate"); when no global option configures it, it runs with
+// its defaults (the embedded store under Caddy's data directory).
+type App struct {
+	// Store says where hookgate keeps its state. Default: the embedded
+	// store in caddy.AppDataDir()/hookgate.
+	Store *StoreConfig `json:"store,omitempty"`
+
+	// KeyPrefix starts every Redis key. Default: "hookgate".
+	KeyPrefix string `json:"key_prefix,omitempty"`
+
+	metrics *metrics
+	logger  *zap.Logger
+}
+
+// StoreConfig selects the state store.
+type StoreConfig struct {
+	// Backend is "file" (the embedded bbolt store, default) or "redis".
+	Backend string `json:"backend,omitempty"`
+
+	// Dir is the file backend's directory, created if missing; the bbolt
+	// file state.db lives in it. Default: caddy.AppDataDir()/hookgate.
+	Dir string `json:"dir,omitempty"`
+
+	// URLs are the Redis addresses (redis:// or rediss://). One URL is a
+	// single node; several are a Cluster's seed nodes, or Sentinels when
+	// SentinelMaster is set.
+	URLs []string `json:"urls,omitempty"`
+
+	// SentinelMaster is the master name to ask the Sentinels for.
+	SentinelMaster string `json:"sentinel_master,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (App) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "hookgate",
+		New: func() caddy.Module { return new(App) },
+	}
+}
+
+// Provision sets up the app.
+func (a *App) Provision(ctx caddy.Context) error {
+	a.logger = ctx.Logger()
+	if a.KeyPrefix == "" {
+		a.KeyPrefix = "hookgate"
+	}
+	if a.Store == nil {
+		a.Store = new(StoreConfig)
+	}
+	if a.Store.Backend == "" {
+		a.Store.Backend = "file"
+	}
+	if a.Store.Backend == "file" && a.Store.Dir == "" {
+		a.Store.Dir = filepath.Join(caddy.AppDataDir(), "hookgate")
+	}
+	m, err := newMetrics(ctx.GetMetricsRegistry())
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	a.metrics = m
+	return nil
+}
+
+// Validate checks the configuration.
+func (a *App) Validate() error {
+	switch a.Store.Backend {
+	case "file":
+		if len(a.Store.URLs) > 0 || a.Store.SentinelMaster != "" {
+			return fmt.Errorf("store file takes a directory, not Redis URLs")
+		}
+	case "redis":
+		if len(a.Store.URLs) == 0 {
+			return fmt.Errorf("store redis needs at least one URL")
+		}
+	default:
+		return fmt.Errorf("unknown store backend %q (want file or redis)", a.Store.Backend)
+	}
+	return nil
+}
+
+// Start starts the app.
+func (a *App) Start() error { return nil }
+
+// Stop stops the app.
+func (a *App) Stop() error { return nil }
+
+// Cleanup releases what Provision acquired.
+func (a *App) Cleanup() error {
+	if a.metrics != nil {
+		return a.metrics.shutdown()
+	}
+	return nil
+}
+
+// appFrom returns the hookgate app of ctx's config, provisioning it with
+// defaults when no global option configured it.
+func appFrom(ctx caddy.Context) (*App, error) {
+	v, err := ctx.App("hookgate")
+	if err != nil {
+		return nil, fmt.Errorf("loading hookgate app: %w", err)
+	}
+	return v.(*App), nil
+}
+
+// Interface guards
+var (
+	_ caddy.App          = (*App)(nil)
+	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.Validator    = (*App)(nil)
+	_ caddy.CleanerUpper = (*App)(nil)
+)

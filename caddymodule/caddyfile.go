@@ -1,0 +1,210 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"errors"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/dustin/go-humanize"
+)
+
+func init() {
+	httpcaddyfile.RegisterGlobalOption("hookgate", parseGlobalOption)
+	httpcaddyfile.RegisterHandlerDirective("webhook_verify", parseVerify)
+	// Verification sits where authentication sits.
+	httpcaddyfile.RegisterDirectiveOrder("webhook_verify", httpcaddyfile.Before, "basic_auth")
+}
+
+// parseGlobalOption parses the hookgate global option:
+//
+//	hookgate {
+//		store redis <url>... {
+//			sentinel_master <name>
+//		}
+//		store file [<dir>]
+//		key_prefix <prefix>
+//	}
+//
+// Repeated hookgate blocks merge; a subdirective given twice is an error.
+func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
+	app := new(App)
+	if existing != nil {
+		if err := json.Unmarshal(existing.(httpcaddyfile.App).Value, app); err != nil {
+			return nil, err
+		}
+	}
+	if err := app.UnmarshalCaddyfile(d); err != nil {
+		return nil, err
+	}
+	return httpcaddyfile.App{Name: "hookgate", Value: caddyconfig.JSON(app, nil)}, nil
+}
+
+// UnmarshalCaddyfile sets up the app from Caddyfile tokens; see
+// parseGlobalOption for the syntax.
+func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume option name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "store":
+			if a.Store != nil {
+				return d.Err("store given twice")
+			}
+			a.Store = new(StoreConfig)
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			a.Store.Backend = d.Val()
+			args := d.RemainingArgs()
+			switch a.Store.Backend {
+			case "file":
+				if len(args) > 1 {
+					return d.Errf("store file takes one directory, got %d", len(args))
+				}
+				if len(args) == 1 {
+					a.Store.Dir = args[0]
+				}
+			case "redis":
+				if len(args) == 0 {
+					return d.Err("store redis needs at least one redis:// or rediss:// URL")
+				}
+				a.Store.URLs = args
+			default:
+				return d.Errf("unknown store backend %q (want file or redis)", a.Store.Backend)
+			}
+			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				switch d.Val() {
+				case "sentinel_master":
+					if a.Store.Backend != "redis" || !d.NextArg() {
+						return d.ArgErr()
+					}
+					a.Store.SentinelMaster = d.Val()
+					if d.NextArg() {
+						return d.ArgErr()
+					}
+				default:
+					return d.Errf("unknown store subdirective %q", d.Val())
+				}
+			}
+		case "key_prefix":
+			if a.KeyPrefix != "" {
+				return d.Err("key_prefix given twice")
+			}
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			a.KeyPrefix = d.Val()
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+		default:
+			return d.Errf("unknown hookgate subdirective %q", d.Val())
+		}
+	}
+	return nil
+}
+
+func parseVerify(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	v := new(Verify)
+	err := v.UnmarshalCaddyfile(h.Dispenser)
+	return v, err
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
+//
+//	webhook_verify [<scheme>] {
+//		scheme    standard|stripe|github|shopify|slack|hookgate
+//		secret    <secret>...
+//		tolerance <dur> [<future>]
+//		max_body  <size>
+//	}
+//
+// secret is repeatable; any one may match. One tolerance value applies in
+// both directions; two are past, then future.
+func (v *Verify) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume directive name
+	if d.NextArg() {
+		v.Scheme = d.Val()
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+	}
+	seen := map[string]bool{}
+	for d.NextBlock(0) {
+		sub := d.Val()
+		if seen[sub] && sub != "secret" {
+			return d.Errf("%s given twice", sub)
+		}
+		seen[sub] = true
+		args := d.RemainingArgs()
+		switch sub {
+		case "scheme":
+			if len(args) != 1 {
+				return d.ArgErr()
+			}
+			if v.Scheme != "" {
+				return d.Err("scheme given twice")
+			}
+			v.Scheme = args[0]
+		case "secret":
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			v.Secrets = append(v.Secrets, args...)
+		case "tolerance":
+			if len(args) < 1 || len(args) > 2 {
+				return d.ArgErr()
+			}
+			past, err := caddy.ParseDuration(args[0])
+			if err != nil {
+				return d.Errf("tolerance: %v", err)
+			}
+			v.Tolerance, v.FutureTolerance = caddy.Duration(past), caddy.Duration(past)
+			if len(args) == 2 {
+				future, err := caddy.ParseDuration(args[1])
+				if err != nil {
+					return d.Errf("tolerance: %v", err)
+				}
+				v.FutureTolerance = caddy.Duration(future)
+			}
+		case "max_body":
+			if len(args) != 1 {
+				return d.ArgErr()
+			}
+			size, err := parseSize(args[0])
+			if err != nil {
+				return d.Errf("max_body: %v", err)
+			}
+			v.MaxBody = size
+		default:
+			return d.Errf("unknown webhook_verify subdirective %q", sub)
+		}
+	}
+	return nil
+}
+
+// parseSize parses a byte size such as 1MiB, 64KiB or 1048576.
+func parseSize(s string) (int64, error) {
+	n, err := humanize.ParseBytes(s)
+	if err != nil {
+		return 0, err
+	}
+	if n == 0 || n > 1<<40 {
+		return 0, errSizeRange
+	}
+	return int64(n), nil
+}
+
+var errSizeRange = errors.New("size must be between 1 byte and 1TiB")
+
+// Interface guards
+var (
+	_ caddyfile.Unmarshaler = (*App)(nil)
+	_ caddyfile.Unmarshaler = (*Verify)(nil)
+)

@@ -1,0 +1,138 @@
+package caddymodule
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+
+	"github.com/hookgate/hookgate/verify"
+)
+
+func init() {
+	caddycmd.RegisterCommand(caddycmd.Command{
+		Name:  "sign",
+		Usage: "--scheme <scheme> --secret <secret> [--id <id>] [--timestamp <unix>] [--send <url>] <body|@file|@->",
+		Short: "Signs a webhook body as a genuine sender would, and optionally sends it",
+		Long: `
+Prints the headers a genuine sender of the given scheme adds to the body,
+one "Name: value" per line. With --send, POSTs the signed body to the URL
+instead and prints the response's status line, headers and body; the exit
+code is 0 for a 2xx answer and 1 otherwise.
+
+The body is the argument itself, or @file to read a file, or @- to read
+standard input. The secret defaults to $HOOKGATE_SECRET, so that it need not
+appear in the shell history. The delivery ID defaults to a random msg_ ID,
+the timestamp to now.`,
+		CobraFunc: func(cmd *cobra.Command) {
+			cmd.Flags().String("scheme", "standard", "signature scheme: "+strings.Join(verify.Schemes(), ", "))
+			cmd.Flags().String("secret", "", "signing secret (default $HOOKGATE_SECRET)")
+			cmd.Flags().String("id", "", "delivery ID (default a random msg_ ID)")
+			cmd.Flags().Int64("timestamp", 0, "unix timestamp to sign (default now)")
+			cmd.Flags().String("send", "", "POST the signed request to this URL")
+			cmd.Args = cobra.ExactArgs(1)
+			cmd.RunE = func(cmd *cobra.Command, args []string) error {
+				code, err := cmdSign(caddycmd.Flags{FlagSet: cmd.Flags()}, args[0], cmd.OutOrStdout())
+				if err != nil {
+					return err
+				}
+				if code != 0 {
+					os.Exit(code)
+				}
+				return nil
+			}
+		},
+	})
+}
+
+func cmdSign(fl caddycmd.Flags, bodyArg string, out io.Writer) (int, error) {
+	secret := fl.String("secret")
+	if secret == "" {
+		secret = os.Getenv("HOOKGATE_SECRET")
+	}
+	if secret == "" {
+		return 2, fmt.Errorf("no secret: pass --secret or set HOOKGATE_SECRET")
+	}
+	body, err := readBodyArg(bodyArg)
+	if err != nil {
+		return 2, err
+	}
+	v, err := verify.New(fl.String("scheme"), []string{secret}, verify.Options{})
+	if err != nil {
+		return 2, err
+	}
+	id := fl.String("id")
+	if id == "" {
+		b := make([]byte, 12)
+		rand.Read(b)
+		id = "msg_" + hex.EncodeToString(b)
+	}
+	ts := time.Now()
+	if t, _ := fl.GetInt64("timestamp"); t != 0 {
+		ts = time.Unix(t, 0)
+	}
+	h := v.Sign(id, ts, body)
+
+	url := fl.String("send")
+	if url == "" {
+		printHeaders(out, h)
+		return 0, nil
+	}
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 2, err
+	}
+	req.Header = h
+	if json.Valid(body) {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 2, err
+	}
+	defer resp.Body.Close()
+	fmt.Fprintf(out, "%s %s\n", resp.Proto, resp.Status)
+	printHeaders(out, resp.Header)
+	fmt.Fprintln(out)
+	io.Copy(out, resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return 1, nil
+	}
+	return 0, nil
+}
+
+func readBodyArg(arg string) ([]byte, error) {
+	name, ok := strings.CutPrefix(arg, "@")
+	switch {
+	case !ok:
+		return []byte(arg), nil
+	case name == "-":
+		return io.ReadAll(os.Stdin)
+	default:
+		return os.ReadFile(name)
+	}
+}
+
+func printHeaders(out io.Writer, h http.Header) {
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		for _, v := range h[k] {
+			fmt.Fprintf(out, "%s: %s\n", k, v)
+		}
+	}
+}
+

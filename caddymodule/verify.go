@@ -1,0 +1,232 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/tidwall/gjson"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/hookgate/hookgate/verify"
+)
+
+func init() {
+	caddy.RegisterModule(Verify{})
+}
+
+// DefaultMaxBody is the default largest body webhook_verify reads: 1 MiB.
+const DefaultMaxBody = 1 << 20
+
+// Verify is the webhook_verify handler: it checks the signature over the
+// raw body and the timestamp window, and forwards only genuine requests,
+// with the body unchanged. It sets the placeholders {webhook.id},
+// {webhook.timestamp}, {webhook.scheme} and {webhook.json.<path>}.
+type Verify struct {
+	// Scheme is the signature format: standard, stripe, github, shopify,
+	// slack or hookgate. Default: standard.
+	Scheme string `json:"scheme,omitempty"`
+
+	// Secrets are the signing secrets; a request is genuine when any one
+	// matches (rotation). Placeholders {env.*} and {file.*} are replaced
+	// when the config loads. Required.
+	Secrets []string `json:"secrets,omitempty"`
+
+	// Tolerance is how old a signed timestamp may be. Default: 5m.
+	Tolerance caddy.Duration `json:"tolerance,omitempty"`
+
+	// FutureTolerance is how far in the future a signed timestamp may be.
+	// Default: 5m; for stripe, no limit, as Stripe's libraries do.
+	FutureTolerance caddy.Duration `json:"future_tolerance,omitempty"`
+
+	// MaxBody is the largest body accepted, in bytes. Default: 1 MiB.
+	MaxBody int64 `json:"max_body,omitempty"`
+
+	verifier *verify.Verifier
+	now      func() time.Time
+	metrics  *metrics
+	logger   *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (Verify) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.webhook_verify",
+		New: func() caddy.Module { return new(Verify) },
+	}
+}
+
+// Provision sets up the handler.
+func (v *Verify) Provision(ctx caddy.Context) error {
+	v.logger = ctx.Logger()
+	if v.Scheme == "" {
+		v.Scheme = "standard"
+	}
+	if v.MaxBody == 0 {
+		v.MaxBody = DefaultMaxBody
+	}
+	if v.MaxBody < 0 {
+		return fmt.Errorf("max_body must be positive")
+	}
+	if v.now == nil {
+		v.now = time.Now
+	}
+	repl := caddy.NewReplacer()
+	secrets := make([]string, len(v.Secrets))
+	for i, s := range v.Secrets {
+		val, err := repl.ReplaceOrErr(s, true, true)
+		if err != nil {
+			return fmt.Errorf("secret %d: %w", i+1, err)
+		}
+		secrets[i] = strings.TrimSpace(val)
+	}
+	verifier, err := verify.New(v.Scheme, secrets, verify.Options{
+		Past:   time.Duration(v.Tolerance),
+		Future: time.Duration(v.FutureTolerance),
+	})
+	if err != nil {
+		return err
+	}
+	v.verifier = verifier
+	app, err := appFrom(ctx)
+	if err != nil {
+		return err
+	}
+	v.metrics = app.metrics
+	return nil
+}
+
+// ServeHTTP verifies the request and hands it on, or rejects it.
+func (v *Verify) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	ctx, span := tracer(r.Context()).Start(r.Context(), "webhook_verify",
+		trace.WithAttributes(attribute.String("hookgate.scheme", v.Scheme)))
+	defer span.End()
+
+	result, status, d, body, err := v.check(r)
+	v.metrics.verifyRequests.Add(ctx, 1, metric.WithAttributes(
+		attribute.String("scheme", v.Scheme), attribute.String("result", result)))
+	span.SetAttributes(attribute.String("hookgate.result", result))
+	if err != nil {
+		span.SetStatus(codes.Error, result)
+		if c := v.logger.Check(zapcore.DebugLevel, "webhook rejected"); c != nil {
+			c.Write(zap.String("reason", result), zap.String("detail", err.Error()), zap.String("remote", r.RemoteAddr))
+		}
+		writeProblem(w, status, result, err.Error(), 0)
+		return nil
+	}
+	span.SetAttributes(attribute.String("webhook.id", d.ID))
+
+	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	repl.Set("webhook.id", d.ID)
+	repl.Set("webhook.scheme", v.Scheme)
+	ts := ""
+	if !d.Timestamp.IsZero() {
+		ts = strconv.FormatInt(d.Timestamp.Unix(), 10)
+	}
+	repl.Set("webhook.timestamp", ts)
+	repl.Map(jsonPlaceholders(body))
+
+	r = r.WithContext(context.WithValue(ctx, bodyCtxKey{}, body))
+	setBody(r, body)
+	return next.ServeHTTP(w, r)
+}
+
+// check reads the body and verifies the request. It returns the metric
+// result (the reason code on failure), the rejection status, and the error.
+func (v *Verify) check(r *http.Request) (result string, status int, d verify.Delivery, body []byte, err error) {
+	body, err = readBody(r, v.MaxBody)
+	if err != nil {
+		if errors.Is(err, errBodyTooLarge) {
+			return "body_too_large", http.StatusRequestEntityTooLarge, d, nil, err
+		}
+		return "body_unreadable", http.StatusBadRequest, d, nil, err
+	}
+	d, err = v.verifier.Verify(r.Header, body, v.now())
+	switch {
+	case err == nil:
+		return "accepted", 0, d, body, nil
+	case errors.Is(err, verify.ErrMissingHeader):
+		return "missing_header", http.StatusBadRequest, d, nil, err
+	case errors.Is(err, verify.ErrMalformedHeader):
+		return "malformed_header", http.StatusBadRequest, d, nil, err
+	case errors.Is(err, verify.ErrTimestampOutOfTolerance):
+		return "timestamp_out_of_tolerance", http.StatusUnauthorized, d, nil, err
+	default:
+		return "bad_signature", http.StatusUnauthorized, d, nil, verify.ErrBadSignature
+	}
+}
+
+// bodyCtxKey keys the request body, read once by the first webhook handler.
+type bodyCtxKey struct{}
+
+var errBodyTooLarge = errors.New("body too large")
+
+// readBody returns the request body, read at most once per request: a
+// handler earlier in the chain may already have read it.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if b, ok := r.Context().Value(bodyCtxKey{}).([]byte); ok {
+		if int64(len(b)) > limit {
+			return nil, fmt.Errorf("%w: over %d bytes", errBodyTooLarge, limit)
+		}
+		return b, nil
+	}
+	if r.ContentLength > limit {
+		return nil, fmt.Errorf("%w: Content-Length %d is over %d bytes", errBodyTooLarge, r.ContentLength, limit)
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength))
+	}
+	n, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading body: %w", err)
+	}
+	if n > limit {
+		return nil, fmt.Errorf("%w: over %d bytes", errBodyTooLarge, limit)
+	}
+	return buf.Bytes(), nil
+}
+
+// setBody makes r's body the given bytes again, for the next handler.
+func setBody(r *http.Request, body []byte) {
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+}
+
+// jsonPlaceholders resolves {webhook.json.<path>} against the body, with
+// gjson path syntax; a body that is not JSON resolves every path to "".
+func jsonPlaceholders(body []byte) caddy.ReplacerFunc {
+	return func(key string) (any, bool) {
+		path, ok := strings.CutPrefix(key, "webhook.json.")
+		if !ok {
+			return nil, false
+		}
+		return gjson.GetBytes(body, path).String(), true
+	}
+}
+
+// tracer returns hookgate's tracer from the span in ctx: Caddy does not set
+// a global provider, its tracing handler puts the span in the context.
+func tracer(ctx context.Context) trace.Tracer {
+	return trace.SpanFromContext(ctx).TracerProvider().Tracer("github.com/hookgate/hookgate")
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Verify)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Verify)(nil)
+)
