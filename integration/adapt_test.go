@@ -1,0 +1,160 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	_ "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+	"github.com/google/go-cmp/cmp"
+
+	_ "github.com/hookgate/hookgate/caddymodule"
+)
+
+var update = flag.Bool("update", false, "rewrite the adapt goldens under testdata/adapt")
+
+func adapt(t *testing.T, caddyfile []byte) ([]byte, error) {
+	t.Helper()
+	adapter := caddyconfig.GetAdapter("caddyfile")
+	out, warnings, err := adapter.Adapt(caddyfile, map[string]any{"filename": "Caddyfile"})
+	for _, w := range warnings {
+		t.Logf("warning: %s", w.String())
+	}
+	if err != nil {
+		return nil, err
+	}
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, out, "", "\t"); err != nil {
+		t.Fatal(err)
+	}
+	pretty.WriteByte('\n')
+	return pretty.Bytes(), nil
+}
+
+// TestAdaptExamples adapts every Caddyfile under caddyfiles/ and compares
+// the JSON with its golden under testdata/adapt (go test -update rewrites).
+func TestAdaptExamples(t *testing.T) {
+	// Examples default secrets from the environment; adapt with it unset.
+	for _, env := range os.Environ() {
+		if name, _, _ := strings.Cut(env, "="); strings.HasPrefix(name, "HOOKGATE_") {
+			t.Setenv(name, "")
+			os.Unsetenv(name)
+		}
+	}
+	files, err := filepath.Glob("../caddyfiles/*.Caddyfile")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Caddyfiles found: %v", err)
+	}
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".Caddyfile")
+		t.Run(name, func(t *testing.T) {
+			src, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := adapt(t, src)
+			if err != nil {
+				t.Fatalf("adapt: %v", err)
+			}
+			golden := filepath.Join("testdata", "adapt", name+".json")
+			if *update {
+				os.MkdirAll(filepath.Dir(golden), 0o755)
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./integration -run TestAdaptExamples -update)", err)
+			}
+			if diff := cmp.Diff(string(want), string(got)); diff != "" {
+				t.Errorf("adapted JSON differs from %s (-want +got):\n%s", golden, diff)
+			}
+		})
+	}
+}
+
+// TestAdaptOrder checks the registered directive order: written in any
+// order, the webhook handlers run before reverse_proxy, without a route block.
+func TestAdaptOrder(t *testing.T) {
+	got, err := adapt(t, []byte(`:8080 {
+	reverse_proxy 127.0.0.1:9
+	request_header X-A b
+	webhook_verify github {
+		secret s
+	}
+	encode gzip
+}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := []string{`"handler": "webhook_verify"`, `"handler": "headers"`, `"handler": "encode"`, `"handler": "reverse_proxy"`}
+	s := string(got)
+	last := -1
+	for _, h := range order {
+		i := strings.Index(s, h)
+		if i < 0 || i < last {
+			t.Fatalf("handler %s out of order in:\n%s", h, s)
+		}
+		last = i
+	}
+}
+
+// TestAdaptErrors checks that bad Caddyfile input fails with a precise error.
+func TestAdaptErrors(t *testing.T) {
+	tests := []struct{ name, caddyfile, want string }{
+		{"unknown subdirective", ":80 {\n webhook_verify {\n  secrett s\n }\n}", `unknown webhook_verify subdirective "secrett"`},
+		{"scheme twice", ":80 {\n webhook_verify github {\n  scheme stripe\n  secret s\n }\n}", "scheme given twice"},
+		{"bad tolerance", ":80 {\n webhook_verify {\n  tolerance soon\n }\n}", "tolerance"},
+		{"too many tolerances", ":80 {\n webhook_verify {\n  tolerance 1m 2m 3m\n }\n}", "wrong argument count"},
+		{"bad size", ":80 {\n webhook_verify {\n  max_body lots\n }\n}", "max_body"},
+		{"secret without value", ":80 {\n webhook_verify {\n  secret\n }\n}", "wrong argument count"},
+		{"two inline schemes", ":80 {\n webhook_verify github stripe\n}", "wrong argument count"},
+		{"unknown store", "{\n hookgate {\n  store etcd x\n }\n}\n:80", `unknown store backend "etcd"`},
+		{"store twice", "{\n hookgate {\n  store file\n  store file\n }\n}\n:80", "store given twice"},
+		{"redis without url", "{\n hookgate {\n  store redis\n }\n}\n:80", "at least one"},
+		{"unknown option", "{\n hookgate {\n  stor file\n }\n}\n:80", `unknown hookgate subdirective "stor"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := adapt(t, []byte(tt.caddyfile))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("adapt error = %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestValidateErrors checks errors found when the config loads (`hookgate
+// validate`): they name the problem and never echo a secret.
+func TestValidateErrors(t *testing.T) {
+	tests := []struct{ name, site, want string }{
+		{"unknown scheme", "webhook_verify paypal {\n secret s3cr3t-value\n}", `unknown scheme \"paypal\"`},
+		{"no secret", "webhook_verify github", "at least one secret"},
+		{"standard secret not base64", "webhook_verify {\n secret whsec_s3cr3t-value!!\n}", "base64"},
+		{"empty env secret", "webhook_verify github {\n secret {env.HOOKGATE_TEST_UNSET}\n}", "{env.HOOKGATE_TEST_UNSET} is empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "Caddyfile")
+			os.WriteFile(path, []byte("{\n admin off\n}\n:0 {\n"+tt.site+"\n}\n"), 0o600)
+			out, err := exec.Command(binary, "validate", "--config", path, "--adapter", "caddyfile").CombinedOutput()
+			if err == nil {
+				t.Fatalf("validate succeeded, want an error containing %q", tt.want)
+			}
+			if !strings.Contains(string(out), tt.want) {
+				t.Errorf("validate output lacks %q:\n%s", tt.want, out)
+			}
+			if strings.Contains(string(out), "s3cr3t-value") {
+				t.Errorf("validate output holds the secret:\n%s", out)
+			}
+		})
+	}
+}
