@@ -135,4 +135,3 @@ func printHeaders(out io.Writer, h http.Header) {
 		}
 	}
 }
-

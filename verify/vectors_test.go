@@ -41,42 +41,42 @@ func TestDocumentedVectors(t *testing.T) {
 			// standard-webhooks libraries/go/webhook_test.go and svix go/webhook_test.go, TestWebhookSign.
 			name: "standard webhooks spec", scheme: "standard", secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
 			headers: map[string]string{"webhook-id": "msg_p5jXN8AQM9LWM0D4loKWxJek", "webhook-timestamp": "1614265330", "webhook-signature": "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="},
-			body: []byte(`{"test": 2432232314}`), ts: 1614265330, wantID: "msg_p5jXN8AQM9LWM0D4loKWxJek",
+			body:    []byte(`{"test": 2432232314}`), ts: 1614265330, wantID: "msg_p5jXN8AQM9LWM0D4loKWxJek",
 		},
 		{
 			name: "svix header names, unknown versions around", scheme: "standard", secret: "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
 			headers: map[string]string{"svix-id": "msg_p5jXN8AQM9LWM0D4loKWxJek", "svix-timestamp": "1614265330", "svix-signature": "v1a,ZmFrZQ== v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE= v2,xyz"},
-			body: []byte(`{"test": 2432232314}`), ts: 1614265330, wantID: "msg_p5jXN8AQM9LWM0D4loKWxJek",
+			body:    []byte(`{"test": 2432232314}`), ts: 1614265330, wantID: "msg_p5jXN8AQM9LWM0D4loKWxJek",
 		},
 		{
 			// stripe-dotnet src/StripeTests/Services/Events/EventUtilityTest.cs with event_test_signature.json.
 			name: "stripe dotnet fixture", scheme: "stripe", secret: "webhook_secret",
 			headers: map[string]string{"stripe-signature": "t=1533204620,v1=2220f87ef101a04665f11cdf770523143f875572008577fa0f20882ddb9cc3c7,v0=63f3a72374a733066c4be69ed7f8e5ac85c22c9f0a6a612ab9a025a9e4ee7eef"},
-			body: readVector(t, "stripe_event.json"), ts: 1533204620, wantID: "evt_123",
+			body:    readVector(t, "stripe_event.json"), ts: 1533204620, wantID: "evt_123",
 		},
 		{
 			// GitHub docs, "Validating webhook deliveries".
 			name: "github docs", scheme: "github", secret: "It's a Secret to Everybody",
 			headers: map[string]string{"x-hub-signature-256": "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17", "x-github-delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958"},
-			body: []byte("Hello, World!"), wantID: "72d3162e-cc78-11e3-81ab-4c9367dc0958",
+			body:    []byte("Hello, World!"), wantID: "72d3162e-cc78-11e3-81ab-4c9367dc0958",
 		},
 		{
 			// shopify-app-js packages/apps/shopify-api/lib/webhooks/__tests__/validate.test.ts.
 			name: "shopify api js", scheme: "shopify", secret: "test_secret_key",
 			headers: map[string]string{"x-shopify-hmac-sha256": "B23tXN681gZ0qIWNRrgtzBE9XSDo5yaUu6wfmhu3a7g=", "x-shopify-webhook-id": "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043"},
-			body: []byte(`{"foo": "bar"}`), wantID: "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043",
+			body:    []byte(`{"foo": "bar"}`), wantID: "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043",
 		},
 		{
 			// shopify_app (Ruby) test/shopify_app/controller_concerns/webhook_verification_test.rb: old secret still accepted.
 			name: "shopify ruby rotation", scheme: "shopify", secret: "secret",
 			headers: map[string]string{"x-shopify-hmac-sha256": "XqRcjrSv57VACn6apEO9znyu/wkN1VC7QxdSPwK3Hzs="},
-			body: []byte("foo=anything"),
+			body:    []byte("foo=anything"),
 		},
 		{
 			// Slack "Verifying requests from Slack", as reproduced by python-slack-sdk's signature tests.
 			name: "slack docs", scheme: "slack", secret: "8f742231b10e8888abcd99yyyzzz85a5",
 			headers: map[string]string{"x-slack-request-timestamp": "1531420618", "x-slack-signature": "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503"},
-			body: readVector(t, "slack_command.txt"), ts: 1531420618,
+			body:    readVector(t, "slack_command.txt"), ts: 1531420618,
 		},
 	}
 	for _, tt := range tests {
