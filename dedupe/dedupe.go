@@ -1,0 +1,250 @@
+// Package dedupe is the claim → forward → record → replay state machine that
+// makes a webhook receiver see each delivery once: the first copy of a key
+// is claimed (a lease, a fencing token, the body's fingerprint) and
+// forwarded; its final response is recorded; every later copy gets the
+// record replayed. The Store interface is what it needs of a backend; see
+// the redisstore and boltstore packages. It imports no Caddy.
+package dedupe
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	DefaultLease     = 30 * time.Second
+	DefaultRetention = 168 * time.Hour
+	DefaultMaxRecord = 64 << 10
+)
+
+// Errors a Decision carries when a copy is rejected.
+var (
+	// ErrInFlight means another copy of the key is being forwarded.
+	ErrInFlight = errors.New("a copy of this delivery is in flight")
+	// ErrKeyReused means the key was first used with another body.
+	ErrKeyReused = errors.New("idempotency key reused with a different payload")
+)
+
+// Config tunes a Deduper.
+type Config struct {
+	// Lease bounds a claim: a forward that has not recorded by then is
+	// presumed dead, and the next copy is forwarded again. Default 30s.
+	Lease time.Duration
+	// Retention is how long a record is kept, from the time it is
+	// recorded. Default 168h.
+	Retention time.Duration
+	// Wait is how long a copy waits for an in-flight forward to record
+	// before it is rejected with ErrInFlight. Zero rejects at once.
+	Wait time.Duration
+	// Final reports whether a response status is a final outcome, to be
+	// recorded; others release the claim. Default: 2xx only.
+	Final func(status int) bool
+	// MaxRecord is the largest response body recorded. A final response
+	// with a larger body is recorded without it. Default 64 KiB.
+	MaxRecord int
+}
+
+// Deduper runs the state machine over a Store. It is safe for concurrent use.
+type Deduper struct {
+	store Store
+	cfg   Config
+	now   func() time.Time
+	token func() string
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+// Option configures a Deduper.
+type Option func(*Deduper)
+
+// WithClock sets the clock; the default is time.Now.
+func WithClock(now func() time.Time) Option { return func(d *Deduper) { d.now = now } }
+
+// WithTokens sets the fencing-token source; the default is 128 random bits.
+func WithTokens(token func() string) Option { return func(d *Deduper) { d.token = token } }
+
+// New returns a Deduper over store.
+func New(store Store, cfg Config, opts ...Option) (*Deduper, error) {
+	if cfg.Lease == 0 {
+		cfg.Lease = DefaultLease
+	}
+	if cfg.Retention == 0 {
+		cfg.Retention = DefaultRetention
+	}
+	if cfg.MaxRecord == 0 {
+		cfg.MaxRecord = DefaultMaxRecord
+	}
+	if cfg.Final == nil {
+		cfg.Final = func(status int) bool { return status >= 200 && status < 300 }
+	}
+	switch {
+	case cfg.Lease < time.Second:
+		return nil, fmt.Errorf("lease %s is under 1s", cfg.Lease)
+	case cfg.Retention < cfg.Lease:
+		return nil, fmt.Errorf("retention %s is shorter than the lease %s", cfg.Retention, cfg.Lease)
+	case cfg.Wait < 0 || cfg.MaxRecord < 0:
+		return nil, errors.New("wait and max_record must not be negative")
+	}
+	d := &Deduper{store: store, cfg: cfg, now: time.Now, token: randomToken, sleep: sleepCtx}
+	for _, o := range opts {
+		o(d)
+	}
+	return d, nil
+}
+
+func randomToken() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Action says what to do with a copy.
+type Action int
+
+// The actions.
+const (
+	Forward Action = iota + 1 // forward it, then Finish
+	Replay                    // answer with Decision.Record
+	Reject                    // answer with Decision.Err
+)
+
+// Decision is Begin's answer for one copy.
+type Decision struct {
+	Action Action
+	// Result names the outcome for metrics: forwarded, lease_expired
+	// (forwarded again over an expired lease), replayed, in_flight or
+	// mismatch.
+	Result string
+	// Token is the claim to pass to Finish (Forward).
+	Token string
+	// LeaseUntil bounds the forward (Forward), or is when the claim in the
+	// way expires (Reject with ErrInFlight).
+	LeaseUntil time.Time
+	// Record is the response to replay (Replay).
+	Record *Record
+	// Err is ErrInFlight or ErrKeyReused (Reject).
+	Err error
+}
+
+// RetryAfter is how long until the lease in the way expires.
+func (d Decision) RetryAfter(now time.Time) time.Duration {
+	return max(d.LeaseUntil.Sub(now), 0)
+}
+
+// Lease returns the configured lease.
+func (d *Deduper) Lease() time.Duration { return d.cfg.Lease }
+
+// Begin decides what to do with a copy of key whose body has fingerprint
+// fp. With Config.Wait set, a copy that finds another in flight waits for
+// its record (or for its claim to go) up to Wait. A non-nil error is a
+// store failure: nothing was claimed.
+func (d *Deduper) Begin(ctx context.Context, key string, fp Fingerprint) (Decision, error) {
+	deadline := d.now().Add(d.cfg.Wait)
+	poll := 5 * time.Millisecond
+	for {
+		now := d.now()
+		token := d.token()
+		res, err := d.store.Claim(ctx, key, Claim{Fingerprint: fp, Token: token, Lease: d.cfg.Lease, Retention: d.cfg.Retention, Now: now})
+		if err != nil {
+			return Decision{}, err
+		}
+		switch res.Status {
+		case Claimed:
+			return Decision{Action: Forward, Result: "forwarded", Token: token, LeaseUntil: now.Add(d.cfg.Lease)}, nil
+		case TookOver:
+			return Decision{Action: Forward, Result: "lease_expired", Token: token, LeaseUntil: now.Add(d.cfg.Lease)}, nil
+		case Recorded:
+			return Decision{Action: Replay, Result: "replayed", Record: res.Record}, nil
+		case Mismatch:
+			return Decision{Action: Reject, Result: "mismatch", Err: ErrKeyReused}, nil
+		case InFlight:
+		default:
+			return Decision{}, fmt.Errorf("store answered claim status %d", res.Status)
+		}
+
+		// In flight: wait for the record, or for the claim to go.
+		for {
+			now = d.now()
+			if !now.Before(deadline) {
+				return Decision{Action: Reject, Result: "in_flight", Err: ErrInFlight, LeaseUntil: res.LeaseUntil}, nil
+			}
+			if err := d.sleep(ctx, min(poll, deadline.Sub(now))); err != nil {
+				return Decision{}, err
+			}
+			poll = min(poll*2, 50*time.Millisecond)
+			e, err := d.store.Get(ctx, key, d.now())
+			if err != nil {
+				return Decision{}, err
+			}
+			if e.State == StateRecorded && e.Fingerprint == fp {
+				return Decision{Action: Replay, Result: "replayed", Record: e.Record}, nil
+			}
+			if e.State != StateClaimed || e.Fingerprint != fp || !d.now().Before(e.LeaseUntil) {
+				break // released, expired or changed: claim again
+			}
+			res.LeaseUntil = e.LeaseUntil
+		}
+	}
+}
+
+// Finish ends a forward: a final response is recorded, any other releases
+// the claim so the next copy is forwarded. It reports whether the
+// response was recorded. ctx should not be the client's: the outcome must
+// be kept even when the client has gone.
+func (d *Deduper) Finish(ctx context.Context, key, token string, status int, header http.Header, body []byte) (bool, error) {
+	if !d.cfg.Final(status) {
+		return false, d.store.Release(ctx, key, token)
+	}
+	rec := NewRecord(status, header, body, d.cfg.MaxRecord)
+	if err := d.store.Record(ctx, key, token, rec, d.cfg.Retention, d.now()); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// Abandon releases a claim whose forward produced no response at all.
+func (d *Deduper) Abandon(ctx context.Context, key, token string) error {
+	return d.store.Release(ctx, key, token)
+}
+
+// hopByHop are the headers a record leaves out: they describe one
+// connection, not the response; Date and Content-Length are set afresh.
+var hopByHop = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
+	"Proxy-Connection": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+	"Date": true, "Content-Length": true,
+}
+
+// NewRecord makes the record of a final response: its end-to-end headers
+// and its body, or no body when it is over maxBody.
+func NewRecord(status int, header http.Header, body []byte, maxBody int) Record {
+	h := make(http.Header, len(header))
+	for k, v := range header {
+		if !hopByHop[http.CanonicalHeaderKey(k)] {
+			h[http.CanonicalHeaderKey(k)] = append([]string(nil), v...)
+		}
+	}
+	rec := Record{Status: status, Header: h}
+	if len(body) > maxBody {
+		rec.BodyOmitted = true
+	} else {
+		rec.Body = append([]byte(nil), body...)
+	}
+	return rec
+}

@@ -1,0 +1,188 @@
+// Package redisstore is the Redis dedupe.Store: one go-redis
+// UniversalClient (single node, Sentinel or Cluster), every multi-step
+// change one Lua script, times passed from the caller's clock.
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+// Store is a dedupe.Store on Redis.
+type Store struct {
+	rdb    redis.UniversalClient
+	prefix string
+}
+
+// New returns a Store whose keys start with prefix.
+func New(rdb redis.UniversalClient, prefix string) *Store {
+	return &Store{rdb: rdb, prefix: prefix}
+}
+
+// gcSlack is how long after its logical expiry Redis drops an entry.
+const gcSlack = time.Minute
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+// claimScript claims a key.
+//
+//	KEYS[1] entry
+//	ARGV    fp, token, now ms, lease ms, retention ms, gc ttl ms
+//	returns {1} claimed, {2} took over an expired lease, {3, lease-until ms}
+//	        in flight, {4, record} recorded, {5} another fingerprint
+var claimScript = redis.NewScript(`
+local e = redis.call('HMGET', KEYS[1], 's', 'fp', 'lu', 'exp', 'rec')
+local now = tonumber(ARGV[3])
+local leaseUntil = now + tonumber(ARGV[4])
+local exp = now + tonumber(ARGV[5])
+if e[1] and tonumber(e[4]) <= now then
+  e[1] = false
+end
+if not e[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[1], 's', 'c', 'fp', ARGV[1], 'tok', ARGV[2], 'lu', leaseUntil, 'exp', exp)
+  redis.call('PEXPIRE', KEYS[1], ARGV[6])
+  return {1}
+end
+if e[2] ~= ARGV[1] then
+  return {5}
+end
+if e[1] == 'r' then
+  return {4, e[5]}
+end
+if tonumber(e[3]) <= now then
+  redis.call('HSET', KEYS[1], 'tok', ARGV[2], 'lu', leaseUntil, 'exp', exp)
+  redis.call('PEXPIRE', KEYS[1], ARGV[6])
+  return {2}
+end
+return {3, e[3]}
+`)
+
+// Claim implements dedupe.Store.
+func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.ClaimResult, error) {
+	gc := c.Retention + gcSlack
+	v, err := claimScript.Run(ctx, s.rdb, []string{entryKey(s.prefix, key)},
+		c.Fingerprint.String(), c.Token, ms(c.Now), c.Lease.Milliseconds(), c.Retention.Milliseconds(), gc.Milliseconds()).Slice()
+	if err != nil {
+		return dedupe.ClaimResult{}, fmt.Errorf("redis claim: %w", err)
+	}
+	code, _ := v[0].(int64)
+	res := dedupe.ClaimResult{Status: dedupe.ClaimStatus(code)}
+	switch res.Status {
+	case dedupe.Claimed, dedupe.TookOver, dedupe.Mismatch:
+	case dedupe.InFlight:
+		lu, err := strconv.ParseInt(fmt.Sprint(v[1]), 10, 64)
+		if err != nil {
+			return dedupe.ClaimResult{}, fmt.Errorf("redis claim: bad lease %v", v[1])
+		}
+		res.LeaseUntil = time.UnixMilli(lu)
+	case dedupe.Recorded:
+		rec, err := dedupe.UnmarshalRecord([]byte(fmt.Sprint(v[1])))
+		if err != nil {
+			return dedupe.ClaimResult{}, fmt.Errorf("redis claim: decoding record: %w", err)
+		}
+		res.Record = rec
+	default:
+		return dedupe.ClaimResult{}, fmt.Errorf("redis claim: unexpected answer %v", v)
+	}
+	return res, nil
+}
+
+// recordScript records the response of the claim held by a token.
+//
+//	KEYS[1] entry
+//	ARGV    token, record, expiry ms, gc ttl ms
+//	returns 1 recorded, 0 the token does not hold the claim
+var recordScript = redis.NewScript(`
+local e = redis.call('HMGET', KEYS[1], 's', 'tok')
+if e[1] ~= 'c' or e[2] ~= ARGV[1] then
+  return 0
+end
+redis.call('HSET', KEYS[1], 's', 'r', 'rec', ARGV[2], 'exp', ARGV[3])
+redis.call('HDEL', KEYS[1], 'tok', 'lu')
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return 1
+`)
+
+// Record implements dedupe.Store.
+func (s *Store) Record(ctx context.Context, key, token string, rec dedupe.Record, retention time.Duration, now time.Time) error {
+	b, err := dedupe.MarshalRecord(rec)
+	if err != nil {
+		return err
+	}
+	n, err := recordScript.Run(ctx, s.rdb, []string{entryKey(s.prefix, key)},
+		token, b, ms(now.Add(retention)), (retention + gcSlack).Milliseconds()).Int()
+	if err != nil {
+		return fmt.Errorf("redis record: %w", err)
+	}
+	if n == 0 {
+		return dedupe.ErrClaimLost
+	}
+	return nil
+}
+
+// releaseScript deletes the claim held by a token.
+//
+//	KEYS[1] entry
+//	ARGV    token
+//	returns 1 released, 0 the token does not hold the claim
+var releaseScript = redis.NewScript(`
+local e = redis.call('HMGET', KEYS[1], 's', 'tok')
+if e[1] == 'c' and e[2] == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+`)
+
+// Release implements dedupe.Store.
+func (s *Store) Release(ctx context.Context, key, token string) error {
+	if err := releaseScript.Run(ctx, s.rdb, []string{entryKey(s.prefix, key)}, token).Err(); err != nil {
+		return fmt.Errorf("redis release: %w", err)
+	}
+	return nil
+}
+
+// Get implements dedupe.Store.
+func (s *Store) Get(ctx context.Context, key string, now time.Time) (dedupe.Entry, error) {
+	v, err := s.rdb.HMGet(ctx, entryKey(s.prefix, key), "s", "fp", "lu", "exp", "rec").Result()
+	if err != nil {
+		return dedupe.Entry{}, fmt.Errorf("redis get: %w", err)
+	}
+	state, _ := v[0].(string)
+	exp, _ := strconv.ParseInt(str(v[3]), 10, 64)
+	if state == "" || exp <= ms(now) {
+		return dedupe.Entry{}, nil
+	}
+	fp, ok := dedupe.ParseFingerprint(str(v[1]))
+	if !ok {
+		return dedupe.Entry{}, errors.New("redis get: bad fingerprint")
+	}
+	e := dedupe.Entry{Fingerprint: fp}
+	switch state {
+	case "c":
+		lu, _ := strconv.ParseInt(str(v[2]), 10, 64)
+		e.State, e.LeaseUntil = dedupe.StateClaimed, time.UnixMilli(lu)
+	case "r":
+		rec, err := dedupe.UnmarshalRecord([]byte(str(v[4])))
+		if err != nil {
+			return dedupe.Entry{}, fmt.Errorf("redis get: decoding record: %w", err)
+		}
+		e.State, e.Record = dedupe.StateRecorded, rec
+	}
+	return e, nil
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+var _ dedupe.Store = (*Store)(nil)

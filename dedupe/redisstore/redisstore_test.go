@@ -1,0 +1,36 @@
+package redisstore_test
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/dedupe/redisstore"
+	"github.com/hookgate/hookgate/dedupe/storetest"
+	"github.com/hookgate/hookgate/internal/redistest"
+)
+
+func prefix() string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return "test" + hex.EncodeToString(b)
+}
+
+func TestConformanceSingleNode(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr()}})
+	t.Cleanup(func() { rdb.Close() })
+	storetest.Run(t, func(t *testing.T) dedupe.Store { return redisstore.New(rdb, prefix()) })
+}
+
+// TestConformanceCluster runs the suite against a real three-master
+// Cluster: every script must touch one slot.
+func TestConformanceCluster(t *testing.T) {
+	addrs := redistest.StartCluster(t)
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs, IsClusterMode: true})
+	t.Cleanup(func() { rdb.Close() })
+	storetest.Run(t, func(t *testing.T) dedupe.Store { return redisstore.New(rdb, prefix()) })
+}

@@ -1,0 +1,143 @@
+// Package redistest starts real redis-server processes on free loopback
+// ports for tests: single nodes that a test may stop and restart, and a
+// three-master Cluster. It needs redis-server and redis-cli on PATH and
+// fails the test, never skips it, when they are missing.
+package redistest
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Server is one redis-server process.
+type Server struct {
+	t    testing.TB
+	Port int
+	dir  string
+	args []string
+	cmd  *exec.Cmd
+}
+
+// Addr is the server's host:port.
+func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.Port) }
+
+// URL is the server's redis:// URL.
+func (s *Server) URL() string { return "redis://" + s.Addr() }
+
+// Start starts a single redis-server, without persistence, stopped when the
+// test ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	return start(t, nil)
+}
+
+func start(t testing.TB, extra []string) *Server {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatal("redis-server is not on PATH: install it (Debian: apt-get install redis-server); .ci/run does")
+	}
+	s := &Server{t: t, Port: FreePort(t), dir: t.TempDir(), args: extra}
+	s.Restart()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Restart starts the server again on the same port after Stop.
+func (s *Server) Restart() {
+	s.t.Helper()
+	args := append([]string{
+		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir,
+		"--logfile", filepath.Join(s.dir, "redis.log"),
+	}, s.args...)
+	s.cmd = exec.Command("redis-server", args...)
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatalf("starting redis-server: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if ping(s.Addr()) {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("redis-server on %s did not answer in 10s", s.Addr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Stop kills the server.
+func (s *Server) Stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+	s.cmd = nil
+}
+
+// ping sends PING over RESP and reports whether PONG came back.
+func ping(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second))
+	fmt.Fprint(c, "PING\r\n")
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return err == nil && strings.HasPrefix(line, "+PONG")
+}
+
+// StartCluster starts three masters with cluster mode on and joins them
+// with redis-cli --cluster create. It returns their addresses.
+func StartCluster(t testing.TB) []string {
+	t.Helper()
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		t.Fatal("redis-cli is not on PATH: install it (Debian: apt-get install redis-server); .ci/run does")
+	}
+	var addrs []string
+	for range 3 {
+		s := start(t, []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"})
+		addrs = append(addrs, s.Addr())
+	}
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	// Wait until every node reports the cluster ok.
+	deadline := time.Now().Add(20 * time.Second)
+	for _, a := range addrs {
+		host, port, _ := net.SplitHostPort(a)
+		for {
+			out, _ := exec.Command("redis-cli", "-h", host, "-p", port, "cluster", "info").Output()
+			if strings.Contains(string(out), "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("cluster not ok after 20s: %s", out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return addrs
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
