@@ -7,9 +7,12 @@ package caddymodule
 import (
 	"fmt"
 	"path/filepath"
+	"sync"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
+
+	"github.com/hookgate/hookgate/dedupe"
 )
 
 func init() {
@@ -28,8 +31,18 @@ type App struct {
 	// KeyPrefix starts every Redis key. Default: "hookgate".
 	KeyPrefix string `json:"key_prefix,omitempty"`
 
-	metrics *metrics
-	logger  *zap.Logger
+	metrics   *metrics
+	logger    *zap.Logger
+	store     *lazyStore
+}
+
+// lazyStore is the app's store, opened when a handler first needs it, so a
+// config without dedupe opens nothing.
+type lazyStore struct {
+	once    sync.Once
+	store   dedupe.Store
+	err     error
+	poolKey string
 }
 
 // StoreConfig selects the state store.
@@ -78,6 +91,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	a.metrics = m
+	a.store = new(lazyStore)
 	return nil
 }
 
@@ -106,6 +120,11 @@ func (a *App) Stop() error { return nil }
 
 // Cleanup releases what Provision acquired.
 func (a *App) Cleanup() error {
+	if a.store != nil && a.store.poolKey != "" {
+		if _, err := connections.Delete(a.store.poolKey); err != nil {
+			a.logger.Error("closing store", zap.Error(err))
+		}
+	}
 	if a.metrics != nil {
 		return a.metrics.shutdown()
 	}

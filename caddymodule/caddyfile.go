@@ -17,6 +17,10 @@ func init() {
 	httpcaddyfile.RegisterHandlerDirective("webhook_verify", parseVerify)
 	// Verification sits where authentication sits.
 	httpcaddyfile.RegisterDirectiveOrder("webhook_verify", httpcaddyfile.Before, "basic_auth")
+
+	httpcaddyfile.RegisterHandlerDirective("webhook_dedupe", parseDedupe)
+	// Dedupe runs after encode, so it records the un-encoded response.
+	httpcaddyfile.RegisterDirectiveOrder("webhook_dedupe", httpcaddyfile.After, "encode")
 }
 
 // parseGlobalOption parses the hookgate global option:
@@ -189,6 +193,105 @@ func (v *Verify) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return nil
 }
 
+func parseDedupe(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	dd := new(Dedupe)
+	err := dd.UnmarshalCaddyfile(h.Dispenser)
+	return dd, err
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
+//
+//	webhook_dedupe {
+//		key        <placeholder>
+//		retention  <duration>
+//		lease      <duration>
+//		in_flight  reject|wait <duration>
+//		record     <status-class>...
+//		max_record <size>
+//		on_store_error reject|forward
+//	}
+func (h *Dedupe) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	seen := map[string]bool{}
+	for d.NextBlock(0) {
+		sub := d.Val()
+		if seen[sub] {
+			return d.Errf("%s given twice", sub)
+		}
+		seen[sub] = true
+		args := d.RemainingArgs()
+		one := func() (string, error) {
+			if len(args) != 1 {
+				return "", d.ArgErr()
+			}
+			return args[0], nil
+		}
+		duration := func() (caddy.Duration, error) {
+			v, err := one()
+			if err != nil {
+				return 0, err
+			}
+			dur, err := caddy.ParseDuration(v)
+			if err != nil {
+				return 0, d.Errf("%s: %v", sub, err)
+			}
+			if dur <= 0 {
+				return 0, d.Errf("%s must be positive", sub)
+			}
+			return caddy.Duration(dur), nil
+		}
+		var err error
+		switch sub {
+		case "key":
+			h.Key, err = one()
+		case "retention":
+			h.Retention, err = duration()
+		case "lease":
+			h.Lease, err = duration()
+		case "in_flight":
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			h.InFlight = args[0]
+			switch {
+			case args[0] == "reject" && len(args) == 1:
+			case args[0] == "wait" && len(args) == 2:
+				wait, perr := caddy.ParseDuration(args[1])
+				if perr != nil || wait <= 0 {
+					return d.Errf("in_flight wait: bad duration %q", args[1])
+				}
+				h.InFlightWait = caddy.Duration(wait)
+			default:
+				return d.Errf("in_flight: want reject, or wait <duration>")
+			}
+		case "record":
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			h.Record = args
+		case "max_record":
+			var v string
+			if v, err = one(); err == nil {
+				h.MaxRecord, err = parseSize(v)
+				if err != nil {
+					return d.Errf("max_record: %v", err)
+				}
+			}
+		case "on_store_error":
+			h.OnStoreError, err = one()
+		default:
+			return d.Errf("unknown webhook_dedupe subdirective %q", sub)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return h.validate()
+}
+
 // parseSize parses a byte size such as 1MiB, 64KiB or 1048576.
 func parseSize(s string) (int64, error) {
 	n, err := humanize.ParseBytes(s)
@@ -207,4 +310,5 @@ var errSizeRange = errors.New("size must be between 1 byte and 1TiB")
 var (
 	_ caddyfile.Unmarshaler = (*App)(nil)
 	_ caddyfile.Unmarshaler = (*Verify)(nil)
+	_ caddyfile.Unmarshaler = (*Dedupe)(nil)
 )

@@ -14,7 +14,9 @@ import (
 // each load builds its own provider; names are exact (no suffixes added).
 type metrics struct {
 	provider       *sdkmetric.MeterProvider
-	verifyRequests metric.Int64Counter
+	verifyRequests  metric.Int64Counter
+	dedupeRequests  metric.Int64Counter
+	storeOpDuration metric.Float64Histogram
 }
 
 func newMetrics(reg *prometheus.Registry) (*metrics, error) {
@@ -32,6 +34,18 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	meter := m.provider.Meter("github.com/hookgate/hookgate")
 	m.verifyRequests, err = meter.Int64Counter("hookgate_verify_requests_total",
 		metric.WithDescription("Webhook verifications by scheme and result."))
+	if err != nil {
+		return nil, err
+	}
+	m.dedupeRequests, err = meter.Int64Counter("hookgate_dedupe_requests_total",
+		metric.WithDescription("Dedupe outcomes: forwarded, replayed, in_flight, mismatch, store_error, lease_expired, missing_key."))
+	if err != nil {
+		return nil, err
+	}
+	m.storeOpDuration, err = meter.Float64Histogram("hookgate_store_op_duration_seconds",
+		metric.WithDescription("Latency of state store operations by backend and operation."),
+		metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5))
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,292 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+func init() {
+	caddy.RegisterModule(Dedupe{})
+}
+
+// Dedupe is the webhook_dedupe handler: the first copy of a delivery is
+// forwarded and its final response recorded; every duplicate gets the
+// record replayed, with Idempotent-Replayed: true, and the upstream sees
+// nothing. State lives in the hookgate app's store.
+type Dedupe struct {
+	// Key is the idempotency key, a placeholder. Default: {webhook.id}.
+	Key string `json:"key,omitempty"`
+
+	// Retention is how long a record is kept, from when it is recorded:
+	// longer than the sender's whole retry and redrive window. Default 168h.
+	Retention caddy.Duration `json:"retention,omitempty"`
+
+	// Lease bounds an in-flight claim and the forward under it. Default 30s.
+	Lease caddy.Duration `json:"lease,omitempty"`
+
+	// InFlight is what a copy gets while another is being forwarded:
+	// "reject" (409 in_flight with Retry-After) or "wait" (wait up to
+	// InFlightWait for the record, then replay it or reject). Default reject.
+	InFlight string `json:"in_flight,omitempty"`
+
+	// InFlightWait is how long "wait" waits. Default 5s.
+	InFlightWait caddy.Duration `json:"in_flight_wait,omitempty"`
+
+	// Record lists the status classes that are final outcomes, recorded and
+	// replayed: "2xx", "3xx", "4xx". Default ["2xx"]: a 4xx is not recorded,
+	// so a redrive after the receiver is fixed reaches it.
+	Record []string `json:"record,omitempty"`
+
+	// MaxRecord is the largest response body recorded, in bytes; a final
+	// response with a larger body is recorded without it. Default 64 KiB.
+	MaxRecord int64 `json:"max_record,omitempty"`
+
+	// OnStoreError is what happens when the store fails: "reject" (503 with
+	// Retry-After, nothing forwarded) or "forward" (forward unprotected).
+	// Default reject.
+	OnStoreError string `json:"on_store_error,omitempty"`
+
+	deduper *dedupe.Deduper
+	now     func() time.Time
+	metrics *metrics
+	logger  *zap.Logger
+	bufs    *sync.Pool
+}
+
+// CaddyModule returns the Caddy module information.
+func (Dedupe) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.webhook_dedupe",
+		New: func() caddy.Module { return new(Dedupe) },
+	}
+}
+
+// Provision sets up the handler.
+func (h *Dedupe) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	if h.Key == "" {
+		h.Key = "{webhook.id}"
+	}
+	if h.InFlight == "" {
+		h.InFlight = "reject"
+	}
+	if h.InFlight == "wait" && h.InFlightWait == 0 {
+		h.InFlightWait = caddy.Duration(5 * time.Second)
+	}
+	if len(h.Record) == 0 {
+		h.Record = []string{"2xx"}
+	}
+	if h.OnStoreError == "" {
+		h.OnStoreError = "reject"
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	h.bufs = &sync.Pool{New: func() any { return new(bytes.Buffer) }}
+	if err := h.validate(); err != nil {
+		return err
+	}
+	final := map[int]bool{}
+	for _, class := range h.Record {
+		final[int(class[0]-'0')] = true
+	}
+	app, err := appFrom(ctx)
+	if err != nil {
+		return err
+	}
+	h.metrics = app.metrics
+	store, err := app.dedupeStore()
+	if err != nil {
+		return err
+	}
+	wait := time.Duration(0)
+	if h.InFlight == "wait" {
+		wait = time.Duration(h.InFlightWait)
+	}
+	h.deduper, err = dedupe.New(store, dedupe.Config{
+		Lease:     time.Duration(h.Lease),
+		Retention: time.Duration(h.Retention),
+		Wait:      wait,
+		Final:     func(status int) bool { return final[status/100] },
+		MaxRecord: int(h.MaxRecord),
+	}, dedupe.WithClock(h.now))
+	return err
+}
+
+func (h *Dedupe) validate() error {
+	if h.InFlight != "" && h.InFlight != "reject" && h.InFlight != "wait" {
+		return fmt.Errorf("in_flight %q: want reject or wait", h.InFlight)
+	}
+	if h.InFlight != "wait" && h.InFlightWait != 0 {
+		return fmt.Errorf("in_flight_wait needs in_flight wait")
+	}
+	if h.OnStoreError != "" && h.OnStoreError != "reject" && h.OnStoreError != "forward" {
+		return fmt.Errorf("on_store_error %q: want reject or forward", h.OnStoreError)
+	}
+	for _, class := range h.Record {
+		switch class {
+		case "2xx", "3xx", "4xx":
+		case "5xx":
+			return fmt.Errorf("record 5xx: a server error is never final, the sender must retry it")
+		default:
+			return fmt.Errorf("record %q: want status classes 2xx, 3xx or 4xx", class)
+		}
+	}
+	if h.MaxRecord < 0 {
+		return fmt.Errorf("max_record must not be negative")
+	}
+	return nil
+}
+
+// ServeHTTP dedupes the request.
+func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	ctx, span := tracer(r.Context()).Start(r.Context(), "webhook_dedupe")
+	defer span.End()
+	count := func(result string) {
+		h.metrics.dedupeRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("result", result)))
+		span.SetAttributes(attribute.String("hookgate.result", result))
+	}
+
+	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	key := repl.ReplaceKnown(h.Key, "")
+	if key == "" {
+		count("missing_key")
+		writeProblem(w, http.StatusBadRequest, "missing_idempotency_key", "the idempotency key "+h.Key+" is empty", 0)
+		return nil
+	}
+	span.SetAttributes(attribute.String("webhook.id", key))
+	body, err := readBody(r, DefaultMaxBody)
+	if err != nil {
+		if errors.Is(err, errBodyTooLarge) {
+			count("body_too_large")
+			writeProblem(w, http.StatusRequestEntityTooLarge, "body_too_large", err.Error(), 0)
+			return nil
+		}
+		count("body_unreadable")
+		writeProblem(w, http.StatusBadRequest, "body_unreadable", err.Error(), 0)
+		return nil
+	}
+	r = r.WithContext(context.WithValue(ctx, bodyCtxKey{}, body))
+	setBody(r, body)
+
+	dec, err := h.deduper.Begin(ctx, key, dedupe.FingerprintOf(body))
+	if err != nil {
+		count("store_error")
+		span.SetStatus(codes.Error, "store error")
+		h.logger.Error("dedupe store failed", zap.String("key", key), zap.Error(err), zap.String("on_store_error", h.OnStoreError))
+		if h.OnStoreError == "forward" {
+			return next.ServeHTTP(w, r)
+		}
+		writeProblem(w, http.StatusServiceUnavailable, "store_unavailable", "the dedupe store is unavailable; nothing was forwarded", time.Second)
+		return nil
+	}
+	count(dec.Result)
+	switch dec.Action {
+	case dedupe.Replay:
+		writeRecord(w, dec.Record)
+		return nil
+	case dedupe.Reject:
+		if errors.Is(dec.Err, dedupe.ErrKeyReused) {
+			writeProblem(w, http.StatusUnprocessableEntity, "key_reused_with_different_payload", dec.Err.Error(), 0)
+			return nil
+		}
+		writeProblem(w, http.StatusConflict, "in_flight", dec.Err.Error(), dec.RetryAfter(h.now()))
+		return nil
+	}
+	if dec.Result == "lease_expired" {
+		h.logger.Warn("forwarding again after an expired lease: the previous forward may have reached the upstream",
+			zap.String("key", key))
+	}
+	return h.forward(ctx, w, r, next, key, dec)
+}
+
+// forward sends the request upstream under the claim, detached from the
+// client (a client that hangs up does not cancel it; the lease bounds it),
+// records the outcome, then answers the client.
+func (h *Dedupe) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, key string, dec dedupe.Decision) error {
+	detached := context.WithoutCancel(ctx)
+	fctx, cancel := context.WithDeadline(detached, dec.LeaseUntil)
+	defer cancel()
+
+	buf := h.bufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer h.bufs.Put(buf)
+	rec := caddyhttp.NewResponseRecorder(w, buf, func(int, http.Header) bool { return true })
+	err := next.ServeHTTP(rec, r.WithContext(fctx))
+	if err != nil {
+		// No response from upstream (down, timeout): not final.
+		if rerr := h.deduper.Abandon(detached, key, dec.Token); rerr != nil {
+			h.logger.Error("releasing claim", zap.String("key", key), zap.Error(rerr))
+		}
+		return err
+	}
+	status := rec.Status()
+	if status == 0 {
+		status = http.StatusOK
+	}
+	recorded, ferr := h.deduper.Finish(detached, key, dec.Token, status, rec.Header(), buf.Bytes())
+	switch {
+	case errors.Is(ferr, dedupe.ErrClaimLost):
+		h.logger.Warn("outcome not recorded: the lease expired and another forward took over", zap.String("key", key), zap.Int("status", status))
+	case ferr != nil:
+		h.metrics.dedupeRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "store_error")))
+		h.logger.Error("recording outcome failed: a retry after the lease will be forwarded again", zap.String("key", key), zap.Int("status", status), zap.Error(ferr))
+	}
+	if c := h.logger.Check(zapcore.DebugLevel, "forwarded"); c != nil {
+		c.Write(zap.String("key", key), zap.Int("status", status), zap.Bool("recorded", recorded))
+	}
+	trace.SpanFromContext(ctx).SetAttributes(attribute.Int("http.response.status_code", status), attribute.Bool("hookgate.recorded", recorded))
+	return rec.WriteResponse()
+}
+
+// writeRecord replays a recorded response.
+func writeRecord(w http.ResponseWriter, rec *dedupe.Record) {
+	h := w.Header()
+	for k, v := range rec.Header {
+		h[k] = append([]string(nil), v...)
+	}
+	h.Set("Idempotent-Replayed", "true")
+	if rec.BodyOmitted {
+		h.Set("Idempotent-Body-Omitted", "true")
+	}
+	h.Set("Content-Length", strconv.Itoa(len(rec.Body)))
+	w.WriteHeader(rec.Status)
+	w.Write(rec.Body)
+}
+
+// dedupeStore returns the app's store, opened on first use.
+func (a *App) dedupeStore() (dedupe.Store, error) {
+	ls := a.store
+	ls.once.Do(func() {
+		var s dedupe.Store
+		s, ls.poolKey, ls.err = a.openStore(a.logger)
+		if ls.err == nil {
+			ls.store = instrumentedStore{Store: s, backend: a.Store.Backend, duration: a.metrics.storeOpDuration}
+		}
+	})
+	return ls.store, ls.err
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Dedupe)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Dedupe)(nil)
+)
+

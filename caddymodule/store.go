@@ -1,0 +1,148 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/redis/go-redis/v9"
+	bolt "go.etcd.io/bbolt"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
+
+	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/dedupe/boltstore"
+	"github.com/hookgate/hookgate/dedupe/redisstore"
+)
+
+// connections holds the open Redis clients and bbolt files, keyed by their
+// config, so a config reload (which provisions the new config before the
+// old one is cleaned up) reuses them instead of opening them twice.
+var connections = caddy.NewUsagePool()
+
+// boltConn is an open bbolt file and the store on it.
+type boltConn struct {
+	db    *bolt.DB
+	store *boltstore.Store
+}
+
+func (c *boltConn) Destruct() error {
+	c.store.Close()
+	return c.db.Close()
+}
+
+// redisConn is an open Redis client.
+type redisConn struct{ rdb redis.UniversalClient }
+
+func (c *redisConn) Destruct() error { return c.rdb.Close() }
+
+// openStore opens (or reuses) the configured store. The returned key
+// releases it in the usage pool.
+func (a *App) openStore(logger *zap.Logger) (dedupe.Store, string, error) {
+	cfg, _ := json.Marshal(a.Store)
+	poolKey := string(cfg)
+	switch a.Store.Backend {
+	case "file":
+		v, _, err := connections.LoadOrNew(poolKey, func() (caddy.Destructor, error) {
+			if err := os.MkdirAll(a.Store.Dir, 0o700); err != nil {
+				return nil, fmt.Errorf("store file: %w", err)
+			}
+			path := filepath.Join(a.Store.Dir, "state.db")
+			db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+			if err != nil {
+				return nil, fmt.Errorf("store file: opening %s: %w (is another hookgate using it?)", path, err)
+			}
+			s, err := boltstore.New(db, boltstore.Options{Logger: zapslogLogger(logger)})
+			if err != nil {
+				db.Close()
+				return nil, fmt.Errorf("store file %s: %w", path, err)
+			}
+			return &boltConn{db: db, store: s}, nil
+		})
+		if err != nil {
+			return nil, "", err
+		}
+		return v.(*boltConn).store, poolKey, nil
+	case "redis":
+		v, _, err := connections.LoadOrNew(poolKey, func() (caddy.Destructor, error) {
+			opts, err := redisOptions(a.Store)
+			if err != nil {
+				return nil, err
+			}
+			return &redisConn{rdb: redis.NewUniversalClient(opts)}, nil
+		})
+		if err != nil {
+			return nil, "", err
+		}
+		return redisstore.New(v.(*redisConn).rdb, a.KeyPrefix), poolKey, nil
+	}
+	return nil, "", fmt.Errorf("unknown store backend %q", a.Store.Backend)
+}
+
+// redisOptions turns the store URLs into go-redis options: one URL is a
+// single node, several are a Cluster's seeds, or Sentinels with a master
+// name. Credentials, database and TLS come from the first URL.
+func redisOptions(sc *StoreConfig) (*redis.UniversalOptions, error) {
+	var opts redis.UniversalOptions
+	for i, u := range sc.URLs {
+		o, err := redis.ParseURL(u)
+		if err != nil {
+			return nil, fmt.Errorf("store redis: URL %d: %w", i+1, err)
+		}
+		if i == 0 {
+			opts.Username, opts.Password, opts.DB, opts.TLSConfig = o.Username, o.Password, o.DB, o.TLSConfig
+		}
+		opts.Addrs = append(opts.Addrs, o.Addr)
+	}
+	opts.MasterName = sc.SentinelMaster
+	opts.IsClusterMode = len(opts.Addrs) > 1 && sc.SentinelMaster == ""
+	// Fail fast when Redis is away: requests fail closed with 503 rather
+	// than hang, and the client reconnects by itself when Redis is back.
+	opts.DialTimeout = 2 * time.Second
+	opts.ReadTimeout = 2 * time.Second
+	opts.WriteTimeout = 2 * time.Second
+	opts.MaxRetries = 1
+	return &opts, nil
+}
+
+// zapslogLogger adapts Caddy's zap logger for the domain packages' slog.
+func zapslogLogger(l *zap.Logger) *slog.Logger { return slog.New(zapslog.NewHandler(l.Core())) }
+
+// instrumentedStore records each store operation's latency.
+type instrumentedStore struct {
+	dedupe.Store
+	backend  string
+	duration metric.Float64Histogram
+}
+
+func (s instrumentedStore) observe(ctx context.Context, op string, start time.Time) {
+	s.duration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(
+		attribute.String("backend", s.backend), attribute.String("op", op)))
+}
+
+func (s instrumentedStore) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.ClaimResult, error) {
+	defer s.observe(ctx, "claim", time.Now())
+	return s.Store.Claim(ctx, key, c)
+}
+
+func (s instrumentedStore) Record(ctx context.Context, key, token string, rec dedupe.Record, retention time.Duration, now time.Time) error {
+	defer s.observe(ctx, "record", time.Now())
+	return s.Store.Record(ctx, key, token, rec, retention, now)
+}
+
+func (s instrumentedStore) Release(ctx context.Context, key, token string) error {
+	defer s.observe(ctx, "release", time.Now())
+	return s.Store.Release(ctx, key, token)
+}
+
+func (s instrumentedStore) Get(ctx context.Context, key string, now time.Time) (dedupe.Entry, error) {
+	defer s.observe(ctx, "get", time.Now())
+	return s.Store.Get(ctx, key, now)
+}

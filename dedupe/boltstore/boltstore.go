@@ -1,0 +1,328 @@
+// Package boltstore is the embedded dedupe.Store: one bbolt file, every
+// change one transaction, durable (fsync) before it returns, concurrent
+// writes group-committed with bbolt's Batch. A replay or an in-flight
+// answer is read in a read-only transaction and never writes. Expired
+// entries are absent at once and purged in the background.
+package boltstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+// Buckets: entries by key, and an expiry index whose keys are the 8-byte
+// big-endian expiry (unix ms) followed by the entry key, so the purge walks
+// the expired ones in order.
+var (
+	entriesBucket = []byte("dedupe")
+	expiryBucket  = []byte("dedupe_expiry")
+)
+
+// entry is an entry's stored form.
+type entry struct {
+	State       string          `json:"s"` // "c" or "r"
+	Fingerprint string          `json:"fp"`
+	Token       string          `json:"tok,omitempty"`
+	LeaseUntil  int64           `json:"lu,omitempty"` // unix ms
+	Expires     int64           `json:"exp"`          // unix ms
+	Record      json.RawMessage `json:"rec,omitempty"`
+}
+
+// Store is a dedupe.Store on a bbolt file.
+type Store struct {
+	db     *bolt.DB
+	now    func() time.Time
+	logger *slog.Logger
+	stop   chan struct{}
+	done   sync.WaitGroup
+}
+
+// Options tune a Store.
+type Options struct {
+	// PurgeEvery is the interval of the background purge. Default 1m.
+	PurgeEvery time.Duration
+	// Now is the purge's clock. Default time.Now.
+	Now func() time.Time
+	// Logger logs purge failures. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// New returns a Store on db, creating its buckets, and starts the purge.
+// Close stops the purge; the caller closes db.
+func New(db *bolt.DB, opts Options) (*Store, error) {
+	if opts.PurgeEvery == 0 {
+		opts.PurgeEvery = time.Minute
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	err := db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{entriesBucket, expiryBucket} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating buckets: %w", err)
+	}
+	s := &Store{db: db, now: opts.Now, logger: opts.Logger, stop: make(chan struct{})}
+	s.done.Go(func() { s.purgeLoop(opts.PurgeEvery) })
+	return s, nil
+}
+
+// Close stops the background purge.
+func (s *Store) Close() error {
+	close(s.stop)
+	s.done.Wait()
+	return nil
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func load(tx *bolt.Tx, key string, now time.Time) (*entry, error) {
+	v := tx.Bucket(entriesBucket).Get([]byte(key))
+	if v == nil {
+		return nil, nil
+	}
+	var e entry
+	if err := json.Unmarshal(v, &e); err != nil {
+		return nil, fmt.Errorf("decoding entry: %w", err)
+	}
+	if e.Expires <= ms(now) {
+		return nil, nil
+	}
+	return &e, nil
+}
+
+func expiryKey(exp int64, key string) []byte {
+	b := make([]byte, 8, 8+len(key))
+	binary.BigEndian.PutUint64(b, uint64(exp))
+	return append(b, key...)
+}
+
+// put writes e under key, keeping the expiry index in step with old.
+func put(tx *bolt.Tx, key string, old, e *entry) error {
+	idx := tx.Bucket(expiryBucket)
+	if old != nil && old.Expires != e.Expires {
+		if err := idx.Delete(expiryKey(old.Expires, key)); err != nil {
+			return err
+		}
+	}
+	if err := idx.Put(expiryKey(e.Expires, key), nil); err != nil {
+		return err
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(entriesBucket).Put([]byte(key), b)
+}
+
+// raw returns the entry as stored, expired or not, for index upkeep.
+func raw(tx *bolt.Tx, key string) *entry {
+	v := tx.Bucket(entriesBucket).Get([]byte(key))
+	if v == nil {
+		return nil
+	}
+	var e entry
+	if json.Unmarshal(v, &e) != nil {
+		return nil
+	}
+	return &e
+}
+
+func del(tx *bolt.Tx, key string, e *entry) error {
+	if e != nil {
+		if err := tx.Bucket(expiryBucket).Delete(expiryKey(e.Expires, key)); err != nil {
+			return err
+		}
+	}
+	return tx.Bucket(entriesBucket).Delete([]byte(key))
+}
+
+// answer is what an existing live entry means for a claim, or 0 when the
+// claim should be written.
+func answer(e *entry, fp string, now time.Time) (dedupe.ClaimResult, error) {
+	switch {
+	case e == nil:
+		return dedupe.ClaimResult{}, nil
+	case e.Fingerprint != fp:
+		return dedupe.ClaimResult{Status: dedupe.Mismatch}, nil
+	case e.State == "r":
+		rec, err := dedupe.UnmarshalRecord(e.Record)
+		if err != nil {
+			return dedupe.ClaimResult{}, fmt.Errorf("decoding record: %w", err)
+		}
+		return dedupe.ClaimResult{Status: dedupe.Recorded, Record: rec}, nil
+	case e.LeaseUntil > ms(now):
+		return dedupe.ClaimResult{Status: dedupe.InFlight, LeaseUntil: time.UnixMilli(e.LeaseUntil)}, nil
+	}
+	return dedupe.ClaimResult{}, nil // an expired lease: take it over
+}
+
+// Claim implements dedupe.Store.
+func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.ClaimResult, error) {
+	fp := c.Fingerprint.String()
+	// Replays and in-flight answers never write.
+	var res dedupe.ClaimResult
+	err := s.db.View(func(tx *bolt.Tx) error {
+		e, err := load(tx, key, c.Now)
+		if err != nil {
+			return err
+		}
+		res, err = answer(e, fp, c.Now)
+		return err
+	})
+	if err != nil || res.Status != 0 {
+		return res, err
+	}
+	err = s.db.Batch(func(tx *bolt.Tx) error {
+		e, err := load(tx, key, c.Now)
+		if err != nil {
+			return err
+		}
+		if res, err = answer(e, fp, c.Now); err != nil || res.Status != 0 {
+			return err
+		}
+		res.Status = dedupe.Claimed
+		if e != nil {
+			res.Status = dedupe.TookOver
+		}
+		return put(tx, key, raw(tx, key), &entry{
+			State: "c", Fingerprint: fp, Token: c.Token,
+			LeaseUntil: ms(c.Now.Add(c.Lease)), Expires: ms(c.Now.Add(c.Retention)),
+		})
+	})
+	if err != nil {
+		return dedupe.ClaimResult{}, fmt.Errorf("bolt claim: %w", err)
+	}
+	return res, nil
+}
+
+// Record implements dedupe.Store.
+func (s *Store) Record(ctx context.Context, key, token string, rec dedupe.Record, retention time.Duration, now time.Time) error {
+	b, err := dedupe.MarshalRecord(rec)
+	if err != nil {
+		return err
+	}
+	err = s.db.Batch(func(tx *bolt.Tx) error {
+		e := raw(tx, key)
+		if e == nil || e.State != "c" || e.Token != token {
+			return dedupe.ErrClaimLost
+		}
+		return put(tx, key, e, &entry{State: "r", Fingerprint: e.Fingerprint, Expires: ms(now.Add(retention)), Record: b})
+	})
+	if err != nil && !errors.Is(err, dedupe.ErrClaimLost) {
+		return fmt.Errorf("bolt record: %w", err)
+	}
+	return err
+}
+
+// Release implements dedupe.Store.
+func (s *Store) Release(ctx context.Context, key, token string) error {
+	err := s.db.Batch(func(tx *bolt.Tx) error {
+		e := raw(tx, key)
+		if e == nil || e.State != "c" || e.Token != token {
+			return nil
+		}
+		return del(tx, key, e)
+	})
+	if err != nil {
+		return fmt.Errorf("bolt release: %w", err)
+	}
+	return nil
+}
+
+// Get implements dedupe.Store.
+func (s *Store) Get(ctx context.Context, key string, now time.Time) (dedupe.Entry, error) {
+	var out dedupe.Entry
+	err := s.db.View(func(tx *bolt.Tx) error {
+		e, err := load(tx, key, now)
+		if err != nil || e == nil {
+			return err
+		}
+		fp, ok := dedupe.ParseFingerprint(e.Fingerprint)
+		if !ok {
+			return errors.New("bad fingerprint")
+		}
+		out.Fingerprint = fp
+		if e.State == "c" {
+			out.State, out.LeaseUntil = dedupe.StateClaimed, time.UnixMilli(e.LeaseUntil)
+			return nil
+		}
+		out.State = dedupe.StateRecorded
+		out.Record, err = dedupe.UnmarshalRecord(e.Record)
+		return err
+	})
+	if err != nil {
+		return dedupe.Entry{}, fmt.Errorf("bolt get: %w", err)
+	}
+	return out, nil
+}
+
+// purgeBatch bounds one purge transaction, so a large backlog does not hold
+// the write lock for long.
+const purgeBatch = 1000
+
+// Purge deletes entries expired at now; it returns how many it deleted.
+func (s *Store) Purge(now time.Time) (int, error) {
+	total := 0
+	for {
+		n := 0
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			c := tx.Bucket(expiryBucket).Cursor()
+			limit := make([]byte, 8)
+			binary.BigEndian.PutUint64(limit, uint64(ms(now)))
+			for k, _ := c.First(); k != nil && n < purgeBatch && bytes.Compare(k[:8], limit) <= 0; k, _ = c.Next() {
+				key := string(k[8:])
+				if e := raw(tx, key); e != nil && e.Expires == int64(binary.BigEndian.Uint64(k[:8])) {
+					if err := tx.Bucket(entriesBucket).Delete([]byte(key)); err != nil {
+						return err
+					}
+				}
+				if err := c.Delete(); err != nil {
+					return err
+				}
+				n++
+			}
+			return nil
+		})
+		total += n
+		if err != nil || n < purgeBatch {
+			return total, err
+		}
+	}
+}
+
+func (s *Store) purgeLoop(every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			if _, err := s.Purge(s.now()); err != nil {
+				s.logger.Error("purging expired dedupe entries", "error", err)
+			}
+		}
+	}
+}
+
+var _ dedupe.Store = (*Store)(nil)
