@@ -31,9 +31,9 @@ type App struct {
 	// KeyPrefix starts every Redis key. Default: "hookgate".
 	KeyPrefix string `json:"key_prefix,omitempty"`
 
-	metrics   *metrics
-	logger    *zap.Logger
-	store     *lazyStore
+	metrics *metrics
+	logger  *zap.Logger
+	store   *lazyStore
 }
 
 // lazyStore is the app's store, opened when a handler first needs it, so a

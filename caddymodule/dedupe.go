@@ -289,4 +289,3 @@ var (
 	_ caddy.Provisioner           = (*Dedupe)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Dedupe)(nil)
 )
-

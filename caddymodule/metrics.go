@@ -13,7 +13,7 @@ import (
 // through Caddy's Prometheus registry, which is new at each config load, so
 // each load builds its own provider; names are exact (no suffixes added).
 type metrics struct {
-	provider       *sdkmetric.MeterProvider
+	provider        *sdkmetric.MeterProvider
 	verifyRequests  metric.Int64Counter
 	dedupeRequests  metric.Int64Counter
 	storeOpDuration metric.Float64Histogram
