@@ -1,0 +1,184 @@
+package dedupe_test
+
+import (
+	"errors"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/dedupe/boltstore"
+)
+
+// newStore returns a real embedded store on a temp file.
+func newStore(t *testing.T) dedupe.Store {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := boltstore.New(db, boltstore.Options{PurgeEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(); db.Close() })
+	return s
+}
+
+func newDeduper(t *testing.T, store dedupe.Store, cfg dedupe.Config) *dedupe.Deduper {
+	t.Helper()
+	d, err := dedupe.New(store, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+var fp = dedupe.FingerprintOf([]byte(`{"type":"reservation.confirmed"}`))
+
+func TestWaiterGetsTheRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newDeduper(t, newStore(t), dedupe.Config{Lease: 10 * time.Second, Wait: 5 * time.Second})
+		first, err := d.Begin(t.Context(), "k", fp)
+		if err != nil || first.Action != dedupe.Forward || first.Result != "forwarded" {
+			t.Fatalf("first = %+v, %v; want forwarded", first, err)
+		}
+		got := make(chan dedupe.Decision)
+		go func() {
+			dec, err := d.Begin(t.Context(), "k", fp)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- dec
+		}()
+		time.Sleep(2 * time.Second) // the upstream takes its time
+		if _, err := d.Finish(t.Context(), "k", first.Token, 201, http.Header{"X-A": {"1"}}, []byte("ok")); err != nil {
+			t.Fatal(err)
+		}
+		dec := <-got
+		if dec.Action != dedupe.Replay || dec.Record.Status != 201 || string(dec.Record.Body) != "ok" {
+			t.Fatalf("waiter = %+v, want the 201 replayed", dec)
+		}
+	})
+}
+
+func TestWaiterGivesUpWithTheLeaseRemaining(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newDeduper(t, newStore(t), dedupe.Config{Lease: 10 * time.Second, Wait: 3 * time.Second})
+		first, err := d.Begin(t.Context(), "k", fp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		dec, err := d.Begin(t.Context(), "k", fp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dec.Action != dedupe.Reject || !errors.Is(dec.Err, dedupe.ErrInFlight) {
+			t.Fatalf("waiter = %+v, want ErrInFlight", dec)
+		}
+		if waited := time.Since(start); waited != 3*time.Second {
+			t.Errorf("waited %s, want the configured 3s", waited)
+		}
+		if want := first.LeaseUntil.Sub(time.Now()); dec.RetryAfter(time.Now()) != want || want < 6*time.Second {
+			t.Errorf("RetryAfter = %s, want the lease's remaining %s", dec.RetryAfter(time.Now()), want)
+		}
+	})
+}
+
+func TestWaiterForwardsWhenTheFirstIsReleased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newDeduper(t, newStore(t), dedupe.Config{Lease: 10 * time.Second, Wait: 5 * time.Second})
+		first, _ := d.Begin(t.Context(), "k", fp)
+		got := make(chan dedupe.Decision)
+		go func() {
+			dec, _ := d.Begin(t.Context(), "k", fp)
+			got <- dec
+		}()
+		time.Sleep(time.Second)
+		recorded, err := d.Finish(t.Context(), "k", first.Token, 503, nil, nil)
+		if err != nil || recorded {
+			t.Fatalf("Finish(503) = %v, %v; want released", recorded, err)
+		}
+		if dec := <-got; dec.Action != dedupe.Forward {
+			t.Fatalf("waiter = %+v, want to forward after the release", dec)
+		}
+	})
+}
+
+func TestRejectAtOnceWithoutWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newDeduper(t, newStore(t), dedupe.Config{})
+		d.Begin(t.Context(), "k", fp)
+		start := time.Now()
+		dec, _ := d.Begin(t.Context(), "k", fp)
+		if dec.Result != "in_flight" || time.Since(start) != 0 {
+			t.Fatalf("got %+v after %s, want in_flight at once", dec, time.Since(start))
+		}
+		other := dedupe.FingerprintOf([]byte("other"))
+		if dec, _ := d.Begin(t.Context(), "k", other); dec.Result != "mismatch" || !errors.Is(dec.Err, dedupe.ErrKeyReused) {
+			t.Fatalf("other body: %+v, want mismatch", dec)
+		}
+	})
+}
+
+func TestLeaseExpiredForwardsAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newDeduper(t, newStore(t), dedupe.Config{Lease: 5 * time.Second})
+		first, _ := d.Begin(t.Context(), "k", fp)
+		time.Sleep(5 * time.Second)
+		second, _ := d.Begin(t.Context(), "k", fp)
+		if second.Result != "lease_expired" || second.Action != dedupe.Forward {
+			t.Fatalf("after the lease: %+v, want lease_expired forward", second)
+		}
+		if _, err := d.Finish(t.Context(), "k", first.Token, 200, nil, nil); !errors.Is(err, dedupe.ErrClaimLost) {
+			t.Errorf("late Finish by the first: %v, want ErrClaimLost", err)
+		}
+	})
+}
+
+func TestFinalClassesAndMaxRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newDeduper(t, newStore(t), dedupe.Config{
+			Final:     func(s int) bool { return s/100 == 2 || s/100 == 4 },
+			MaxRecord: 4,
+		})
+		dec, _ := d.Begin(t.Context(), "k", fp)
+		if ok, err := d.Finish(t.Context(), "k", dec.Token, 422, nil, []byte("too long")); !ok || err != nil {
+			t.Fatalf("Finish(422) = %v, %v; want recorded", ok, err)
+		}
+		rep, _ := d.Begin(t.Context(), "k", fp)
+		if rep.Record.Status != 422 || !rep.Record.BodyOmitted || rep.Record.Body != nil {
+			t.Errorf("replay = %+v, want 422 with the body omitted", rep.Record)
+		}
+	})
+}
+
+func TestNewRecordKeepsEndToEndHeaders(t *testing.T) {
+	h := http.Header{
+		"Content-Type": {"application/json"}, "Date": {"x"}, "Connection": {"close"},
+		"Transfer-Encoding": {"chunked"}, "Content-Length": {"9"}, "X-Request-Id": {"a", "b"},
+	}
+	rec := dedupe.NewRecord(200, h, []byte("body"), 100)
+	want := http.Header{"Content-Type": {"application/json"}, "X-Request-Id": {"a", "b"}}
+	if diff := cmp.Diff(want, rec.Header); diff != "" {
+		t.Errorf("recorded headers (-want +got):\n%s", diff)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, cfg := range []dedupe.Config{
+		{Lease: 100 * time.Millisecond},
+		{Lease: time.Hour, Retention: time.Minute},
+		{Wait: -time.Second},
+	} {
+		if _, err := dedupe.New(nil, cfg); err == nil {
+			t.Errorf("New(%+v) succeeded, want an error", cfg)
+		}
+	}
+}
