@@ -14,7 +14,6 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -160,7 +159,7 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	ctx, span := tracer(r.Context()).Start(r.Context(), "webhook_dedupe")
 	defer span.End()
 	count := func(result string) {
-		h.metrics.dedupeRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("result", result)))
+		h.metrics.dedupeResult(ctx, result)
 		span.SetAttributes(attribute.String("hookgate.result", result))
 	}
 
@@ -246,7 +245,7 @@ func (h *Dedupe) forward(ctx context.Context, w http.ResponseWriter, r *http.Req
 	case errors.Is(ferr, dedupe.ErrClaimLost):
 		h.logger.Warn("outcome not recorded: the lease expired and another forward took over", zap.String("key", key), zap.Int("status", status))
 	case ferr != nil:
-		h.metrics.dedupeRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "store_error")))
+		h.metrics.dedupeResult(ctx, "store_error")
 		h.logger.Error("recording outcome failed: a retry after the lease will be forwarded again", zap.String("key", key), zap.Int("status", status), zap.Error(ferr))
 	}
 	if c := h.logger.Check(zapcore.DebugLevel, "forwarded"); c != nil {
@@ -278,7 +277,7 @@ func (a *App) dedupeStore() (dedupe.Store, error) {
 		var s dedupe.Store
 		s, ls.poolKey, ls.err = a.openStore(a.logger)
 		if ls.err == nil {
-			ls.store = instrumentedStore{Store: s, backend: a.Store.Backend, duration: a.metrics.storeOpDuration}
+			ls.store = newInstrumentedStore(s, a.Store.Backend, a.metrics.storeOpDuration)
 		}
 	})
 	return ls.store, ls.err

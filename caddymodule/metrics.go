@@ -2,6 +2,9 @@ package caddymodule
 
 import (
 	"context"
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/prometheus/client_golang/prometheus"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
@@ -17,6 +20,7 @@ type metrics struct {
 	verifyRequests  metric.Int64Counter
 	dedupeRequests  metric.Int64Counter
 	storeOpDuration metric.Float64Histogram
+	dedupeAttrs     sync.Map // result -> metric.AddOption, built once
 }
 
 func newMetrics(reg *prometheus.Registry) (*metrics, error) {
@@ -50,6 +54,15 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// dedupeResult counts one webhook_dedupe outcome.
+func (m *metrics) dedupeResult(ctx context.Context, result string) {
+	opt, ok := m.dedupeAttrs.Load(result)
+	if !ok {
+		opt, _ = m.dedupeAttrs.LoadOrStore(result, metric.WithAttributeSet(attribute.NewSet(attribute.String("result", result))))
+	}
+	m.dedupeRequests.Add(ctx, 1, opt.(metric.AddOption))
 }
 
 func (m *metrics) shutdown() error {

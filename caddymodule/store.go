@@ -118,13 +118,20 @@ func zapslogLogger(l *zap.Logger) *slog.Logger { return slog.New(zapslog.NewHand
 // instrumentedStore records each store operation's latency.
 type instrumentedStore struct {
 	dedupe.Store
-	backend  string
 	duration metric.Float64Histogram
+	attrs    map[string]metric.MeasurementOption // by operation, built once
+}
+
+func newInstrumentedStore(s dedupe.Store, backend string, duration metric.Float64Histogram) instrumentedStore {
+	is := instrumentedStore{Store: s, duration: duration, attrs: map[string]metric.MeasurementOption{}}
+	for _, op := range []string{"claim", "record", "release", "get"} {
+		is.attrs[op] = metric.WithAttributeSet(attribute.NewSet(attribute.String("backend", backend), attribute.String("op", op)))
+	}
+	return is
 }
 
 func (s instrumentedStore) observe(ctx context.Context, op string, start time.Time) {
-	s.duration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(
-		attribute.String("backend", s.backend), attribute.String("op", op)))
+	s.duration.Record(ctx, time.Since(start).Seconds(), s.attrs[op])
 }
 
 func (s instrumentedStore) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.ClaimResult, error) {

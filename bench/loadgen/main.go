@@ -46,6 +46,17 @@ func main() {
 	dupHeaders := signer.Sign("msg_dup", time.Now(), body)
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *conc * 2}}
+	if *mode == "dup" {
+		// Record the delivery once, so every measured request is a replay.
+		req, _ := http.NewRequest(http.MethodPost, *url, bytes.NewReader(body))
+		req.Header = dupHeaders.Clone()
+		resp, err := client.Do(req)
+		if err != nil {
+			log.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
 	var seq atomic.Int64
 	var non2xx, errs atomic.Int64
 	latencies := make([][]time.Duration, *conc)

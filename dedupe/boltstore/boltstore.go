@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,14 +28,47 @@ var (
 	expiryBucket  = []byte("dedupe_expiry")
 )
 
-// entry is an entry's stored form.
+// entry is an entry as stored: state byte ('c' claimed, 'r' recorded),
+// 32-byte fingerprint, lease-until and expiry (unix ms, 8 bytes each,
+// big-endian), token (1-byte length and bytes), then the record
+// (dedupe.MarshalRecord) to the end.
 type entry struct {
-	State       string          `json:"s"` // "c" or "r"
-	Fingerprint string          `json:"fp"`
-	Token       string          `json:"tok,omitempty"`
-	LeaseUntil  int64           `json:"lu,omitempty"` // unix ms
-	Expires     int64           `json:"exp"`          // unix ms
-	Record      json.RawMessage `json:"rec,omitempty"`
+	State       byte
+	Fingerprint dedupe.Fingerprint
+	Token       string
+	LeaseUntil  int64 // unix ms, claimed only
+	Expires     int64 // unix ms
+	Record      []byte
+}
+
+const entryHeader = 1 + 32 + 8 + 8 + 1
+
+func (e *entry) marshal() ([]byte, error) {
+	if len(e.Token) > 255 {
+		return nil, errors.New("token over 255 bytes")
+	}
+	b := make([]byte, 0, entryHeader+len(e.Token)+len(e.Record))
+	b = append(b, e.State)
+	b = append(b, e.Fingerprint[:]...)
+	b = binary.BigEndian.AppendUint64(b, uint64(e.LeaseUntil))
+	b = binary.BigEndian.AppendUint64(b, uint64(e.Expires))
+	b = append(b, byte(len(e.Token)))
+	b = append(b, e.Token...)
+	return append(b, e.Record...), nil
+}
+
+func unmarshalEntry(b []byte) (*entry, error) {
+	if len(b) < entryHeader || int(b[entryHeader-1]) > len(b)-entryHeader {
+		return nil, errors.New("malformed entry")
+	}
+	e := &entry{State: b[0]}
+	copy(e.Fingerprint[:], b[1:33])
+	e.LeaseUntil = int64(binary.BigEndian.Uint64(b[33:41]))
+	e.Expires = int64(binary.BigEndian.Uint64(b[41:49]))
+	n := int(b[49])
+	e.Token = string(b[entryHeader : entryHeader+n])
+	e.Record = b[entryHeader+n:]
+	return e, nil
 }
 
 // Store is a dedupe.Store on a bbolt file.
@@ -56,7 +88,15 @@ type Options struct {
 	Now func() time.Time
 	// Logger logs purge failures. Default slog.Default().
 	Logger *slog.Logger
+	// BatchDelay is how long a write waits for others to share its commit
+	// (and its fsync). Default DefaultBatchDelay.
+	BatchDelay time.Duration
 }
+
+// DefaultBatchDelay is the default Options.BatchDelay. bbolt's own default,
+// 10ms, suits bulk loads; a request waits for it twice (claim, record), so
+// hookgate takes a shorter one: see bench/RESULTS.md.
+const DefaultBatchDelay = 1 * time.Millisecond
 
 // New returns a Store on db, creating its buckets, and starts the purge.
 // Close stops the purge; the caller closes db.
@@ -70,6 +110,10 @@ func New(db *bolt.DB, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.BatchDelay == 0 {
+		opts.BatchDelay = DefaultBatchDelay
+	}
+	db.MaxBatchDelay = opts.BatchDelay
 	err := db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{entriesBucket, expiryBucket} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
@@ -100,14 +144,14 @@ func load(tx *bolt.Tx, key string, now time.Time) (*entry, error) {
 	if v == nil {
 		return nil, nil
 	}
-	var e entry
-	if err := json.Unmarshal(v, &e); err != nil {
-		return nil, fmt.Errorf("decoding entry: %w", err)
+	e, err := unmarshalEntry(v)
+	if err != nil {
+		return nil, err
 	}
 	if e.Expires <= ms(now) {
 		return nil, nil
 	}
-	return &e, nil
+	return e, nil
 }
 
 func expiryKey(exp int64, key string) []byte {
@@ -127,7 +171,7 @@ func put(tx *bolt.Tx, key string, old, e *entry) error {
 	if err := idx.Put(expiryKey(e.Expires, key), nil); err != nil {
 		return err
 	}
-	b, err := json.Marshal(e)
+	b, err := e.marshal()
 	if err != nil {
 		return err
 	}
@@ -140,11 +184,11 @@ func raw(tx *bolt.Tx, key string) *entry {
 	if v == nil {
 		return nil
 	}
-	var e entry
-	if json.Unmarshal(v, &e) != nil {
+	e, err := unmarshalEntry(v)
+	if err != nil {
 		return nil
 	}
-	return &e
+	return e
 }
 
 func del(tx *bolt.Tx, key string, e *entry) error {
@@ -158,13 +202,13 @@ func del(tx *bolt.Tx, key string, e *entry) error {
 
 // answer is what an existing live entry means for a claim, or 0 when the
 // claim should be written.
-func answer(e *entry, fp string, now time.Time) (dedupe.ClaimResult, error) {
+func answer(e *entry, fp dedupe.Fingerprint, now time.Time) (dedupe.ClaimResult, error) {
 	switch {
 	case e == nil:
 		return dedupe.ClaimResult{}, nil
 	case e.Fingerprint != fp:
 		return dedupe.ClaimResult{Status: dedupe.Mismatch}, nil
-	case e.State == "r":
+	case e.State == 'r':
 		rec, err := dedupe.UnmarshalRecord(e.Record)
 		if err != nil {
 			return dedupe.ClaimResult{}, fmt.Errorf("decoding record: %w", err)
@@ -178,7 +222,7 @@ func answer(e *entry, fp string, now time.Time) (dedupe.ClaimResult, error) {
 
 // Claim implements dedupe.Store.
 func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.ClaimResult, error) {
-	fp := c.Fingerprint.String()
+	fp := c.Fingerprint
 	// Replays and in-flight answers never write.
 	var res dedupe.ClaimResult
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -205,7 +249,7 @@ func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.C
 			res.Status = dedupe.TookOver
 		}
 		return put(tx, key, raw(tx, key), &entry{
-			State: "c", Fingerprint: fp, Token: c.Token,
+			State: 'c', Fingerprint: fp, Token: c.Token,
 			LeaseUntil: ms(c.Now.Add(c.Lease)), Expires: ms(c.Now.Add(c.Retention)),
 		})
 	})
@@ -217,16 +261,13 @@ func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.C
 
 // Record implements dedupe.Store.
 func (s *Store) Record(ctx context.Context, key, token string, rec dedupe.Record, retention time.Duration, now time.Time) error {
-	b, err := dedupe.MarshalRecord(rec)
-	if err != nil {
-		return err
-	}
-	err = s.db.Batch(func(tx *bolt.Tx) error {
+	b := dedupe.MarshalRecord(rec)
+	err := s.db.Batch(func(tx *bolt.Tx) error {
 		e := raw(tx, key)
-		if e == nil || e.State != "c" || e.Token != token {
+		if e == nil || e.State != 'c' || e.Token != token {
 			return dedupe.ErrClaimLost
 		}
-		return put(tx, key, e, &entry{State: "r", Fingerprint: e.Fingerprint, Expires: ms(now.Add(retention)), Record: b})
+		return put(tx, key, e, &entry{State: 'r', Fingerprint: e.Fingerprint, Expires: ms(now.Add(retention)), Record: b})
 	})
 	if err != nil && !errors.Is(err, dedupe.ErrClaimLost) {
 		return fmt.Errorf("bolt record: %w", err)
@@ -238,7 +279,7 @@ func (s *Store) Record(ctx context.Context, key, token string, rec dedupe.Record
 func (s *Store) Release(ctx context.Context, key, token string) error {
 	err := s.db.Batch(func(tx *bolt.Tx) error {
 		e := raw(tx, key)
-		if e == nil || e.State != "c" || e.Token != token {
+		if e == nil || e.State != 'c' || e.Token != token {
 			return nil
 		}
 		return del(tx, key, e)
@@ -257,12 +298,8 @@ func (s *Store) Get(ctx context.Context, key string, now time.Time) (dedupe.Entr
 		if err != nil || e == nil {
 			return err
 		}
-		fp, ok := dedupe.ParseFingerprint(e.Fingerprint)
-		if !ok {
-			return errors.New("bad fingerprint")
-		}
-		out.Fingerprint = fp
-		if e.State == "c" {
+		out.Fingerprint = e.Fingerprint
+		if e.State == 'c' {
 			out.State, out.LeaseUntil = dedupe.StateClaimed, time.UnixMilli(e.LeaseUntil)
 			return nil
 		}

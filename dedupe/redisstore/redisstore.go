@@ -43,10 +43,10 @@ local now = tonumber(ARGV[3])
 local leaseUntil = now + tonumber(ARGV[4])
 local exp = now + tonumber(ARGV[5])
 if e[1] and tonumber(e[4]) <= now then
+  redis.call('DEL', KEYS[1])
   e[1] = false
 end
 if not e[1] then
-  redis.call('DEL', KEYS[1])
   redis.call('HSET', KEYS[1], 's', 'c', 'fp', ARGV[1], 'tok', ARGV[2], 'lu', leaseUntil, 'exp', exp)
   redis.call('PEXPIRE', KEYS[1], ARGV[6])
   return {1}
@@ -105,18 +105,14 @@ local e = redis.call('HMGET', KEYS[1], 's', 'tok')
 if e[1] ~= 'c' or e[2] ~= ARGV[1] then
   return 0
 end
-redis.call('HSET', KEYS[1], 's', 'r', 'rec', ARGV[2], 'exp', ARGV[3])
-redis.call('HDEL', KEYS[1], 'tok', 'lu')
+redis.call('HSET', KEYS[1], 's', 'r', 'rec', ARGV[2], 'exp', ARGV[3], 'tok', '', 'lu', 0)
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return 1
 `)
 
 // Record implements dedupe.Store.
 func (s *Store) Record(ctx context.Context, key, token string, rec dedupe.Record, retention time.Duration, now time.Time) error {
-	b, err := dedupe.MarshalRecord(rec)
-	if err != nil {
-		return err
-	}
+	b := dedupe.MarshalRecord(rec)
 	n, err := recordScript.Run(ctx, s.rdb, []string{entryKey(s.prefix, key)},
 		token, b, ms(now.Add(retention)), (retention + gcSlack).Milliseconds()).Int()
 	if err != nil {
