@@ -5,9 +5,11 @@
 package caddymodule
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
@@ -36,15 +38,6 @@ type App struct {
 	store   *lazyStore
 }
 
-// lazyStore is the app's store, opened when a handler first needs it, so a
-// config without dedupe opens nothing.
-type lazyStore struct {
-	once    sync.Once
-	store   dedupe.Store
-	err     error
-	poolKey string
-}
-
 // StoreConfig selects the state store.
 type StoreConfig struct {
 	// Backend is "file" (the embedded bbolt store, default) or "redis".
@@ -61,6 +54,59 @@ type StoreConfig struct {
 
 	// SentinelMaster is the master name to ask the Sentinels for.
 	SentinelMaster string `json:"sentinel_master,omitempty"`
+}
+
+// lazyStore is the app's store. It opens on the app's Start, or on first
+// use if a request comes first, never in Provision: `hookgate validate`
+// must not take the bbolt file's lock from a running gateway. A config
+// without dedupe never opens it.
+type lazyStore struct {
+	open    func() (dedupe.Store, string, error)
+	used    bool // a handler needs it: Start opens it
+	once    sync.Once
+	store   dedupe.Store
+	err     error
+	poolKey string
+}
+
+// get opens the store on first call.
+func (l *lazyStore) get() (dedupe.Store, error) {
+	l.once.Do(func() { l.store, l.poolKey, l.err = l.open() })
+	return l.store, l.err
+}
+
+// The lazyStore is itself a dedupe.Store; each call opens it if needed.
+
+func (l *lazyStore) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.ClaimResult, error) {
+	s, err := l.get()
+	if err != nil {
+		return dedupe.ClaimResult{}, err
+	}
+	return s.Claim(ctx, key, c)
+}
+
+func (l *lazyStore) Record(ctx context.Context, key, token string, rec dedupe.Record, retention time.Duration, now time.Time) error {
+	s, err := l.get()
+	if err != nil {
+		return err
+	}
+	return s.Record(ctx, key, token, rec, retention, now)
+}
+
+func (l *lazyStore) Release(ctx context.Context, key, token string) error {
+	s, err := l.get()
+	if err != nil {
+		return err
+	}
+	return s.Release(ctx, key, token)
+}
+
+func (l *lazyStore) Get(ctx context.Context, key string, now time.Time) (dedupe.Entry, error) {
+	s, err := l.get()
+	if err != nil {
+		return dedupe.Entry{}, err
+	}
+	return s.Get(ctx, key, now)
 }
 
 // CaddyModule returns the Caddy module information.
@@ -91,7 +137,13 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	a.metrics = m
-	a.store = new(lazyStore)
+	a.store = &lazyStore{open: func() (dedupe.Store, string, error) {
+		s, poolKey, err := a.openStore(a.logger)
+		if err != nil {
+			return nil, "", err
+		}
+		return newInstrumentedStore(s, a.Store.Backend, a.metrics.storeOpDuration), poolKey, nil
+	}}
 	return nil
 }
 
@@ -112,8 +164,15 @@ func (a *App) Validate() error {
 	return nil
 }
 
-// Start starts the app.
-func (a *App) Start() error { return nil }
+// Start opens the store when a handler needs it.
+func (a *App) Start() error {
+	if a.store.used {
+		if _, err := a.store.get(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // Stop stops the app.
 func (a *App) Stop() error { return nil }

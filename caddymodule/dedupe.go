@@ -111,10 +111,7 @@ func (h *Dedupe) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.metrics = app.metrics
-	store, err := app.dedupeStore()
-	if err != nil {
-		return err
-	}
+	store := app.dedupeStore()
 	wait := time.Duration(0)
 	if h.InFlight == "wait" {
 		wait = time.Duration(h.InFlightWait)
@@ -270,17 +267,10 @@ func writeRecord(w http.ResponseWriter, rec *dedupe.Record) {
 	w.Write(rec.Body)
 }
 
-// dedupeStore returns the app's store, opened on first use.
-func (a *App) dedupeStore() (dedupe.Store, error) {
-	ls := a.store
-	ls.once.Do(func() {
-		var s dedupe.Store
-		s, ls.poolKey, ls.err = a.openStore(a.logger)
-		if ls.err == nil {
-			ls.store = newInstrumentedStore(s, a.Store.Backend, a.metrics.storeOpDuration)
-		}
-	})
-	return ls.store, ls.err
+// dedupeStore returns the app's shared store, opened when the app starts.
+func (a *App) dedupeStore() dedupe.Store {
+	a.store.used = true
+	return a.store
 }
 
 // Interface guards

@@ -87,6 +87,7 @@ func TestAdaptOrder(t *testing.T) {
 	got, err := adapt(t, []byte(`:8080 {
 	reverse_proxy 127.0.0.1:9
 	request_header X-A b
+	webhook_dedupe
 	webhook_verify github {
 		secret s
 	}
@@ -95,7 +96,7 @@ func TestAdaptOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	order := []string{`"handler": "webhook_verify"`, `"handler": "headers"`, `"handler": "encode"`, `"handler": "reverse_proxy"`}
+	order := []string{`"handler": "webhook_verify"`, `"handler": "headers"`, `"handler": "encode"`, `"handler": "webhook_dedupe"`, `"handler": "reverse_proxy"`}
 	s := string(got)
 	last := -1
 	for _, h := range order {
@@ -117,6 +118,14 @@ func TestAdaptErrors(t *testing.T) {
 		{"bad size", ":80 {\n webhook_verify {\n  max_body lots\n }\n}", "max_body"},
 		{"secret without value", ":80 {\n webhook_verify {\n  secret\n }\n}", "wrong argument count"},
 		{"two inline schemes", ":80 {\n webhook_verify github stripe\n}", "wrong argument count"},
+		{"dedupe unknown subdirective", ":80 {\n webhook_dedupe {\n  leese 1s\n }\n}", `unknown webhook_dedupe subdirective "leese"`},
+		{"dedupe bad in_flight", ":80 {\n webhook_dedupe {\n  in_flight wait\n }\n}", "in_flight: want reject, or wait <duration>"},
+		{"dedupe record 5xx", ":80 {\n webhook_dedupe {\n  record 2xx 5xx\n }\n}", "a server error is never final"},
+		{"dedupe record bad class", ":80 {\n webhook_dedupe {\n  record 200\n }\n}", `record "200"`},
+		{"dedupe bad store error", ":80 {\n webhook_dedupe {\n  on_store_error ignore\n }\n}", `on_store_error "ignore"`},
+		{"dedupe negative lease", ":80 {\n webhook_dedupe {\n  lease 0s\n }\n}", "lease must be positive"},
+		{"dedupe twice", ":80 {\n webhook_dedupe {\n  lease 1s\n  lease 2s\n }\n}", "lease given twice"},
+		{"dedupe inline arg", ":80 {\n webhook_dedupe x\n}", "wrong argument count"},
 		{"unknown store", "{\n hookgate {\n  store etcd x\n }\n}\n:80", `unknown store backend "etcd"`},
 		{"store twice", "{\n hookgate {\n  store file\n  store file\n }\n}\n:80", "store given twice"},
 		{"redis without url", "{\n hookgate {\n  store redis\n }\n}\n:80", "at least one"},
@@ -139,6 +148,8 @@ func TestValidateErrors(t *testing.T) {
 		{"unknown scheme", "webhook_verify paypal {\n secret s3cr3t-value\n}", `unknown scheme \"paypal\"`},
 		{"no secret", "webhook_verify github", "at least one secret"},
 		{"standard secret not base64", "webhook_verify {\n secret whsec_s3cr3t-value!!\n}", "base64"},
+		{"dedupe lease under 1s", "webhook_dedupe {\n lease 500ms\n}", "under 1s"},
+		{"dedupe retention under lease", "webhook_dedupe {\n lease 1m\n retention 30s\n}", "shorter than the lease"},
 		{"empty env secret", "webhook_verify github {\n secret {env.HOOKGATE_TEST_UNSET}\n}", "{env.HOOKGATE_TEST_UNSET} is empty"},
 	}
 	for _, tt := range tests {

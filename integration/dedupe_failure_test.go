@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -185,5 +188,25 @@ func TestDedupeEmbeddedStoreRestart(t *testing.T) {
 	st, hdr, _ = post(t, g.URL, s.Sign(id, time.Now(), body), body)
 	if st != 200 || hdr.Get("Idempotent-Replayed") != "" || up.count() != 2 {
 		t.Fatalf("after retention: %d replayed %q upstream %d; want forwarded as new", st, hdr.Get("Idempotent-Replayed"), up.count())
+	}
+}
+
+// TestValidateWhileRunning checks `hookgate validate` does not open the
+// embedded store, so it works while a gateway holds the file.
+func TestValidateWhileRunning(t *testing.T) {
+	up := newUpstream(t, nil)
+	site := dedupeSite(up.Addr(), "")
+	g := startGateway(t, site, gatewayOptions{})
+	body := []byte(`{}`)
+	if st, _, got := post(t, g.URL, signer(t, "standard", devSecret).Sign(randomID("msg_"), time.Now(), body), body); st != 200 {
+		t.Fatalf("status %d: %s", st, got)
+	}
+	path := filepath.Join(t.TempDir(), "Caddyfile")
+	os.WriteFile(path, []byte("{\n\tadmin off\n}\n:0 {\n"+site+"\n}\n"), 0o600)
+	cmd := exec.Command(binary, "validate", "--config", path, "--adapter", "caddyfile")
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+g.DataDir)
+	// Had validate opened the store, it would fail on the file's lock.
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("validate: %v\n%s", err, out)
 	}
 }
