@@ -52,21 +52,35 @@ type Config struct {
 
 // Deduper runs the state machine over a Store. It is safe for concurrent use.
 type Deduper struct {
+	deps
 	store Store
 	cfg   Config
+}
+
+// deps are what a Deduper or a Freshness takes from outside: clock, token
+// source, and sleep.
+type deps struct {
 	now   func() time.Time
 	token func() string
 	sleep func(ctx context.Context, d time.Duration) error
 }
 
-// Option configures a Deduper.
-type Option func(*Deduper)
+func newDeps(opts []Option) deps {
+	d := deps{now: time.Now, token: randomToken, sleep: sleepCtx}
+	for _, o := range opts {
+		o(&d)
+	}
+	return d
+}
+
+// Option configures a Deduper or a Freshness.
+type Option func(*deps)
 
 // WithClock sets the clock; the default is time.Now.
-func WithClock(now func() time.Time) Option { return func(d *Deduper) { d.now = now } }
+func WithClock(now func() time.Time) Option { return func(d *deps) { d.now = now } }
 
 // WithTokens sets the fencing-token source; the default is 128 random bits.
-func WithTokens(token func() string) Option { return func(d *Deduper) { d.token = token } }
+func WithTokens(token func() string) Option { return func(d *deps) { d.token = token } }
 
 // New returns a Deduper over store.
 func New(store Store, cfg Config, opts ...Option) (*Deduper, error) {
@@ -90,11 +104,7 @@ func New(store Store, cfg Config, opts ...Option) (*Deduper, error) {
 	case cfg.Wait < 0 || cfg.MaxRecord < 0:
 		return nil, errors.New("wait and max_record must not be negative")
 	}
-	d := &Deduper{store: store, cfg: cfg, now: time.Now, token: randomToken, sleep: sleepCtx}
-	for _, o := range opts {
-		o(d)
-	}
-	return d, nil
+	return &Deduper{deps: newDeps(opts), store: store, cfg: cfg}, nil
 }
 
 func randomToken() string {

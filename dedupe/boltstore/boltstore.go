@@ -28,6 +28,12 @@ var (
 	expiryBucket  = []byte("dedupe_expiry")
 )
 
+// expiring pairs each bucket whose entries expire with its expiry index.
+var expiring = [][2][]byte{
+	{entriesBucket, expiryBucket},
+	{entitiesBucket, entityExpiryBucket},
+}
+
 // entry is an entry as stored: state byte ('c' claimed, 'r' recorded),
 // 32-byte fingerprint, lease-until and expiry (unix ms, 8 bytes each,
 // big-endian), token (1-byte length and bytes), then the record
@@ -115,9 +121,11 @@ func New(db *bolt.DB, opts Options) (*Store, error) {
 	}
 	db.MaxBatchDelay = opts.BatchDelay
 	err := db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{entriesBucket, expiryBucket} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
+		for _, pair := range expiring {
+			for _, b := range pair {
+				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -317,20 +325,49 @@ func (s *Store) Get(ctx context.Context, key string, now time.Time) (dedupe.Entr
 // the write lock for long.
 const purgeBatch = 1000
 
-// Purge deletes entries expired at now; it returns how many it deleted.
+// Purge deletes entries and watermarks expired at now; it returns how
+// many it deleted.
 func (s *Store) Purge(now time.Time) (int, error) {
+	total := 0
+	for _, pair := range expiring {
+		n, err := s.purge(pair[0], pair[1], now)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// expiresOf reads the expiry of a stored value of bucket.
+func expiresOf(bucket []byte, v []byte) (int64, bool) {
+	if bytes.Equal(bucket, entitiesBucket) {
+		e, err := unmarshalEntity(v)
+		return e.expires(), err == nil
+	}
+	e, err := unmarshalEntry(v)
+	if err != nil {
+		return 0, false
+	}
+	return e.Expires, true
+}
+
+func (s *Store) purge(bucket, index []byte, now time.Time) (int, error) {
 	total := 0
 	for {
 		n := 0
 		err := s.db.Update(func(tx *bolt.Tx) error {
-			c := tx.Bucket(expiryBucket).Cursor()
+			c := tx.Bucket(index).Cursor()
 			limit := make([]byte, 8)
 			binary.BigEndian.PutUint64(limit, uint64(ms(now)))
 			for k, _ := c.First(); k != nil && n < purgeBatch && bytes.Compare(k[:8], limit) <= 0; k, _ = c.Next() {
-				key := string(k[8:])
-				if e := raw(tx, key); e != nil && e.Expires == int64(binary.BigEndian.Uint64(k[:8])) {
-					if err := tx.Bucket(entriesBucket).Delete([]byte(key)); err != nil {
-						return err
+				key := k[8:]
+				b := tx.Bucket(bucket)
+				if v := b.Get(key); v != nil {
+					if exp, ok := expiresOf(bucket, v); ok && exp == int64(binary.BigEndian.Uint64(k[:8])) {
+						if err := b.Delete(key); err != nil {
+							return err
+						}
 					}
 				}
 				if err := c.Delete(); err != nil {

@@ -26,7 +26,7 @@ func open(t *testing.T, path string) (*bolt.DB, *boltstore.Store) {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) dedupe.Store {
+	storetest.Run(t, func(t *testing.T) storetest.Backend {
 		db, s := open(t, filepath.Join(t.TempDir(), "state.db"))
 		t.Cleanup(func() { s.Close(); db.Close() })
 		return s

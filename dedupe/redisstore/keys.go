@@ -17,3 +17,16 @@ package redisstore
 func entryKey(prefix, key string) string {
 	return prefix + ":dedupe:{" + key + "}"
 }
+
+// entityKey is a HASH holding one entity's freshness state:
+//
+//	wm   the watermark: newest event time (unix µs) or sequence applied
+//	we   the watermark's logical expiry, unix ms
+//	tok  the entity lease's token ("" when free)
+//	lu   lease until, unix ms
+//
+// Redis expires it a minute after the later of the watermark's expiry and
+// the lease.
+func entityKey(prefix, entity string) string {
+	return prefix + ":fresh:{" + entity + "}"
+}

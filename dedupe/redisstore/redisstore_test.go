@@ -7,7 +7,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/dedupe/redisstore"
 	"github.com/hookgate/hookgate/dedupe/storetest"
 	"github.com/hookgate/hookgate/internal/redistest"
@@ -23,7 +22,7 @@ func TestConformanceSingleNode(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr()}})
 	t.Cleanup(func() { rdb.Close() })
-	storetest.Run(t, func(t *testing.T) dedupe.Store { return redisstore.New(rdb, prefix()) })
+	storetest.Run(t, func(t *testing.T) storetest.Backend { return redisstore.New(rdb, prefix()) })
 }
 
 // TestConformanceCluster runs the suite against a real three-master
@@ -32,5 +31,5 @@ func TestConformanceCluster(t *testing.T) {
 	addrs := redistest.StartCluster(t)
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs, IsClusterMode: true})
 	t.Cleanup(func() { rdb.Close() })
-	storetest.Run(t, func(t *testing.T) dedupe.Store { return redisstore.New(rdb, prefix()) })
+	storetest.Run(t, func(t *testing.T) storetest.Backend { return redisstore.New(rdb, prefix()) })
 }

@@ -17,9 +17,15 @@ import (
 	"github.com/hookgate/hookgate/dedupe"
 )
 
+// Backend is what a backend provides: the dedupe and freshness stores.
+type Backend interface {
+	dedupe.Store
+	dedupe.EntityStore
+}
+
 // NewStore returns a store for one test, isolated from every other test's
 // (its own key prefix or file), and cleans it up with t.Cleanup.
-type NewStore func(t *testing.T) dedupe.Store
+type NewStore func(t *testing.T) Backend
 
 var (
 	t0        = time.Unix(1_800_000_000, 0)
@@ -43,6 +49,8 @@ func record() dedupe.Record {
 
 // Run runs the suite.
 func Run(t *testing.T, newStore NewStore) {
+	runEntities(t, newStore)
+
 	t.Run("ClaimThenInFlightThenMismatch", func(t *testing.T) {
 		t.Parallel()
 		s, ctx := newStore(t), t.Context()

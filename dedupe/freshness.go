@@ -1,0 +1,193 @@
+package dedupe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The freshness rule: per entity, a watermark of the newest event applied
+// (by event time or by sequence number), and an entity lease so that the
+// events of one entity are checked and applied one at a time. An event
+// older than the watermark is superseded (an equal one is applied); an
+// event whose own time is older than the allowed age is too old, whatever
+// its arrival time. The watermark moves only when the upstream applied the
+// event (answered 2xx).
+
+// EntityStore keeps the watermarks and entity leases. Each method is atomic.
+type EntityStore interface {
+	// AcquireEntity checks mark against entity's watermark and, unless the
+	// event is superseded or another live lease holds the entity, takes
+	// the entity's lease with token until now+lease.
+	AcquireEntity(ctx context.Context, entity string, a Acquire) (AcquireResult, error)
+
+	// FinishEntity releases the lease held by token; with advance, it
+	// first moves the watermark up to mark (never down) and keeps it until
+	// now+retention.
+	FinishEntity(ctx context.Context, entity, token string, f Finish) error
+}
+
+// Acquire is what EntityStore.AcquireEntity checks and writes.
+type Acquire struct {
+	Mark  int64 // the event's time (unix µs) or sequence number
+	Token string
+	Lease time.Duration
+	Now   time.Time
+}
+
+// Finish is what EntityStore.FinishEntity writes.
+type Finish struct {
+	Advance   bool
+	Mark      int64
+	Retention time.Duration
+	Now       time.Time
+}
+
+// AcquireStatus is AcquireEntity's answer.
+type AcquireStatus int
+
+// The acquire answers.
+const (
+	Acquired   AcquireStatus = iota + 1 // the caller holds the entity: forward
+	Superseded                          // mark is older than the watermark
+	Busy                                // another event of the entity holds the lease
+)
+
+// AcquireResult is AcquireEntity's answer.
+type AcquireResult struct {
+	Status AcquireStatus
+	// Watermark is the entity's watermark, and HasWatermark whether it has one.
+	Watermark    int64
+	HasWatermark bool
+	// LeaseUntil is when the lease in the way expires (Busy).
+	LeaseUntil time.Time
+}
+
+// Freshness outcomes, as metric results and problem reasons.
+const (
+	ResultApplied    = "applied"
+	ResultSuperseded = "superseded"
+	ResultTooOld     = "too_old"
+	ResultBusy       = "entity_busy"
+)
+
+// Errors of Freshness.Check for events that are not judged at all.
+var (
+	ErrEventInFuture = errors.New("event time is more than 5 minutes in the future")
+)
+
+// MaxFuture is how far ahead of now an event time may be: one bogus
+// future-dated event must not freeze its entity for ever.
+const MaxFuture = 5 * time.Minute
+
+// FreshnessConfig tunes a Freshness.
+type FreshnessConfig struct {
+	// MaxAge makes an event stale when its own time is older (event times
+	// only). Zero: no limit.
+	MaxAge time.Duration
+	// Wait is how long an event waits for its entity's lease. Zero
+	// answers Busy at once.
+	Wait time.Duration
+	// Lease bounds the hold of an entity while its event is forwarded.
+	// Default 30s.
+	Lease time.Duration
+	// Retention is how long a watermark is kept after it last moved.
+	// Default 720h.
+	Retention time.Duration
+}
+
+// Freshness runs the freshness rule over an EntityStore.
+type Freshness struct {
+	deps
+	store EntityStore
+	cfg   FreshnessConfig
+}
+
+// NewFreshness returns a Freshness over store.
+func NewFreshness(store EntityStore, cfg FreshnessConfig, opts ...Option) (*Freshness, error) {
+	if cfg.Lease == 0 {
+		cfg.Lease = DefaultLease
+	}
+	if cfg.Retention == 0 {
+		cfg.Retention = 720 * time.Hour
+	}
+	if cfg.Lease < time.Second || cfg.MaxAge < 0 || cfg.Wait < 0 || cfg.Retention < cfg.Lease {
+		return nil, fmt.Errorf("freshness: lease must be at least 1s, retention at least the lease, max_age and wait not negative")
+	}
+	return &Freshness{deps: newDeps(opts), store: store, cfg: cfg}, nil
+}
+
+// Judgement is Check's answer.
+type Judgement struct {
+	// Result is applied (forward, then Done), superseded, too_old or
+	// entity_busy.
+	Result string
+	// Token is the entity lease to pass to Done (applied).
+	Token string
+	// LeaseUntil is when the lease in the way expires (entity_busy).
+	LeaseUntil time.Time
+}
+
+// CheckTime judges an event by its time. An event time more than
+// MaxFuture ahead fails with ErrEventInFuture.
+func (f *Freshness) CheckTime(ctx context.Context, entity string, eventTime time.Time) (Judgement, error) {
+	now := f.now()
+	if eventTime.Sub(now) > MaxFuture {
+		return Judgement{}, ErrEventInFuture
+	}
+	if f.cfg.MaxAge > 0 && now.Sub(eventTime) > f.cfg.MaxAge {
+		return Judgement{Result: ResultTooOld}, nil
+	}
+	return f.check(ctx, "t:"+entity, eventTime.UnixMicro())
+}
+
+// CheckSequence judges an event by its sequence number.
+func (f *Freshness) CheckSequence(ctx context.Context, entity string, seq int64) (Judgement, error) {
+	return f.check(ctx, "s:"+entity, seq)
+}
+
+func (f *Freshness) check(ctx context.Context, key string, mark int64) (Judgement, error) {
+	deadline := f.now().Add(f.cfg.Wait)
+	poll := 5 * time.Millisecond
+	for {
+		token := f.token()
+		res, err := f.store.AcquireEntity(ctx, key, Acquire{Mark: mark, Token: token, Lease: f.cfg.Lease, Now: f.now()})
+		if err != nil {
+			return Judgement{}, err
+		}
+		switch res.Status {
+		case Acquired:
+			return Judgement{Result: ResultApplied, Token: token}, nil
+		case Superseded:
+			return Judgement{Result: ResultSuperseded}, nil
+		case Busy:
+			now := f.now()
+			if !now.Before(deadline) {
+				return Judgement{Result: ResultBusy, LeaseUntil: res.LeaseUntil}, nil
+			}
+			if err := f.sleep(ctx, min(poll, deadline.Sub(now))); err != nil {
+				return Judgement{}, err
+			}
+			poll = min(poll*2, 50*time.Millisecond)
+		default:
+			return Judgement{}, fmt.Errorf("store answered acquire status %d", res.Status)
+		}
+	}
+}
+
+// DoneTime ends an applied event judged by CheckTime: the watermark moves
+// to eventTime when the upstream applied it (applied), and the entity's
+// lease is released either way.
+func (f *Freshness) DoneTime(ctx context.Context, entity, token string, eventTime time.Time, applied bool) error {
+	return f.done(ctx, "t:"+entity, token, eventTime.UnixMicro(), applied)
+}
+
+// DoneSequence ends an applied event judged by CheckSequence.
+func (f *Freshness) DoneSequence(ctx context.Context, entity, token string, seq int64, applied bool) error {
+	return f.done(ctx, "s:"+entity, token, seq, applied)
+}
+
+func (f *Freshness) done(ctx context.Context, key, token string, mark int64, applied bool) error {
+	return f.store.FinishEntity(ctx, key, token, Finish{Advance: applied, Mark: mark, Retention: f.cfg.Retention, Now: f.now()})
+}

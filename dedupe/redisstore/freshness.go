@@ -1,0 +1,101 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+// acquireScript checks an event against the watermark and takes the lease.
+//
+//	KEYS[1] entity
+//	ARGV    mark, token, now ms, lease ms, gc slack ms
+//	returns {1, wm|false} acquired, {2, wm} superseded, {3, lease-until ms} busy
+var acquireScript = redis.NewScript(`
+local e = redis.call('HMGET', KEYS[1], 'wm', 'we', 'tok', 'lu')
+local now = tonumber(ARGV[3])
+local wm = e[1]
+if wm and tonumber(e[2]) <= now then
+  wm = false
+end
+if wm and tonumber(ARGV[1]) < tonumber(wm) then
+  return {2, wm}
+end
+if e[3] and e[3] ~= '' and tonumber(e[4]) > now then
+  return {3, e[4]}
+end
+local lease = tonumber(ARGV[4])
+redis.call('HSET', KEYS[1], 'tok', ARGV[2], 'lu', now + lease)
+if redis.call('PTTL', KEYS[1]) < lease + tonumber(ARGV[5]) then
+  redis.call('PEXPIRE', KEYS[1], lease + tonumber(ARGV[5]))
+end
+return {1, wm}
+`)
+
+// AcquireEntity implements dedupe.EntityStore.
+func (s *Store) AcquireEntity(ctx context.Context, entity string, a dedupe.Acquire) (dedupe.AcquireResult, error) {
+	v, err := acquireScript.Run(ctx, s.rdb, []string{entityKey(s.prefix, entity)},
+		a.Mark, a.Token, ms(a.Now), a.Lease.Milliseconds(), gcSlack.Milliseconds()).Slice()
+	if err != nil {
+		return dedupe.AcquireResult{}, fmt.Errorf("redis acquire: %w", err)
+	}
+	code, _ := v[0].(int64)
+	res := dedupe.AcquireResult{Status: dedupe.AcquireStatus(code)}
+	var n int64
+	if len(v) > 1 && v[1] != nil {
+		if n, err = strconv.ParseInt(str(v[1]), 10, 64); err != nil {
+			return dedupe.AcquireResult{}, fmt.Errorf("redis acquire: bad answer %v", v)
+		}
+	}
+	switch res.Status {
+	case dedupe.Acquired, dedupe.Superseded:
+		res.Watermark, res.HasWatermark = n, len(v) > 1 && v[1] != nil
+	case dedupe.Busy:
+		res.LeaseUntil = time.UnixMilli(n)
+	default:
+		return dedupe.AcquireResult{}, fmt.Errorf("redis acquire: unexpected answer %v", v)
+	}
+	return res, nil
+}
+
+// finishScript moves the watermark up (never down) and frees the lease.
+//
+//	KEYS[1] entity
+//	ARGV    token, advance (0|1), mark, now ms, watermark expiry ms, gc ttl ms
+//	returns 1 done, 0 the token does not hold the lease
+var finishScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'tok') ~= ARGV[1] then
+  return 0
+end
+if ARGV[2] == '1' then
+  local e = redis.call('HMGET', KEYS[1], 'wm', 'we')
+  if not e[1] or tonumber(e[2]) <= tonumber(ARGV[4]) or tonumber(ARGV[3]) > tonumber(e[1]) then
+    redis.call('HSET', KEYS[1], 'wm', ARGV[3])
+  end
+  redis.call('HSET', KEYS[1], 'we', ARGV[5])
+  redis.call('PEXPIRE', KEYS[1], ARGV[6])
+end
+redis.call('HSET', KEYS[1], 'tok', '', 'lu', 0)
+return 1
+`)
+
+// FinishEntity implements dedupe.EntityStore.
+func (s *Store) FinishEntity(ctx context.Context, entity, token string, f dedupe.Finish) error {
+	advance := "0"
+	if f.Advance {
+		advance = "1"
+	}
+	err := finishScript.Run(ctx, s.rdb, []string{entityKey(s.prefix, entity)},
+		token, advance, f.Mark, ms(f.Now), ms(f.Now.Add(f.Retention)), (f.Retention + gcSlack).Milliseconds()).Err()
+	if err != nil {
+		return fmt.Errorf("redis finish: %w", err)
+	}
+	return nil
+}
+
+var _ dedupe.EntityStore = (*Store)(nil)

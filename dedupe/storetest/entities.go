@@ -1,0 +1,142 @@
+package storetest
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+func acquire(mark int64, token string, now time.Time) dedupe.Acquire {
+	return dedupe.Acquire{Mark: mark, Token: token, Lease: lease, Now: now}
+}
+
+func advance(mark int64, now time.Time) dedupe.Finish {
+	return dedupe.Finish{Advance: true, Mark: mark, Retention: retention, Now: now}
+}
+
+func mustAcquire(t *testing.T, s dedupe.EntityStore, entity string, a dedupe.Acquire, want dedupe.AcquireStatus) dedupe.AcquireResult {
+	t.Helper()
+	res, err := s.AcquireEntity(t.Context(), entity, a)
+	if err != nil {
+		t.Fatalf("AcquireEntity(%q, mark %d): %v", entity, a.Mark, err)
+	}
+	if res.Status != want {
+		t.Fatalf("AcquireEntity(%q, mark %d) = %+v, want status %d", entity, a.Mark, res, want)
+	}
+	return res
+}
+
+func mustFinish(t *testing.T, s dedupe.EntityStore, entity, token string, f dedupe.Finish) {
+	t.Helper()
+	if err := s.FinishEntity(t.Context(), entity, token, f); err != nil {
+		t.Fatalf("FinishEntity(%q): %v", entity, err)
+	}
+}
+
+func runEntities(t *testing.T, newStore NewStore) {
+	t.Run("EntityWatermark", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		res := mustAcquire(t, s, "e", acquire(100, "a", t0), dedupe.Acquired)
+		if res.HasWatermark {
+			t.Errorf("a new entity has watermark %d", res.Watermark)
+		}
+		busy := mustAcquire(t, s, "e", acquire(200, "b", t0.Add(time.Second)), dedupe.Busy)
+		if !busy.LeaseUntil.Equal(t0.Add(lease)) {
+			t.Errorf("LeaseUntil = %v, want %v", busy.LeaseUntil, t0.Add(lease))
+		}
+		mustFinish(t, s, "e", "a", advance(100, t0.Add(time.Second)))
+
+		res = mustAcquire(t, s, "e", acquire(99, "c", t0.Add(2*time.Second)), dedupe.Superseded)
+		if !res.HasWatermark || res.Watermark != 100 {
+			t.Errorf("superseded answer = %+v, want watermark 100", res)
+		}
+		// An equal mark is applied.
+		mustAcquire(t, s, "e", acquire(100, "d", t0.Add(2*time.Second)), dedupe.Acquired)
+		// Not applied upstream: the watermark stays.
+		mustFinish(t, s, "e", "d", dedupe.Finish{Advance: false, Mark: 100, Retention: retention, Now: t0.Add(2 * time.Second)})
+		mustAcquire(t, s, "e", acquire(150, "f", t0.Add(3*time.Second)), dedupe.Acquired)
+		mustFinish(t, s, "e", "f", advance(150, t0.Add(3*time.Second)))
+		mustAcquire(t, s, "e", acquire(149, "g", t0.Add(4*time.Second)), dedupe.Superseded)
+	})
+
+	t.Run("EntityFencing", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		mustAcquire(t, s, "e", acquire(300, "slow", t0), dedupe.Acquired)
+		later := t0.Add(lease)
+		mustAcquire(t, s, "e", acquire(400, "next", later), dedupe.Acquired) // the lease expired
+		// The slow holder's late finish changes nothing.
+		mustFinish(t, s, "e", "slow", advance(300, later))
+		mustAcquire(t, s, "e", acquire(401, "x", later), dedupe.Busy)
+		mustFinish(t, s, "e", "next", advance(400, later))
+		mustAcquire(t, s, "e", acquire(399, "y", later), dedupe.Superseded)
+	})
+
+	t.Run("EntityWatermarkNeverMovesDown", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		mustAcquire(t, s, "e", acquire(500, "a", t0), dedupe.Acquired)
+		mustFinish(t, s, "e", "a", advance(500, t0))
+		mustAcquire(t, s, "e", acquire(600, "b", t0), dedupe.Acquired)
+		mustFinish(t, s, "e", "b", advance(450, t0)) // a caller passing a lower mark
+		res := mustAcquire(t, s, "e", acquire(499, "c", t0), dedupe.Superseded)
+		if res.Watermark != 500 {
+			t.Errorf("watermark = %d, want 500", res.Watermark)
+		}
+	})
+
+	t.Run("EntityWatermarkRetention", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		mustAcquire(t, s, "e", acquire(700, "a", t0), dedupe.Acquired)
+		mustFinish(t, s, "e", "a", advance(700, t0))
+		mustAcquire(t, s, "e", acquire(1, "b", t0.Add(retention-time.Second)), dedupe.Superseded)
+		res := mustAcquire(t, s, "e", acquire(1, "b", t0.Add(retention)), dedupe.Acquired)
+		if res.HasWatermark {
+			t.Errorf("an expired watermark was reported: %+v", res)
+		}
+		mustFinish(t, s, "e", "b", advance(1, t0.Add(retention)))
+		mustAcquire(t, s, "e", acquire(0, "c", t0.Add(retention)), dedupe.Superseded)
+	})
+
+	t.Run("EntityConcurrentAcquireHasOneWinner", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		const n = 30
+		var wg sync.WaitGroup
+		got := make([]dedupe.AcquireStatus, n)
+		for i := range n {
+			wg.Go(func() {
+				res, err := s.AcquireEntity(t.Context(), "hot", acquire(int64(i), fmt.Sprint("tok", i), t0))
+				if err != nil {
+					t.Error(err)
+				}
+				got[i] = res.Status
+			})
+		}
+		wg.Wait()
+		acquired := 0
+		for _, st := range got {
+			if st == dedupe.Acquired {
+				acquired++
+			}
+		}
+		if acquired != 1 {
+			t.Errorf("%d acquired the entity at once, want 1", acquired)
+		}
+	})
+
+	t.Run("EntitiesAreIndependent", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		mustAcquire(t, s, "a", acquire(10, "x", t0), dedupe.Acquired)
+		mustAcquire(t, s, "b", acquire(5, "y", t0), dedupe.Acquired)
+		mustFinish(t, s, "a", "x", advance(10, t0))
+		mustAcquire(t, s, "b", acquire(5, "z", t0), dedupe.Busy)
+		mustAcquire(t, s, "a{b}", acquire(1, "w", t0), dedupe.Acquired)
+	})
+}
