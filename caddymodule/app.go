@@ -61,16 +61,22 @@ type StoreConfig struct {
 // must not take the bbolt file's lock from a running gateway. A config
 // without dedupe never opens it.
 type lazyStore struct {
-	open    func() (dedupe.Store, string, error)
+	open    func() (backend, string, error)
 	used    bool // a handler needs it: Start opens it
 	once    sync.Once
-	store   dedupe.Store
+	store   backend
 	err     error
 	poolKey string
 }
 
+// backend is what a store backend provides: dedupe and freshness state.
+type backend interface {
+	dedupe.Store
+	dedupe.EntityStore
+}
+
 // get opens the store on first call.
-func (l *lazyStore) get() (dedupe.Store, error) {
+func (l *lazyStore) get() (backend, error) {
 	l.once.Do(func() { l.store, l.poolKey, l.err = l.open() })
 	return l.store, l.err
 }
@@ -109,6 +115,22 @@ func (l *lazyStore) Get(ctx context.Context, key string, now time.Time) (dedupe.
 	return s.Get(ctx, key, now)
 }
 
+func (l *lazyStore) AcquireEntity(ctx context.Context, entity string, a dedupe.Acquire) (dedupe.AcquireResult, error) {
+	s, err := l.get()
+	if err != nil {
+		return dedupe.AcquireResult{}, err
+	}
+	return s.AcquireEntity(ctx, entity, a)
+}
+
+func (l *lazyStore) FinishEntity(ctx context.Context, entity, token string, f dedupe.Finish) error {
+	s, err := l.get()
+	if err != nil {
+		return err
+	}
+	return s.FinishEntity(ctx, entity, token, f)
+}
+
 // CaddyModule returns the Caddy module information.
 func (App) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{
@@ -137,7 +159,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	a.metrics = m
-	a.store = &lazyStore{open: func() (dedupe.Store, string, error) {
+	a.store = &lazyStore{open: func() (backend, string, error) {
 		s, poolKey, err := a.openStore(a.logger)
 		if err != nil {
 			return nil, "", err

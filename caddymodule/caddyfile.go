@@ -21,6 +21,11 @@ func init() {
 	httpcaddyfile.RegisterHandlerDirective("webhook_dedupe", parseDedupe)
 	// Dedupe runs after encode, so it records the un-encoded response.
 	httpcaddyfile.RegisterDirectiveOrder("webhook_dedupe", httpcaddyfile.After, "encode")
+
+	httpcaddyfile.RegisterHandlerDirective("webhook_freshness", parseFreshness)
+	// Freshness runs right after dedupe (before push), so a duplicate is
+	// replayed before any freshness question is asked.
+	httpcaddyfile.RegisterDirectiveOrder("webhook_freshness", httpcaddyfile.Before, "push")
 }
 
 // parseGlobalOption parses the hookgate global option:
@@ -292,6 +297,99 @@ func (h *Dedupe) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return h.validate()
 }
 
+func parseFreshness(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	f := new(Freshness)
+	err := f.UnmarshalCaddyfile(h.Dispenser)
+	return f, err
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
+//
+//	webhook_freshness {
+//		entity      <placeholder>
+//		event_time  <placeholder>
+//		sequence    <placeholder>
+//		max_age     <duration>
+//		on_stale    ack|reject
+//		entity_busy wait <duration>|reject
+//		lease       <duration>
+//		retention   <duration>
+//	}
+//
+// entity and one of event_time and sequence are required.
+func (h *Freshness) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	seen := map[string]bool{}
+	for d.NextBlock(0) {
+		sub := d.Val()
+		if seen[sub] {
+			return d.Errf("%s given twice", sub)
+		}
+		seen[sub] = true
+		args := d.RemainingArgs()
+		if len(args) == 0 {
+			return d.ArgErr()
+		}
+		duration := func() (caddy.Duration, error) {
+			if len(args) != 1 {
+				return 0, d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(args[0])
+			if err != nil || dur <= 0 {
+				return 0, d.Errf("%s: want a positive duration, got %q", sub, args[0])
+			}
+			return caddy.Duration(dur), nil
+		}
+		var err error
+		switch sub {
+		case "entity":
+			h.Entity, err = oneArg(d, args)
+		case "event_time":
+			h.EventTime, err = oneArg(d, args)
+		case "sequence":
+			h.Sequence, err = oneArg(d, args)
+		case "on_stale":
+			h.OnStale, err = oneArg(d, args)
+		case "max_age":
+			h.MaxAge, err = duration()
+		case "lease":
+			h.Lease, err = duration()
+		case "retention":
+			h.Retention, err = duration()
+		case "entity_busy":
+			h.EntityBusy = args[0]
+			switch {
+			case args[0] == "reject" && len(args) == 1:
+			case args[0] == "wait" && len(args) == 2:
+				wait, perr := caddy.ParseDuration(args[1])
+				if perr != nil || wait <= 0 {
+					return d.Errf("entity_busy wait: bad duration %q", args[1])
+				}
+				h.EntityBusyWait = caddy.Duration(wait)
+			default:
+				return d.Err("entity_busy: want wait <duration>, or reject")
+			}
+		default:
+			return d.Errf("unknown webhook_freshness subdirective %q", sub)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return h.validate()
+}
+
+// oneArg returns the single argument of a subdirective.
+func oneArg(d *caddyfile.Dispenser, args []string) (string, error) {
+	if len(args) != 1 {
+		return "", d.ArgErr()
+	}
+	return args[0], nil
+}
+
 // parseSize parses a byte size such as 1MiB, 64KiB or 1048576.
 func parseSize(s string) (int64, error) {
 	n, err := humanize.ParseBytes(s)
@@ -311,4 +409,5 @@ var (
 	_ caddyfile.Unmarshaler = (*App)(nil)
 	_ caddyfile.Unmarshaler = (*Verify)(nil)
 	_ caddyfile.Unmarshaler = (*Dedupe)(nil)
+	_ caddyfile.Unmarshaler = (*Freshness)(nil)
 )

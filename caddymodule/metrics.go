@@ -20,7 +20,9 @@ type metrics struct {
 	verifyRequests  metric.Int64Counter
 	dedupeRequests  metric.Int64Counter
 	storeOpDuration metric.Float64Histogram
+	freshness       metric.Int64Counter
 	dedupeAttrs     sync.Map // result -> metric.AddOption, built once
+	freshnessAttrs  sync.Map
 }
 
 func newMetrics(reg *prometheus.Registry) (*metrics, error) {
@@ -46,6 +48,11 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.freshness, err = meter.Int64Counter("hookgate_freshness_total",
+		metric.WithDescription("Freshness outcomes: applied, not_applied, superseded, too_old, entity_busy, store_error, and the 400 reasons."))
+	if err != nil {
+		return nil, err
+	}
 	m.storeOpDuration, err = meter.Float64Histogram("hookgate_store_op_duration_seconds",
 		metric.WithDescription("Latency of state store operations by backend and operation."),
 		metric.WithUnit("s"),
@@ -58,11 +65,22 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 
 // dedupeResult counts one webhook_dedupe outcome.
 func (m *metrics) dedupeResult(ctx context.Context, result string) {
-	opt, ok := m.dedupeAttrs.Load(result)
+	countResult(ctx, m.dedupeRequests, &m.dedupeAttrs, result)
+}
+
+// freshnessResult counts one webhook_freshness outcome.
+func (m *metrics) freshnessResult(ctx context.Context, result string) {
+	countResult(ctx, m.freshness, &m.freshnessAttrs, result)
+}
+
+// countResult adds one to counter with a result label; the results are
+// fixed codes, so the attribute sets are built once each.
+func countResult(ctx context.Context, counter metric.Int64Counter, cache *sync.Map, result string) {
+	opt, ok := cache.Load(result)
 	if !ok {
-		opt, _ = m.dedupeAttrs.LoadOrStore(result, metric.WithAttributeSet(attribute.NewSet(attribute.String("result", result))))
+		opt, _ = cache.LoadOrStore(result, metric.WithAttributeSet(attribute.NewSet(attribute.String("result", result))))
 	}
-	m.dedupeRequests.Add(ctx, 1, opt.(metric.AddOption))
+	counter.Add(ctx, 1, opt.(metric.AddOption))
 }
 
 func (m *metrics) shutdown() error {

@@ -45,7 +45,7 @@ func (c *redisConn) Destruct() error { return c.rdb.Close() }
 
 // openStore opens (or reuses) the configured store. The returned key
 // releases it in the usage pool.
-func (a *App) openStore(logger *zap.Logger) (dedupe.Store, string, error) {
+func (a *App) openStore(logger *zap.Logger) (backend, string, error) {
 	cfg, _ := json.Marshal(a.Store)
 	poolKey := string(cfg)
 	switch a.Store.Backend {
@@ -117,15 +117,15 @@ func zapslogLogger(l *zap.Logger) *slog.Logger { return slog.New(zapslog.NewHand
 
 // instrumentedStore records each store operation's latency.
 type instrumentedStore struct {
-	dedupe.Store
+	backend
 	duration metric.Float64Histogram
 	attrs    map[string]metric.MeasurementOption // by operation, built once
 }
 
-func newInstrumentedStore(s dedupe.Store, backend string, duration metric.Float64Histogram) instrumentedStore {
-	is := instrumentedStore{Store: s, duration: duration, attrs: map[string]metric.MeasurementOption{}}
-	for _, op := range []string{"claim", "record", "release", "get"} {
-		is.attrs[op] = metric.WithAttributeSet(attribute.NewSet(attribute.String("backend", backend), attribute.String("op", op)))
+func newInstrumentedStore(s backend, name string, duration metric.Float64Histogram) instrumentedStore {
+	is := instrumentedStore{backend: s, duration: duration, attrs: map[string]metric.MeasurementOption{}}
+	for _, op := range []string{"claim", "record", "release", "get", "acquire_entity", "finish_entity"} {
+		is.attrs[op] = metric.WithAttributeSet(attribute.NewSet(attribute.String("backend", name), attribute.String("op", op)))
 	}
 	return is
 }
@@ -136,20 +136,30 @@ func (s instrumentedStore) observe(ctx context.Context, op string, start time.Ti
 
 func (s instrumentedStore) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.ClaimResult, error) {
 	defer s.observe(ctx, "claim", time.Now())
-	return s.Store.Claim(ctx, key, c)
+	return s.backend.Claim(ctx, key, c)
 }
 
 func (s instrumentedStore) Record(ctx context.Context, key, token string, rec dedupe.Record, retention time.Duration, now time.Time) error {
 	defer s.observe(ctx, "record", time.Now())
-	return s.Store.Record(ctx, key, token, rec, retention, now)
+	return s.backend.Record(ctx, key, token, rec, retention, now)
 }
 
 func (s instrumentedStore) Release(ctx context.Context, key, token string) error {
 	defer s.observe(ctx, "release", time.Now())
-	return s.Store.Release(ctx, key, token)
+	return s.backend.Release(ctx, key, token)
 }
 
 func (s instrumentedStore) Get(ctx context.Context, key string, now time.Time) (dedupe.Entry, error) {
 	defer s.observe(ctx, "get", time.Now())
-	return s.Store.Get(ctx, key, now)
+	return s.backend.Get(ctx, key, now)
+}
+
+func (s instrumentedStore) AcquireEntity(ctx context.Context, entity string, a dedupe.Acquire) (dedupe.AcquireResult, error) {
+	defer s.observe(ctx, "acquire_entity", time.Now())
+	return s.backend.AcquireEntity(ctx, entity, a)
+}
+
+func (s instrumentedStore) FinishEntity(ctx context.Context, entity, token string, f dedupe.Finish) error {
+	defer s.observe(ctx, "finish_entity", time.Now())
+	return s.backend.FinishEntity(ctx, entity, token, f)
 }

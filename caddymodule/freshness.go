@@ -1,0 +1,287 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.uber.org/zap"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+func init() {
+	caddy.RegisterModule(Freshness{})
+}
+
+// Freshness is the webhook_freshness handler: it judges each event by its
+// own time (or sequence number) against the newest event already applied
+// to the same entity, and forwards only fresh ones, one at a time per
+// entity. The watermark moves only when the upstream answers 2xx.
+type Freshness struct {
+	// Entity is the entity the event is about, a placeholder such as
+	// {webhook.json.reservation_id}. Required.
+	Entity string `json:"entity,omitempty"`
+
+	// EventTime is the event's time, a placeholder resolving to RFC 3339 or
+	// unix seconds. Exactly one of EventTime and Sequence is required.
+	EventTime string `json:"event_time,omitempty"`
+
+	// Sequence is the event's sequence number, a placeholder resolving to a
+	// non-negative integer (a JSON number or a decimal string), monotonic
+	// per entity.
+	Sequence string `json:"sequence,omitempty"`
+
+	// MaxAge makes an event stale (too_old) when its own time is older,
+	// whatever its arrival time. Event times only; default: no limit.
+	MaxAge caddy.Duration `json:"max_age,omitempty"`
+
+	// OnStale is the answer to a stale event: "ack" (200
+	// {"status":"stale","reason":...}, so the sender stops retrying and
+	// webhook_dedupe records it) or "reject" (409). Default ack.
+	OnStale string `json:"on_stale,omitempty"`
+
+	// EntityBusy is what an event gets while another event of its entity
+	// is being forwarded: "wait" (up to EntityBusyWait) or "reject" (409
+	// entity_busy with Retry-After at once). Default wait.
+	EntityBusy string `json:"entity_busy,omitempty"`
+
+	// EntityBusyWait is how long "wait" waits. Default 5s.
+	EntityBusyWait caddy.Duration `json:"entity_busy_wait,omitempty"`
+
+	// Lease bounds the hold of an entity while its event is forwarded.
+	// Default 30s.
+	Lease caddy.Duration `json:"lease,omitempty"`
+
+	// Retention is how long an entity's watermark is kept after it last
+	// moved: longer than any event can be delayed. Default 720h.
+	Retention caddy.Duration `json:"retention,omitempty"`
+
+	fresh   *dedupe.Freshness
+	now     func() time.Time
+	metrics *metrics
+	logger  *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (Freshness) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.webhook_freshness",
+		New: func() caddy.Module { return new(Freshness) },
+	}
+}
+
+// Provision sets up the handler.
+func (h *Freshness) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	if h.OnStale == "" {
+		h.OnStale = "ack"
+	}
+	if h.EntityBusy == "" {
+		h.EntityBusy = "wait"
+	}
+	if h.EntityBusy == "wait" && h.EntityBusyWait == 0 {
+		h.EntityBusyWait = caddy.Duration(5 * time.Second)
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	if err := h.validate(); err != nil {
+		return err
+	}
+	app, err := appFrom(ctx)
+	if err != nil {
+		return err
+	}
+	h.metrics = app.metrics
+	wait := time.Duration(0)
+	if h.EntityBusy == "wait" {
+		wait = time.Duration(h.EntityBusyWait)
+	}
+	h.fresh, err = dedupe.NewFreshness(app.entityStore(), dedupe.FreshnessConfig{
+		MaxAge:    time.Duration(h.MaxAge),
+		Wait:      wait,
+		Lease:     time.Duration(h.Lease),
+		Retention: time.Duration(h.Retention),
+	}, dedupe.WithClock(h.now))
+	return err
+}
+
+func (h *Freshness) validate() error {
+	switch {
+	case h.Entity == "":
+		return errors.New("entity is required")
+	case (h.EventTime == "") == (h.Sequence == ""):
+		return errors.New("exactly one of event_time and sequence is required")
+	case h.MaxAge != 0 && h.Sequence != "":
+		return errors.New("max_age judges event times: it needs event_time, not sequence")
+	case h.OnStale != "" && h.OnStale != "ack" && h.OnStale != "reject":
+		return fmt.Errorf("on_stale %q: want ack or reject", h.OnStale)
+	case h.EntityBusy != "" && h.EntityBusy != "wait" && h.EntityBusy != "reject":
+		return fmt.Errorf("entity_busy %q: want wait <duration> or reject", h.EntityBusy)
+	case h.EntityBusy == "reject" && h.EntityBusyWait != 0:
+		return errors.New("entity_busy_wait needs entity_busy wait")
+	case h.MaxAge < 0 || h.Lease < 0 || h.Retention < 0 || h.EntityBusyWait < 0:
+		return errors.New("durations must not be negative")
+	}
+	return nil
+}
+
+// ServeHTTP judges the event and forwards it, or answers it as stale.
+func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	ctx, span := tracer(r.Context()).Start(r.Context(), "webhook_freshness")
+	defer span.End()
+	count := func(result string) {
+		h.metrics.freshnessResult(ctx, result)
+		span.SetAttributes(attribute.String("hookgate.result", result))
+	}
+	reject := func(status int, reason, detail string) error {
+		count(reason)
+		writeProblem(w, status, reason, detail, 0)
+		return nil
+	}
+
+	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	entity := repl.ReplaceKnown(h.Entity, "")
+	if entity == "" {
+		return reject(http.StatusBadRequest, "missing_entity", "the entity "+h.Entity+" is empty")
+	}
+	var (
+		eventTime time.Time
+		seq       int64
+		judgement dedupe.Judgement
+		err       error
+	)
+	if h.EventTime != "" {
+		raw := repl.ReplaceKnown(h.EventTime, "")
+		if raw == "" {
+			return reject(http.StatusBadRequest, "missing_event_time", "the event time "+h.EventTime+" is empty")
+		}
+		if eventTime, err = parseEventTime(raw); err != nil {
+			return reject(http.StatusBadRequest, "malformed_event_time", err.Error())
+		}
+		judgement, err = h.fresh.CheckTime(ctx, entity, eventTime)
+	} else {
+		raw := repl.ReplaceKnown(h.Sequence, "")
+		if raw == "" {
+			return reject(http.StatusBadRequest, "missing_sequence", "the sequence "+h.Sequence+" is empty")
+		}
+		if seq, err = parseSequence(raw); err != nil {
+			return reject(http.StatusBadRequest, "malformed_sequence", err.Error())
+		}
+		judgement, err = h.fresh.CheckSequence(ctx, entity, seq)
+	}
+	switch {
+	case errors.Is(err, dedupe.ErrEventInFuture):
+		return reject(http.StatusBadRequest, "event_time_in_future", err.Error())
+	case errors.Is(err, context.Canceled):
+		return err
+	case err != nil:
+		count("store_error")
+		h.logger.Error("freshness store failed", zap.String("entity", entity), zap.Error(err))
+		writeProblem(w, http.StatusServiceUnavailable, "store_unavailable", "the freshness store is unavailable; nothing was forwarded", time.Second)
+		return nil
+	}
+
+	switch judgement.Result {
+	case dedupe.ResultSuperseded, dedupe.ResultTooOld:
+		count(judgement.Result)
+		detail := "a newer event of this entity was already applied"
+		if judgement.Result == dedupe.ResultTooOld {
+			detail = "the event is older than max_age " + time.Duration(h.MaxAge).String()
+		}
+		if h.OnStale == "reject" {
+			writeProblem(w, http.StatusConflict, judgement.Result, detail, 0)
+			return nil
+		}
+		body := fmt.Sprintf(`{"status":"stale","reason":%q}`+"\n", judgement.Result)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(http.StatusOK)
+		w.Write([]byte(body))
+		return nil
+	case dedupe.ResultBusy:
+		count(judgement.Result)
+		writeProblem(w, http.StatusConflict, "entity_busy", "another event of this entity is being applied", judgement.LeaseUntil.Sub(h.now()))
+		return nil
+	}
+
+	// Fresh: forward, and move the watermark if the upstream applied it.
+	rec := caddyhttp.NewResponseRecorder(w, nil, nil)
+	err = next.ServeHTTP(rec, r.WithContext(ctx))
+	status := rec.Status()
+	if status == 0 && err == nil {
+		status = http.StatusOK
+	}
+	applied := err == nil && status >= 200 && status < 300
+	if applied {
+		count(dedupe.ResultApplied)
+	} else {
+		count("not_applied")
+	}
+	done := context.WithoutCancel(ctx)
+	var derr error
+	if h.EventTime != "" {
+		derr = h.fresh.DoneTime(done, entity, judgement.Token, eventTime, applied)
+	} else {
+		derr = h.fresh.DoneSequence(done, entity, judgement.Token, seq, applied)
+	}
+	if derr != nil {
+		h.logger.Error("freshness: finishing the event failed; the entity stays held until its lease ends",
+			zap.String("entity", entity), zap.Bool("applied", applied), zap.Error(derr))
+	}
+	return err
+}
+
+// parseEventTime parses RFC 3339 or unix seconds (an integer or a decimal).
+func parseEventTime(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 || f > 1<<40 || math.IsNaN(f) || strings.ContainsAny(s, "eExXpP_") {
+		return time.Time{}, fmt.Errorf("event time %q is neither RFC 3339 nor unix seconds", truncate(s, 40))
+	}
+	sec, frac := math.Modf(f)
+	return time.Unix(int64(sec), int64(frac*1e9)), nil
+}
+
+// maxSequence keeps sequence numbers exact in the stores (Lua numbers are
+// doubles): 2^53-1.
+const maxSequence = 1<<53 - 1
+
+// parseSequence parses a non-negative integer sequence number.
+func parseSequence(s string) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > maxSequence {
+		return 0, fmt.Errorf("sequence %q is not an integer between 0 and 2^53-1", truncate(s, 40))
+	}
+	return n, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// entityStore returns the app's shared store for freshness state.
+func (a *App) entityStore() dedupe.EntityStore {
+	a.store.used = true
+	return a.store
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Freshness)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Freshness)(nil)
+)
