@@ -241,13 +241,16 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	return err
 }
 
+// maxUnixSeconds is 9999-12-31T23:59:59Z, the last time RFC 3339 can write.
+const maxUnixSeconds = 253402300799
+
 // parseEventTime parses RFC 3339 or unix seconds (an integer or a decimal).
 func parseEventTime(s string) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t, nil
 	}
 	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f < 0 || f > 1<<40 || math.IsNaN(f) || strings.ContainsAny(s, "eExXpP_") {
+	if err != nil || f < 0 || f > maxUnixSeconds || math.IsNaN(f) || strings.ContainsAny(s, "eExXpP_") {
 		return time.Time{}, fmt.Errorf("event time %q is neither RFC 3339 nor unix seconds", truncate(s, 40))
 	}
 	sec, frac := math.Modf(f)

@@ -1,0 +1,97 @@
+package dedupe_test
+
+import (
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+func newFreshness(t *testing.T, cfg dedupe.FreshnessConfig) (*dedupe.Freshness, dedupe.EntityStore) {
+	t.Helper()
+	store := newStore(t).(dedupe.EntityStore)
+	f, err := dedupe.NewFreshness(store, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, store
+}
+
+func TestFreshnessJudgesByEventTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, _ := newFreshness(t, dedupe.FreshnessConfig{MaxAge: time.Hour})
+		now := time.Now()
+		ctx := t.Context()
+
+		j, err := f.CheckTime(ctx, "r-1", now.Add(-5*time.Minute))
+		if err != nil || j.Result != dedupe.ResultApplied {
+			t.Fatalf("first event: %+v, %v", j, err)
+		}
+		if err := f.DoneTime(ctx, "r-1", j.Token, now.Add(-5*time.Minute), true); err != nil {
+			t.Fatal(err)
+		}
+		if j, _ := f.CheckTime(ctx, "r-1", now.Add(-10*time.Minute)); j.Result != dedupe.ResultSuperseded {
+			t.Errorf("older event: %+v, want superseded", j)
+		}
+		if j, _ := f.CheckTime(ctx, "r-2", now.Add(-61*time.Minute)); j.Result != dedupe.ResultTooOld {
+			t.Errorf("event over max_age: %+v, want too_old", j)
+		}
+		if _, err := f.CheckTime(ctx, "r-3", now.Add(5*time.Minute+time.Second)); !errors.Is(err, dedupe.ErrEventInFuture) {
+			t.Errorf("future event: %v, want ErrEventInFuture", err)
+		}
+		if j, _ := f.CheckTime(ctx, "r-3", now.Add(5*time.Minute)); j.Result != dedupe.ResultApplied {
+			t.Errorf("event 5 minutes ahead: %+v, want applied", j)
+		}
+	})
+}
+
+func TestFreshnessWaitsForTheEntity(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, _ := newFreshness(t, dedupe.FreshnessConfig{Wait: 5 * time.Second, Lease: 10 * time.Second})
+		ctx := t.Context()
+		base := time.Now().Add(-time.Minute)
+		first, _ := f.CheckTime(ctx, "r-1", base)
+		got := make(chan dedupe.Judgement)
+		go func() {
+			j, err := f.CheckTime(ctx, "r-1", base.Add(-time.Second))
+			if err != nil {
+				t.Error(err)
+			}
+			got <- j
+		}()
+		time.Sleep(time.Second)
+		f.DoneTime(ctx, "r-1", first.Token, base, true)
+		if j := <-got; j.Result != dedupe.ResultSuperseded {
+			t.Errorf("waiter judged after the first applied: %+v, want superseded", j)
+		}
+
+		// Nobody finishes: the waiter gives up after Wait with the lease's remaining time.
+		held, _ := f.CheckTime(ctx, "r-2", base)
+		start := time.Now()
+		j, _ := f.CheckTime(ctx, "r-2", base)
+		if j.Result != dedupe.ResultBusy || time.Since(start) != 5*time.Second {
+			t.Fatalf("busy entity: %+v after %s; want entity_busy after 5s", j, time.Since(start))
+		}
+		if j.LeaseUntil.Sub(time.Now()) <= 0 || held.Token == "" {
+			t.Errorf("LeaseUntil %v is not ahead", j.LeaseUntil)
+		}
+	})
+}
+
+func TestFreshnessSequence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, _ := newFreshness(t, dedupe.FreshnessConfig{})
+		ctx := t.Context()
+		j, _ := f.CheckSequence(ctx, "r-1", 7)
+		f.DoneSequence(ctx, "r-1", j.Token, 7, true)
+		if j, _ := f.CheckSequence(ctx, "r-1", 6); j.Result != dedupe.ResultSuperseded {
+			t.Errorf("seq 6 after 7: %+v", j)
+		}
+		// Sequences and times are separate watermarks.
+		if j, _ := f.CheckTime(ctx, "r-1", time.Unix(1, 0)); j.Result != dedupe.ResultApplied {
+			t.Errorf("event time on an entity with a sequence watermark: %+v", j)
+		}
+	})
+}
