@@ -22,7 +22,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "sign",
-		Usage: "--scheme <scheme> --secret <secret> [--id <id>] [--timestamp <unix>] [--send <url>] <body|@file|@->",
+		Usage: "[--scheme <scheme>] [--secret <secret>] [--id <id>] [--timestamp <unix>] [--send <url>] <body|@file|@->",
 		Short: "Signs a webhook body as a genuine sender would, and optionally sends it",
 		Long: `
 Prints the headers a genuine sender of the given scheme adds to the body,

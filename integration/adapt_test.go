@@ -86,6 +86,10 @@ func TestAdaptExamples(t *testing.T) {
 func TestAdaptOrder(t *testing.T) {
 	got, err := adapt(t, []byte(`:8080 {
 	reverse_proxy 127.0.0.1:9
+	webhook_freshness {
+		entity {webhook.json.id}
+		sequence {webhook.json.seq}
+	}
 	request_header X-A b
 	webhook_dedupe
 	webhook_verify github {
@@ -96,7 +100,7 @@ func TestAdaptOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	order := []string{`"handler": "webhook_verify"`, `"handler": "headers"`, `"handler": "encode"`, `"handler": "webhook_dedupe"`, `"handler": "reverse_proxy"`}
+	order := []string{`"handler": "webhook_verify"`, `"handler": "headers"`, `"handler": "encode"`, `"handler": "webhook_dedupe"`, `"handler": "webhook_freshness"`, `"handler": "reverse_proxy"`}
 	s := string(got)
 	last := -1
 	for _, h := range order {
@@ -126,6 +130,14 @@ func TestAdaptErrors(t *testing.T) {
 		{"dedupe negative lease", ":80 {\n webhook_dedupe {\n  lease 0s\n }\n}", "lease must be positive"},
 		{"dedupe twice", ":80 {\n webhook_dedupe {\n  lease 1s\n  lease 2s\n }\n}", "lease given twice"},
 		{"dedupe inline arg", ":80 {\n webhook_dedupe x\n}", "wrong argument count"},
+		{"freshness without entity", ":80 {\n webhook_freshness {\n  event_time {webhook.json.at}\n }\n}", "entity is required"},
+		{"freshness time and sequence", ":80 {\n webhook_freshness {\n  entity e\n  event_time t\n  sequence s\n }\n}", "exactly one of event_time and sequence"},
+		{"freshness neither", ":80 {\n webhook_freshness {\n  entity e\n }\n}", "exactly one of event_time and sequence"},
+		{"freshness max_age with sequence", ":80 {\n webhook_freshness {\n  entity e\n  sequence s\n  max_age 1h\n }\n}", "max_age judges event times"},
+		{"freshness bad on_stale", ":80 {\n webhook_freshness {\n  entity e\n  event_time t\n  on_stale drop\n }\n}", `on_stale "drop"`},
+		{"freshness bad entity_busy", ":80 {\n webhook_freshness {\n  entity e\n  event_time t\n  entity_busy wait\n }\n}", "entity_busy: want wait <duration>, or reject"},
+		{"freshness unknown", ":80 {\n webhook_freshness {\n  entity e\n  event_time t\n  maxage 1h\n }\n}", `unknown webhook_freshness subdirective "maxage"`},
+		{"freshness bad duration", ":80 {\n webhook_freshness {\n  entity e\n  event_time t\n  max_age soon\n }\n}", "max_age: want a positive duration"},
 		{"unknown store", "{\n hookgate {\n  store etcd x\n }\n}\n:80", `unknown store backend "etcd"`},
 		{"store twice", "{\n hookgate {\n  store file\n  store file\n }\n}\n:80", "store given twice"},
 		{"redis without url", "{\n hookgate {\n  store redis\n }\n}\n:80", "at least one"},
