@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -140,4 +141,34 @@ func FreePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// StartSentinel starts a Sentinel monitoring master under the name
+// "mymaster" and returns its address once it knows the master.
+func StartSentinel(t testing.TB, master *Server) string {
+	t.Helper()
+	port := FreePort(t)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "sentinel.conf")
+	content := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor mymaster 127.0.0.1 %d 1\nsentinel down-after-milliseconds mymaster 2000\n", port, dir, master.Port)
+	if err := os.WriteFile(conf, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("redis-server", conf, "--sentinel", "--logfile", filepath.Join(dir, "sentinel.log"))
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting redis sentinel: %v", err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, _ := exec.Command("redis-cli", "-p", strconv.Itoa(port), "sentinel", "get-master-addr-by-name", "mymaster").Output()
+		if strings.Contains(string(out), strconv.Itoa(master.Port)) {
+			return addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sentinel on %s does not know the master after 10s: %s", addr, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
