@@ -307,7 +307,7 @@ func TestListModules(t *testing.T) {
 	if err != nil {
 		t.Fatalf("list-modules: %v\n%s", err, out)
 	}
-	for _, want := range []string{"\nhookgate\n", "\nhttp.handlers.webhook_verify\n"} {
+	for _, want := range []string{"\nhookgate\n", "\nhttp.handlers.webhook_verify\n", "\nhttp.handlers.webhook_dedupe\n", "\nhttp.handlers.webhook_freshness\n"} {
 		if !strings.Contains("\n"+string(out), want) {
 			t.Errorf("list-modules lacks %q", strings.TrimSpace(want))
 		}
