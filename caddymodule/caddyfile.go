@@ -228,50 +228,16 @@ func (h *Dedupe) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 		seen[sub] = true
 		args := d.RemainingArgs()
-		one := func() (string, error) {
-			if len(args) != 1 {
-				return "", d.ArgErr()
-			}
-			return args[0], nil
-		}
-		duration := func() (caddy.Duration, error) {
-			v, err := one()
-			if err != nil {
-				return 0, err
-			}
-			dur, err := caddy.ParseDuration(v)
-			if err != nil {
-				return 0, d.Errf("%s: %v", sub, err)
-			}
-			if dur <= 0 {
-				return 0, d.Errf("%s must be positive", sub)
-			}
-			return caddy.Duration(dur), nil
-		}
 		var err error
 		switch sub {
 		case "key":
-			h.Key, err = one()
+			h.Key, err = oneArg(d, args)
 		case "retention":
-			h.Retention, err = duration()
+			h.Retention, err = positiveDuration(d, sub, args)
 		case "lease":
-			h.Lease, err = duration()
+			h.Lease, err = positiveDuration(d, sub, args)
 		case "in_flight":
-			if len(args) == 0 {
-				return d.ArgErr()
-			}
-			h.InFlight = args[0]
-			switch {
-			case args[0] == "reject" && len(args) == 1:
-			case args[0] == "wait" && len(args) == 2:
-				wait, perr := caddy.ParseDuration(args[1])
-				if perr != nil || wait <= 0 {
-					return d.Errf("in_flight wait: bad duration %q", args[1])
-				}
-				h.InFlightWait = caddy.Duration(wait)
-			default:
-				return d.Errf("in_flight: want reject, or wait <duration>")
-			}
+			h.InFlight, h.InFlightWait, err = waitOr(d, sub, "reject", args)
 		case "record":
 			if len(args) == 0 {
 				return d.ArgErr()
@@ -279,14 +245,13 @@ func (h *Dedupe) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.Record = args
 		case "max_record":
 			var v string
-			if v, err = one(); err == nil {
-				h.MaxRecord, err = parseSize(v)
-				if err != nil {
+			if v, err = oneArg(d, args); err == nil {
+				if h.MaxRecord, err = parseSize(v); err != nil {
 					return d.Errf("max_record: %v", err)
 				}
 			}
 		case "on_store_error":
-			h.OnStoreError, err = one()
+			h.OnStoreError, err = oneArg(d, args)
 		default:
 			return d.Errf("unknown webhook_dedupe subdirective %q", sub)
 		}
@@ -333,16 +298,6 @@ func (h *Freshness) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		if len(args) == 0 {
 			return d.ArgErr()
 		}
-		duration := func() (caddy.Duration, error) {
-			if len(args) != 1 {
-				return 0, d.ArgErr()
-			}
-			dur, err := caddy.ParseDuration(args[0])
-			if err != nil || dur <= 0 {
-				return 0, d.Errf("%s: want a positive duration, got %q", sub, args[0])
-			}
-			return caddy.Duration(dur), nil
-		}
 		var err error
 		switch sub {
 		case "entity":
@@ -354,24 +309,13 @@ func (h *Freshness) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "on_stale":
 			h.OnStale, err = oneArg(d, args)
 		case "max_age":
-			h.MaxAge, err = duration()
+			h.MaxAge, err = positiveDuration(d, sub, args)
 		case "lease":
-			h.Lease, err = duration()
+			h.Lease, err = positiveDuration(d, sub, args)
 		case "retention":
-			h.Retention, err = duration()
+			h.Retention, err = positiveDuration(d, sub, args)
 		case "entity_busy":
-			h.EntityBusy = args[0]
-			switch {
-			case args[0] == "reject" && len(args) == 1:
-			case args[0] == "wait" && len(args) == 2:
-				wait, perr := caddy.ParseDuration(args[1])
-				if perr != nil || wait <= 0 {
-					return d.Errf("entity_busy wait: bad duration %q", args[1])
-				}
-				h.EntityBusyWait = caddy.Duration(wait)
-			default:
-				return d.Err("entity_busy: want wait <duration>, or reject")
-			}
+			h.EntityBusy, h.EntityBusyWait, err = waitOr(d, sub, "reject", args)
 		default:
 			return d.Errf("unknown webhook_freshness subdirective %q", sub)
 		}
@@ -380,6 +324,34 @@ func (h *Freshness) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 	}
 	return h.validate()
+}
+
+// positiveDuration parses the single, positive duration argument of sub.
+func positiveDuration(d *caddyfile.Dispenser, sub string, args []string) (caddy.Duration, error) {
+	v, err := oneArg(d, args)
+	if err != nil {
+		return 0, err
+	}
+	dur, err := caddy.ParseDuration(v)
+	if err != nil || dur <= 0 {
+		return 0, d.Errf("%s: want a positive duration, got %q", sub, v)
+	}
+	return caddy.Duration(dur), nil
+}
+
+// waitOr parses "wait <duration>" or the single word alt (e.g. reject).
+func waitOr(d *caddyfile.Dispenser, sub, alt string, args []string) (string, caddy.Duration, error) {
+	switch {
+	case len(args) == 1 && args[0] == alt:
+		return alt, 0, nil
+	case len(args) == 2 && args[0] == "wait":
+		wait, err := caddy.ParseDuration(args[1])
+		if err != nil || wait <= 0 {
+			return "", 0, d.Errf("%s wait: want a positive duration, got %q", sub, args[1])
+		}
+		return "wait", caddy.Duration(wait), nil
+	}
+	return "", 0, d.Errf("%s: want wait <duration>, or %s", sub, alt)
 }
 
 // oneArg returns the single argument of a subdirective.

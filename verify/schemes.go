@@ -25,6 +25,31 @@ func hmacSHA256(key []byte, parts ...[]byte) []byte {
 // itoa renders a unix timestamp as the decimal bytes that are signed.
 func itoa(ts int64) []byte { return strconv.AppendInt(nil, ts, 10) }
 
+// idTimestampSignature reads the three headers of the schemes that carry
+// an ID, a unix timestamp and a signature in headers of their own, in that
+// order of checking; it returns the signature header's raw value.
+func idTimestampSignature(h http.Header, idH, tsH, sigH string) (parsed, string, error) {
+	var p parsed
+	p.id = h.Get(idH)
+	if p.id == "" {
+		return p, "", missing(idH)
+	}
+	tsv := h.Get(tsH)
+	if tsv == "" {
+		return p, "", missing(tsH)
+	}
+	sigv := h.Get(sigH)
+	if sigv == "" {
+		return p, "", missing(sigH)
+	}
+	ts, err := parseUnix(tsH, tsv)
+	if err != nil {
+		return p, "", err
+	}
+	p.ts, p.hasTS = ts, true
+	return p, sigv, nil
+}
+
 // standardScheme is Standard Webhooks (and Svix, which it grew from):
 // webhook-id, webhook-timestamp, webhook-signature "v1,<base64> ...",
 // signed content "id.timestamp.body", secret "whsec_<base64>".
@@ -56,25 +81,11 @@ func (standardScheme) parse(h http.Header, _ []byte) (parsed, error) {
 	if h.Get(names[2]) == "" && h.Get(standardHeaders[1][2]) != "" {
 		names = standardHeaders[1]
 	}
-	var p parsed
-	idH, tsH, sigH := names[0], names[1], names[2]
-	p.id = h.Get(idH)
-	if p.id == "" {
-		return p, missing(idH)
-	}
-	tsv := h.Get(tsH)
-	if tsv == "" {
-		return p, missing(tsH)
-	}
-	sigv := h.Get(sigH)
-	if sigv == "" {
-		return p, missing(sigH)
-	}
-	ts, err := parseUnix(tsH, tsv)
+	sigH := names[2]
+	p, sigv, err := idTimestampSignature(h, names[0], names[1], sigH)
 	if err != nil {
 		return p, err
 	}
-	p.ts, p.hasTS = ts, true
 	for _, entry := range strings.Fields(sigv) {
 		version, sig, ok := strings.Cut(entry, ",")
 		if !ok {
@@ -295,25 +306,11 @@ func (hookgateScheme) defaultFuture() time.Duration      { return DefaultToleran
 func (hookgateScheme) key(secret string) ([]byte, error) { return []byte(secret), nil }
 
 func (hookgateScheme) parse(h http.Header, _ []byte) (parsed, error) {
-	const idH, tsH, sigH = "X-Webhook-Id", "X-Webhook-Timestamp", "X-Webhook-Signature"
-	var p parsed
-	p.id = h.Get(idH)
-	if p.id == "" {
-		return p, missing(idH)
-	}
-	tsv := h.Get(tsH)
-	if tsv == "" {
-		return p, missing(tsH)
-	}
-	sigv := h.Get(sigH)
-	if sigv == "" {
-		return p, missing(sigH)
-	}
-	ts, err := parseUnix(tsH, tsv)
+	const sigH = "X-Webhook-Signature"
+	p, sigv, err := idTimestampSignature(h, "X-Webhook-Id", "X-Webhook-Timestamp", sigH)
 	if err != nil {
 		return p, err
 	}
-	p.ts, p.hasTS = ts, true
 	raw, err := hex.DecodeString(sigv)
 	if err != nil {
 		return p, malformed(sigH, "is not hex")
