@@ -182,7 +182,9 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	r = r.WithContext(context.WithValue(ctx, bodyCtxKey{}, body))
 	setBody(r, body)
 
-	dec, err := h.deduper.Begin(ctx, key, dedupe.FingerprintOf(body))
+	cctx, claimSpan := tracer(ctx).Start(ctx, "webhook_dedupe.claim")
+	dec, err := h.deduper.Begin(cctx, key, dedupe.FingerprintOf(body))
+	claimSpan.End()
 	if err != nil {
 		count("store_error")
 		span.SetStatus(codes.Error, "store error")
@@ -237,7 +239,9 @@ func (h *Dedupe) forward(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if status == 0 {
 		status = http.StatusOK
 	}
-	recorded, ferr := h.deduper.Finish(detached, key, dec.Token, status, rec.Header(), buf.Bytes())
+	rctx, recordSpan := tracer(detached).Start(detached, "webhook_dedupe.record")
+	recorded, ferr := h.deduper.Finish(rctx, key, dec.Token, status, rec.Header(), buf.Bytes())
+	recordSpan.End()
 	switch {
 	case errors.Is(ferr, dedupe.ErrClaimLost):
 		h.logger.Warn("outcome not recorded: the lease expired and another forward took over", zap.String("key", key), zap.Int("status", status))

@@ -1,0 +1,110 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.uber.org/zap"
+
+	"github.com/hookgate/hookgate/verify"
+)
+
+// newTestVerify builds the handler as Provision would, minus the app.
+func newTestVerify(t *testing.T, secret string) *Verify {
+	t.Helper()
+	v, err := verify.New("standard", []string{secret}, verify.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.shutdown() })
+	return &Verify{Scheme: "standard", MaxBody: DefaultMaxBody, verifier: v, now: time.Now, metrics: m, logger: zap.NewNop()}
+}
+
+// TestVerifySpanAndPlaceholders checks the handler starts its span under
+// the request's, sets the placeholders, and hands the body on unchanged.
+func TestVerifySpanAndPlaceholders(t *testing.T) {
+	const secret = "whsec_c2VjcmV0LWZvci10ZXN0cw=="
+	h := newTestVerify(t, secret)
+	recorder := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
+	ctx, parent := tp.Tracer("test").Start(context.Background(), "request")
+
+	body := []byte(`{"reservation_id":"r-1","nested":{"k":"v"}}`)
+	signer, _ := verify.New("standard", []string{secret}, verify.Options{})
+	req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+	req.Header = signer.Sign("msg_span", time.Now(), body)
+	repl := caddy.NewReplacer()
+	req = req.WithContext(context.WithValue(ctx, caddy.ReplacerCtxKey, repl))
+
+	var got []byte
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		got, _ = io.ReadAll(r.Body)
+		return nil
+	})
+	if err := h.ServeHTTP(httptest.NewRecorder(), req, next); err != nil {
+		t.Fatal(err)
+	}
+	parent.End()
+	if !bytes.Equal(got, body) {
+		t.Errorf("next handler read %q, want %q", got, body)
+	}
+	for key, want := range map[string]string{
+		"webhook.id":                  "msg_span",
+		"webhook.scheme":              "standard",
+		"webhook.json.reservation_id": "r-1",
+		"webhook.json.nested.k":       "v",
+		"webhook.json.absent":         "",
+	} {
+		if v, ok := repl.GetString(key); !ok || v != want {
+			t.Errorf("{%s} = %q (known %v), want %q", key, v, ok, want)
+		}
+	}
+	spans := recorder.Ended()
+	var found bool
+	for _, s := range spans {
+		if s.Name() == "webhook_verify" {
+			found = true
+			if s.Parent().SpanID() != parent.SpanContext().SpanID() {
+				t.Error("webhook_verify span is not a child of the request's span")
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no webhook_verify span among %d", len(spans))
+	}
+}
+
+func TestWriteProblem(t *testing.T) {
+	for _, tt := range []struct {
+		retry time.Duration
+		want  string
+	}{{0, ""}, {time.Millisecond, "1"}, {1500 * time.Millisecond, "2"}, {30 * time.Second, "30"}} {
+		w := httptest.NewRecorder()
+		writeProblem(w, 409, "in_flight", "a copy is in flight", tt.retry)
+		if w.Header().Get("Retry-After") != tt.want {
+			t.Errorf("retry %s: Retry-After = %q, want %q", tt.retry, w.Header().Get("Retry-After"), tt.want)
+		}
+		var p problem
+		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || p.Status != 409 || p.Reason != "in_flight" {
+			t.Errorf("body %s: %+v %v", w.Body.Bytes(), p, err)
+		}
+		if w.Header().Get("Content-Type") != "application/problem+json" {
+			t.Errorf("Content-Type = %q", w.Header().Get("Content-Type"))
+		}
+	}
+}
