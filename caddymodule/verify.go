@@ -174,6 +174,9 @@ type bodyCtxKey struct{}
 
 var errBodyTooLarge = errors.New("body too large")
 
+// initialBodyBuffer caps the buffer allocated up front from Content-Length.
+const initialBodyBuffer = 64 << 10
+
 // readBody returns the request body, read at most once per request: a
 // handler earlier in the chain may already have read it.
 func readBody(r *http.Request, limit int64) ([]byte, error) {
@@ -188,9 +191,14 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	}
 	var buf bytes.Buffer
 	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
+		// Trust the client's Content-Length only so far: a forger could
+		// otherwise pin max_body of memory per connection without sending it.
+		buf.Grow(int(min(r.ContentLength, initialBodyBuffer)))
 	}
 	n, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1))
+	if tooBig := new(http.MaxBytesError); errors.As(err, &tooBig) {
+		return nil, fmt.Errorf("%w: over the server's request_body limit of %d bytes", errBodyTooLarge, tooBig.Limit)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading body: %w", err)
 	}

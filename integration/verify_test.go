@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os/exec"
 	"strconv"
@@ -311,5 +312,33 @@ func TestListModules(t *testing.T) {
 		if !strings.Contains("\n"+string(out), want) {
 			t.Errorf("list-modules lacks %q", strings.TrimSpace(want))
 		}
+	}
+}
+
+// TestVerifyRequestBodyLimit checks Caddy's own request_body limit, when
+// lower than max_body, also answers 413 body_too_large.
+func TestVerifyRequestBodyLimit(t *testing.T) {
+	up := newUpstream(t, nil)
+	g := startGateway(t, fmt.Sprintf(`
+	request_body {
+		max_size 1KB
+	}
+	webhook_verify {
+		secret %s
+	}
+	reverse_proxy %s`, devSecret, up.Addr()), gatewayOptions{})
+	// Chunked, so Caddy cannot refuse it by Content-Length before verify
+	// reads it.
+	body := bytes.Repeat([]byte("a"), 4096)
+	req, _ := http.NewRequest(http.MethodPost, g.URL, struct{ *bytes.Reader }{bytes.NewReader(body)})
+	req.Header = signer(t, "standard", devSecret).Sign("msg_rb", time.Now(), body)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 413 || problemBody(t, resp.StatusCode, resp.Header, got) != "body_too_large" || up.count() != 0 {
+		t.Fatalf("%d %s, upstream %d; want 413 body_too_large", resp.StatusCode, got, up.count())
 	}
 }

@@ -117,13 +117,14 @@ func (v *Verifier) Verify(h http.Header, body []byte, now time.Time) (Delivery, 
 	}
 	d := Delivery{ID: p.id}
 	if p.hasTS {
+		// Compare instants, not durations: a far-away timestamp would
+		// saturate now.Sub and overflow when negated.
 		d.Timestamp = time.Unix(p.ts, 0)
-		age := now.Sub(d.Timestamp)
-		if age > v.past {
-			return Delivery{}, fmt.Errorf("%w: %s old, tolerance %s", ErrTimestampOutOfTolerance, age.Truncate(time.Second), v.past)
+		if d.Timestamp.Before(now.Add(-v.past)) {
+			return Delivery{}, fmt.Errorf("%w: %s old, tolerance %s", ErrTimestampOutOfTolerance, now.Sub(d.Timestamp).Truncate(time.Second), v.past)
 		}
-		if v.future >= 0 && -age > v.future {
-			return Delivery{}, fmt.Errorf("%w: %s in the future, tolerance %s", ErrTimestampOutOfTolerance, (-age).Truncate(time.Second), v.future)
+		if v.future >= 0 && d.Timestamp.After(now.Add(v.future)) {
+			return Delivery{}, fmt.Errorf("%w: %s in the future, tolerance %s", ErrTimestampOutOfTolerance, d.Timestamp.Sub(now).Truncate(time.Second), v.future)
 		}
 	}
 	return d, nil

@@ -132,6 +132,9 @@ func TestTolerance(t *testing.T) {
 		{"slack", Options{}, -6 * time.Minute, false},
 		{"hookgate", Options{}, 6 * time.Minute, false},
 		{"hookgate", Options{}, 0, true},
+		{"standard", Options{}, -200 * 365 * 24 * time.Hour, false},
+		{"hookgate", Options{}, -250 * 365 * 24 * time.Hour, false},
+		{"standard", Options{}, 50 * 365 * 24 * time.Hour, false},
 		{"github", Options{}, 24 * time.Hour, true}, // no timestamp: tolerance ignored
 		{"shopify", Options{}, 24 * time.Hour, true},
 	}
@@ -145,6 +148,17 @@ func TestTolerance(t *testing.T) {
 		if !tt.ok && !errors.Is(err, ErrTimestampOutOfTolerance) {
 			t.Errorf("%s %+v skew %s: err = %v, want ErrTimestampOutOfTolerance", tt.scheme, tt.opts, tt.skew, err)
 		}
+	}
+}
+
+// TestFarFutureTimestampRegression: a timestamp millennia ahead made
+// now.Sub saturate, and its negation overflow past the future check.
+func TestFarFutureTimestampRegression(t *testing.T) {
+	body := []byte(`{}`)
+	v := mustNew(t, "standard", []string{testSecret("standard", 0)}, Options{})
+	h := v.Sign("msg_1", time.Unix(99999999999, 0), body)
+	if _, err := v.Verify(h, body, t0); !errors.Is(err, ErrTimestampOutOfTolerance) {
+		t.Fatalf("timestamp 99999999999: err = %v, want ErrTimestampOutOfTolerance", err)
 	}
 }
 
