@@ -210,10 +210,12 @@ func del(tx *bolt.Tx, key string, e *entry) error {
 
 // answer is what an existing live entry means for a claim, or 0 when the
 // claim should be written.
-func answer(e *entry, fp dedupe.Fingerprint, now time.Time) (dedupe.ClaimResult, error) {
+func answer(e *entry, fp dedupe.Fingerprint, token string, now time.Time) (dedupe.ClaimResult, error) {
 	switch {
 	case e == nil:
 		return dedupe.ClaimResult{}, nil
+	case e.State == 'c' && e.Token == token:
+		return dedupe.ClaimResult{Status: dedupe.Claimed}, nil // a retry of this claim
 	case e.Fingerprint != fp:
 		return dedupe.ClaimResult{Status: dedupe.Mismatch}, nil
 	case e.State == 'r':
@@ -238,7 +240,7 @@ func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.C
 		if err != nil {
 			return err
 		}
-		res, err = answer(e, fp, c.Now)
+		res, err = answer(e, fp, c.Token, c.Now)
 		return err
 	})
 	if err != nil || res.Status != 0 {
@@ -249,7 +251,7 @@ func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.C
 		if err != nil {
 			return err
 		}
-		if res, err = answer(e, fp, c.Now); err != nil || res.Status != 0 {
+		if res, err = answer(e, fp, c.Token, c.Now); err != nil || res.Status != 0 {
 			return err
 		}
 		res.Status = dedupe.Claimed
@@ -272,10 +274,13 @@ func (s *Store) Record(ctx context.Context, key, token string, rec dedupe.Record
 	b := dedupe.MarshalRecord(rec)
 	err := s.db.Batch(func(tx *bolt.Tx) error {
 		e := raw(tx, key)
-		if e == nil || e.State != 'c' || e.Token != token {
+		if e == nil || e.Token != token {
 			return dedupe.ErrClaimLost
 		}
-		return put(tx, key, e, &entry{State: 'r', Fingerprint: e.Fingerprint, Expires: ms(now.Add(retention)), Record: b})
+		if e.State == 'r' {
+			return nil // a retry of this record
+		}
+		return put(tx, key, e, &entry{State: 'r', Fingerprint: e.Fingerprint, Token: token, Expires: ms(now.Add(retention)), Record: b})
 	})
 	if err != nil && !errors.Is(err, dedupe.ErrClaimLost) {
 		return fmt.Errorf("bolt record: %w", err)

@@ -81,13 +81,19 @@ func putEntity(tx *bolt.Tx, key string, old entity, hadOld bool, e entity) error
 
 // judge is what an entity's state means for an event of mark, or 0 when
 // the lease may be taken.
-func judge(e entity, ok bool, mark int64, now time.Time) dedupe.AcquireResult {
+func judge(e entity, ok bool, mark int64, token string, now time.Time) dedupe.AcquireResult {
 	var res dedupe.AcquireResult
 	if !ok {
 		return res
 	}
 	if e.WExpires > ms(now) {
 		res.Watermark, res.HasWatermark = e.Watermark, true
+	}
+	if e.Token == token && e.LeaseUntil > ms(now) {
+		res.Status = dedupe.Acquired // a retry of this acquire
+		return res
+	}
+	if res.HasWatermark {
 		if mark < e.Watermark {
 			res.Status = dedupe.Superseded
 			return res
@@ -104,7 +110,7 @@ func (s *Store) AcquireEntity(ctx context.Context, key string, a dedupe.Acquire)
 	var res dedupe.AcquireResult
 	err := s.db.View(func(tx *bolt.Tx) error {
 		e, ok, err := loadEntity(tx, key)
-		res = judge(e, ok, a.Mark, a.Now)
+		res = judge(e, ok, a.Mark, a.Token, a.Now)
 		return err
 	})
 	if err != nil || res.Status != 0 {
@@ -115,7 +121,7 @@ func (s *Store) AcquireEntity(ctx context.Context, key string, a dedupe.Acquire)
 		if err != nil {
 			return err
 		}
-		if res = judge(e, ok, a.Mark, a.Now); res.Status != 0 {
+		if res = judge(e, ok, a.Mark, a.Token, a.Now); res.Status != 0 {
 			return nil
 		}
 		res.Status = dedupe.Acquired

@@ -15,13 +15,17 @@ import (
 //
 //	KEYS[1] entity
 //	ARGV    mark, token, now ms, lease ms, gc slack ms
-//	returns {1, wm|false} acquired, {2, wm} superseded, {3, lease-until ms} busy
+//	returns {1, wm|false} acquired (also on a retry under the same token),
+//	        {2, wm} superseded, {3, lease-until ms} busy
 var acquireScript = redis.NewScript(`
 local e = redis.call('HMGET', KEYS[1], 'wm', 'we', 'tok', 'lu')
 local now = tonumber(ARGV[3])
 local wm = e[1]
 if wm and tonumber(e[2]) <= now then
   wm = false
+end
+if e[3] == ARGV[2] and tonumber(e[4]) > now then
+  return {1, wm}
 end
 if wm and tonumber(ARGV[1]) < tonumber(wm) then
   return {2, wm}

@@ -7,7 +7,8 @@ package redisstore
 //
 //	s    "c" (claimed) or "r" (recorded)
 //	fp   the body fingerprint, hex
-//	tok  the fencing token of the claim (claimed only)
+//	tok  the fencing token of the claim (kept once recorded, so a retried
+//	     record under it is recognised)
 //	lu   lease until, unix ms (claimed only)
 //	exp  logical expiry, unix ms: the entry is absent from then on
 //	rec  the recorded response, JSON (recorded only)

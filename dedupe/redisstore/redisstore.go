@@ -37,14 +37,20 @@ func ms(t time.Time) int64 { return t.UnixMilli() }
 //	ARGV    fp, token, now ms, lease ms, retention ms, gc ttl ms
 //	returns {1} claimed, {2} took over an expired lease, {3, lease-until ms}
 //	        in flight, {4, record} recorded, {5} another fingerprint
+//
+// A retry of the same call (same token; go-redis resends a script whose
+// reply was lost) answers claimed again.
 var claimScript = redis.NewScript(`
-local e = redis.call('HMGET', KEYS[1], 's', 'fp', 'lu', 'exp', 'rec')
+local e = redis.call('HMGET', KEYS[1], 's', 'fp', 'lu', 'exp', 'rec', 'tok')
 local now = tonumber(ARGV[3])
 local leaseUntil = now + tonumber(ARGV[4])
 local exp = now + tonumber(ARGV[5])
 if e[1] and tonumber(e[4]) <= now then
   redis.call('DEL', KEYS[1])
   e[1] = false
+end
+if e[1] == 'c' and e[6] == ARGV[2] then
+  return {1}
 end
 if not e[1] then
   redis.call('HSET', KEYS[1], 's', 'c', 'fp', ARGV[1], 'tok', ARGV[2], 'lu', leaseUntil, 'exp', exp)
@@ -99,13 +105,17 @@ func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.C
 //
 //	KEYS[1] entry
 //	ARGV    token, record, expiry ms, gc ttl ms
-//	returns 1 recorded, 0 the token does not hold the claim
+//	returns 1 recorded (also when this token already recorded it), 0 the
+//	        token does not hold the claim
 var recordScript = redis.NewScript(`
 local e = redis.call('HMGET', KEYS[1], 's', 'tok')
-if e[1] ~= 'c' or e[2] ~= ARGV[1] then
+if e[2] ~= ARGV[1] then
   return 0
 end
-redis.call('HSET', KEYS[1], 's', 'r', 'rec', ARGV[2], 'exp', ARGV[3], 'tok', '', 'lu', 0)
+if e[1] == 'r' then
+  return 1
+end
+redis.call('HSET', KEYS[1], 's', 'r', 'rec', ARGV[2], 'exp', ARGV[3], 'lu', 0)
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return 1
 `)

@@ -171,6 +171,31 @@ func Run(t *testing.T, newStore NewStore) {
 		mustClaim(t, s, "k", claim(fpB, "tok3", gone), dedupe.Claimed)
 	})
 
+	t.Run("RetriesUnderOneTokenAreIdempotent", func(t *testing.T) {
+		// go-redis resends a script whose reply was lost: the retry must
+		// find its own claim, not a rival's.
+		t.Parallel()
+		s, ctx := newStore(t), t.Context()
+		mustClaim(t, s, "k", claim(fpA, "tok1", t0), dedupe.Claimed)
+		mustClaim(t, s, "k", claim(fpA, "tok1", t0), dedupe.Claimed)
+		for range 2 {
+			if err := s.Record(ctx, "k", "tok1", record(), retention, t0); err != nil {
+				t.Fatalf("Record (retried): %v", err)
+			}
+		}
+		mustClaim(t, s, "k", claim(fpA, "tok2", t0), dedupe.Recorded)
+		if err := s.Release(ctx, "k", "tok1"); err != nil {
+			t.Fatal(err)
+		}
+		mustClaim(t, s, "k", claim(fpA, "tok2", t0), dedupe.Recorded) // a record is never released
+
+		mustAcquire(t, s, "e", acquire(10, "a", t0), dedupe.Acquired)
+		mustAcquire(t, s, "e", acquire(10, "a", t0), dedupe.Acquired)
+		mustFinish(t, s, "e", "a", advance(10, t0))
+		mustFinish(t, s, "e", "a", advance(10, t0))
+		mustAcquire(t, s, "e", acquire(11, "b", t0), dedupe.Acquired)
+	})
+
 	t.Run("ConcurrentClaimsHaveOneWinner", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
