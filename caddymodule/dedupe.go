@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -106,6 +107,8 @@ func (h *Dedupe) Provision(ctx caddy.Context) error {
 	for _, class := range h.Record {
 		final[int(class[0]-'0')] = true
 	}
+	// Timeouts and rate limits ask for a retry: never final.
+	transient := map[int]bool{http.StatusRequestTimeout: true, http.StatusTooEarly: true, http.StatusTooManyRequests: true}
 	app, err := appFrom(ctx)
 	if err != nil {
 		return err
@@ -120,7 +123,7 @@ func (h *Dedupe) Provision(ctx caddy.Context) error {
 		Lease:     time.Duration(h.Lease),
 		Retention: time.Duration(h.Retention),
 		Wait:      wait,
-		Final:     func(status int) bool { return final[status/100] },
+		Final:     func(status int) bool { return final[status/100] && !transient[status] },
 		MaxRecord: int(h.MaxRecord),
 	}, dedupe.WithClock(h.now))
 	return err
@@ -168,6 +171,8 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		return nil
 	}
 	span.SetAttributes(attribute.String("webhook.id", key))
+	// The body webhook_verify read (within its max_body) is used as is;
+	// without verify, dedupe reads at most DefaultMaxBody itself.
 	body, err := readBody(r, DefaultMaxBody)
 	if err != nil {
 		if errors.Is(err, errBodyTooLarge) {
@@ -185,6 +190,9 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	cctx, claimSpan := tracer(ctx).Start(ctx, "webhook_dedupe.claim")
 	dec, err := h.deduper.Begin(cctx, key, dedupe.FingerprintOf(body))
 	claimSpan.End()
+	if err != nil && ctx.Err() != nil {
+		return nil // the client left while its copy waited: nothing to answer
+	}
 	if err != nil {
 		count("store_error")
 		span.SetStatus(codes.Error, "store error")
@@ -205,7 +213,7 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 			writeProblem(w, http.StatusUnprocessableEntity, "key_reused_with_different_payload", dec.Err.Error(), 0)
 			return nil
 		}
-		writeProblem(w, http.StatusConflict, "in_flight", dec.Err.Error(), dec.RetryAfter(h.now()))
+		writeProblem(w, http.StatusConflict, "in_flight", dec.Err.Error(), max(dec.RetryAfter(h.now()), time.Nanosecond))
 		return nil
 	}
 	if dec.Result == "lease_expired" {
@@ -219,28 +227,57 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 // client (a client that hangs up does not cancel it; the lease bounds it),
 // records the outcome, then answers the client.
 func (h *Dedupe) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, key string, dec dedupe.Decision) error {
+	// The forward ends a margin before the lease, so its record normally
+	// lands while the claim still holds; the record itself may use the
+	// rest of the lease.
 	detached := context.WithoutCancel(ctx)
-	fctx, cancel := context.WithDeadline(detached, dec.LeaseUntil)
+	lease := h.deduper.Lease()
+	fctx, cancel := context.WithDeadline(detached, dec.LeaseUntil.Add(-min(lease/10, time.Second)))
 	defer cancel()
+	note := new(forwardNote)
+	fctx = context.WithValue(fctx, forwardNoteKey{}, note)
 
 	buf := h.bufs.Get().(*bytes.Buffer)
 	buf.Reset()
-	defer h.bufs.Put(buf)
-	rec := caddyhttp.NewResponseRecorder(w, buf, func(int, http.Header) bool { return true })
+	defer func() {
+		if buf.Cap() <= 1<<20 {
+			h.bufs.Put(buf)
+		}
+	}()
+	// Headers set before the forward (Server, a header directive's) are
+	// this request's, not the upstream's: they are not recorded.
+	before := w.Header().Clone()
+	// A body over max_record streams to the client unbuffered; the outcome
+	// is still recorded, without it.
+	rec := caddyhttp.NewResponseRecorder(w, buf, func(_ int, hdr http.Header) bool {
+		n, err := strconv.ParseInt(hdr.Get("Content-Length"), 10, 64)
+		return err != nil || n <= h.maxRecord()
+	})
 	err := next.ServeHTTP(rec, r.WithContext(fctx))
-	if err != nil {
-		// No response from upstream (down, timeout): not final.
+	status := rec.Status()
+	if status == 0 && err == nil {
+		status = http.StatusOK
+	}
+	if err != nil || note.notFinal {
+		// No response from upstream (down, timeout), or an answer of
+		// hookgate's own that asks for a retry: not final.
 		if rerr := h.deduper.Abandon(detached, key, dec.Token); rerr != nil {
 			h.logger.Error("releasing claim", zap.String("key", key), zap.Error(rerr))
 		}
-		return err
-	}
-	status := rec.Status()
-	if status == 0 {
-		status = http.StatusOK
+		if err != nil {
+			return err
+		}
+		return rec.WriteResponse()
 	}
 	rctx, recordSpan := tracer(detached).Start(detached, "webhook_dedupe.record")
-	recorded, ferr := h.deduper.Finish(rctx, key, dec.Token, status, rec.Header(), buf.Bytes())
+	rctx, cancelRecord := context.WithDeadline(rctx, dec.LeaseUntil)
+	recorded, ferr := h.deduper.Finish(rctx, key, dec.Token, dedupe.Response{
+		Status:   status,
+		Header:   changedHeaders(before, rec.Header()),
+		Body:     buf.Bytes(),
+		Streamed: !rec.Buffered(),
+	})
+	cancelRecord()
 	recordSpan.End()
 	switch {
 	case errors.Is(ferr, dedupe.ErrClaimLost):
@@ -254,6 +291,39 @@ func (h *Dedupe) forward(ctx context.Context, w http.ResponseWriter, r *http.Req
 	}
 	trace.SpanFromContext(ctx).SetAttributes(attribute.Int("http.response.status_code", status), attribute.Bool("hookgate.recorded", recorded))
 	return rec.WriteResponse()
+}
+
+func (h *Dedupe) maxRecord() int64 {
+	if h.MaxRecord == 0 {
+		return dedupe.DefaultMaxRecord
+	}
+	return h.MaxRecord
+}
+
+// changedHeaders returns the headers of after that before did not hold
+// with the same values: what the handlers after dedupe (the upstream) set.
+func changedHeaders(before, after http.Header) http.Header {
+	out := make(http.Header, len(after))
+	for k, v := range after {
+		if !slices.Equal(before[k], v) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// forwardNote lets the handlers after dedupe say that their answer is not
+// a final outcome, whatever its status: hookgate's own 409s that ask for a
+// retry (entity_busy, or a stale event under on_stale reject).
+type forwardNote struct{ notFinal bool }
+
+type forwardNoteKey struct{}
+
+// markNotFinal tells an enclosing webhook_dedupe not to record the answer.
+func markNotFinal(ctx context.Context) {
+	if n, ok := ctx.Value(forwardNoteKey{}).(*forwardNote); ok {
+		n.notFinal = true
+	}
 }
 
 // writeRecord replays a recorded response.

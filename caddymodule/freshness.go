@@ -182,8 +182,13 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	switch {
 	case errors.Is(err, dedupe.ErrEventInFuture):
 		return reject(http.StatusBadRequest, "event_time_in_future", err.Error())
-	case errors.Is(err, context.Canceled):
-		return err
+	case err != nil && ctx.Err() != nil:
+		// The client left, or the enclosing dedupe's lease ended, while
+		// this event waited for its entity: not applied, retry later.
+		count(dedupe.ResultBusy)
+		markNotFinal(ctx)
+		writeProblem(w, http.StatusConflict, "entity_busy", "the wait for this entity ended", time.Second)
+		return nil
 	case err != nil:
 		count("store_error")
 		h.logger.Error("freshness store failed", zap.String("entity", entity), zap.Error(err))
@@ -199,6 +204,7 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 			detail = "the event is older than max_age " + time.Duration(h.MaxAge).String()
 		}
 		if h.OnStale == "reject" {
+			markNotFinal(ctx) // each retry is judged afresh
 			writeProblem(w, http.StatusConflict, judgement.Result, detail, 0)
 			return nil
 		}
@@ -210,13 +216,23 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		return nil
 	case dedupe.ResultBusy:
 		count(judgement.Result)
-		writeProblem(w, http.StatusConflict, "entity_busy", "another event of this entity is being applied", judgement.LeaseUntil.Sub(h.now()))
+		markNotFinal(ctx)
+		writeProblem(w, http.StatusConflict, "entity_busy", "another event of this entity is being applied", max(judgement.LeaseUntil.Sub(h.now()), time.Nanosecond))
 		return nil
 	}
 
 	// Fresh: forward, and move the watermark if the upstream applied it.
+	// The forward is detached from the client (the upstream may act even if
+	// the client leaves) and ends a margin before the entity's lease, so no
+	// other event of the entity can be forwarded alongside it.
+	lease := time.Duration(h.Lease)
+	if lease == 0 {
+		lease = dedupe.DefaultLease
+	}
+	fctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), judgement.LeaseUntil.Add(-min(lease/10, time.Second)))
+	defer cancel()
 	rec := caddyhttp.NewResponseRecorder(w, nil, nil)
-	err = next.ServeHTTP(rec, r.WithContext(ctx))
+	err = next.ServeHTTP(rec, r.WithContext(fctx))
 	status := rec.Status()
 	if status == 0 && err == nil {
 		status = http.StatusOK

@@ -213,20 +213,48 @@ func (d *Deduper) Begin(ctx context.Context, key string, fp Fingerprint) (Decisi
 	}
 }
 
-// Finish ends a forward: a final response is recorded, any other releases
-// the claim so the next copy is forwarded. It reports whether the
-// response was recorded. ctx should not be the client's: the outcome must
-// be kept even when the client has gone.
-func (d *Deduper) Finish(ctx context.Context, key, token string, status int, header http.Header, body []byte) (bool, error) {
-	if !d.cfg.Final(status) {
-		return false, d.store.Release(ctx, key, token)
-	}
-	rec := NewRecord(status, header, body, d.cfg.MaxRecord)
-	if err := d.store.Record(ctx, key, token, rec, d.cfg.Retention, d.now()); err != nil {
-		return false, err
-	}
-	return true, nil
+// Response is the upstream's answer to a forward, as Finish records it.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+	// Streamed is set when the body went to the client without being
+	// buffered (it was over the record limit): it is recorded without it.
+	Streamed bool
 }
+
+// Finish ends a forward: a final response is recorded, any other releases
+// the claim so the next copy is forwarded. It reports whether the response
+// was recorded. A store failure is retried with backoff until ctx ends;
+// give ctx the lease's deadline and not the client's cancellation: the
+// outcome must be kept even when the client has gone.
+func (d *Deduper) Finish(ctx context.Context, key, token string, resp Response) (bool, error) {
+	final := d.cfg.Final(resp.Status)
+	rec := NewRecord(resp.Status, resp.Header, resp.Body, d.cfg.MaxRecord)
+	if resp.Streamed {
+		rec.Body, rec.BodyOmitted = nil, true
+	}
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		var err error
+		if final {
+			err = d.store.Record(ctx, key, token, rec, d.cfg.Retention, d.now())
+		} else {
+			err = d.store.Release(ctx, key, token)
+		}
+		if err == nil || errors.Is(err, ErrClaimLost) || attempt == finishAttempts {
+			return final && err == nil, err
+		}
+		if d.sleep(ctx, backoff) != nil {
+			return false, err
+		}
+		backoff *= 2
+	}
+}
+
+// finishAttempts bounds Finish's tries; each is safe to repeat, since a
+// store recognises a retry under the same token.
+const finishAttempts = 4
 
 // Abandon releases a claim whose forward produced no response at all.
 func (d *Deduper) Abandon(ctx context.Context, key, token string) error {

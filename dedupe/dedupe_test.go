@@ -1,6 +1,7 @@
 package dedupe_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"path/filepath"
@@ -57,7 +58,7 @@ func TestWaiterGetsTheRecord(t *testing.T) {
 			got <- dec
 		}()
 		time.Sleep(2 * time.Second) // the upstream takes its time
-		if _, err := d.Finish(t.Context(), "k", first.Token, 201, http.Header{"X-A": {"1"}}, []byte("ok")); err != nil {
+		if _, err := d.Finish(t.Context(), "k", first.Token, dedupe.Response{Status: 201, Header: http.Header{"X-A": {"1"}}, Body: []byte("ok")}); err != nil {
 			t.Fatal(err)
 		}
 		dec := <-got
@@ -101,7 +102,7 @@ func TestWaiterForwardsWhenTheFirstIsReleased(t *testing.T) {
 			got <- dec
 		}()
 		time.Sleep(time.Second)
-		recorded, err := d.Finish(t.Context(), "k", first.Token, 503, nil, nil)
+		recorded, err := d.Finish(t.Context(), "k", first.Token, dedupe.Response{Status: 503})
 		if err != nil || recorded {
 			t.Fatalf("Finish(503) = %v, %v; want released", recorded, err)
 		}
@@ -136,7 +137,7 @@ func TestLeaseExpiredForwardsAgain(t *testing.T) {
 		if second.Result != "lease_expired" || second.Action != dedupe.Forward {
 			t.Fatalf("after the lease: %+v, want lease_expired forward", second)
 		}
-		if _, err := d.Finish(t.Context(), "k", first.Token, 200, nil, nil); !errors.Is(err, dedupe.ErrClaimLost) {
+		if _, err := d.Finish(t.Context(), "k", first.Token, dedupe.Response{Status: 200}); !errors.Is(err, dedupe.ErrClaimLost) {
 			t.Errorf("late Finish by the first: %v, want ErrClaimLost", err)
 		}
 	})
@@ -149,7 +150,7 @@ func TestFinalClassesAndMaxRecord(t *testing.T) {
 			MaxRecord: 4,
 		})
 		dec, _ := d.Begin(t.Context(), "k", fp)
-		if ok, err := d.Finish(t.Context(), "k", dec.Token, 422, nil, []byte("too long")); !ok || err != nil {
+		if ok, err := d.Finish(t.Context(), "k", dec.Token, dedupe.Response{Status: 422, Body: []byte("too long")}); !ok || err != nil {
 			t.Fatalf("Finish(422) = %v, %v; want recorded", ok, err)
 		}
 		rep, _ := d.Begin(t.Context(), "k", fp)
@@ -181,4 +182,38 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("New(%+v) succeeded, want an error", cfg)
 		}
 	}
+}
+
+// flakyStore fails the first n Record calls after applying nothing, as a
+// store whose reply was lost or that timed out would.
+type flakyStore struct {
+	dedupe.Store
+	n int
+}
+
+func (s *flakyStore) Record(ctx context.Context, key, token string, rec dedupe.Record, retention time.Duration, now time.Time) error {
+	if s.n > 0 {
+		s.n--
+		return errors.New("i/o timeout")
+	}
+	return s.Store.Record(ctx, key, token, rec, retention, now)
+}
+
+func TestFinishRetriesAStoreFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &flakyStore{Store: newStore(t), n: 2}
+		d := newDeduper(t, store, dedupe.Config{})
+		dec, _ := d.Begin(t.Context(), "k", fp)
+		ok, err := d.Finish(t.Context(), "k", dec.Token, dedupe.Response{Status: 200})
+		if !ok || err != nil {
+			t.Fatalf("Finish after two failures = %v, %v; want recorded", ok, err)
+		}
+		store.n = 10
+		dec, _ = d.Begin(t.Context(), "k2", fp)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if ok, err := d.Finish(ctx, "k2", dec.Token, dedupe.Response{Status: 200}); ok || err == nil {
+			t.Fatalf("Finish with the store down = %v, %v; want the error", ok, err)
+		}
+	})
 }

@@ -125,7 +125,8 @@ type Judgement struct {
 	Result string
 	// Token is the entity lease to pass to Done (applied).
 	Token string
-	// LeaseUntil is when the lease in the way expires (entity_busy).
+	// LeaseUntil is when the caller's lease ends (applied), or when the
+	// lease in the way expires (entity_busy).
 	LeaseUntil time.Time
 }
 
@@ -151,14 +152,14 @@ func (f *Freshness) check(ctx context.Context, key string, mark int64) (Judgemen
 	deadline := f.now().Add(f.cfg.Wait)
 	poll := 5 * time.Millisecond
 	for {
-		token := f.token()
-		res, err := f.store.AcquireEntity(ctx, key, Acquire{Mark: mark, Token: token, Lease: f.cfg.Lease, Now: f.now()})
+		token, now := f.token(), f.now()
+		res, err := f.store.AcquireEntity(ctx, key, Acquire{Mark: mark, Token: token, Lease: f.cfg.Lease, Now: now})
 		if err != nil {
 			return Judgement{}, err
 		}
 		switch res.Status {
 		case Acquired:
-			return Judgement{Result: ResultApplied, Token: token}, nil
+			return Judgement{Result: ResultApplied, Token: token, LeaseUntil: now.Add(f.cfg.Lease)}, nil
 		case Superseded:
 			return Judgement{Result: ResultSuperseded}, nil
 		case Busy:
