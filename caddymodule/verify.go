@@ -178,12 +178,10 @@ var errBodyTooLarge = errors.New("body too large")
 const initialBodyBuffer = 64 << 10
 
 // readBody returns the request body, read at most once per request: a
-// handler earlier in the chain may already have read it.
+// handler earlier in the chain may already have read it, within its own
+// limit, and that body is used as it is. Otherwise it reads up to limit.
 func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if b, ok := r.Context().Value(bodyCtxKey{}).([]byte); ok {
-		if int64(len(b)) > limit {
-			return nil, fmt.Errorf("%w: over %d bytes", errBodyTooLarge, limit)
-		}
 		return b, nil
 	}
 	if r.ContentLength > limit {

@@ -266,3 +266,116 @@ func TestDedupeMissingKey(t *testing.T) {
 		t.Fatalf("duplicate by header key: %d, upstream %d", st, up.count())
 	}
 }
+
+// TestDedupeReviewCases covers what a review found: hookgate's own 409s
+// are never recorded even with record 2xx 4xx, headers set before dedupe
+// are not recorded, verify's max_body is honoured, and a response over
+// max_record streams through and is replayed without its body.
+func TestDedupeReviewCases(t *testing.T) {
+	big := bytes.Repeat([]byte("z"), 2<<20)
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if r.URL.Path == "/large" {
+			w.Header().Set("Content-Length", fmt.Sprint(len(big)))
+			w.Write(big)
+			return
+		}
+		w.Header().Set("X-From-Upstream", "yes")
+		w.WriteHeader(200)
+	})
+	site := fmt.Sprintf(`
+	header X-Request-Id {http.request.uuid}
+	webhook_verify {
+		secret %[1]s
+		max_body 4MiB
+	}
+	route /busy {
+		webhook_dedupe {
+			record 2xx 4xx
+		}
+		webhook_freshness {
+			entity {webhook.json.reservation_id}
+			sequence {webhook.json.seq}
+			entity_busy reject
+		}
+		reverse_proxy %[2]s
+	}
+	route /* {
+		webhook_dedupe {
+			max_record 1KiB
+		}
+		reverse_proxy %[2]s
+	}`, devSecret, up.Addr())
+	g := startGateway(t, site, gatewayOptions{})
+	s := signer(t, "standard", devSecret)
+
+	t.Run("request headers are not recorded", func(t *testing.T) {
+		body := []byte(`{"a":1}`)
+		h := s.Sign(randomID("msg_"), time.Now(), body)
+		_, h1, _ := post(t, g.URL+"/plain", h, body)
+		_, h2, _ := post(t, g.URL+"/plain", h, body)
+		if h2.Get("Idempotent-Replayed") != "true" || h2.Get("X-From-Upstream") != "yes" {
+			t.Fatalf("replay headers: %v", h2)
+		}
+		if h1.Get("X-Request-Id") == h2.Get("X-Request-Id") {
+			t.Errorf("the replay carries the first request's X-Request-Id %q", h1.Get("X-Request-Id"))
+		}
+	})
+
+	t.Run("verify max_body is honoured", func(t *testing.T) {
+		h := s.Sign(randomID("msg_"), time.Now(), big)
+		if st, _, got := post(t, g.URL+"/plain", h, big); st != 200 {
+			t.Fatalf("2 MiB body under max_body 4MiB: %d %s", st, got)
+		}
+	})
+
+	t.Run("large response is replayed without its body", func(t *testing.T) {
+		body := []byte(`{"b":2}`)
+		h := s.Sign(randomID("msg_"), time.Now(), body)
+		_, _, first := post(t, g.URL+"/large", h, body)
+		if len(first) != len(big) {
+			t.Fatalf("first answer: %d bytes, want %d", len(first), len(big))
+		}
+		before := up.count()
+		st, hdr, got := post(t, g.URL+"/large", h, body)
+		if st != 200 || hdr.Get("Idempotent-Body-Omitted") != "true" || len(got) != 0 || up.count() != before {
+			t.Fatalf("replay: %d omitted %q %d bytes, upstream +%d", st, hdr.Get("Idempotent-Body-Omitted"), len(got), up.count()-before)
+		}
+	})
+
+	t.Run("entity_busy is not recorded", func(t *testing.T) {
+		// A first event of the entity is kept in flight at the upstream.
+		entity := randomID("r-")
+		body := fmt.Appendf(nil, `{"reservation_id":%q,"seq":2}`, entity)
+		h := s.Sign(randomID("msg_"), time.Now(), body)
+		hold := fmt.Appendf(nil, `{"reservation_id":%q,"seq":1,"hold":true}`, entity)
+		release := make(chan struct{})
+		started := make(chan struct{})
+		up.mu.Lock()
+		prev := up.handle
+		up.handle = func(w http.ResponseWriter, r *http.Request, b []byte) {
+			if bytes.Contains(b, []byte(`"hold":true`)) {
+				close(started)
+				<-release
+			}
+			w.WriteHeader(200)
+		}
+		up.mu.Unlock()
+		defer func() { up.mu.Lock(); up.handle = prev; up.mu.Unlock() }()
+		done := make(chan struct{})
+		go func() {
+			post(t, g.URL+"/busy", s.Sign(randomID("msg_"), time.Now(), hold), hold)
+			close(done)
+		}()
+		<-started
+		st, _, got := post(t, g.URL+"/busy", h, body)
+		if st != 409 || !strings.Contains(string(got), "entity_busy") {
+			t.Fatalf("while the entity is held: %d %s; want 409 entity_busy", st, got)
+		}
+		close(release)
+		<-done
+		st, hdr, got := post(t, g.URL+"/busy", h, body)
+		if st != 200 || hdr.Get("Idempotent-Replayed") != "" {
+			t.Fatalf("retry after the entity is free: %d %s replayed %q; want forwarded (the 409 was not recorded)", st, got, hdr.Get("Idempotent-Replayed"))
+		}
+	})
+}

@@ -229,8 +229,9 @@ func newUpstream(t testing.TB, handle func(w http.ResponseWriter, r *http.Reques
 		body, _ := io.ReadAll(r.Body)
 		u.mu.Lock()
 		u.requests = append(u.requests, recorded{r.Method, r.URL.Path, r.Header.Clone(), body})
+		handle := u.handle
 		u.mu.Unlock()
-		u.handle(w, r, body)
+		handle(w, r, body)
 	}))
 	t.Cleanup(u.Close)
 	return u
