@@ -180,6 +180,9 @@ func (a *App) Validate() error {
 		if len(a.Store.URLs) == 0 {
 			return fmt.Errorf("store redis needs at least one URL")
 		}
+		if _, err := redisOptions(a.Store); err != nil {
+			return err
+		}
 	default:
 		return fmt.Errorf("unknown store backend %q (want file or redis)", a.Store.Backend)
 	}

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -91,10 +93,16 @@ func (a *App) openStore(logger *zap.Logger) (backend, string, error) {
 // name. Credentials, database and TLS come from the first URL.
 func redisOptions(sc *StoreConfig) (*redis.UniversalOptions, error) {
 	var opts redis.UniversalOptions
-	for i, u := range sc.URLs {
-		o, err := redis.ParseURL(u)
+	for i, raw := range sc.URLs {
+		// Errors name the URL only with its password redacted: url.Parse's
+		// own errors quote the whole URL.
+		u, err := url.Parse(raw)
 		if err != nil {
-			return nil, fmt.Errorf("store redis: URL %d: %w", i+1, err)
+			return nil, fmt.Errorf("store redis: URL %d does not parse (is a special character in the password not %%-escaped?)", i+1)
+		}
+		o, err := redis.ParseURL(raw)
+		if err != nil {
+			return nil, fmt.Errorf("store redis: URL %d (%s) is not a Redis URL: %s", i+1, u.Redacted(), strings.ReplaceAll(err.Error(), raw, u.Redacted()))
 		}
 		if i == 0 {
 			opts.Username, opts.Password, opts.DB, opts.TLSConfig = o.Username, o.Password, o.DB, o.TLSConfig

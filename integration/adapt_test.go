@@ -162,12 +162,21 @@ func TestValidateErrors(t *testing.T) {
 		{"standard secret not base64", "webhook_verify {\n secret whsec_s3cr3t-value!!\n}", "base64"},
 		{"dedupe lease under 1s", "webhook_dedupe {\n lease 500ms\n}", "under 1s"},
 		{"dedupe retention under lease", "webhook_dedupe {\n lease 1m\n retention 30s\n}", "shorter than the lease"},
+		{"redis URL with a bad escape", "webhook_verify github {\n secret s\n}", "does not parse"},
+		{"redis URL not redis", "webhook_verify github {\n secret s\n}", "is not a Redis URL"},
 		{"empty env secret", "webhook_verify github {\n secret {env.HOOKGATE_TEST_UNSET}\n}", "{env.HOOKGATE_TEST_UNSET} is empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "Caddyfile")
-			os.WriteFile(path, []byte("{\n admin off\n}\n:0 {\n"+tt.site+"\n}\n"), 0o600)
+			global := ""
+			switch tt.name {
+			case "redis URL with a bad escape":
+				global = "hookgate {\n store redis redis://:s3cr3t-value%zz@127.0.0.1:6379\n }\n"
+			case "redis URL not redis":
+				global = "hookgate {\n store redis http://:s3cr3t-value@127.0.0.1:6379\n }\n"
+			}
+			os.WriteFile(path, []byte("{\n admin off\n"+global+"}\n:0 {\n"+tt.site+"\n}\n"), 0o600)
 			out, err := exec.Command(binary, "validate", "--config", path, "--adapter", "caddyfile").CombinedOutput()
 			if err == nil {
 				t.Fatalf("validate succeeded, want an error containing %q", tt.want)
