@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Side by side on loopback: plain Caddy reverse_proxy, and hookgate (verify +
 # dedupe) on Redis and on the embedded store, in front of the same upstream,
-# with unique delivery IDs and with duplicates. Prints requests/s, p99, the
-# ratios to plain reverse_proxy, and Redis commands per request.
+# with unique delivery IDs and with duplicates. Each round runs every
+# configuration once (interleaved, so drift touches all alike); prints each
+# run's line, then the median requests/s per configuration, its range, the
+# ratio of medians to plain reverse_proxy, and Redis round trips per request.
 #
-#   bash bench/run.sh            # 10s per run, 32 clients
-#   DURATION=30s CONC=64 bash bench/run.sh
+#   bash bench/run.sh                      # 3 rounds of 10s runs, 32 clients
+#   ROUNDS=5 DURATION=30s CONC=64 bash bench/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10s}
@@ -44,7 +46,7 @@ http://127.0.0.1:$port {
 }
 CADDY
 	XDG_DATA_HOME="$work/data-$name" "$work/hookgate" run --config "$work/$name.Caddyfile" > "$work/$name.log" 2>&1 &
-	gw_pid=$!
+	gw_pid=$!; pids+=($gw_pid)
 	for _ in $(seq 100); do curl -fs "http://127.0.0.1:$admin/config/" >/dev/null 2>&1 && break; sleep 0.1; done
 	gw_url="http://127.0.0.1:$port/"
 }
@@ -63,30 +65,51 @@ verify_dedupe="webhook_verify {
 	}
 	webhook_dedupe"
 
-echo "# $(date -u +%FT%TZ) $(nproc) cores, $CONC clients, $DURATION per run, 1 KiB bodies"
+ROUNDS=${ROUNDS:-3}
+echo "# $(date -u +%FT%TZ) $(nproc) cores, $CONC clients, $DURATION per run, 1 KiB bodies, $ROUNDS rounds (interleaved; medians below)"
 
+# All three gateways run side by side (idle when not under load); each
+# round measures every configuration once, so drift on a noisy machine
+# touches all of them alike.
 run_gateway plain "" ""
-bench plain-unique unique
-kill $gw_pid; wait $gw_pid 2>/dev/null || true
-
+plain_url=$gw_url
 run_gateway redis "hookgate {
 		store redis redis://127.0.0.1:$redis_port
 	}" "$verify_dedupe"
-c0=$(redis_calls); bench redis-unique unique; c1=$(redis_calls)
-c1b=$(redis_calls); bench redis-dup dup; c2=$(redis_calls)
-kill $gw_pid; wait $gw_pid 2>/dev/null || true
-
+redis_url=$gw_url
 run_gateway file "" "$verify_dedupe"
-bench file-unique unique
-bench file-dup dup
-kill $gw_pid; wait $gw_pid 2>/dev/null || true
+file_url=$gw_url
+
+calls_unique=0 calls_dup=0
+for round in $(seq "$ROUNDS"); do
+	gw_url=$plain_url; bench plain-unique unique
+	gw_url=$redis_url
+	c0=$(redis_calls); bench redis-unique unique; c1=$(redis_calls)
+	bench redis-dup dup; c2=$(redis_calls)
+	calls_unique=$((calls_unique + c1 - c0)); calls_dup=$((calls_dup + c2 - c1 - 2))
+	gw_url=$file_url; bench file-unique unique; bench file-dup dup
+done
 
 echo
-awk -v c0="$c0" -v c1="$c1" -v c1b="$c1b" -v c2="$c2" '
-	{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[$1, kv[1]] = kv[2] } names[++n] = $1 }
+awk -v cu="$calls_unique" -v cd="$calls_dup" '
+	function median(name,   n, i, j, t, a) {
+		n = cnt[name]
+		for (i = 1; i <= n; i++) a[i] = rps[name, i]
+		for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+		return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+	}
+	{
+		for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+		if (!($1 in cnt)) names[++n] = $1
+		c = ++cnt[$1]; rps[$1, c] = v["rps"]; p99[$1, c] = v["p99_ms"]; reqs[$1] += v["requests"]
+	}
 	END {
-		base = v["plain-unique", "rps"]
-		printf "%-14s %10s %9s %14s\n", "run", "req/s", "p99 ms", "vs plain rps"
-		for (i = 1; i <= n; i++) printf "%-14s %10s %9s %13.2fx\n", names[i], v[names[i], "rps"], v[names[i], "p99_ms"], v[names[i], "rps"] / base
-		printf "\nRedis round trips per request: unique IDs %.2f, duplicates %.2f\n", (c1 - c0) / v["redis-unique", "requests"], (c2 - c1b - 2) / v["redis-dup", "requests"]
+		base = median("plain-unique")
+		printf "%-14s %14s %12s %14s\n", "run", "median req/s", "range", "vs plain"
+		for (i = 1; i <= n; i++) {
+			lo = hi = rps[names[i], 1]
+			for (j = 2; j <= cnt[names[i]]; j++) { r = rps[names[i], j]; if (r < lo) lo = r; if (r > hi) hi = r }
+			printf "%-14s %14.0f %5.0f-%-6.0f %13.2fx\n", names[i], median(names[i]), lo, hi, median(names[i]) / base
+		}
+		printf "\nRedis round trips per request: unique IDs %.2f, duplicates %.2f\n", cu / reqs["redis-unique"], cd / reqs["redis-dup"]
 	}' "$work/results"
