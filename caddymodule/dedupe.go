@@ -271,7 +271,7 @@ func (h *Dedupe) forward(ctx context.Context, w http.ResponseWriter, r *http.Req
 	}
 	rctx, recordSpan := tracer(detached).Start(detached, "webhook_dedupe.record")
 	rctx, cancelRecord := context.WithDeadline(rctx, dec.LeaseUntil)
-	recorded, ferr := h.deduper.Finish(rctx, key, dec.Token, dedupe.Response{
+	recorded, ferr := h.deduper.Finish(rctx, key, dec, dedupe.Response{
 		Status:   status,
 		Header:   changedHeaders(before, rec.Header()),
 		Body:     buf.Bytes(),

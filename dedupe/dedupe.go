@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // Defaults of Config.
@@ -48,13 +50,32 @@ type Config struct {
 	// MaxRecord is the largest response body recorded. A final response
 	// with a larger body is recorded without it. Default 64 KiB.
 	MaxRecord int
+	// ReplayCache is how many records (with bodies up to 4 KiB) are kept
+	// in memory to replay without a store round trip. Records never change
+	// once written, only expire, so a cached one is good until its expiry.
+	// Default 10000; negative disables it.
+	ReplayCache int
+}
+
+// Bounds of the replay cache: entries, and the largest body cached.
+const (
+	DefaultReplayCache = 10000
+	maxCachedBody      = 4 << 10
+)
+
+// cachedRecord is a record held in the replay cache.
+type cachedRecord struct {
+	fp      Fingerprint
+	rec     *Record
+	expires time.Time
 }
 
 // Deduper runs the state machine over a Store. It is safe for concurrent use.
 type Deduper struct {
 	deps
-	store Store
-	cfg   Config
+	store   Store
+	cfg     Config
+	records *lru.Cache[string, cachedRecord] // nil when disabled
 }
 
 // deps are what a Deduper or a Freshness takes from outside: clock, token
@@ -104,7 +125,14 @@ func New(store Store, cfg Config, opts ...Option) (*Deduper, error) {
 	case cfg.Wait < 0 || cfg.MaxRecord < 0:
 		return nil, errors.New("wait and max_record must not be negative")
 	}
-	return &Deduper{deps: newDeps(opts), store: store, cfg: cfg}, nil
+	d := &Deduper{deps: newDeps(opts), store: store, cfg: cfg}
+	if cfg.ReplayCache == 0 {
+		cfg.ReplayCache = DefaultReplayCache
+	}
+	if cfg.ReplayCache > 0 {
+		d.records, _ = lru.New[string, cachedRecord](cfg.ReplayCache)
+	}
+	return d, nil
 }
 
 func randomToken() string {
@@ -141,8 +169,10 @@ type Decision struct {
 	// (forwarded again over an expired lease), replayed, in_flight or
 	// mismatch.
 	Result string
-	// Token is the claim to pass to Finish (Forward).
-	Token string
+	// Token is the claim Finish records or releases, and Fingerprint the
+	// body's (Forward).
+	Token       string
+	Fingerprint Fingerprint
 	// LeaseUntil bounds the forward (Forward), or is when the claim in the
 	// way expires (Reject with ErrInFlight).
 	LeaseUntil time.Time
@@ -165,6 +195,12 @@ func (d *Deduper) Lease() time.Duration { return d.cfg.Lease }
 // its record (or for its claim to go) up to Wait. A non-nil error is a
 // store failure: nothing was claimed.
 func (d *Deduper) Begin(ctx context.Context, key string, fp Fingerprint) (Decision, error) {
+	if c, ok := d.cached(key); ok {
+		if c.fp != fp {
+			return Decision{Action: Reject, Result: "mismatch", Err: ErrKeyReused}, nil
+		}
+		return Decision{Action: Replay, Result: "replayed", Record: c.rec}, nil
+	}
 	deadline := d.now().Add(d.cfg.Wait)
 	poll := 5 * time.Millisecond
 	for {
@@ -176,10 +212,11 @@ func (d *Deduper) Begin(ctx context.Context, key string, fp Fingerprint) (Decisi
 		}
 		switch res.Status {
 		case Claimed:
-			return Decision{Action: Forward, Result: "forwarded", Token: token, LeaseUntil: now.Add(d.cfg.Lease)}, nil
+			return Decision{Action: Forward, Result: "forwarded", Token: token, Fingerprint: fp, LeaseUntil: now.Add(d.cfg.Lease)}, nil
 		case TookOver:
-			return Decision{Action: Forward, Result: "lease_expired", Token: token, LeaseUntil: now.Add(d.cfg.Lease)}, nil
+			return Decision{Action: Forward, Result: "lease_expired", Token: token, Fingerprint: fp, LeaseUntil: now.Add(d.cfg.Lease)}, nil
 		case Recorded:
+			d.remember(key, fp, res.Record, res.Expires)
 			return Decision{Action: Replay, Result: "replayed", Record: res.Record}, nil
 		case Mismatch:
 			return Decision{Action: Reject, Result: "mismatch", Err: ErrKeyReused}, nil
@@ -228,7 +265,7 @@ type Response struct {
 // was recorded. A store failure is retried with backoff until ctx ends;
 // give ctx the lease's deadline and not the client's cancellation: the
 // outcome must be kept even when the client has gone.
-func (d *Deduper) Finish(ctx context.Context, key, token string, resp Response) (bool, error) {
+func (d *Deduper) Finish(ctx context.Context, key string, dec Decision, resp Response) (bool, error) {
 	final := d.cfg.Final(resp.Status)
 	rec := NewRecord(resp.Status, resp.Header, resp.Body, d.cfg.MaxRecord)
 	if resp.Streamed {
@@ -238,9 +275,12 @@ func (d *Deduper) Finish(ctx context.Context, key, token string, resp Response) 
 	for attempt := 1; ; attempt++ {
 		var err error
 		if final {
-			err = d.store.Record(ctx, key, token, rec, d.cfg.Retention, d.now())
+			now := d.now()
+			if err = d.store.Record(ctx, key, dec.Token, rec, d.cfg.Retention, now); err == nil {
+				d.remember(key, dec.Fingerprint, &rec, now.Add(d.cfg.Retention))
+			}
 		} else {
-			err = d.store.Release(ctx, key, token)
+			err = d.store.Release(ctx, key, dec.Token)
 		}
 		if err == nil || errors.Is(err, ErrClaimLost) || attempt == finishAttempts {
 			return final && err == nil, err
@@ -250,6 +290,26 @@ func (d *Deduper) Finish(ctx context.Context, key, token string, resp Response) 
 		}
 		backoff *= 2
 	}
+}
+
+// cached returns key's record from the replay cache while it is live.
+func (d *Deduper) cached(key string) (cachedRecord, bool) {
+	if d.records == nil {
+		return cachedRecord{}, false
+	}
+	c, ok := d.records.Get(key)
+	if !ok || !d.now().Before(c.expires) {
+		return cachedRecord{}, false
+	}
+	return c, true
+}
+
+// remember puts a record in the replay cache, if it is small enough.
+func (d *Deduper) remember(key string, fp Fingerprint, rec *Record, expires time.Time) {
+	if d.records == nil || rec == nil || len(rec.Body) > maxCachedBody || expires.IsZero() {
+		return
+	}
+	d.records.Add(key, cachedRecord{fp: fp, rec: rec, expires: expires})
 }
 
 // finishAttempts bounds Finish's tries; each is safe to repeat, since a

@@ -58,7 +58,7 @@ func TestWaiterGetsTheRecord(t *testing.T) {
 			got <- dec
 		}()
 		time.Sleep(2 * time.Second) // the upstream takes its time
-		if _, err := d.Finish(t.Context(), "k", first.Token, dedupe.Response{Status: 201, Header: http.Header{"X-A": {"1"}}, Body: []byte("ok")}); err != nil {
+		if _, err := d.Finish(t.Context(), "k", first, dedupe.Response{Status: 201, Header: http.Header{"X-A": {"1"}}, Body: []byte("ok")}); err != nil {
 			t.Fatal(err)
 		}
 		dec := <-got
@@ -102,7 +102,7 @@ func TestWaiterForwardsWhenTheFirstIsReleased(t *testing.T) {
 			got <- dec
 		}()
 		time.Sleep(time.Second)
-		recorded, err := d.Finish(t.Context(), "k", first.Token, dedupe.Response{Status: 503})
+		recorded, err := d.Finish(t.Context(), "k", first, dedupe.Response{Status: 503})
 		if err != nil || recorded {
 			t.Fatalf("Finish(503) = %v, %v; want released", recorded, err)
 		}
@@ -137,7 +137,7 @@ func TestLeaseExpiredForwardsAgain(t *testing.T) {
 		if second.Result != "lease_expired" || second.Action != dedupe.Forward {
 			t.Fatalf("after the lease: %+v, want lease_expired forward", second)
 		}
-		if _, err := d.Finish(t.Context(), "k", first.Token, dedupe.Response{Status: 200}); !errors.Is(err, dedupe.ErrClaimLost) {
+		if _, err := d.Finish(t.Context(), "k", first, dedupe.Response{Status: 200}); !errors.Is(err, dedupe.ErrClaimLost) {
 			t.Errorf("late Finish by the first: %v, want ErrClaimLost", err)
 		}
 	})
@@ -150,7 +150,7 @@ func TestFinalClassesAndMaxRecord(t *testing.T) {
 			MaxRecord: 4,
 		})
 		dec, _ := d.Begin(t.Context(), "k", fp)
-		if ok, err := d.Finish(t.Context(), "k", dec.Token, dedupe.Response{Status: 422, Body: []byte("too long")}); !ok || err != nil {
+		if ok, err := d.Finish(t.Context(), "k", dec, dedupe.Response{Status: 422, Body: []byte("too long")}); !ok || err != nil {
 			t.Fatalf("Finish(422) = %v, %v; want recorded", ok, err)
 		}
 		rep, _ := d.Begin(t.Context(), "k", fp)
@@ -204,7 +204,7 @@ func TestFinishRetriesAStoreFailure(t *testing.T) {
 		store := &flakyStore{Store: newStore(t), n: 2}
 		d := newDeduper(t, store, dedupe.Config{})
 		dec, _ := d.Begin(t.Context(), "k", fp)
-		ok, err := d.Finish(t.Context(), "k", dec.Token, dedupe.Response{Status: 200})
+		ok, err := d.Finish(t.Context(), "k", dec, dedupe.Response{Status: 200})
 		if !ok || err != nil {
 			t.Fatalf("Finish after two failures = %v, %v; want recorded", ok, err)
 		}
@@ -212,8 +212,58 @@ func TestFinishRetriesAStoreFailure(t *testing.T) {
 		dec, _ = d.Begin(t.Context(), "k2", fp)
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
-		if ok, err := d.Finish(ctx, "k2", dec.Token, dedupe.Response{Status: 200}); ok || err == nil {
+		if ok, err := d.Finish(ctx, "k2", dec, dedupe.Response{Status: 200}); ok || err == nil {
 			t.Fatalf("Finish with the store down = %v, %v; want the error", ok, err)
+		}
+	})
+}
+
+// countingStore counts Claim calls.
+type countingStore struct {
+	dedupe.Store
+	claims int
+}
+
+func (s *countingStore) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.ClaimResult, error) {
+	s.claims++
+	return s.Store.Claim(ctx, key, c)
+}
+
+// TestReplayCache: a record once seen is replayed from memory until it
+// expires, mismatches included; afterwards the store decides again.
+func TestReplayCache(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &countingStore{Store: newStore(t)}
+		d := newDeduper(t, store, dedupe.Config{Retention: time.Hour})
+		dec, _ := d.Begin(t.Context(), "k", fp)
+		d.Finish(t.Context(), "k", dec, dedupe.Response{Status: 201, Body: []byte("ok")})
+		claims := store.claims
+		for range 3 {
+			rep, _ := d.Begin(t.Context(), "k", fp)
+			if rep.Action != dedupe.Replay || rep.Record.Status != 201 {
+				t.Fatalf("replay = %+v", rep)
+			}
+		}
+		if other, _ := d.Begin(t.Context(), "k", dedupe.FingerprintOf([]byte("x"))); other.Result != "mismatch" {
+			t.Errorf("other body: %+v, want mismatch", other)
+		}
+		if store.claims != claims {
+			t.Errorf("%d store claims for cached replays, want 0", store.claims-claims)
+		}
+		time.Sleep(time.Hour)
+		if dec, _ := d.Begin(t.Context(), "k", fp); dec.Action != dedupe.Forward || store.claims != claims+1 {
+			t.Errorf("after retention: %+v (claims +%d), want a fresh forward from the store", dec, store.claims-claims)
+		}
+
+		// Another instance's record is cached when first replayed.
+		other := newDeduper(t, store, dedupe.Config{Retention: time.Hour})
+		dec, _ = d.Begin(t.Context(), "j", fp)
+		d.Finish(t.Context(), "j", dec, dedupe.Response{Status: 200})
+		claims = store.claims
+		other.Begin(t.Context(), "j", fp)
+		other.Begin(t.Context(), "j", fp)
+		if store.claims != claims+1 {
+			t.Errorf("second instance: %d claims for two replays, want 1", store.claims-claims)
 		}
 	})
 }

@@ -69,8 +69,10 @@ type ClaimResult struct {
 	Status ClaimStatus
 	// LeaseUntil is when the claim in the way expires (InFlight).
 	LeaseUntil time.Time
-	// Record is the recorded response (Recorded).
-	Record *Record
+	// Record is the recorded response, and Expires when it expires
+	// (Recorded).
+	Record  *Record
+	Expires time.Time
 }
 
 // EntryState is the state of a key.

@@ -223,7 +223,7 @@ func answer(e *entry, fp dedupe.Fingerprint, token string, now time.Time) (dedup
 		if err != nil {
 			return dedupe.ClaimResult{}, fmt.Errorf("decoding record: %w", err)
 		}
-		return dedupe.ClaimResult{Status: dedupe.Recorded, Record: rec}, nil
+		return dedupe.ClaimResult{Status: dedupe.Recorded, Record: rec, Expires: time.UnixMilli(e.Expires)}, nil
 	case e.LeaseUntil > ms(now):
 		return dedupe.ClaimResult{Status: dedupe.InFlight, LeaseUntil: time.UnixMilli(e.LeaseUntil)}, nil
 	}

@@ -36,7 +36,7 @@ func ms(t time.Time) int64 { return t.UnixMilli() }
 //	KEYS[1] entry
 //	ARGV    fp, token, now ms, lease ms, retention ms, gc ttl ms
 //	returns {1} claimed, {2} took over an expired lease, {3, lease-until ms}
-//	        in flight, {4, record} recorded, {5} another fingerprint
+//	        in flight, {4, record, expiry ms} recorded, {5} another fingerprint
 //
 // A retry of the same call (same token; go-redis resends a script whose
 // reply was lost) answers claimed again.
@@ -61,7 +61,7 @@ if e[2] ~= ARGV[1] then
   return {5}
 end
 if e[1] == 'r' then
-  return {4, e[5]}
+  return {4, e[5], e[4]}
 end
 if tonumber(e[3]) <= now then
   redis.call('HSET', KEYS[1], 'tok', ARGV[2], 'lu', leaseUntil, 'exp', exp)
@@ -90,11 +90,15 @@ func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.C
 		}
 		res.LeaseUntil = time.UnixMilli(lu)
 	case dedupe.Recorded:
-		rec, err := dedupe.UnmarshalRecord([]byte(fmt.Sprint(v[1])))
+		rec, err := dedupe.UnmarshalRecord([]byte(str(v[1])))
 		if err != nil {
 			return dedupe.ClaimResult{}, fmt.Errorf("redis claim: decoding record: %w", err)
 		}
-		res.Record = rec
+		exp, err := strconv.ParseInt(str(v[2]), 10, 64)
+		if err != nil {
+			return dedupe.ClaimResult{}, fmt.Errorf("redis claim: bad expiry %v", v[2])
+		}
+		res.Record, res.Expires = rec, time.UnixMilli(exp)
 	default:
 		return dedupe.ClaimResult{}, fmt.Errorf("redis claim: unexpected answer %v", v)
 	}

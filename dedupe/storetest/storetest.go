@@ -78,6 +78,9 @@ func Run(t *testing.T, newStore NewStore) {
 		if diff := cmp.Diff(&want, res.Record); diff != "" {
 			t.Errorf("replayed record (-want +got):\n%s", diff)
 		}
+		if wantExp := t0.Add(time.Second + retention); !res.Expires.Equal(wantExp) {
+			t.Errorf("Expires = %v, want %v (retention from the record)", res.Expires, wantExp)
+		}
 		mustClaim(t, s, "k", claim(fpB, "tok3", t0.Add(2*time.Second)), dedupe.Mismatch)
 		e, err := s.Get(ctx, "k", t0.Add(2*time.Second))
 		if err != nil || e.State != dedupe.StateRecorded || e.Fingerprint != fpA {
