@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Side by side on loopback: plain Caddy reverse_proxy, and hookgate (verify +
-# dedupe) on Redis and on the embedded store, in front of the same upstream,
+# dedupe) on Redis (with and without the replay cache) and on the embedded
+# store, in front of the same upstream,
 # with unique delivery IDs and with duplicates. Each round runs every
 # configuration once (interleaved, so drift touches all alike); prints each
 # run's line, then the median requests/s per configuration, its range, the
@@ -77,21 +78,31 @@ run_gateway redis "hookgate {
 		store redis redis://127.0.0.1:$redis_port
 	}" "$verify_dedupe"
 redis_url=$gw_url
+run_gateway redisnc "hookgate {
+		store redis redis://127.0.0.1:$redis_port
+	}" "webhook_verify {
+		secret $secret
+	}
+	webhook_dedupe {
+		replay_cache off
+	}"
+redisnc_url=$gw_url
 run_gateway file "" "$verify_dedupe"
 file_url=$gw_url
 
-calls_unique=0 calls_dup=0
+calls_unique=0 calls_dup=0 calls_nc=0
 for round in $(seq "$ROUNDS"); do
 	gw_url=$plain_url; bench plain-unique unique
 	gw_url=$redis_url
 	c0=$(redis_calls); bench redis-unique unique; c1=$(redis_calls)
 	bench redis-dup dup; c2=$(redis_calls)
-	calls_unique=$((calls_unique + c1 - c0)); calls_dup=$((calls_dup + c2 - c1 - 2))
+	gw_url=$redisnc_url; bench redis-dup-nocache dup; c3=$(redis_calls)
+	calls_unique=$((calls_unique + c1 - c0)); calls_dup=$((calls_dup + c2 - c1 - 2)); calls_nc=$((calls_nc + c3 - c2 - 2))
 	gw_url=$file_url; bench file-unique unique; bench file-dup dup
 done
 
 echo
-awk -v cu="$calls_unique" -v cd="$calls_dup" '
+awk -v cu="$calls_unique" -v cd="$calls_dup" -v cn="$calls_nc" '
 	function median(name,   n, i, j, t, a) {
 		n = cnt[name]
 		for (i = 1; i <= n; i++) a[i] = rps[name, i]
@@ -111,5 +122,5 @@ awk -v cu="$calls_unique" -v cd="$calls_dup" '
 			for (j = 2; j <= cnt[names[i]]; j++) { r = rps[names[i], j]; if (r < lo) lo = r; if (r > hi) hi = r }
 			printf "%-14s %14.0f %5.0f-%-6.0f %13.2fx\n", names[i], median(names[i]), lo, hi, median(names[i]) / base
 		}
-		printf "\nRedis round trips per request: unique IDs %.2f, duplicates %.2f\n", cu / reqs["redis-unique"], cd / reqs["redis-dup"]
+		printf "\nRedis round trips per request: unique IDs %.2f, duplicates %.4f (replay cache), %.2f (cache off)\n", cu / reqs["redis-unique"], cd / reqs["redis-dup"], cn / reqs["redis-dup-nocache"]
 	}' "$work/results"

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -214,6 +215,7 @@ func parseDedupe(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 //		record     <status-class>...
 //		max_record <size>
 //		on_store_error reject|forward
+//		replay_cache   <entries>|off
 //	}
 func (h *Dedupe) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // consume directive name
@@ -252,6 +254,15 @@ func (h *Dedupe) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "on_store_error":
 			h.OnStoreError, err = oneArg(d, args)
+		case "replay_cache":
+			var v string
+			if v, err = oneArg(d, args); err == nil {
+				if v == "off" {
+					h.ReplayCache = -1
+				} else if h.ReplayCache, err = strconv.Atoi(v); err != nil || h.ReplayCache <= 0 {
+					return d.Errf("replay_cache: want a positive number of entries, or off; got %q", v)
+				}
+			}
 		default:
 			return d.Errf("unknown webhook_dedupe subdirective %q", sub)
 		}

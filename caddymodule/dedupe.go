@@ -58,6 +58,12 @@ type Dedupe struct {
 	// response with a larger body is recorded without it. Default 64 KiB.
 	MaxRecord int64 `json:"max_record,omitempty"`
 
+	// ReplayCache is how many records (bodies up to 4 KiB) each instance
+	// keeps in memory to replay without a store round trip; records never
+	// change once written, so a cached one is good until it expires.
+	// Default 10000; -1 turns it off.
+	ReplayCache int `json:"replay_cache,omitempty"`
+
 	// OnStoreError is what happens when the store fails: "reject" (503 with
 	// Retry-After, nothing forwarded) or "forward" (forward unprotected).
 	// Default reject.
@@ -120,11 +126,12 @@ func (h *Dedupe) Provision(ctx caddy.Context) error {
 		wait = time.Duration(h.InFlightWait)
 	}
 	h.deduper, err = dedupe.New(store, dedupe.Config{
-		Lease:     time.Duration(h.Lease),
-		Retention: time.Duration(h.Retention),
-		Wait:      wait,
-		Final:     func(status int) bool { return final[status/100] && !transient[status] },
-		MaxRecord: int(h.MaxRecord),
+		Lease:       time.Duration(h.Lease),
+		Retention:   time.Duration(h.Retention),
+		Wait:        wait,
+		Final:       func(status int) bool { return final[status/100] && !transient[status] },
+		MaxRecord:   int(h.MaxRecord),
+		ReplayCache: h.ReplayCache,
 	}, dedupe.WithClock(h.now))
 	return err
 }
@@ -150,6 +157,9 @@ func (h *Dedupe) validate() error {
 	}
 	if h.MaxRecord < 0 {
 		return fmt.Errorf("max_record must not be negative")
+	}
+	if h.ReplayCache < -1 {
+		return fmt.Errorf("replay_cache must be a number of entries, or -1 (off)")
 	}
 	return nil
 }

@@ -125,10 +125,10 @@ func New(store Store, cfg Config, opts ...Option) (*Deduper, error) {
 	case cfg.Wait < 0 || cfg.MaxRecord < 0:
 		return nil, errors.New("wait and max_record must not be negative")
 	}
-	d := &Deduper{deps: newDeps(opts), store: store, cfg: cfg}
 	if cfg.ReplayCache == 0 {
 		cfg.ReplayCache = DefaultReplayCache
 	}
+	d := &Deduper{deps: newDeps(opts), store: store, cfg: cfg}
 	if cfg.ReplayCache > 0 {
 		d.records, _ = lru.New[string, cachedRecord](cfg.ReplayCache)
 	}

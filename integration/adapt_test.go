@@ -129,6 +129,7 @@ func TestAdaptErrors(t *testing.T) {
 		{"dedupe bad store error", ":80 {\n webhook_dedupe {\n  on_store_error ignore\n }\n}", `on_store_error "ignore"`},
 		{"dedupe negative lease", ":80 {\n webhook_dedupe {\n  lease 0s\n }\n}", "lease: want a positive duration"},
 		{"dedupe twice", ":80 {\n webhook_dedupe {\n  lease 1s\n  lease 2s\n }\n}", "lease given twice"},
+		{"dedupe bad replay_cache", ":80 {\n webhook_dedupe {\n  replay_cache lots\n }\n}", "replay_cache: want a positive number of entries, or off"},
 		{"dedupe inline arg", ":80 {\n webhook_dedupe x\n}", "wrong argument count"},
 		{"freshness without entity", ":80 {\n webhook_freshness {\n  event_time {webhook.json.at}\n }\n}", "entity is required"},
 		{"freshness time and sequence", ":80 {\n webhook_freshness {\n  entity e\n  event_time t\n  sequence s\n }\n}", "exactly one of event_time and sequence"},
