@@ -43,7 +43,7 @@ func main() {
 	body := bytes.Repeat([]byte("x"), 900)
 	body = append([]byte(`{"type":"reservation.confirmed","reservation_id":"r-1","pad":"`), body...)
 	body = append(body, `"}`...)
-	dupHeaders := signer.Sign("msg_dup", time.Now(), body)
+	dupHeaders := signer.Sign(fmt.Sprintf("msg_dup_%d", time.Now().UnixNano()), time.Now(), body) // new each run: the priming request records it
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *conc * 2}}
 	if *mode == "dup" {
