@@ -116,11 +116,11 @@ awk -v cu="$calls_unique" -v cd="$calls_dup" -v cn="$calls_nc" '
 	}
 	END {
 		base = median("plain-unique")
-		printf "%-14s %14s %12s %14s\n", "run", "median req/s", "range", "vs plain"
+		printf "%-18s %14s %12s %14s\n", "run", "median req/s", "range", "vs plain"
 		for (i = 1; i <= n; i++) {
 			lo = hi = rps[names[i], 1]
 			for (j = 2; j <= cnt[names[i]]; j++) { r = rps[names[i], j]; if (r < lo) lo = r; if (r > hi) hi = r }
-			printf "%-14s %14.0f %5.0f-%-6.0f %13.2fx\n", names[i], median(names[i]), lo, hi, median(names[i]) / base
+			printf "%-18s %14.0f %5.0f-%-6.0f %13.2fx\n", names[i], median(names[i]), lo, hi, median(names[i]) / base
 		}
 		printf "\nRedis round trips per request: unique IDs %.2f, duplicates %.4f (replay cache), %.2f (cache off)\n", cu / reqs["redis-unique"], cd / reqs["redis-dup"], cn / reqs["redis-dup-nocache"]
 	}' "$work/results"
