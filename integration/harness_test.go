@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/redistest"
 )
 
 // binary is the hookgate binary built once for the whole package.
@@ -42,15 +44,7 @@ func TestMain(m *testing.M) {
 }
 
 // freePort returns a loopback port that was free a moment ago.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+var freePort = redistest.FreePort
 
 // gateway is one running hookgate process.
 type gateway struct {

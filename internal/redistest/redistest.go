@@ -132,7 +132,8 @@ func StartCluster(t testing.TB) []string {
 	return addrs
 }
 
-// FreePort returns a loopback port that was free a moment ago.
+// FreePort returns a loopback port that was free a moment ago (the tests
+// of the hookgate binary use it for their gateways too).
 func FreePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
