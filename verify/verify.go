@@ -92,9 +92,6 @@ func New(schemeName string, secrets []string, opts Options) (*Verifier, error) {
 	return v, nil
 }
 
-// Scheme returns the scheme's name.
-func (v *Verifier) Scheme() string { return v.scheme.name() }
-
 // Verify checks the request headers and raw body at time now. On success it
 // returns what the request says of itself. It compares every candidate
 // signature against every secret in constant time per comparison.
