@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Side by side on loopback: plain Caddy reverse_proxy, and hookgate (verify +
-# dedupe) on Redis (with and without the replay cache) and on the embedded
-# store, in front of the same upstream,
+# Side by side on loopback: plain Caddy reverse_proxy, webhook_verify alone,
+# and hookgate (verify + dedupe) on Redis (with and without the replay cache)
+# and on the embedded store, in front of the same upstream,
 # with unique delivery IDs and with duplicates. Each round runs every
 # configuration once (interleaved, so drift touches all alike); prints each
 # run's line, then the median requests/s per configuration, its range, the
@@ -74,6 +74,10 @@ echo "# $(date -u +%FT%TZ) $(nproc) cores, $CONC clients, $DURATION per run, 1 K
 # touches all of them alike.
 run_gateway plain "" ""
 plain_url=$gw_url
+run_gateway verify "" "webhook_verify {
+		secret $secret
+	}"
+verify_url=$gw_url
 run_gateway redis "hookgate {
 		store redis redis://127.0.0.1:$redis_port
 	}" "$verify_dedupe"
@@ -93,6 +97,7 @@ file_url=$gw_url
 calls_unique=0 calls_dup=0 calls_nc=0
 for round in $(seq "$ROUNDS"); do
 	gw_url=$plain_url; bench plain-unique unique
+	gw_url=$verify_url; bench verify-only unique
 	gw_url=$redis_url
 	c0=$(redis_calls); bench redis-unique unique; c1=$(redis_calls)
 	bench redis-dup dup; c2=$(redis_calls)
