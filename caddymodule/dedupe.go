@@ -183,19 +183,14 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	span.SetAttributes(attribute.String("webhook.id", key))
 	// The body webhook_verify read (within its max_body) is used as is;
 	// without verify, dedupe reads at most DefaultMaxBody itself.
-	body, err := readBody(r, DefaultMaxBody)
+	r, body, err := bufferBody(r.WithContext(ctx), DefaultMaxBody)
 	if err != nil {
-		if errors.Is(err, errBodyTooLarge) {
-			count("body_too_large")
-			writeProblem(w, http.StatusRequestEntityTooLarge, "body_too_large", err.Error(), 0)
-			return nil
-		}
-		count("body_unreadable")
-		writeProblem(w, http.StatusBadRequest, "body_unreadable", err.Error(), 0)
+		reason, status := bodyRejection(err)
+		count(reason)
+		writeProblem(w, status, reason, err.Error(), 0)
 		return nil
 	}
-	r = r.WithContext(context.WithValue(ctx, bodyCtxKey{}, body))
-	setBody(r, body)
+	ctx = r.Context()
 
 	cctx, claimSpan := tracer(ctx).Start(ctx, "webhook_dedupe.claim")
 	dec, err := h.deduper.Begin(cctx, key, dedupe.FingerprintOf(body))

@@ -115,7 +115,8 @@ func (v *Verify) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		trace.WithAttributes(attribute.String("hookgate.scheme", v.Scheme)))
 	defer span.End()
 
-	result, status, d, body, err := v.check(r)
+	r = r.WithContext(ctx)
+	result, status, d, r, body, err := v.check(r)
 	v.metrics.verifyRequests.Add(ctx, 1, metric.WithAttributes(
 		attribute.String("scheme", v.Scheme), attribute.String("result", result)))
 	span.SetAttributes(attribute.String("hookgate.result", result))
@@ -138,34 +139,30 @@ func (v *Verify) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	}
 	repl.Set("webhook.timestamp", ts)
 	repl.Map(jsonPlaceholders(body))
-
-	r = r.WithContext(context.WithValue(ctx, bodyCtxKey{}, body))
-	setBody(r, body)
 	return next.ServeHTTP(w, r)
 }
 
 // check reads the body and verifies the request. It returns the metric
-// result (the reason code on failure), the rejection status, and the error.
-func (v *Verify) check(r *http.Request) (result string, status int, d verify.Delivery, body []byte, err error) {
-	body, err = readBody(r, v.MaxBody)
+// result (the reason code on failure), the rejection status, the request
+// carrying its buffered body, and the error.
+func (v *Verify) check(r *http.Request) (result string, status int, d verify.Delivery, _ *http.Request, body []byte, err error) {
+	r, body, err = bufferBody(r, v.MaxBody)
 	if err != nil {
-		if errors.Is(err, errBodyTooLarge) {
-			return "body_too_large", http.StatusRequestEntityTooLarge, d, nil, err
-		}
-		return "body_unreadable", http.StatusBadRequest, d, nil, err
+		result, status = bodyRejection(err)
+		return result, status, d, r, nil, err
 	}
 	d, err = v.verifier.Verify(r.Header, body, v.now())
 	switch {
 	case err == nil:
-		return "accepted", 0, d, body, nil
+		return "accepted", 0, d, r, body, nil
 	case errors.Is(err, verify.ErrMissingHeader):
-		return "missing_header", http.StatusBadRequest, d, nil, err
+		return "missing_header", http.StatusBadRequest, d, r, nil, err
 	case errors.Is(err, verify.ErrMalformedHeader):
-		return "malformed_header", http.StatusBadRequest, d, nil, err
+		return "malformed_header", http.StatusBadRequest, d, r, nil, err
 	case errors.Is(err, verify.ErrTimestampOutOfTolerance):
-		return "timestamp_out_of_tolerance", http.StatusUnauthorized, d, nil, err
+		return "timestamp_out_of_tolerance", http.StatusUnauthorized, d, r, nil, err
 	default:
-		return "bad_signature", http.StatusUnauthorized, d, nil, verify.ErrBadSignature
+		return "bad_signature", http.StatusUnauthorized, d, r, nil, verify.ErrBadSignature
 	}
 }
 
@@ -177,13 +174,36 @@ var errBodyTooLarge = errors.New("body too large")
 // initialBodyBuffer caps the buffer allocated up front from Content-Length.
 const initialBodyBuffer = 64 << 10
 
-// readBody returns the request body, read at most once per request: a
+// bufferBody returns r carrying its body, read at most once per request: a
 // handler earlier in the chain may already have read it, within its own
-// limit, and that body is used as it is. Otherwise it reads up to limit.
-func readBody(r *http.Request, limit int64) ([]byte, error) {
+// limit, and then r is returned as it is. Otherwise it reads up to limit
+// and returns a request whose context holds the body and whose Body reads
+// it again for the next handler.
+func bufferBody(r *http.Request, limit int64) (*http.Request, []byte, error) {
 	if b, ok := r.Context().Value(bodyCtxKey{}).([]byte); ok {
-		return b, nil
+		return r, b, nil
 	}
+	body, err := readBody(r, limit)
+	if err != nil {
+		return r, nil, err
+	}
+	r = r.WithContext(context.WithValue(r.Context(), bodyCtxKey{}, body))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return r, body, nil
+}
+
+// bodyRejection maps a bufferBody error to its reason and status.
+func bodyRejection(err error) (reason string, status int) {
+	if errors.Is(err, errBodyTooLarge) {
+		return "body_too_large", http.StatusRequestEntityTooLarge
+	}
+	return "body_unreadable", http.StatusBadRequest
+}
+
+// readBody reads at most limit bytes of r's body.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, fmt.Errorf("%w: Content-Length %d is over %d bytes", errBodyTooLarge, r.ContentLength, limit)
 	}
@@ -204,13 +224,6 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%w: over %d bytes", errBodyTooLarge, limit)
 	}
 	return buf.Bytes(), nil
-}
-
-// setBody makes r's body the given bytes again, for the next handler.
-func setBody(r *http.Request, body []byte) {
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 }
 
 // jsonPlaceholders resolves {webhook.json.<path>} against the body, with
