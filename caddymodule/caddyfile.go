@@ -175,14 +175,17 @@ func (v *Verify) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err != nil {
 				return d.Errf("tolerance: %v", err)
 			}
-			v.Tolerance, v.FutureTolerance = caddy.Duration(past), caddy.Duration(past)
+			future := past
 			if len(args) == 2 {
-				future, err := caddy.ParseDuration(args[1])
-				if err != nil {
+				if future, err = caddy.ParseDuration(args[1]); err != nil {
 					return d.Errf("tolerance: %v", err)
 				}
-				v.FutureTolerance = caddy.Duration(future)
 			}
+			if past <= 0 || future <= 0 {
+				// Zero would silently mean the default in JSON; say so instead.
+				return d.Errf("tolerance must be positive: omit it for the default of 5m")
+			}
+			v.Tolerance, v.FutureTolerance = caddy.Duration(past), caddy.Duration(future)
 		case "max_body":
 			if len(args) != 1 {
 				return d.ArgErr()

@@ -102,7 +102,7 @@ func redisOptions(sc *StoreConfig) (*redis.UniversalOptions, error) {
 		}
 		o, err := redis.ParseURL(raw)
 		if err != nil {
-			return nil, fmt.Errorf("store redis: URL %d (%s) is not a Redis URL: %s", i+1, u.Redacted(), strings.ReplaceAll(err.Error(), raw, u.Redacted()))
+			return nil, fmt.Errorf("store redis: URL %d (%s) is not a Redis URL: %s", i+1, redactedURL(u), redact(err.Error(), raw, u))
 		}
 		if i == 0 {
 			opts.Username, opts.Password, opts.DB, opts.TLSConfig = o.Username, o.Password, o.DB, o.TLSConfig
@@ -118,6 +118,42 @@ func redisOptions(sc *StoreConfig) (*redis.UniversalOptions, error) {
 	opts.WriteTimeout = 2 * time.Second
 	opts.MaxRetries = 1
 	return &opts, nil
+}
+
+// redactedURL shows u without what may be a credential: the user info
+// (a password, or a token given as the user name) and the query (where a
+// password option may sit). It is for errors and logs.
+func redactedURL(u *url.URL) string {
+	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+	if u.User != nil {
+		r.User = url.User("xxxxx")
+	}
+	s := r.String()
+	if u.RawQuery != "" {
+		s += "?…"
+	}
+	return s
+}
+
+// redact removes from msg the raw URL and every credential it holds.
+func redact(msg, raw string, u *url.URL) string {
+	msg = strings.ReplaceAll(msg, raw, redactedURL(u))
+	if u.User != nil {
+		p, _ := u.User.Password()
+		for _, secret := range []string{p, u.User.Username()} {
+			if secret != "" {
+				msg = strings.ReplaceAll(msg, secret, "xxxxx")
+			}
+		}
+	}
+	for _, vs := range u.Query() {
+		for _, v := range vs {
+			if len(v) >= 4 {
+				msg = strings.ReplaceAll(msg, v, "xxxxx")
+			}
+		}
+	}
+	return msg
 }
 
 // zapslogLogger adapts Caddy's zap logger for the domain packages' slog.

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -51,23 +52,35 @@ type Config struct {
 	// with a larger body is recorded without it. Default 64 KiB.
 	MaxRecord int
 	// ReplayCache is how many records (with bodies up to 4 KiB) are kept
-	// in memory to replay without a store round trip. Records never change
-	// once written, only expire, so a cached one is good until its expiry.
-	// Default 10000; negative disables it.
+	// in memory to replay without a store round trip, within
+	// ReplayCacheBytes in all. Records never change once written, only
+	// expire or are forgotten by an operator, so a cached one is replayed
+	// until its expiry, and for at most ReplayCacheTTL. Default 10000;
+	// negative disables it.
 	ReplayCache int
 }
 
-// Bounds of the replay cache: entries, and the largest body cached.
+// Bounds of the replay cache.
 const (
 	DefaultReplayCache = 10000
-	maxCachedBody      = 4 << 10
+	// ReplayCacheBytes bounds the cache's keys, headers and bodies.
+	ReplayCacheBytes = 32 << 20
+	// ReplayCacheTTL is how long a record is replayed from memory: a record
+	// forgotten in the store is forwarded again after at most this long.
+	ReplayCacheTTL = time.Minute
+	maxCachedBody  = 4 << 10
 )
+
+// MaxKeyLen is the longest idempotency key (and freshness entity) the
+// stores accept, in bytes.
+const MaxKeyLen = 1024
 
 // cachedRecord is a record held in the replay cache.
 type cachedRecord struct {
 	fp      Fingerprint
 	rec     *Record
 	expires time.Time
+	size    int64
 }
 
 // Deduper runs the state machine over a Store. It is safe for concurrent use.
@@ -76,6 +89,10 @@ type Deduper struct {
 	store   Store
 	cfg     Config
 	records *lru.Cache[string, cachedRecord] // nil when disabled
+	bytes   atomic.Int64                     // the cache's size
+	// releases bounds the background releases of claims whose reply was
+	// lost (see Begin).
+	releases chan struct{}
 }
 
 // deps are what a Deduper or a Freshness takes from outside: clock, token
@@ -128,12 +145,16 @@ func New(store Store, cfg Config, opts ...Option) (*Deduper, error) {
 	if cfg.ReplayCache == 0 {
 		cfg.ReplayCache = DefaultReplayCache
 	}
-	d := &Deduper{deps: newDeps(opts), store: store, cfg: cfg}
+	d := &Deduper{deps: newDeps(opts), store: store, cfg: cfg, releases: make(chan struct{}, maxLostReleases)}
 	if cfg.ReplayCache > 0 {
-		d.records, _ = lru.New[string, cachedRecord](cfg.ReplayCache)
+		d.records, _ = lru.NewWithEvict(cfg.ReplayCache, func(_ string, c cachedRecord) { d.bytes.Add(-c.size) })
 	}
 	return d, nil
 }
+
+// maxLostReleases bounds the lost claims being released at once; beyond
+// it, a lost claim is left to its lease.
+const maxLostReleases = 1024
 
 func randomToken() string {
 	b := make([]byte, 16)
@@ -208,6 +229,10 @@ func (d *Deduper) Begin(ctx context.Context, key string, fp Fingerprint) (Decisi
 		token := d.token()
 		res, err := d.store.Claim(ctx, key, Claim{Fingerprint: fp, Token: token, Lease: d.cfg.Lease, Retention: d.cfg.Retention, Now: now})
 		if err != nil {
+			// The claim may have landed although its reply was lost (a
+			// timeout, the client leaving): it would hold back every retry
+			// until the lease ends. Let it go once the store answers again.
+			d.releaseLost(key, token, now.Add(d.cfg.Lease))
 			return Decision{}, err
 		}
 		switch res.Status {
@@ -260,36 +285,80 @@ type Response struct {
 	Streamed bool
 }
 
+// releaseLost releases, in the background, a claim whose Claim call
+// failed, retrying until the store answers or the claim's lease ends. The
+// release is fenced by token, so it never touches another forward's claim.
+func (d *Deduper) releaseLost(key, token string, leaseUntil time.Time) {
+	select {
+	case d.releases <- struct{}{}:
+	default:
+		return // too many at once: this one is left to its lease
+	}
+	go func() {
+		defer func() { <-d.releases }()
+		ctx, cancel := context.WithDeadline(context.Background(), leaseUntil)
+		defer cancel()
+		// The first try waits a moment: a claim still queued in a store
+		// that stalled lands before a release sent after it.
+		retry(ctx, d.sleep, func() error {
+			return d.store.Release(ctx, key, token)
+		})
+	}()
+}
+
+// retry calls f until it succeeds or ctx ends, with capped exponential
+// backoff, waiting before the first call too; it returns f's last error.
+func retry(ctx context.Context, sleep func(context.Context, time.Duration) error, f func() error) error {
+	backoff := 50 * time.Millisecond
+	err := ctx.Err()
+	for sleep(ctx, backoff) == nil {
+		if err = f(); err == nil {
+			return nil
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+	return err
+}
+
 // Finish ends a forward: a final response is recorded, any other releases
 // the claim so the next copy is forwarded. It reports whether the response
 // was recorded. A store failure is retried with backoff until ctx ends;
 // give ctx the lease's deadline and not the client's cancellation: the
-// outcome must be kept even when the client has gone.
+// outcome must be kept even when the client has gone. ErrClaimLost ends it
+// at once: another forward holds the key.
 func (d *Deduper) Finish(ctx context.Context, key string, dec Decision, resp Response) (bool, error) {
 	final := d.cfg.Final(resp.Status)
 	rec := NewRecord(resp.Status, resp.Header, resp.Body, d.cfg.MaxRecord)
 	if resp.Streamed {
 		rec.Body, rec.BodyOmitted = nil, true
 	}
-	backoff := 50 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		var err error
-		if final {
-			now := d.now()
-			if err = d.store.Record(ctx, key, dec.Token, rec, d.cfg.Retention, now); err == nil {
-				d.remember(key, dec.Fingerprint, &rec, now.Add(d.cfg.Retention))
-			}
-		} else {
-			err = d.store.Release(ctx, key, dec.Token)
+	attempt := func() error {
+		if !final {
+			return d.store.Release(ctx, key, dec.Token)
 		}
-		if err == nil || errors.Is(err, ErrClaimLost) || attempt == finishAttempts {
-			return final && err == nil, err
+		now := d.now()
+		err := d.store.Record(ctx, key, dec.Token, rec, d.cfg.Retention, now)
+		if err == nil {
+			d.remember(key, dec.Fingerprint, &rec, now.Add(d.cfg.Retention))
 		}
-		if d.sleep(ctx, backoff) != nil {
-			return false, err
-		}
-		backoff *= 2
+		return err
 	}
+	err := attempt()
+	if err != nil && !errors.Is(err, ErrClaimLost) {
+		lost := false
+		err = retry(ctx, d.sleep, func() error {
+			err := attempt()
+			if errors.Is(err, ErrClaimLost) {
+				lost = true
+				return nil // stop retrying
+			}
+			return err
+		})
+		if lost {
+			err = ErrClaimLost
+		}
+	}
+	return final && err == nil, err
 }
 
 // cached returns key's record from the replay cache while it is live.
@@ -298,23 +367,54 @@ func (d *Deduper) cached(key string) (cachedRecord, bool) {
 		return cachedRecord{}, false
 	}
 	c, ok := d.records.Get(key)
-	if !ok || !d.now().Before(c.expires) {
+	if !ok {
+		return cachedRecord{}, false
+	}
+	if !d.now().Before(c.expires) {
+		d.records.Remove(key)
 		return cachedRecord{}, false
 	}
 	return c, true
 }
 
-// remember puts a record in the replay cache, if it is small enough.
+// remember puts a record in the replay cache, if it is small enough, until
+// it expires or for ReplayCacheTTL, whichever is sooner; the oldest
+// entries go while the cache is over ReplayCacheBytes.
 func (d *Deduper) remember(key string, fp Fingerprint, rec *Record, expires time.Time) {
 	if d.records == nil || rec == nil || len(rec.Body) > maxCachedBody || expires.IsZero() {
 		return
 	}
-	d.records.Add(key, cachedRecord{fp: fp, rec: rec, expires: expires})
+	size := int64(len(key) + len(rec.Body) + cachedOverhead)
+	for k, vs := range rec.Header {
+		size += int64(len(k))
+		for _, v := range vs {
+			size += int64(len(v))
+		}
+	}
+	if size > ReplayCacheBytes/16 {
+		return // a record with very large headers is not worth the room
+	}
+	if ttl := d.now().Add(ReplayCacheTTL); ttl.Before(expires) {
+		expires = ttl
+	}
+	// Records never change: one already cached stays as it is.
+	if _, found, _ := d.records.PeekOrAdd(key, cachedRecord{fp: fp, rec: rec, expires: expires, size: size}); found {
+		return
+	}
+	d.bytes.Add(size)
+	for d.bytes.Load() > ReplayCacheBytes {
+		if _, _, ok := d.records.RemoveOldest(); !ok {
+			break
+		}
+	}
 }
 
-// finishAttempts bounds Finish's tries; each is safe to repeat, since a
-// store recognises a retry under the same token.
-const finishAttempts = 4
+// cachedOverhead approximates a cached record's fixed cost: the entry, the
+// record, its header map.
+const cachedOverhead = 256
+
+// CacheBytes is the replay cache's size, for tests and metrics.
+func (d *Deduper) CacheBytes() int64 { return d.bytes.Load() }
 
 // Abandon releases a claim whose forward produced no response at all.
 func (d *Deduper) Abandon(ctx context.Context, key, token string) error {
@@ -322,11 +422,12 @@ func (d *Deduper) Abandon(ctx context.Context, key, token string) error {
 }
 
 // hopByHop are the headers a record leaves out: they describe one
-// connection, not the response; Date and Content-Length are set afresh.
+// connection, not the response; Date and Content-Length are set afresh;
+// Set-Cookie is one client's session, never to be handed to another.
 var hopByHop = map[string]bool{
 	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
 	"Proxy-Connection": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
-	"Date": true, "Content-Length": true,
+	"Date": true, "Content-Length": true, "Set-Cookie": true,
 }
 
 // NewRecord makes the record of a final response: its end-to-end headers

@@ -1,8 +1,10 @@
 package dedupe_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"testing"
@@ -17,9 +19,11 @@ import (
 )
 
 // newStore returns a real embedded store on a temp file.
-func newStore(t *testing.T) dedupe.Store {
+func newStore(t *testing.T) dedupe.Store { return newStoreWith(t, nil) }
+
+func newStoreWith(t *testing.T, opts *bolt.Options) dedupe.Store {
 	t.Helper()
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, nil)
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,6 +168,7 @@ func TestNewRecordKeepsEndToEndHeaders(t *testing.T) {
 	h := http.Header{
 		"Content-Type": {"application/json"}, "Date": {"x"}, "Connection": {"close"},
 		"Transfer-Encoding": {"chunked"}, "Content-Length": {"9"}, "X-Request-Id": {"a", "b"},
+		"Set-Cookie": {"session=first-client"},
 	}
 	rec := dedupe.NewRecord(200, h, []byte("body"), 100)
 	want := http.Header{"Content-Type": {"application/json"}, "X-Request-Id": {"a", "b"}}
@@ -264,6 +269,110 @@ func TestReplayCache(t *testing.T) {
 		other.Begin(t.Context(), "j", fp)
 		if store.claims != claims+1 {
 			t.Errorf("second instance: %d claims for two replays, want 1", store.claims-claims)
+		}
+	})
+}
+
+// downStore fails every write until up, applying nothing, as a Redis that
+// refuses writes would.
+type downStore struct {
+	dedupe.Store
+	up time.Time
+}
+
+func (s *downStore) Record(ctx context.Context, key, token string, rec dedupe.Record, retention time.Duration, now time.Time) error {
+	if time.Now().Before(s.up) {
+		return errors.New("READONLY You can't write against a read only replica")
+	}
+	return s.Store.Record(ctx, key, token, rec, retention, now)
+}
+
+// TestFinishRetriesUntilTheLease: a store that refuses writes for 1.5s
+// still gets the record, well within the lease; given up, the retry of
+// the delivery would be forwarded again after the lease.
+func TestFinishRetriesUntilTheLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &downStore{Store: newStore(t), up: time.Now().Add(1500 * time.Millisecond)}
+		d := newDeduper(t, store, dedupe.Config{Lease: 10 * time.Second})
+		dec, _ := d.Begin(t.Context(), "k", fp)
+		ctx, cancel := context.WithDeadline(t.Context(), dec.LeaseUntil)
+		defer cancel()
+		if ok, err := d.Finish(ctx, "k", dec, dedupe.Response{Status: 200}); !ok || err != nil {
+			t.Fatalf("Finish with writes refused for 1.5s = %v, %v; want recorded", ok, err)
+		}
+		if rep, _ := d.Begin(t.Context(), "k", fp); rep.Action != dedupe.Replay {
+			t.Errorf("after the record: %+v, want a replay", rep)
+		}
+	})
+}
+
+// lostReplyStore applies a claim, then reports a failure, as a store whose
+// reply was lost (Redis asleep past the client's timeout) would.
+type lostReplyStore struct {
+	dedupe.Store
+	lose bool
+}
+
+func (s *lostReplyStore) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.ClaimResult, error) {
+	res, err := s.Store.Claim(ctx, key, c)
+	if s.lose {
+		s.lose = false
+		return dedupe.ClaimResult{}, errors.New("i/o timeout")
+	}
+	return res, err
+}
+
+// TestLostClaimIsReleased: a claim that landed although Begin failed is
+// let go, so the retry is forwarded, as the first forward it is, and not
+// held back with in_flight until the lease ends.
+func TestLostClaimIsReleased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &lostReplyStore{Store: newStore(t), lose: true}
+		d := newDeduper(t, store, dedupe.Config{Lease: 30 * time.Second})
+		if _, err := d.Begin(t.Context(), "k", fp); err == nil {
+			t.Fatal("Begin with a lost reply succeeded")
+		}
+		time.Sleep(time.Second)
+		dec, err := d.Begin(t.Context(), "k", fp)
+		if err != nil || dec.Action != dedupe.Forward || dec.Result != "forwarded" {
+			t.Fatalf("retry a second later = %+v, %v; want forwarded", dec, err)
+		}
+		synctest.Wait()
+	})
+}
+
+// TestReplayCacheBounds: the cache holds at most ReplayCacheBytes, however
+// large its keys, and replays a record from memory for at most
+// ReplayCacheTTL, so a record forgotten in the store is not replayed for
+// days.
+func TestReplayCacheBounds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// No fsync: this test writes 10,000 records to fill the cache.
+		store := &countingStore{Store: newStoreWith(t, &bolt.Options{NoSync: true})}
+		d := newDeduper(t, store, dedupe.Config{Retention: 24 * time.Hour})
+		body := bytes.Repeat([]byte("x"), 4<<10)
+		for i := range 10000 {
+			key := fmt.Sprintf("%01024d", i)
+			dec, err := d.Begin(t.Context(), key, fp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.Finish(t.Context(), key, dec, dedupe.Response{Status: 200, Body: body})
+		}
+		if got := d.CacheBytes(); got > dedupe.ReplayCacheBytes || got < dedupe.ReplayCacheBytes/2 {
+			t.Errorf("cache holds %d bytes, want at most %d and near it", got, dedupe.ReplayCacheBytes)
+		}
+
+		dec, _ := d.Begin(t.Context(), "k", fp)
+		d.Finish(t.Context(), "k", dec, dedupe.Response{Status: 200})
+		claims := store.claims
+		d.Begin(t.Context(), "k", fp)
+		if store.claims != claims {
+			t.Fatalf("a fresh record was not replayed from memory")
+		}
+		time.Sleep(dedupe.ReplayCacheTTL)
+		if rep, _ := d.Begin(t.Context(), "k", fp); rep.Action != dedupe.Replay || store.claims != claims+1 {
+			t.Errorf("after ReplayCacheTTL: %+v, %d claims; want a replay read from the store", rep, store.claims-claims)
 		}
 	})
 }

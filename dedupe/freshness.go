@@ -22,9 +22,12 @@ type EntityStore interface {
 	// the entity's lease with token until now+lease.
 	AcquireEntity(ctx context.Context, entity string, a Acquire) (AcquireResult, error)
 
-	// FinishEntity releases the lease held by token; with advance, it
-	// first moves the watermark up to mark (never down) and keeps it until
-	// now+retention.
+	// FinishEntity ends an event's hold of entity. With advance, the
+	// watermark moves up to mark (never down) and is kept until
+	// now+retention, whether or not token still holds the lease: the
+	// watermark is a max-register, and the upstream did apply the event.
+	// Then the lease is released if token holds it (only the release is
+	// fenced). A retry of the same call changes nothing more.
 	FinishEntity(ctx context.Context, entity, token string, f Finish) error
 }
 
@@ -179,7 +182,7 @@ func (f *Freshness) check(ctx context.Context, key string, mark int64) (Judgemen
 
 // DoneTime ends an applied event judged by CheckTime: the watermark moves
 // to eventTime when the upstream applied it (applied), and the entity's
-// lease is released either way.
+// lease is released either way. A store failure is retried until ctx ends.
 func (f *Freshness) DoneTime(ctx context.Context, entity, token string, eventTime time.Time, applied bool) error {
 	return f.done(ctx, "t:"+entity, token, eventTime.UnixMicro(), applied)
 }
@@ -189,6 +192,15 @@ func (f *Freshness) DoneSequence(ctx context.Context, entity, token string, seq 
 	return f.done(ctx, "s:"+entity, token, seq, applied)
 }
 
+// done finishes the event, retrying a store failure until ctx ends: give
+// ctx the entity lease's deadline, not the client's cancellation.
 func (f *Freshness) done(ctx context.Context, key, token string, mark int64, applied bool) error {
-	return f.store.FinishEntity(ctx, key, token, Finish{Advance: applied, Mark: mark, Retention: f.cfg.Retention, Now: f.now()})
+	finish := func() error {
+		return f.store.FinishEntity(ctx, key, token, Finish{Advance: applied, Mark: mark, Retention: f.cfg.Retention, Now: f.now()})
+	}
+	err := finish()
+	if err != nil {
+		err = retry(ctx, f.sleep, finish)
+	}
+	return err
 }

@@ -118,6 +118,8 @@ func TestAdaptErrors(t *testing.T) {
 		{"unknown subdirective", ":80 {\n webhook_verify {\n  secrett s\n }\n}", `unknown webhook_verify subdirective "secrett"`},
 		{"scheme twice", ":80 {\n webhook_verify github {\n  scheme stripe\n  secret s\n }\n}", "scheme given twice"},
 		{"bad tolerance", ":80 {\n webhook_verify {\n  tolerance soon\n }\n}", "tolerance"},
+		{"zero tolerance", ":80 {\n webhook_verify {\n  tolerance 0\n }\n}", "tolerance must be positive"},
+		{"zero future tolerance", ":80 {\n webhook_verify {\n  tolerance 5m 0s\n }\n}", "tolerance must be positive"},
 		{"too many tolerances", ":80 {\n webhook_verify {\n  tolerance 1m 2m 3m\n }\n}", "wrong argument count"},
 		{"bad size", ":80 {\n webhook_verify {\n  max_body lots\n }\n}", "max_body"},
 		{"secret without value", ":80 {\n webhook_verify {\n  secret\n }\n}", "wrong argument count"},
@@ -165,6 +167,9 @@ func TestValidateErrors(t *testing.T) {
 		{"dedupe retention under lease", "webhook_dedupe {\n lease 1m\n retention 30s\n}", "shorter than the lease"},
 		{"redis URL with a bad escape", "webhook_verify github {\n secret s\n}", "does not parse"},
 		{"redis URL not redis", "webhook_verify github {\n secret s\n}", "is not a Redis URL"},
+		{"redis URL with a password option", "webhook_verify github {\n secret s\n}", "unexpected option: password"},
+		{"redis URL with a token as user", "webhook_verify github {\n secret s\n}", "invalid URL path"},
+		{"redis URL with a bad option value", "webhook_verify github {\n secret s\n}", "invalid dial_timeout"},
 		{"empty env secret", "webhook_verify github {\n secret {env.HOOKGATE_TEST_UNSET}\n}", "{env.HOOKGATE_TEST_UNSET} is empty"},
 	}
 	for _, tt := range tests {
@@ -176,6 +181,12 @@ func TestValidateErrors(t *testing.T) {
 				global = "hookgate {\n store redis redis://:s3cr3t-value%zz@127.0.0.1:6379\n }\n"
 			case "redis URL not redis":
 				global = "hookgate {\n store redis http://:s3cr3t-value@127.0.0.1:6379\n }\n"
+			case "redis URL with a password option":
+				global = "hookgate {\n store redis redis://127.0.0.1:6379/0?password=s3cr3t-value\n }\n"
+			case "redis URL with a token as user":
+				global = "hookgate {\n store redis redis://s3cr3t-value@127.0.0.1:6379/0/1\n }\n"
+			case "redis URL with a bad option value":
+				global = "hookgate {\n store redis redis://:s3cr3t-value@127.0.0.1:6379/0?dial_timeout=s3cr3t-value\n }\n"
 			}
 			os.WriteFile(path, []byte("{\n admin off\n"+global+"}\n:0 {\n"+tt.site+"\n}\n"), 0o600)
 			out, err := exec.Command(binary, "validate", "--config", path, "--adapter", "caddyfile").CombinedOutput()

@@ -30,6 +30,8 @@ func FuzzStandardHeaders(f *testing.F) {
 	f.Add("msg_1", "1700000000", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", []byte(`{"test": 2432232314}`))
 	f.Add("msg_1", "1700000000", "v1a,abc v1,AAAA v2,x", []byte(`{}`))
 	f.Add("", "-1", "v1,", []byte(nil))
+	f.Add("msg_1", "01700000000", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", []byte(`{"test": 2432232314}`))
+	f.Add("msg_1", "+1700000000", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", []byte(`{}`))
 	f.Fuzz(func(t *testing.T, id, ts, sig string, body []byte) {
 		h := http.Header{}
 		h.Set("Webhook-Id", id)

@@ -30,24 +30,35 @@ func itoa(ts int64) []byte { return strconv.AppendInt(nil, ts, 10) }
 // order of checking; it returns the signature header's raw value.
 func idTimestampSignature(h http.Header, idH, tsH, sigH string) (parsed, string, error) {
 	var p parsed
-	p.id = h.Get(idH)
-	if p.id == "" {
-		return p, "", missing(idH)
+	vals, err := headers(h, idH, tsH, sigH)
+	if err != nil {
+		return p, "", err
 	}
-	tsv := h.Get(tsH)
-	if tsv == "" {
-		return p, "", missing(tsH)
-	}
-	sigv := h.Get(sigH)
-	if sigv == "" {
-		return p, "", missing(sigH)
-	}
+	p.id = vals[0]
+	tsv, sigv := vals[1], vals[2]
 	ts, err := parseUnix(tsH, tsv)
 	if err != nil {
 		return p, "", err
 	}
 	p.ts, p.hasTS = ts, true
 	return p, sigv, nil
+}
+
+// headers reads each named header, once: a missing one is ErrMissingHeader
+// (checked in order), a repeated one ErrMalformedHeader.
+func headers(h http.Header, names ...string) ([]string, error) {
+	vals := make([]string, len(names))
+	for i, name := range names {
+		v, err := single(h, name)
+		if err != nil {
+			return nil, err
+		}
+		if v == "" {
+			return nil, missing(name)
+		}
+		vals[i] = v
+	}
+	return vals, nil
 }
 
 // standardScheme is Standard Webhooks (and Svix, which it grew from):
@@ -135,10 +146,11 @@ func (stripeScheme) key(secret string) ([]byte, error) {
 func (stripeScheme) parse(h http.Header, body []byte) (parsed, error) {
 	const sigH = "Stripe-Signature"
 	var p parsed
-	v := h.Get(sigH)
-	if v == "" {
-		return p, missing(sigH)
+	vals, err := headers(h, sigH)
+	if err != nil {
+		return p, err
 	}
+	v := vals[0]
 	for _, item := range strings.Split(v, ",") {
 		k, val, ok := strings.Cut(strings.TrimSpace(item), "=")
 		if !ok {
@@ -146,6 +158,9 @@ func (stripeScheme) parse(h http.Header, body []byte) (parsed, error) {
 		}
 		switch k {
 		case "t":
+			if p.hasTS {
+				return p, malformed(sigH, "has more than one t=")
+			}
 			ts, err := parseUnix(sigH, val)
 			if err != nil {
 				return p, malformed(sigH, "t is not a unix timestamp")
@@ -186,12 +201,13 @@ func (githubScheme) defaultFuture() time.Duration      { return DefaultTolerance
 func (githubScheme) key(secret string) ([]byte, error) { return []byte(secret), nil }
 
 func (githubScheme) parse(h http.Header, _ []byte) (parsed, error) {
-	const sigH = "X-Hub-Signature-256"
+	const sigH, idH = "X-Hub-Signature-256", "X-GitHub-Delivery"
 	var p parsed
-	v := h.Get(sigH)
-	if v == "" {
-		return p, missing(sigH)
+	vals, err := headers(h, sigH)
+	if err != nil {
+		return p, err
 	}
+	v := vals[0]
 	hexSig, ok := strings.CutPrefix(v, "sha256=")
 	if !ok {
 		return p, malformed(sigH, "does not start with sha256=")
@@ -201,8 +217,8 @@ func (githubScheme) parse(h http.Header, _ []byte) (parsed, error) {
 		return p, malformed(sigH, "is not hex")
 	}
 	p.sigs = [][]byte{raw}
-	p.id = h.Get("X-GitHub-Delivery")
-	return p, nil
+	p.id, err = single(h, idH)
+	return p, err
 }
 
 func (githubScheme) mac(key []byte, _ parsed, body []byte) []byte { return hmacSHA256(key, body) }
@@ -223,19 +239,20 @@ func (shopifyScheme) defaultFuture() time.Duration      { return DefaultToleranc
 func (shopifyScheme) key(secret string) ([]byte, error) { return []byte(secret), nil }
 
 func (shopifyScheme) parse(h http.Header, _ []byte) (parsed, error) {
-	const sigH = "X-Shopify-Hmac-Sha256"
+	const sigH, idH = "X-Shopify-Hmac-Sha256", "X-Shopify-Webhook-Id"
 	var p parsed
-	v := h.Get(sigH)
-	if v == "" {
-		return p, missing(sigH)
+	vals, err := headers(h, sigH)
+	if err != nil {
+		return p, err
 	}
+	v := vals[0]
 	raw, err := base64.StdEncoding.Strict().DecodeString(v)
 	if err != nil {
 		return p, malformed(sigH, "is not base64")
 	}
 	p.sigs = [][]byte{raw}
-	p.id = h.Get("X-Shopify-Webhook-Id")
-	return p, nil
+	p.id, err = single(h, idH)
+	return p, err
 }
 
 func (shopifyScheme) mac(key []byte, _ parsed, body []byte) []byte { return hmacSHA256(key, body) }
@@ -259,14 +276,11 @@ func (slackScheme) key(secret string) ([]byte, error) { return []byte(secret), n
 func (slackScheme) parse(h http.Header, body []byte) (parsed, error) {
 	const sigH, tsH = "X-Slack-Signature", "X-Slack-Request-Timestamp"
 	var p parsed
-	sigv := h.Get(sigH)
-	if sigv == "" {
-		return p, missing(sigH)
+	vals, err := headers(h, sigH, tsH)
+	if err != nil {
+		return p, err
 	}
-	tsv := h.Get(tsH)
-	if tsv == "" {
-		return p, missing(tsH)
-	}
+	sigv, tsv := vals[0], vals[1]
 	ts, err := parseUnix(tsH, tsv)
 	if err != nil {
 		return p, err

@@ -181,14 +181,35 @@ func lookup(name string) (scheme, error) {
 	return nil, fmt.Errorf("unknown scheme %q (want one of %v)", name, Schemes())
 }
 
-// parseUnix parses a unix-seconds timestamp header value.
+// parseUnix parses a unix-seconds timestamp header value. Only the
+// canonical decimal form is accepted: the MAC covers the canonical number,
+// so "007" or "+7" would otherwise verify against the signature of "7".
 func parseUnix(header, v string) (int64, error) {
 	ts, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || ts < 0 {
-		return 0, fmt.Errorf("%w: %s is not a unix timestamp", ErrMalformedHeader, header)
+	if err != nil || ts < 0 || strconv.FormatInt(ts, 10) != v {
+		return 0, fmt.Errorf("%w: %s is not a unix timestamp in canonical decimal", ErrMalformedHeader, header)
 	}
 	return ts, nil
 }
+
+// single returns the one value of header name, "" when absent. A header
+// given more than once is malformed: a second, unsigned delivery ID would
+// otherwise be forwarded beside the signed one.
+func single(h http.Header, name string) (string, error) {
+	vs := h.Values(name)
+	switch len(vs) {
+	case 0:
+		return "", nil
+	case 1:
+		return vs[0], nil
+	}
+	return "", malformed(name, "is given more than once")
+}
+
+// BodyOnly reports whether the named scheme signs only the body, neither
+// a delivery ID nor a time (github, shopify): a captured request verifies
+// for ever, under any delivery ID.
+func BodyOnly(scheme string) bool { return scheme == "github" || scheme == "shopify" }
 
 func missing(header string) error {
 	return fmt.Errorf("%w: %s", ErrMissingHeader, header)

@@ -249,3 +249,65 @@ func validHeaderValue(s string) bool {
 	}
 	return true
 }
+
+// TestRepeatedHeadersAreMalformed: a second delivery-ID, timestamp or
+// signature header is rejected, never forwarded beside the signed one.
+func TestRepeatedHeadersAreMalformed(t *testing.T) {
+	body := []byte(`{"id":"evt_1","event_id":"Ev1"}`)
+	repeatable := map[string][]string{
+		"standard": {"Webhook-Id", "Webhook-Timestamp", "Webhook-Signature"},
+		"stripe":   {"Stripe-Signature"},
+		"github":   {"X-Hub-Signature-256", "X-GitHub-Delivery"},
+		"shopify":  {"X-Shopify-Hmac-Sha256", "X-Shopify-Webhook-Id"},
+		"slack":    {"X-Slack-Signature", "X-Slack-Request-Timestamp"},
+		"hookgate": {"X-Webhook-Id", "X-Webhook-Timestamp", "X-Webhook-Signature"},
+	}
+	for _, scheme := range Schemes() {
+		v := mustNew(t, scheme, []string{testSecret(scheme, 0)}, Options{})
+		for _, name := range repeatable[scheme] {
+			t.Run(scheme+"/"+name, func(t *testing.T) {
+				h := v.Sign("msg_1", t0, body)
+				if _, err := v.Verify(h, body, t0); err != nil {
+					t.Fatalf("genuine request: %v", err)
+				}
+				h.Add(name, h.Get(name)) // even the same value twice
+				if _, err := v.Verify(h, body, t0); !errors.Is(err, ErrMalformedHeader) {
+					t.Errorf("%s given twice: err = %v, want ErrMalformedHeader", name, err)
+				}
+			})
+		}
+	}
+	t.Run("stripe/two t=", func(t *testing.T) {
+		v := mustNew(t, "stripe", []string{testSecret("stripe", 0)}, Options{})
+		h := v.Sign("", t0, body)
+		h.Set("Stripe-Signature", h.Get("Stripe-Signature")+",t=1")
+		if _, err := v.Verify(h, body, t0); !errors.Is(err, ErrMalformedHeader) {
+			t.Errorf("two t= items: err = %v, want ErrMalformedHeader", err)
+		}
+	})
+}
+
+// TestNonCanonicalTimestamp: "007" or "+7" would verify against the MAC
+// over the canonical number; only canonical decimal is accepted.
+func TestNonCanonicalTimestamp(t *testing.T) {
+	body := []byte(`{"id":"evt_1"}`)
+	tsHeader := map[string]string{"standard": "Webhook-Timestamp", "slack": "X-Slack-Request-Timestamp", "hookgate": "X-Webhook-Timestamp"}
+	for scheme, header := range tsHeader {
+		for _, bad := range []string{"0", "+", " "} {
+			t.Run(scheme+"/"+bad, func(t *testing.T) {
+				v := mustNew(t, scheme, []string{testSecret(scheme, 0)}, Options{})
+				h := v.Sign("msg_1", t0, body)
+				h.Set(header, bad+h.Get(header))
+				if _, err := v.Verify(h, body, t0); !errors.Is(err, ErrMalformedHeader) {
+					t.Errorf("timestamp %q: err = %v, want ErrMalformedHeader", h.Get(header), err)
+				}
+			})
+		}
+	}
+	v := mustNew(t, "stripe", []string{testSecret("stripe", 0)}, Options{})
+	h := v.Sign("", t0, body)
+	h.Set("Stripe-Signature", strings.Replace(h.Get("Stripe-Signature"), "t=", "t=00", 1))
+	if _, err := v.Verify(h, body, t0); !errors.Is(err, ErrMalformedHeader) {
+		t.Errorf("stripe t=00...: err = %v, want ErrMalformedHeader", err)
+	}
+}

@@ -34,7 +34,17 @@ var expiring = [][2][]byte{
 	{entitiesBucket, entityExpiryBucket},
 }
 
-// entry is an entry as stored: state byte ('c' claimed, 'r' recorded),
+// Entry states as stored: claimed, claimed over an expired lease (so a
+// retried claim answers as the first did), recorded.
+const (
+	stateClaimed  = 'c'
+	stateTookOver = 't'
+	stateRecorded = 'r'
+)
+
+func (e *entry) claimed() bool { return e.State == stateClaimed || e.State == stateTookOver }
+
+// entry is an entry as stored: state byte (above),
 // 32-byte fingerprint, lease-until and expiry (unix ms, 8 bytes each,
 // big-endian), token (1-byte length and bytes), then the record
 // (dedupe.MarshalRecord) to the end.
@@ -214,11 +224,14 @@ func answer(e *entry, fp dedupe.Fingerprint, token string, now time.Time) (dedup
 	switch {
 	case e == nil:
 		return dedupe.ClaimResult{}, nil
-	case e.State == 'c' && e.Token == token:
-		return dedupe.ClaimResult{Status: dedupe.Claimed}, nil // a retry of this claim
+	case e.claimed() && e.Token == token: // a retry of this claim
+		if e.State == stateTookOver {
+			return dedupe.ClaimResult{Status: dedupe.TookOver}, nil
+		}
+		return dedupe.ClaimResult{Status: dedupe.Claimed}, nil
 	case e.Fingerprint != fp:
 		return dedupe.ClaimResult{Status: dedupe.Mismatch}, nil
-	case e.State == 'r':
+	case e.State == stateRecorded:
 		rec, err := dedupe.UnmarshalRecord(e.Record)
 		if err != nil {
 			return dedupe.ClaimResult{}, fmt.Errorf("decoding record: %w", err)
@@ -254,12 +267,13 @@ func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.C
 		if res, err = answer(e, fp, c.Token, c.Now); err != nil || res.Status != 0 {
 			return err
 		}
+		var state byte = stateClaimed
 		res.Status = dedupe.Claimed
 		if e != nil {
-			res.Status = dedupe.TookOver
+			res.Status, state = dedupe.TookOver, stateTookOver
 		}
 		return put(tx, key, raw(tx, key), &entry{
-			State: 'c', Fingerprint: fp, Token: c.Token,
+			State: state, Fingerprint: fp, Token: c.Token,
 			LeaseUntil: ms(c.Now.Add(c.Lease)), Expires: ms(c.Now.Add(c.Retention)),
 		})
 	})
@@ -272,27 +286,33 @@ func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.C
 // Record implements dedupe.Store.
 func (s *Store) Record(ctx context.Context, key, token string, rec dedupe.Record, retention time.Duration, now time.Time) error {
 	b := dedupe.MarshalRecord(rec)
+	// A lost claim is carried out of the transaction, not returned from
+	// it: an error from a Batch function rolls back the whole group.
+	var lost bool
 	err := s.db.Batch(func(tx *bolt.Tx) error {
 		e := raw(tx, key)
-		if e == nil || e.Token != token {
-			return dedupe.ErrClaimLost
+		if lost = e == nil || e.Token != token; lost {
+			return nil
 		}
-		if e.State == 'r' {
+		if e.State == stateRecorded {
 			return nil // a retry of this record
 		}
-		return put(tx, key, e, &entry{State: 'r', Fingerprint: e.Fingerprint, Token: token, Expires: ms(now.Add(retention)), Record: b})
+		return put(tx, key, e, &entry{State: stateRecorded, Fingerprint: e.Fingerprint, Token: token, Expires: ms(now.Add(retention)), Record: b})
 	})
-	if err != nil && !errors.Is(err, dedupe.ErrClaimLost) {
+	switch {
+	case err != nil:
 		return fmt.Errorf("bolt record: %w", err)
+	case lost:
+		return dedupe.ErrClaimLost
 	}
-	return err
+	return nil
 }
 
 // Release implements dedupe.Store.
 func (s *Store) Release(ctx context.Context, key, token string) error {
 	err := s.db.Batch(func(tx *bolt.Tx) error {
 		e := raw(tx, key)
-		if e == nil || e.State != 'c' || e.Token != token {
+		if e == nil || !e.claimed() || e.Token != token {
 			return nil
 		}
 		return del(tx, key, e)
@@ -312,7 +332,7 @@ func (s *Store) Get(ctx context.Context, key string, now time.Time) (dedupe.Entr
 			return err
 		}
 		out.Fingerprint = e.Fingerprint
-		if e.State == 'c' {
+		if e.claimed() {
 			out.State, out.LeaseUntil = dedupe.StateClaimed, time.UnixMilli(e.LeaseUntil)
 			return nil
 		}

@@ -142,17 +142,23 @@ func (s *Store) AcquireEntity(ctx context.Context, key string, a dedupe.Acquire)
 func (s *Store) FinishEntity(ctx context.Context, key, token string, f dedupe.Finish) error {
 	err := s.db.Batch(func(tx *bolt.Tx) error {
 		e, ok, err := loadEntity(tx, key)
-		if err != nil || !ok || e.Token != token {
+		if err != nil {
 			return err
 		}
 		next := e
 		if f.Advance {
+			// A max-register: moved up whoever holds the lease.
 			if e.WExpires <= ms(f.Now) || f.Mark > e.Watermark {
 				next.Watermark = f.Mark
 			}
-			next.WExpires = ms(f.Now.Add(f.Retention))
+			next.WExpires = max(e.WExpires, ms(f.Now.Add(f.Retention)))
 		}
-		next.Token, next.LeaseUntil = "", 0
+		if ok && e.Token == token {
+			next.Token, next.LeaseUntil = "", 0
+		}
+		if next == e {
+			return nil
+		}
 		return putEntity(tx, key, e, ok, next)
 	})
 	if err != nil {

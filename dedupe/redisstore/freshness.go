@@ -67,22 +67,27 @@ func (s *Store) AcquireEntity(ctx context.Context, entity string, a dedupe.Acqui
 	return res, nil
 }
 
-// finishScript moves the watermark up (never down) and frees the lease.
+// finishScript moves the watermark up (never down), whoever holds the
+// lease, and frees the lease if the token holds it.
 //
 //	KEYS[1] entity
 //	ARGV    token, advance (0|1), mark, now ms, watermark expiry ms, gc ttl ms
-//	returns 1 done, 0 the token does not hold the lease
+//	returns 1 the lease was released, 0 the token no longer held it
 var finishScript = redis.NewScript(`
-if redis.call('HGET', KEYS[1], 'tok') ~= ARGV[1] then
-  return 0
-end
 if ARGV[2] == '1' then
   local e = redis.call('HMGET', KEYS[1], 'wm', 'we')
   if not e[1] or tonumber(e[2]) <= tonumber(ARGV[4]) or tonumber(ARGV[3]) > tonumber(e[1]) then
     redis.call('HSET', KEYS[1], 'wm', ARGV[3])
   end
-  redis.call('HSET', KEYS[1], 'we', ARGV[5])
-  redis.call('PEXPIRE', KEYS[1], ARGV[6])
+  if not e[2] or tonumber(e[2]) < tonumber(ARGV[5]) then
+    redis.call('HSET', KEYS[1], 'we', ARGV[5])
+  end
+  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[6]) then
+    redis.call('PEXPIRE', KEYS[1], ARGV[6])
+  end
+end
+if redis.call('HGET', KEYS[1], 'tok') ~= ARGV[1] then
+  return 0
 end
 redis.call('HSET', KEYS[1], 'tok', '', 'lu', 0)
 return 1

@@ -11,7 +11,9 @@ package redisstore
 //	     record under it is recognised)
 //	lu   lease until, unix ms (claimed only)
 //	exp  logical expiry, unix ms: the entry is absent from then on
-//	rec  the recorded response, JSON (recorded only)
+//	rec  the recorded response, dedupe.MarshalRecord (recorded only)
+//	to   "1" when the claim took over an expired lease, so a retried
+//	     claim under the same token answers as the first did
 //
 // Redis also expires it (PEXPIRE) a little after exp, to reclaim memory;
 // correctness rests on exp, judged by the caller's clock.

@@ -39,9 +39,9 @@ func ms(t time.Time) int64 { return t.UnixMilli() }
 //	        in flight, {4, record, expiry ms} recorded, {5} another fingerprint
 //
 // A retry of the same call (same token; go-redis resends a script whose
-// reply was lost) answers claimed again.
+// reply was lost) answers as the first call did: claimed, or took over.
 var claimScript = redis.NewScript(`
-local e = redis.call('HMGET', KEYS[1], 's', 'fp', 'lu', 'exp', 'rec', 'tok')
+local e = redis.call('HMGET', KEYS[1], 's', 'fp', 'lu', 'exp', 'rec', 'tok', 'to')
 local now = tonumber(ARGV[3])
 local leaseUntil = now + tonumber(ARGV[4])
 local exp = now + tonumber(ARGV[5])
@@ -50,10 +50,13 @@ if e[1] and tonumber(e[4]) <= now then
   e[1] = false
 end
 if e[1] == 'c' and e[6] == ARGV[2] then
+  if e[7] == '1' then
+    return {2}
+  end
   return {1}
 end
 if not e[1] then
-  redis.call('HSET', KEYS[1], 's', 'c', 'fp', ARGV[1], 'tok', ARGV[2], 'lu', leaseUntil, 'exp', exp)
+  redis.call('HSET', KEYS[1], 's', 'c', 'fp', ARGV[1], 'tok', ARGV[2], 'lu', leaseUntil, 'exp', exp, 'to', '0')
   redis.call('PEXPIRE', KEYS[1], ARGV[6])
   return {1}
 end
@@ -64,7 +67,7 @@ if e[1] == 'r' then
   return {4, e[5], e[4]}
 end
 if tonumber(e[3]) <= now then
-  redis.call('HSET', KEYS[1], 'tok', ARGV[2], 'lu', leaseUntil, 'exp', exp)
+  redis.call('HSET', KEYS[1], 'tok', ARGV[2], 'lu', leaseUntil, 'exp', exp, 'to', '1')
   redis.call('PEXPIRE', KEYS[1], ARGV[6])
   return {2}
 end

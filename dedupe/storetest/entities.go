@@ -69,11 +69,46 @@ func runEntities(t *testing.T, newStore NewStore) {
 		mustAcquire(t, s, "e", acquire(300, "slow", t0), dedupe.Acquired)
 		later := t0.Add(lease)
 		mustAcquire(t, s, "e", acquire(400, "next", later), dedupe.Acquired) // the lease expired
-		// The slow holder's late finish changes nothing.
+		// The slow holder's late finish does not release the lease it lost...
 		mustFinish(t, s, "e", "slow", advance(300, later))
 		mustAcquire(t, s, "e", acquire(401, "x", later), dedupe.Busy)
+		// ...but the upstream applied its event: the watermark moved (a
+		// max-register), so an older event is superseded even though the
+		// next holder applies nothing.
+		mustFinish(t, s, "e", "next", dedupe.Finish{Advance: false, Mark: 400, Retention: retention, Now: later})
+		res := mustAcquire(t, s, "e", acquire(299, "y", later), dedupe.Superseded)
+		if res.Watermark != 300 {
+			t.Errorf("watermark = %d, want 300 from the late finish", res.Watermark)
+		}
+		mustAcquire(t, s, "e", acquire(400, "z", later), dedupe.Acquired)
+		mustFinish(t, s, "e", "z", advance(400, later))
+		mustAcquire(t, s, "e", acquire(399, "w", later), dedupe.Superseded)
+	})
+
+	t.Run("EntityLateFinishNeverMovesDown", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		mustAcquire(t, s, "e", acquire(300, "slow", t0), dedupe.Acquired)
+		later := t0.Add(lease)
+		mustAcquire(t, s, "e", acquire(400, "next", later), dedupe.Acquired)
 		mustFinish(t, s, "e", "next", advance(400, later))
-		mustAcquire(t, s, "e", acquire(399, "y", later), dedupe.Superseded)
+		mustFinish(t, s, "e", "slow", advance(300, later)) // late, and older
+		res := mustAcquire(t, s, "e", acquire(399, "y", later), dedupe.Superseded)
+		if res.Watermark != 400 {
+			t.Errorf("watermark = %d, want 400", res.Watermark)
+		}
+		// A retried finish changes nothing more.
+		mustFinish(t, s, "e", "next", advance(400, later))
+		mustAcquire(t, s, "e", acquire(400, "z", later), dedupe.Acquired)
+	})
+
+	t.Run("EntityFinishOfAForgottenEntity", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		// The entity's state is gone (evicted, expired): the applied
+		// event's watermark is still written.
+		mustFinish(t, s, "gone", "tok", advance(800, t0))
+		mustAcquire(t, s, "gone", acquire(799, "a", t0), dedupe.Superseded)
 	})
 
 	t.Run("EntityWatermarkNeverMovesDown", func(t *testing.T) {

@@ -146,6 +146,8 @@ func Run(t *testing.T, newStore NewStore) {
 		later := t0.Add(lease + time.Second)
 		mustClaim(t, s, "k", claim(fpB, "tok2", later), dedupe.Mismatch)
 		mustClaim(t, s, "k", claim(fpA, "tok2", later), dedupe.TookOver)
+		// A retry of the take-over (its reply lost) is still a take-over.
+		mustClaim(t, s, "k", claim(fpA, "tok2", later), dedupe.TookOver)
 		if err := s.Record(ctx, "k", "tok1", record(), retention, later); !errors.Is(err, dedupe.ErrClaimLost) {
 			t.Errorf("Record by the expired holder: err = %v, want ErrClaimLost", err)
 		}
