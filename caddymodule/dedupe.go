@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/verify"
 )
 
 func init() {
@@ -31,7 +32,10 @@ func init() {
 // record replayed, with Idempotent-Replayed: true, and the upstream sees
 // nothing. State lives in the hookgate app's store.
 type Dedupe struct {
-	// Key is the idempotency key, a placeholder. Default: {webhook.id}.
+	// Key is the idempotency key, a placeholder. Default: {webhook.id};
+	// after webhook_verify of a scheme that signs only the body (github,
+	// shopify), {webhook.scheme}:{webhook.body_sha256}, since their
+	// delivery ID can be changed at will.
 	Key string `json:"key,omitempty"`
 
 	// Retention is how long a record is kept, from when it is recorded:
@@ -87,9 +91,6 @@ func (Dedupe) CaddyModule() caddy.ModuleInfo {
 // Provision sets up the handler.
 func (h *Dedupe) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
-	if h.Key == "" {
-		h.Key = "{webhook.id}"
-	}
 	if h.InFlight == "" {
 		h.InFlight = "reject"
 	}
@@ -164,6 +165,34 @@ func (h *Dedupe) validate() error {
 	return nil
 }
 
+// The default keys: by delivery ID, or by body for the schemes that sign
+// only the body.
+const (
+	defaultKey  = "{webhook.id}"
+	bodyOnlyKey = "{webhook.scheme}:{webhook.body_sha256}"
+)
+
+// key resolves the idempotency key of r. Every placeholder must resolve to
+// something: an unknown one (no webhook_verify in front) or an empty one
+// would otherwise leave one literal key shared by every request.
+func (h *Dedupe) key(repl *caddy.Replacer) (key, reason, detail string) {
+	tmpl := h.Key
+	if tmpl == "" {
+		tmpl = defaultKey
+		if scheme, _ := repl.GetString("webhook.scheme"); verify.BodyOnly(scheme) {
+			tmpl = bodyOnlyKey
+		}
+	}
+	key, err := repl.ReplaceOrErr(tmpl, true, true)
+	switch {
+	case err != nil:
+		return "", "missing_idempotency_key", "the idempotency key " + tmpl + " resolves to nothing: " + err.Error()
+	case len(key) > dedupe.MaxKeyLen:
+		return "", "idempotency_key_too_long", fmt.Sprintf("the idempotency key is %d bytes, over %d", len(key), dedupe.MaxKeyLen)
+	}
+	return key, "", ""
+}
+
 // ServeHTTP dedupes the request.
 func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	ctx, span := tracer(r.Context()).Start(r.Context(), "webhook_dedupe")
@@ -173,14 +202,6 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		span.SetAttributes(attribute.String("hookgate.result", result))
 	}
 
-	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	key := repl.ReplaceKnown(h.Key, "")
-	if key == "" {
-		count("missing_key")
-		writeProblem(w, http.StatusBadRequest, "missing_idempotency_key", "the idempotency key "+h.Key+" is empty", 0)
-		return nil
-	}
-	span.SetAttributes(attribute.String("webhook.id", key))
 	// The body webhook_verify read (within its max_body) is used as is;
 	// without verify, dedupe reads at most DefaultMaxBody itself.
 	r, body, err := bufferBody(r.WithContext(ctx), DefaultMaxBody)
@@ -191,6 +212,14 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		return nil
 	}
 	ctx = r.Context()
+	repl := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	key, reason, detail := h.key(repl)
+	if reason != "" {
+		count(reason)
+		writeProblem(w, http.StatusBadRequest, reason, detail, 0)
+		return nil
+	}
+	span.SetAttributes(attribute.String("webhook.id", key))
 
 	cctx, claimSpan := tracer(ctx).Start(ctx, "webhook_dedupe.claim")
 	dec, err := h.deduper.Begin(cctx, key, dedupe.FingerprintOf(body))
@@ -230,7 +259,7 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 
 // forward sends the request upstream under the claim, detached from the
 // client (a client that hangs up does not cancel it; the lease bounds it),
-// records the outcome, then answers the client.
+// settles the claim however the forward ends, then answers the client.
 func (h *Dedupe) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, key string, dec dedupe.Decision) error {
 	// The forward ends a margin before the lease, so its record normally
 	// lands while the claim still holds; the record itself may use the
@@ -252,50 +281,62 @@ func (h *Dedupe) forward(ctx context.Context, w http.ResponseWriter, r *http.Req
 	// Headers set before the forward (Server, a header directive's) are
 	// this request's, not the upstream's: they are not recorded.
 	before := w.Header().Clone()
-	// A body over max_record streams to the client unbuffered; the outcome
-	// is still recorded, without it.
-	rec := caddyhttp.NewResponseRecorder(w, buf, func(_ int, hdr http.Header) bool {
-		n, err := strconv.ParseInt(hdr.Get("Content-Length"), 10, 64)
-		return err != nil || n <= h.maxRecord()
-	})
-	err := next.ServeHTTP(rec, r.WithContext(fctx))
-	status := rec.Status()
-	if status == 0 && err == nil {
+	// The body is buffered up to max_record, then streams to the client;
+	// the outcome is still recorded, without it.
+	fw := newForwardWriter(w, buf, h.maxRecord())
+	fr := r.WithContext(fctx)
+	oneShot(fr)
+	err, panicked := serveForward(next, fw, fr)
+	status := fw.status
+	if status == 0 && err == nil && panicked == nil {
 		status = http.StatusOK
 	}
-	if err != nil || note.notFinal {
-		// No response from upstream (down, timeout), or an answer of
-		// hookgate's own that asks for a retry: not final.
+
+	if status == 0 || note.notFinal {
+		// No response from upstream (down, timeout, a copy that failed
+		// before the status), or an answer of hookgate's own that asks
+		// for a retry: not final.
 		if rerr := h.deduper.Abandon(detached, key, dec.Token); rerr != nil {
 			h.logger.Error("releasing claim", zap.String("key", key), zap.Error(rerr))
 		}
-		if err != nil {
-			return err
+	} else {
+		// A status was received: final ones are recorded, without the
+		// body when it streamed or did not arrive whole.
+		rctx, recordSpan := tracer(detached).Start(detached, "webhook_dedupe.record")
+		rctx, cancelRecord := context.WithDeadline(rctx, settleDeadline(dec.LeaseUntil))
+		recorded, ferr := h.deduper.Finish(rctx, key, dec, dedupe.Response{
+			Status:   status,
+			Header:   changedHeaders(before, w.Header()),
+			Body:     fw.Body(),
+			Streamed: fw.Streamed() || panicked != nil || err != nil,
+		})
+		cancelRecord()
+		recordSpan.End()
+		switch {
+		case errors.Is(ferr, dedupe.ErrClaimLost):
+			h.logger.Warn("outcome not recorded: the lease expired and another forward took over", zap.String("key", key), zap.Int("status", status))
+		case ferr != nil:
+			// Counted when the retry comes: it finds the claim expired
+			// and is forwarded again as lease_expired.
+			h.logger.Error("recording outcome failed until the lease ended: a retry will be forwarded again", zap.String("key", key), zap.Int("status", status), zap.Error(ferr))
 		}
-		return rec.WriteResponse()
+		if c := h.logger.Check(zapcore.DebugLevel, "forwarded"); c != nil {
+			c.Write(zap.String("key", key), zap.Int("status", status), zap.Bool("recorded", recorded))
+		}
+		trace.SpanFromContext(ctx).SetAttributes(attribute.Int("http.response.status_code", status), attribute.Bool("hookgate.recorded", recorded))
 	}
-	rctx, recordSpan := tracer(detached).Start(detached, "webhook_dedupe.record")
-	rctx, cancelRecord := context.WithDeadline(rctx, dec.LeaseUntil)
-	recorded, ferr := h.deduper.Finish(rctx, key, dec, dedupe.Response{
-		Status:   status,
-		Header:   changedHeaders(before, rec.Header()),
-		Body:     buf.Bytes(),
-		Streamed: !rec.Buffered(),
-	})
-	cancelRecord()
-	recordSpan.End()
+	if fw.clientErr != nil {
+		h.logger.Debug("the client left before the response ended; the forward ran to its end", zap.String("key", key), zap.Error(fw.clientErr))
+	}
 	switch {
-	case errors.Is(ferr, dedupe.ErrClaimLost):
-		h.logger.Warn("outcome not recorded: the lease expired and another forward took over", zap.String("key", key), zap.Int("status", status))
-	case ferr != nil:
-		h.metrics.dedupeResult(ctx, "store_error")
-		h.logger.Error("recording outcome failed: a retry after the lease will be forwarded again", zap.String("key", key), zap.Int("status", status), zap.Error(ferr))
+	case panicked != nil:
+		answerAborted(w, fw, before, fctx, panicked)
+		return nil
+	case err != nil:
+		return err
 	}
-	if c := h.logger.Check(zapcore.DebugLevel, "forwarded"); c != nil {
-		c.Write(zap.String("key", key), zap.Int("status", status), zap.Bool("recorded", recorded))
-	}
-	trace.SpanFromContext(ctx).SetAttributes(attribute.Int("http.response.status_code", status), attribute.Bool("hookgate.recorded", recorded))
-	return rec.WriteResponse()
+	fw.finish()
+	return nil
 }
 
 func (h *Dedupe) maxRecord() int64 {

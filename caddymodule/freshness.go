@@ -149,30 +149,42 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		return nil
 	}
 
-	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	entity := repl.ReplaceKnown(h.Entity, "")
-	if entity == "" {
-		return reject(http.StatusBadRequest, "missing_entity", "the entity "+h.Entity+" is empty")
+	// The body an earlier handler read is used as is; alone, freshness
+	// reads it itself, so that {webhook.json.*} resolves.
+	r, _, err := bufferBody(r.WithContext(ctx), DefaultMaxBody)
+	if err != nil {
+		reason, status := bodyRejection(err)
+		return reject(status, reason, err.Error())
+	}
+	ctx = r.Context()
+	repl := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	// Every placeholder must resolve: an unknown or empty one would leave
+	// one literal entity (or time) shared by every request.
+	entity, err := repl.ReplaceOrErr(h.Entity, true, true)
+	if err != nil {
+		return reject(http.StatusBadRequest, "missing_entity", "the entity "+h.Entity+" resolves to nothing: "+err.Error())
+	}
+	if len(entity) > dedupe.MaxKeyLen {
+		return reject(http.StatusBadRequest, "entity_too_long", fmt.Sprintf("the entity is %d bytes, over %d", len(entity), dedupe.MaxKeyLen))
 	}
 	var (
 		eventTime time.Time
 		seq       int64
 		judgement dedupe.Judgement
-		err       error
 	)
 	if h.EventTime != "" {
-		raw := repl.ReplaceKnown(h.EventTime, "")
-		if raw == "" {
-			return reject(http.StatusBadRequest, "missing_event_time", "the event time "+h.EventTime+" is empty")
+		raw, rerr := repl.ReplaceOrErr(h.EventTime, true, true)
+		if rerr != nil {
+			return reject(http.StatusBadRequest, "missing_event_time", "the event time "+h.EventTime+" resolves to nothing: "+rerr.Error())
 		}
 		if eventTime, err = parseEventTime(raw); err != nil {
 			return reject(http.StatusBadRequest, "malformed_event_time", err.Error())
 		}
 		judgement, err = h.fresh.CheckTime(ctx, entity, eventTime)
 	} else {
-		raw := repl.ReplaceKnown(h.Sequence, "")
-		if raw == "" {
-			return reject(http.StatusBadRequest, "missing_sequence", "the sequence "+h.Sequence+" is empty")
+		raw, rerr := repl.ReplaceOrErr(h.Sequence, true, true)
+		if rerr != nil {
+			return reject(http.StatusBadRequest, "missing_sequence", "the sequence "+h.Sequence+" resolves to nothing: "+rerr.Error())
 		}
 		if seq, err = parseSequence(raw); err != nil {
 			return reject(http.StatusBadRequest, "malformed_sequence", err.Error())
@@ -181,6 +193,9 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	}
 	switch {
 	case errors.Is(err, dedupe.ErrEventInFuture):
+		// Judged by this instance's clock: a copy arriving later may be
+		// judged otherwise, so webhook_dedupe never records this answer.
+		markNotFinal(ctx)
 		return reject(http.StatusBadRequest, "event_time_in_future", err.Error())
 	case err != nil && ctx.Err() != nil:
 		// The client left, or the enclosing dedupe's lease ended, while
@@ -229,30 +244,45 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	if lease == 0 {
 		lease = dedupe.DefaultLease
 	}
-	fctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), judgement.LeaseUntil.Add(-min(lease/10, time.Second)))
+	detached := context.WithoutCancel(ctx)
+	fctx, cancel := context.WithDeadline(detached, judgement.LeaseUntil.Add(-min(lease/10, time.Second)))
 	defer cancel()
-	rec := caddyhttp.NewResponseRecorder(w, nil, nil)
-	err = next.ServeHTTP(rec, r.WithContext(fctx))
-	status := rec.Status()
-	if status == 0 && err == nil {
+	before := w.Header().Clone()
+	fw := newForwardWriter(w, nil, 0)
+	fr := r.WithContext(fctx)
+	oneShot(fr)
+	err, panicked := serveForward(next, fw, fr)
+	status := fw.status
+	if status == 0 && err == nil && panicked == nil {
 		status = http.StatusOK
 	}
-	applied := err == nil && status >= 200 && status < 300
+	// A 2xx received is applied, even when the copy of its body failed
+	// afterwards: the upstream decided.
+	applied := status >= 200 && status < 300
 	if applied {
 		count(dedupe.ResultApplied)
 	} else {
 		count("not_applied")
 	}
-	done := context.WithoutCancel(ctx)
+	// The watermark write is retried until the entity's lease ends (and
+	// for a moment at least).
+	done, cancelDone := context.WithDeadline(detached, settleDeadline(judgement.LeaseUntil))
 	var derr error
 	if h.EventTime != "" {
 		derr = h.fresh.DoneTime(done, entity, judgement.Token, eventTime, applied)
 	} else {
 		derr = h.fresh.DoneSequence(done, entity, judgement.Token, seq, applied)
 	}
+	cancelDone()
 	if derr != nil {
-		h.logger.Error("freshness: finishing the event failed; the entity stays held until its lease ends",
+		h.logger.Error("freshness: finishing the event failed until its lease ended",
 			zap.String("entity", entity), zap.Bool("applied", applied), zap.Error(derr))
+	}
+	if panicked != nil {
+		// Inside webhook_dedupe, a problem written here is seen there as
+		// a 502 (nothing received: its claim is released); a status
+		// already sent aborts, and dedupe records it.
+		answerAborted(w, fw, before, fctx, panicked)
 	}
 	return err
 }

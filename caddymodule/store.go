@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -56,10 +57,10 @@ func (a *App) openStore(logger *zap.Logger) (backend, string, error) {
 			if err := os.MkdirAll(a.Store.Dir, 0o700); err != nil {
 				return nil, fmt.Errorf("store file: %w", err)
 			}
-			path := filepath.Join(a.Store.Dir, "state.db")
-			db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+			path := filepath.Join(a.Store.Dir, stateFile)
+			db, err := openStateFile(path, 5*time.Second, false)
 			if err != nil {
-				return nil, fmt.Errorf("store file: opening %s: %w (is another hookgate using it?)", path, err)
+				return nil, err
 			}
 			s, err := boltstore.New(db, boltstore.Options{Logger: zapslogLogger(logger)})
 			if err != nil {
@@ -78,7 +79,9 @@ func (a *App) openStore(logger *zap.Logger) (backend, string, error) {
 			if err != nil {
 				return nil, err
 			}
-			return &redisConn{rdb: redis.NewUniversalClient(opts)}, nil
+			rdb := redis.NewUniversalClient(opts)
+			go checkEvictionPolicy(rdb, logger)
+			return &redisConn{rdb: rdb}, nil
 		})
 		if err != nil {
 			return nil, "", err
@@ -86,6 +89,57 @@ func (a *App) openStore(logger *zap.Logger) (backend, string, error) {
 		return redisstore.New(v.(*redisConn).rdb, a.KeyPrefix), poolKey, nil
 	}
 	return nil, "", fmt.Errorf("unknown store backend %q", a.Store.Backend)
+}
+
+// checkEvictionPolicy logs a warning unless every Redis master evicts
+// nothing. Every hookgate key has a TTL, so the volatile-* policies evict
+// exactly hookgate's records, and allkeys-* as readily: a record evicted is
+// a duplicate forwarded again.
+func checkEvictionPolicy(rdb redis.UniversalClient, logger *zap.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	check := func(ctx context.Context, c *redis.Client) error {
+		v, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
+		if err != nil {
+			return err
+		}
+		if policy := v["maxmemory-policy"]; policy != "noeviction" {
+			logger.Warn("Redis evicts keys under memory pressure: every hookgate key has a TTL, so an evicted dedupe record lets its duplicates through to the upstream again; set maxmemory-policy noeviction",
+				zap.String("redis", c.Options().Addr), zap.String("maxmemory-policy", policy))
+		}
+		return nil
+	}
+	var err error
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, check)
+	case *redis.Client:
+		err = check(ctx, c)
+	}
+	if err != nil {
+		logger.Warn("could not check Redis maxmemory-policy; make sure it is noeviction, or evicted dedupe records let duplicates through",
+			zap.Error(err))
+	}
+}
+
+// stateFile is the embedded store's file name in its directory.
+const stateFile = "state.db"
+
+// openStateFile opens and checks the embedded store's file, with errors
+// that name the file and the remedy.
+func openStateFile(path string, timeout time.Duration, readOnly bool) (*bolt.DB, error) {
+	db, err := boltstore.OpenFile(path, timeout, readOnly)
+	switch {
+	case errors.Is(err, boltstore.ErrLocked):
+		return nil, fmt.Errorf("store file %s: still locked after %s: is another hookgate using it? Stop it, or give this one its own store directory", path, timeout)
+	case errors.Is(err, boltstore.ErrCorrupt):
+		return nil, fmt.Errorf("store file %s is corrupt (%v). "+
+			"Stop hookgate and move the file aside, or restore it from a backup: a fresh file starts empty, "+
+			"so duplicates of deliveries recorded in it are forwarded again; `hookgate store check %s` checks a file", path, err, path)
+	case err != nil:
+		return nil, fmt.Errorf("store file %s: %w", path, err)
+	}
+	return db, nil
 }
 
 // redisOptions turns the store URLs into go-redis options: one URL is a

@@ -3,12 +3,15 @@ package caddymodule
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -34,7 +37,8 @@ const DefaultMaxBody = 1 << 20
 // Verify is the webhook_verify handler: it checks the signature over the
 // raw body and the timestamp window, and forwards only genuine requests,
 // with the body unchanged. It sets the placeholders {webhook.id},
-// {webhook.timestamp}, {webhook.scheme} and {webhook.json.<path>}.
+// {webhook.timestamp}, {webhook.scheme}, {webhook.json.<path>} and
+// {webhook.body_sha256}.
 type Verify struct {
 	// Scheme is the signature format: standard, stripe, github, shopify,
 	// slack or hookgate. Default: standard.
@@ -116,7 +120,7 @@ func (v *Verify) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	defer span.End()
 
 	r = r.WithContext(ctx)
-	result, status, d, r, body, err := v.check(r)
+	result, status, d, r, err := v.check(r)
 	v.metrics.verifyRequests.Add(ctx, 1, metric.WithAttributes(
 		attribute.String("scheme", v.Scheme), attribute.String("result", result)))
 	span.SetAttributes(attribute.String("hookgate.result", result))
@@ -138,31 +142,30 @@ func (v *Verify) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		ts = strconv.FormatInt(d.Timestamp.Unix(), 10)
 	}
 	repl.Set("webhook.timestamp", ts)
-	repl.Map(jsonPlaceholders(body))
 	return next.ServeHTTP(w, r)
 }
 
 // check reads the body and verifies the request. It returns the metric
 // result (the reason code on failure), the rejection status, the request
 // carrying its buffered body, and the error.
-func (v *Verify) check(r *http.Request) (result string, status int, d verify.Delivery, _ *http.Request, body []byte, err error) {
-	r, body, err = bufferBody(r, v.MaxBody)
+func (v *Verify) check(r *http.Request) (result string, status int, d verify.Delivery, _ *http.Request, err error) {
+	r, body, err := bufferBody(r, v.MaxBody)
 	if err != nil {
 		result, status = bodyRejection(err)
-		return result, status, d, r, nil, err
+		return result, status, d, r, err
 	}
 	d, err = v.verifier.Verify(r.Header, body, v.now())
 	switch {
 	case err == nil:
-		return "accepted", 0, d, r, body, nil
+		return "accepted", 0, d, r, nil
 	case errors.Is(err, verify.ErrMissingHeader):
-		return "missing_header", http.StatusBadRequest, d, r, nil, err
+		return "missing_header", http.StatusBadRequest, d, r, err
 	case errors.Is(err, verify.ErrMalformedHeader):
-		return "malformed_header", http.StatusBadRequest, d, r, nil, err
+		return "malformed_header", http.StatusBadRequest, d, r, err
 	case errors.Is(err, verify.ErrTimestampOutOfTolerance):
-		return "timestamp_out_of_tolerance", http.StatusUnauthorized, d, r, nil, err
+		return "timestamp_out_of_tolerance", http.StatusUnauthorized, d, r, err
 	default:
-		return "bad_signature", http.StatusUnauthorized, d, r, nil, verify.ErrBadSignature
+		return "bad_signature", http.StatusUnauthorized, d, r, verify.ErrBadSignature
 	}
 }
 
@@ -178,7 +181,8 @@ const initialBodyBuffer = 64 << 10
 // handler earlier in the chain may already have read it, within its own
 // limit, and then r is returned as it is. Otherwise it reads up to limit
 // and returns a request whose context holds the body and whose Body reads
-// it again for the next handler.
+// it again for the next handler; the body's placeholders,
+// {webhook.json.<path>} and {webhook.body_sha256}, are set from then on.
 func bufferBody(r *http.Request, limit int64) (*http.Request, []byte, error) {
 	if b, ok := r.Context().Value(bodyCtxKey{}).([]byte); ok {
 		return r, b, nil
@@ -186,6 +190,9 @@ func bufferBody(r *http.Request, limit int64) (*http.Request, []byte, error) {
 	body, err := readBody(r, limit)
 	if err != nil {
 		return r, nil, err
+	}
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		repl.Map(bodyPlaceholders(body))
 	}
 	r = r.WithContext(context.WithValue(r.Context(), bodyCtxKey{}, body))
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -226,10 +233,18 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// jsonPlaceholders resolves {webhook.json.<path>} against the body, with
-// gjson path syntax; a body that is not JSON resolves every path to "".
-func jsonPlaceholders(body []byte) caddy.ReplacerFunc {
+// bodyPlaceholders resolves {webhook.json.<path>} against the body, with
+// gjson path syntax (a body that is not JSON resolves every path to ""),
+// and {webhook.body_sha256}, the body's SHA-256 in hex, computed once.
+func bodyPlaceholders(body []byte) caddy.ReplacerFunc {
+	sum := sync.OnceValue(func() string {
+		s := sha256.Sum256(body)
+		return hex.EncodeToString(s[:])
+	})
 	return func(key string) (any, bool) {
+		if key == "webhook.body_sha256" {
+			return sum(), true
+		}
 		path, ok := strings.CutPrefix(key, "webhook.json.")
 		if !ok {
 			return nil, false

@@ -39,6 +39,13 @@ func Start(t testing.TB) *Server {
 	return start(t, nil)
 }
 
+// StartWith starts a single redis-server with extra arguments, such as
+// "--maxmemory-policy", "volatile-lru".
+func StartWith(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	return start(t, extra)
+}
+
 func start(t testing.TB, extra []string) *Server {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {

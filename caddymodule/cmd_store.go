@@ -1,0 +1,67 @@
+package caddymodule
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+)
+
+func init() {
+	caddycmd.RegisterCommand(caddycmd.Command{
+		Name:  "store",
+		Usage: "check [<file or directory>]",
+		Short: "Checks the embedded store's file for corruption",
+		Long: `
+check runs bbolt's consistency check over every page of the embedded store's
+file (state.db), read-only. Run it on a stopped gateway's file: a running
+gateway holds the file's lock. The argument is the file, or the directory
+of "store file <dir>"; the default is the default store's file,
+` + "`$XDG_DATA_HOME/caddy/hookgate/state.db`" + `. The exit code is 0 when the file
+is sound, 1 otherwise.`,
+		CobraFunc: func(cmd *cobra.Command) {
+			check := &cobra.Command{
+				Use:   "check [<file or directory>]",
+				Short: "Checks the embedded store's file for corruption",
+				Args:  cobra.MaximumNArgs(1),
+				RunE: func(cmd *cobra.Command, args []string) error {
+					path := filepath.Join(caddy.AppDataDir(), "hookgate", stateFile)
+					if len(args) == 1 {
+						path = args[0]
+					}
+					if err := cmdStoreCheck(path); err != nil {
+						fmt.Fprintln(cmd.ErrOrStderr(), err)
+						os.Exit(1)
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: sound\n", path)
+					return nil
+				},
+			}
+			cmd.AddCommand(check)
+		},
+	})
+}
+
+// cmdStoreCheck checks the store file at path (or state.db in the
+// directory path).
+func cmdStoreCheck(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("store file: %w", err)
+	}
+	if fi.IsDir() {
+		path = filepath.Join(path, stateFile)
+		if _, err := os.Stat(path); err != nil {
+			return fmt.Errorf("store file: %w", err)
+		}
+	}
+	db, err := openStateFile(path, time.Second, true)
+	if err != nil {
+		return err
+	}
+	return db.Close()
+}

@@ -1,0 +1,81 @@
+package boltstore
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Errors of OpenFile and Check. Callers branch on them to give the remedy.
+var (
+	// ErrLocked means another process holds the file's lock.
+	ErrLocked = errors.New("the file is locked by another process")
+	// ErrCorrupt means the file is not a sound bbolt file.
+	ErrCorrupt = errors.New("the file is corrupt")
+)
+
+// OpenFile opens the bbolt file at path, waiting up to timeout for its
+// lock, and checks its consistency (Check), so that a corrupt file is an
+// error at start, never a panic on the first request that reads a broken
+// page. A lock held elsewhere is ErrLocked; a file that does not open or
+// check as sound is ErrCorrupt.
+func OpenFile(path string, timeout time.Duration, readOnly bool) (*bolt.DB, error) {
+	db, err := openRecovered(path, &bolt.Options{Timeout: timeout, ReadOnly: readOnly})
+	switch {
+	case errors.Is(err, bolt.ErrTimeout):
+		return nil, fmt.Errorf("%w: %v", ErrLocked, err)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if err := Check(db); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// openRecovered is bolt.Open with its panics (a truncated file can make it
+// read a page that is not there) turned into errors.
+func openRecovered(path string, opts *bolt.Options) (db *bolt.DB, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			db, err = nil, fmt.Errorf("%v", p)
+		}
+	}()
+	return bolt.Open(path, 0o600, opts)
+}
+
+// maxCheckErrors bounds the problems Check reports.
+const maxCheckErrors = 5
+
+// Check runs bbolt's consistency check over every page of db. It reads the
+// whole file: about a second per gigabyte. A problem found is ErrCorrupt,
+// with the first few named.
+func Check(db *bolt.DB) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", ErrCorrupt, p)
+		}
+	}()
+	var problems []error
+	err = db.View(func(tx *bolt.Tx) error {
+		for e := range tx.Check() {
+			if len(problems) < maxCheckErrors {
+				problems = append(problems, e)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %w", ErrCorrupt, errors.Join(problems...))
+	}
+	return nil
+}

@@ -1,0 +1,339 @@
+package integration
+
+// The store's bad days (issue 7): a Redis that refuses writes, sleeps or
+// evicts, and a corrupt embedded file.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hookgate/hookgate/internal/redistest"
+)
+
+// refuseWrites makes srv refuse every write (NOREPLICAS) for d.
+func refuseWrites(t *testing.T, rdb *redis.Client, d time.Duration) {
+	t.Helper()
+	if err := rdb.ConfigSet(context.Background(), "min-replicas-to-write", "1").Err(); err != nil {
+		t.Error(err)
+		return
+	}
+	time.AfterFunc(d, func() { rdb.ConfigSet(context.Background(), "min-replicas-to-write", "0") })
+}
+
+// TestRecordRetriedWhileRedisRefusesWrites: Redis refuses writes for 1.5s
+// right after the upstream answered. The record is retried until the
+// lease ends, so it lands, and the retry is replayed. A refusal longer
+// than the lease loses the record: counted once (not as a store error on
+// top of the forward), and the retry after the lease is lease_expired.
+func TestRecordRetriedWhileRedisRefusesWrites(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	var refuseFor time.Duration
+	var mu sync.Mutex
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		mu.Lock()
+		d := refuseFor
+		refuseFor = 0
+		mu.Unlock()
+		if d > 0 {
+			refuseWrites(t, rdb, d)
+		}
+		fmt.Fprint(w, `{"enrolled":true}`)
+	})
+	g := startGateway(t, dedupeSite(up.Addr(), "lease 3s"), gatewayOptions{Global: redisGlobal(srv.URL())})
+	s := signer(t, "standard", devSecret)
+	body := []byte(`{"type":"reservation.confirmed"}`)
+
+	mu.Lock()
+	refuseFor = 1500 * time.Millisecond
+	mu.Unlock()
+	id := randomID("msg_")
+	if st, _, got := post(t, g.URL, s.Sign(id, time.Now(), body), body); st != 200 {
+		t.Fatalf("first: %d %s", st, got)
+	}
+	st, hdr, _ := post(t, g.URL, s.Sign(id, time.Now(), body), body)
+	if st != 200 || hdr.Get("Idempotent-Replayed") != "true" || up.count() != 1 {
+		t.Fatalf("retry after 1.5s of refused writes: %d replayed %q, upstream %d; want a replay", st, hdr.Get("Idempotent-Replayed"), up.count())
+	}
+
+	// Refused for longer than the lease: the record is lost.
+	mu.Lock()
+	refuseFor = 4 * time.Second
+	mu.Unlock()
+	id = randomID("msg_")
+	start := time.Now()
+	if st, _, got := post(t, g.URL, s.Sign(id, time.Now(), body), body); st != 200 {
+		t.Fatalf("first of the second delivery: %d %s", st, got)
+	}
+	m := g.Metrics()
+	if strings.Contains(m, `result="store_error"`) || !strings.Contains(m, `hookgate_dedupe_requests_total{result="forwarded"} 2`) {
+		t.Errorf("a lost record counted as more than its forward:\n%s", grepLines(m, "hookgate_dedupe_requests"))
+	}
+	time.Sleep(time.Until(start.Add(4*time.Second + 200*time.Millisecond)))
+	if st, hdr, _ := post(t, g.URL, s.Sign(id, time.Now(), body), body); st != 200 || hdr.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("retry after the lease: %d replayed %q; want forwarded again", st, hdr.Get("Idempotent-Replayed"))
+	}
+	if m := g.Metrics(); !strings.Contains(m, `hookgate_dedupe_requests_total{result="lease_expired"} 1`) {
+		t.Errorf("the second forward is not counted as lease_expired:\n%s", grepLines(m, "hookgate_dedupe_requests"))
+	}
+}
+
+// TestLostClaimIsLetGo: Redis sleeps (DEBUG SLEEP) past the client's
+// timeout, so the claim fails with 503; it lands when Redis wakes. The
+// gateway releases it under its own token, so the sender's retry is
+// forwarded, as a first forward, not held back with 409 until the lease
+// ends.
+func TestLostClaimIsLetGo(t *testing.T) {
+	srv := redistest.StartWith(t, "--enable-debug-command", "yes")
+	up := newUpstream(t, nil)
+	g := startGateway(t, dedupeSite(up.Addr(), "lease 30s"), gatewayOptions{Global: redisGlobal(srv.URL())})
+	s := signer(t, "standard", devSecret)
+	body := []byte(`{"type":"reservation.confirmed"}`)
+	id := randomID("msg_")
+
+	asleep := exec.Command("redis-cli", "-p", strconv.Itoa(srv.Port), "DEBUG", "SLEEP", "6")
+	if err := asleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	probe := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 100 * time.Millisecond, MaxRetries: -1})
+	defer probe.Close()
+	for probe.Ping(t.Context()).Err() == nil { // until the sleep has begun
+		time.Sleep(10 * time.Millisecond)
+	}
+	st, hdr, got := post(t, g.URL, s.Sign(id, time.Now(), body), body)
+	if st != 503 || problemBody(t, st, hdr, got) != "store_unavailable" {
+		t.Fatalf("while Redis sleeps: %d %s; want 503 store_unavailable", st, got)
+	}
+	asleep.Wait() // Redis is awake: the lost claim has landed
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, hdr, got = post(t, g.URL, s.Sign(id, time.Now(), body), body)
+		if st != 409 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if st != 200 || hdr.Get("Idempotent-Replayed") != "" || up.count() != 1 {
+		t.Fatalf("retry after Redis woke: %d %s replayed %q upstream %d; want forwarded (the lost claim let go well before its 30s lease)", st, got, hdr.Get("Idempotent-Replayed"), up.count())
+	}
+	if m := g.Metrics(); strings.Contains(m, `result="lease_expired"`) {
+		t.Errorf("the first forward is counted as lease_expired:\n%s", grepLines(m, "hookgate_dedupe_requests"))
+	}
+}
+
+// TestWatermarkIsAMaxRegister: an instance is paused (SIGSTOP) after the
+// upstream answered 2xx, past its entity lease; another instance takes
+// the lease for an event the upstream does not apply. When the first
+// resumes, its event was applied, so the watermark moves although its
+// lease is gone: an older event is stale afterwards.
+func TestWatermarkIsAMaxRegister(t *testing.T) {
+	srv := redistest.Start(t)
+	release := make(chan struct{})
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		switch {
+		case bytes.Contains(body, []byte("reservation.confirmed")):
+			w.Header().Set("Content-Length", "16")
+			w.WriteHeader(200)
+			w.(http.Flusher).Flush()
+			<-release
+			w.Write([]byte(`{"applied":true}`))
+		case bytes.Contains(body, []byte("reservation.cancelled")):
+			w.WriteHeader(500) // not applied
+		default:
+			w.Write([]byte(`{"applied":true}`))
+		}
+	})
+	site := fmt.Sprintf(`
+	webhook_verify {
+		secret %s
+	}
+	webhook_freshness {
+		entity {webhook.json.reservation_id}
+		event_time {webhook.json.occurred_at}
+		lease 2s
+		entity_busy reject
+	}
+	reverse_proxy %s`, devSecret, up.Addr())
+	global := redisGlobal(srv.URL())
+	g1 := startGateway(t, site, gatewayOptions{Global: global})
+	g2 := startGateway(t, site, gatewayOptions{Global: global})
+	s := signer(t, "standard", devSecret)
+	r := randomID("r-")
+	t0 := time.Now().Add(-time.Minute)
+
+	confirmed := event("reservation.confirmed", r, t0)
+	req, _ := http.NewRequest(http.MethodPost, g1.URL, bytes.NewReader(confirmed))
+	req.Header = s.Sign(randomID("msg_"), time.Now(), confirmed)
+	acquired := time.Now()
+	resp, err := http.DefaultClient.Do(req) // returns once g1 has passed the 200 on
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1.cmd.Process.Signal(syscall.SIGSTOP)
+	time.Sleep(time.Until(acquired.Add(2*time.Second + 300*time.Millisecond)))
+	cancelled := event("reservation.cancelled", r, t0.Add(time.Second))
+	if st, _, got := post(t, g2.URL, s.Sign(randomID("msg_"), time.Now(), cancelled), cancelled); st != 500 {
+		t.Fatalf("an event on the second instance after the lease: %d %s; want forwarded (500)", st, got)
+	}
+	g1.cmd.Process.Signal(syscall.SIGCONT)
+	close(release)
+	io.ReadAll(resp.Body) // g1 finished the event: whole, or cut at its deadline
+	resp.Body.Close()
+
+	older := event("reservation.expired", r, t0.Add(-time.Second))
+	st, _, got := post(t, g2.URL, s.Sign(randomID("msg_"), time.Now(), older), older)
+	if st != 200 || !strings.Contains(string(got), `"stale"`) {
+		t.Fatalf("an event older than the applied one: %d %s; want stale (the watermark moved)", st, got)
+	}
+	if up.count() != 2 {
+		t.Fatalf("upstream received %d requests, want 2", up.count())
+	}
+}
+
+// TestEvictionPolicyIsChecked: every hookgate key has a TTL, so Redis's
+// volatile-* policies evict exactly hookgate's records. The gateway reads
+// maxmemory-policy at start and warns unless it is noeviction, or says it
+// could not check.
+func TestEvictionPolicyIsChecked(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string // in the log; "" for no warning
+	}{
+		{"volatile-lru", []string{"--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"}, `"maxmemory-policy":"volatile-lru"`},
+		{"allkeys-lru", []string{"--maxmemory-policy", "allkeys-lru"}, `"maxmemory-policy":"allkeys-lru"`},
+		{"CONFIG renamed", []string{"--rename-command", "CONFIG", ""}, "could not check Redis maxmemory-policy"},
+		{"noeviction", []string{"--maxmemory-policy", "noeviction"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := redistest.StartWith(t, tt.args...)
+			up := newUpstream(t, nil)
+			g := startGateway(t, dedupeSite(up.Addr(), ""), gatewayOptions{Global: redisGlobal(srv.URL())})
+			body := []byte(`{}`)
+			// A request makes sure the store is open, and the check done.
+			post(t, g.URL, signer(t, "standard", devSecret).Sign(randomID("msg_"), time.Now(), body), body)
+			deadline := time.Now().Add(10 * time.Second)
+			for tt.want != "" && !strings.Contains(g.logs.String(), tt.want) && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			logs := g.logs.String()
+			switch {
+			case tt.want != "" && !strings.Contains(logs, tt.want):
+				t.Fatalf("no warning with %q in the log:\n%s", tt.want, logs)
+			case tt.want == "" && strings.Contains(logs, "maxmemory-policy"):
+				t.Fatalf("a warning although the policy is noeviction:\n%s", logs)
+			}
+		})
+	}
+}
+
+// runGatewayToExit runs `hookgate run` on a Caddyfile whose site is site,
+// with the embedded store in dataDir, and returns its output once it
+// exits (it must, within 20s).
+func runGatewayToExit(t *testing.T, site, dataDir string) (string, error) {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "Caddyfile")
+	caddyfile := fmt.Sprintf("{\n\tadmin off\n\tpersist_config off\n}\nhttp://127.0.0.1:%d {\n%s\n}\n", freePort(t), site)
+	os.WriteFile(path, []byte(caddyfile), 0o600)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "run", "--config", path, "--adapter", "caddyfile")
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+dataDir, "XDG_CONFIG_HOME="+dir, "HOME="+dir)
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("hookgate did not exit in 20s:\n%s", out)
+	}
+	return string(out), err
+}
+
+// storeCheck runs `hookgate store check args...`.
+func storeCheck(t *testing.T, dataDir string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"store", "check"}, args...)...)
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+dataDir)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestCorruptStateFile: a truncated or scribbled state.db is a clear error
+// at start, naming the file and the remedy, never a panic with a
+// goroutine dump; `hookgate store check` finds it too. A file locked by
+// another gateway is told apart from a corrupt one.
+func TestCorruptStateFile(t *testing.T) {
+	up := newUpstream(t, nil)
+	site := dedupeSite(up.Addr(), "")
+	s := signer(t, "standard", devSecret)
+	for _, damage := range []string{"truncated", "scribbled"} {
+		t.Run(damage, func(t *testing.T) {
+			data := t.TempDir()
+			g := startGateway(t, site, gatewayOptions{DataDir: data})
+			for i := range 200 {
+				body := fmt.Appendf(nil, `{"n":%d,"pad":%q}`, i, strings.Repeat("x", 500))
+				post(t, g.URL, s.Sign(randomID("msg_"), time.Now(), body), body)
+			}
+			g.Stop()
+			file := filepath.Join(data, "caddy", "hookgate", "state.db")
+			if out, err := storeCheck(t, data); err != nil || !strings.Contains(out, "sound") {
+				t.Fatalf("store check of a sound file: %v\n%s", err, out)
+			}
+			fi, err := os.Stat(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch damage {
+			case "truncated":
+				os.Truncate(file, fi.Size()/2)
+			case "scribbled":
+				f, _ := os.OpenFile(file, os.O_RDWR, 0)
+				junk := make([]byte, 4*4096)
+				for i := range junk {
+					junk[i] = byte(i * 7)
+				}
+				f.WriteAt(junk, 4*4096)
+				f.Close()
+			}
+			out, err := runGatewayToExit(t, site, data)
+			if err == nil {
+				t.Fatalf("hookgate started on a %s file:\n%s", damage, out)
+			}
+			for _, want := range []string{file, "is corrupt", "move the file aside", "hookgate store check"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("the error lacks %q:\n%s", want, out)
+				}
+			}
+			if strings.Contains(out, "goroutine ") || strings.Contains(out, "another hookgate") {
+				t.Errorf("a panic dump or the lock hint for a corrupt file:\n%s", out)
+			}
+			if out, err := storeCheck(t, data, filepath.Dir(file)); err == nil || !strings.Contains(out, "is corrupt") {
+				t.Errorf("store check of a %s file: %v\n%s", damage, err, out)
+			}
+		})
+	}
+	t.Run("locked", func(t *testing.T) {
+		data := t.TempDir()
+		g := startGateway(t, site, gatewayOptions{DataDir: data})
+		body := []byte(`{}`)
+		post(t, g.URL, s.Sign(randomID("msg_"), time.Now(), body), body)
+		out, err := storeCheck(t, data)
+		if err == nil || !strings.Contains(out, "another hookgate") || strings.Contains(out, "corrupt") {
+			t.Fatalf("store check of a file in use: %v\n%s; want the lock hint", err, out)
+		}
+	})
+}
