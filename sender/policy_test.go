@@ -1,0 +1,117 @@
+package sender
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var t0 = time.UnixMilli(1_800_000_000_000)
+
+func TestClassify(t *testing.T) {
+	ra := func(v string) http.Header { return http.Header{"Retry-After": {v}} }
+	tests := []struct {
+		name   string
+		status int
+		header http.Header
+		err    error
+		want   Result
+	}{
+		{"2xx", 204, nil, nil, Result{Delivered: true}},
+		{"network", 0, nil, errors.New("connection refused"), Result{Class: ClassNetwork, Transient: true}},
+		{"deadline", 0, nil, fmt.Errorf("post: %w", context.DeadlineExceeded), Result{Class: ClassTimeout, Transient: true}},
+		{"our timeout", 0, nil, errTimeout, Result{Class: ClassTimeout, Transient: true}},
+		{"503", 503, ra("7"), nil, Result{Class: ClassHTTP5xx, Transient: true, RetryAfter: 7 * time.Second}},
+		{"429 date", 429, ra(t0.Add(90 * time.Second).UTC().Format(http.TimeFormat)), nil, Result{Class: ClassHTTP4xx, Transient: true, RetryAfter: 90 * time.Second}},
+		{"408", 408, nil, nil, Result{Class: ClassHTTP4xx, Transient: true}},
+		{"425", 425, nil, nil, Result{Class: ClassHTTP4xx, Transient: true}},
+		{"hookgate in_flight", 409, ra("3"), nil, Result{Class: ClassHTTP4xx, Transient: true, RetryAfter: 3 * time.Second}},
+		{"plain 409", 409, nil, nil, Result{Class: ClassHTTP4xx}},
+		{"400", 400, nil, nil, Result{Class: ClassHTTP4xx}},
+		{"410", 410, nil, nil, Result{Class: ClassGone, Pause: true}},
+		{"301", 301, http.Header{"Location": {"/elsewhere"}}, nil, Result{Class: ClassHTTP3xx}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := tt.header
+			if h == nil {
+				h = http.Header{}
+			}
+			if diff := cmp.Diff(tt.want, Classify(tt.status, h, tt.err, t0)); diff != "" {
+				t.Errorf("Classify (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestBackoffBounds: the wait after the n-th failed delivery lies in
+// [0, min(cap, base·2^(n-1))], at both ends of the random source, and a
+// Retry-After is honoured within the cap.
+func TestBackoffBounds(t *testing.T) {
+	for _, r := range []float64{0, 0.5, 0.999999} {
+		b := Backoff{Base: 2 * time.Second, Cap: 15 * time.Minute, Rand: func() float64 { return r }}
+		for n := 1; n <= 100; n++ {
+			ceiling := 15 * time.Minute
+			if n <= 20 {
+				ceiling = min(ceiling, 2*time.Second<<(n-1))
+			}
+			got := b.Delay(n, 0)
+			if got < 0 || got > ceiling {
+				t.Fatalf("r=%v n=%d: delay %v outside [0, %v]", r, n, got, ceiling)
+			}
+			if want := time.Duration(r * float64(ceiling)); got != want {
+				t.Fatalf("r=%v n=%d: delay %v, want %v", r, n, got, want)
+			}
+		}
+		if got := b.Delay(1, time.Minute); got != time.Minute {
+			t.Errorf("Retry-After 1m after the first failure: %v, want 1m", got)
+		}
+		if got := b.Delay(1, time.Hour); got != 15*time.Minute {
+			t.Errorf("Retry-After 1h: %v, want the 15m cap", got)
+		}
+	}
+}
+
+func TestEnvelopeRoundTrip(t *testing.T) {
+	e := &Envelope{
+		ID: "msg_1", Destination: "enrollment", EventType: "reservation.confirmed", Entity: "r-1",
+		EventTime: t0.Add(-time.Minute), CreatedAt: t0, NextAt: t0.Add(time.Second),
+		Payload:  []byte("{\"a\":1}\x00\xff"),
+		Attempts: 2, LastStatus: 503, LastError: "503 Service Unavailable", Class: ClassHTTP5xx,
+		RedriveID: "rd_1", TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", TraceState: "a=b",
+		Log: []Attempt{{At: t0, Status: 503, Error: "x", Latency: 1500 * time.Microsecond, RedriveID: ""}, {At: t0.Add(time.Second), Error: "timeout", RedriveID: "rd_1"}},
+	}
+	got, err := UnmarshalEnvelope(MarshalEnvelope(e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(e, got); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+	if n := len(MarshalEnvelope(&Envelope{ID: "msg_2xxxxxxxxxxxxxxxxx", Destination: "enrollment", CreatedAt: t0, NextAt: t0, Payload: make([]byte, 500)})); n > 560 {
+		t.Errorf("a fresh envelope of a 500-byte payload takes %d bytes, want at most 560", n)
+	}
+}
+
+func FuzzUnmarshalEnvelope(f *testing.F) {
+	f.Add(MarshalEnvelope(&Envelope{ID: "a", Payload: []byte("x"), Log: []Attempt{{Status: 1}}}))
+	f.Add([]byte{1, 200, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := UnmarshalEnvelope(b)
+		if err != nil {
+			return
+		}
+		again, err := UnmarshalEnvelope(MarshalEnvelope(e))
+		if err != nil {
+			t.Fatalf("re-decoding a decoded envelope: %v", err)
+		}
+		if diff := cmp.Diff(e, again); diff != "" {
+			t.Fatalf("not stable (-first +second):\n%s", diff)
+		}
+	})
+}

@@ -1,0 +1,122 @@
+package sender
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"time"
+)
+
+// Queue keeps each destination's envelopes: due (queued, or waiting for a
+// retry), leased, and dead; the IDs delivered within the retention (so an
+// enqueue is idempotent); and whether the destination is paused. Every
+// method is atomic: one Lua script in Redis, one transaction in bbolt.
+// Times come from the caller's clock.
+type Queue interface {
+	// Enqueue adds e, due at e.NextAt, unless its ID is already known to
+	// its destination (queued, leased, dead, or delivered within the
+	// retention): then nothing is written, and the answer says the
+	// state, and whether the payload differed.
+	Enqueue(ctx context.Context, e *Envelope) (EnqueueResult, error)
+
+	// Lease moves leases that expired by now back to due, then leases up
+	// to n envelopes due by now, oldest first, until now+lease. A paused
+	// destination leases nothing.
+	Lease(ctx context.Context, dest string, n int, now time.Time, lease time.Duration) ([]Leased, error)
+
+	// Settle applies a batch of outcomes. An outcome whose lease is no
+	// longer held (it expired and the envelope was leased again) is
+	// skipped and counted in the answer.
+	Settle(ctx context.Context, dest string, outcomes []Outcome, now time.Time) (skipped int, err error)
+
+	// SetPaused pauses or resumes a destination; the state is kept.
+	SetPaused(ctx context.Context, dest string, paused bool) error
+
+	// Stats reads a destination's depth and oldest ready age.
+	Stats(ctx context.Context, dest string, now time.Time) (Stats, error)
+
+	// Dead lists dead letters of dest in dead-at order, from after the
+	// cursor (empty: the first), at most limit; next is "" at the end.
+	Dead(ctx context.Context, dest string, cursor string, limit int) (letters []*Envelope, next string, err error)
+
+	// Get reads an envelope in any state but delivered, with its state;
+	// ErrNotFound when there is none.
+	Get(ctx context.Context, dest, id string) (*Envelope, State, error)
+
+	// Redrive moves dead letters back to due at now, with a redrive ID,
+	// their attempt budget renewed and their log kept. IDs that are not
+	// dead are skipped; it answers how many moved.
+	Redrive(ctx context.Context, dest string, ids []string, redriveID string, now time.Time) (int, error)
+
+	// Purge deletes dead letters; it answers how many went.
+	Purge(ctx context.Context, dest string, ids []string) (int, error)
+}
+
+// State is an envelope's state in the queue.
+type State string
+
+// The states.
+const (
+	StateQueued    State = "queued"
+	StateLeased    State = "leased"
+	StateDelivered State = "delivered"
+	StateDead      State = "dead"
+	StatePaused    State = "paused" // queued, and the destination is paused
+)
+
+// EnqueueResult is Enqueue's answer.
+type EnqueueResult struct {
+	State State
+	// Duplicate is set when the ID was already known: nothing was written.
+	Duplicate bool
+	// Mismatch is set for a duplicate whose payload differs.
+	Mismatch bool
+}
+
+// Leased is a leased envelope and the lease it holds.
+type Leased struct {
+	*Envelope
+	LeaseUntil time.Time // the fencing token of Settle
+}
+
+// OutcomeKind says what became of a leased envelope.
+type OutcomeKind int
+
+// The outcomes.
+const (
+	Delivered OutcomeKind = iota + 1 // forget it; remember its ID
+	Retry                            // due again at Envelope.NextAt
+	Dead                             // dead-lettered at Envelope.DeadAt
+	Release                          // back to due unchanged (shutdown, breaker)
+)
+
+// Outcome is the settlement of one lease.
+type Outcome struct {
+	Kind       OutcomeKind
+	ID         string
+	LeaseUntil time.Time
+	// Envelope is the updated envelope (Retry, Dead).
+	Envelope *Envelope
+}
+
+// Stats is a destination's depth by state.
+type Stats struct {
+	Queued, Leased, Dead int
+	Paused               bool
+	// OldestReady is the age of the oldest envelope due by now; zero when
+	// none is.
+	OldestReady time.Duration
+	// OldestDead is when the oldest dead letter died; zero when none.
+	OldestDead time.Time
+}
+
+// ErrNotFound means the queue holds no such envelope.
+var ErrNotFound = errors.New("no such envelope")
+
+// Fingerprint is the first 8 bytes of a payload's SHA-256: enough to tell
+// a reused delivery ID's payload from the original (enqueuers are
+// trusted).
+func Fingerprint(payload []byte) [8]byte {
+	s := sha256.Sum256(payload)
+	return [8]byte(s[:8])
+}
