@@ -1,0 +1,548 @@
+package sender
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"golang.org/x/time/rate"
+)
+
+// Defaults of Config.
+const (
+	DefaultWorkers   = 20
+	DefaultAttempts  = 8
+	DefaultBase      = 2 * time.Second
+	DefaultCap       = 15 * time.Minute
+	DefaultTimeout   = 10 * time.Second
+	DefaultLease     = 30 * time.Second
+	DefaultRetention = 168 * time.Hour
+	DefaultBatch     = 64
+)
+
+// Config tunes a Sender.
+type Config struct {
+	// Workers caps the deliveries in flight over all destinations.
+	Workers int
+	// Attempts is the total deliveries of an envelope, the first included;
+	// then it is dead-lettered.
+	Attempts int
+	// Backoff spaces the retries.
+	Backoff Backoff
+	// Timeout bounds one attempt.
+	Timeout time.Duration
+	// Lease bounds a worker's hold of an envelope: one not settled by then
+	// (a crashed worker) is delivered again.
+	Lease time.Duration
+	// Breaker opens a destination's circuit after consecutive transient
+	// failures.
+	Breaker BreakerConfig
+	// Batch is the most envelopes one lease takes.
+	Batch int
+	// Poll is the longest an idle destination waits before it looks for
+	// due envelopes again (an Enqueue through this Sender wakes it at once).
+	Poll time.Duration
+}
+
+// BreakerConfig tunes the per-destination circuit breaker.
+type BreakerConfig struct {
+	Failures int           // consecutive transient failures that open it; default 5
+	Open     time.Duration // how long it stays open before a trial; default 30s
+	HalfOpen int           // trial deliveries while half-open; default 1
+}
+
+// Destination is where envelopes go.
+type Destination struct {
+	Name string
+	URL  string
+	// Signer signs each request; nil sends it unsigned.
+	Signer Signer
+	// Workers caps this destination's deliveries in flight; default: the
+	// global cap.
+	Workers int
+	// Rate limits this destination's attempts per second; 0: no limit.
+	Rate  rate.Limit
+	Burst int
+	// Header is added to every request.
+	Header http.Header
+}
+
+// Signer signs an outbound request: the headers a receiver verifies.
+type Signer interface {
+	Sign(id string, ts time.Time, body []byte) http.Header
+}
+
+// Observer is told what happens, for metrics. Labels are destination
+// names from the configuration.
+type Observer interface {
+	// Attempt is one delivery attempt: result is 2xx, transient or
+	// permanent.
+	Attempt(dest, result string, latency time.Duration)
+	// Delivered is an envelope delivered, age after its enqueue.
+	Delivered(dest string, age time.Duration)
+	// Dead is an envelope dead-lettered, quarantined after its first
+	// failed attempt.
+	Dead(dest string, quarantined time.Duration)
+	// BreakerState is a destination's breaker changing state.
+	BreakerState(dest string, state gobreaker.State)
+}
+
+// Sender delivers the envelopes of its destinations. Create it with New,
+// run it with Run; Enqueue is safe to call at any time.
+type Sender struct {
+	queue  Queue
+	cfg    Config
+	dests  map[string]*destination
+	order  []string
+	client *http.Client
+	now    func() time.Time
+	logger *slog.Logger
+	obs    Observer
+	slots  chan struct{} // the global worker cap
+}
+
+// destination is a destination's running state.
+type destination struct {
+	Destination
+	breaker *gobreaker.CircuitBreaker[Result]
+	limiter *rate.Limiter
+	slots   chan struct{}
+	wake    chan struct{}
+}
+
+// Options are a Sender's dependencies; the zero value means the defaults.
+type Options struct {
+	Now      func() time.Time
+	Logger   *slog.Logger
+	Observer Observer
+	// Transport sends the requests; default: a clone of
+	// http.DefaultTransport.
+	Transport http.RoundTripper
+}
+
+// New returns a Sender over q for dests.
+func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error) {
+	cfg = withDefaults(cfg)
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Observer == nil {
+		opts.Observer = nopObserver{}
+	}
+	if opts.Transport == nil {
+		opts.Transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	s := &Sender{
+		queue: q, cfg: cfg, dests: map[string]*destination{}, now: opts.Now, logger: opts.Logger, obs: opts.Observer,
+		slots: make(chan struct{}, cfg.Workers),
+		client: &http.Client{
+			Transport: opts.Transport,
+			// Redirects are never followed: a 3xx is the receiver's answer.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+	}
+	for _, d := range dests {
+		if d.Name == "" || d.URL == "" {
+			return nil, errors.New("a destination needs a name and a URL")
+		}
+		if _, dup := s.dests[d.Name]; dup {
+			return nil, fmt.Errorf("destination %q is configured twice", d.Name)
+		}
+		workers := d.Workers
+		if workers <= 0 || workers > cfg.Workers {
+			workers = cfg.Workers
+		}
+		ds := &destination{Destination: d, slots: make(chan struct{}, workers), wake: make(chan struct{}, 1)}
+		if d.Rate > 0 {
+			ds.limiter = rate.NewLimiter(d.Rate, max(d.Burst, 1))
+		}
+		name := d.Name
+		ds.breaker = gobreaker.NewCircuitBreaker[Result](gobreaker.Settings{
+			Name:        name,
+			MaxRequests: uint32(cfg.Breaker.HalfOpen),
+			Timeout:     cfg.Breaker.Open,
+			ReadyToTrip: func(c gobreaker.Counts) bool {
+				return c.ConsecutiveFailures >= uint32(cfg.Breaker.Failures)
+			},
+			// Only transient failures count against a destination: a
+			// permanent 4xx is the receiver answering.
+			IsSuccessful: func(err error) bool { return !errors.Is(err, errTransient) },
+			OnStateChange: func(_ string, from, to gobreaker.State) {
+				s.logger.Info("destination breaker", "destination", name, "from", from.String(), "to", to.String())
+				s.obs.BreakerState(name, to)
+			},
+		})
+		s.dests[d.Name] = ds
+		s.order = append(s.order, d.Name)
+	}
+	return s, nil
+}
+
+func withDefaults(cfg Config) Config {
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
+	}
+	if cfg.Attempts <= 0 {
+		cfg.Attempts = DefaultAttempts
+	}
+	if cfg.Backoff.Base <= 0 {
+		cfg.Backoff.Base = DefaultBase
+	}
+	if cfg.Backoff.Cap <= 0 {
+		cfg.Backoff.Cap = DefaultCap
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = DefaultLease
+	}
+	if cfg.Breaker.Failures <= 0 {
+		cfg.Breaker.Failures = 5
+	}
+	if cfg.Breaker.Open <= 0 {
+		cfg.Breaker.Open = 30 * time.Second
+	}
+	if cfg.Breaker.HalfOpen <= 0 {
+		cfg.Breaker.HalfOpen = 1
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = DefaultBatch
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = time.Second
+	}
+	return cfg
+}
+
+// Destinations lists the configured destination names, in order.
+func (s *Sender) Destinations() []string { return append([]string(nil), s.order...) }
+
+// Queue is the sender's queue, for the dead-letter service.
+func (s *Sender) Queue() Queue { return s.queue }
+
+// BreakerState is a destination's breaker state.
+func (s *Sender) BreakerState(dest string) (gobreaker.State, bool) {
+	d, ok := s.dests[dest]
+	if !ok {
+		return 0, false
+	}
+	return d.breaker.State(), true
+}
+
+// ErrUnknownDestination means an envelope names no configured destination.
+var ErrUnknownDestination = errors.New("unknown destination")
+
+// Enqueue queues e for delivery: idempotent by e.ID within its
+// destination. CreatedAt and NextAt default to now.
+func (s *Sender) Enqueue(ctx context.Context, e *Envelope) (EnqueueResult, error) {
+	d, ok := s.dests[e.Destination]
+	if !ok {
+		return EnqueueResult{}, fmt.Errorf("%w %q", ErrUnknownDestination, e.Destination)
+	}
+	now := s.now()
+	if e.CreatedAt.IsZero() {
+		e.CreatedAt = now
+	}
+	if e.NextAt.IsZero() {
+		e.NextAt = e.CreatedAt
+	}
+	res, err := s.queue.Enqueue(ctx, e)
+	if err == nil && !res.Duplicate {
+		select {
+		case d.wake <- struct{}{}:
+		default:
+		}
+	}
+	return res, err
+}
+
+// Run delivers until ctx ends, then stops leasing, lets the deliveries in
+// flight finish (each bounded by the timeout), settles them, and releases
+// what it leased but did not start. Nothing is dropped: an envelope whose
+// settlement fails is delivered again when its lease expires.
+func (s *Sender) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, name := range s.order {
+		d := s.dests[name]
+		wg.Go(func() { s.runDestination(ctx, d) })
+	}
+	wg.Wait()
+}
+
+// runDestination leases and delivers one destination's envelopes.
+func (s *Sender) runDestination(ctx context.Context, d *destination) {
+	outcomes := make(chan Outcome, cap(d.slots)+s.cfg.Batch)
+	var settled sync.WaitGroup
+	settled.Go(func() { s.settleLoop(d.Name, outcomes) })
+	var inflight sync.WaitGroup
+	defer func() {
+		inflight.Wait()
+		close(outcomes)
+		settled.Wait()
+	}()
+
+	idle := 10 * time.Millisecond
+	for ctx.Err() == nil {
+		if d.breaker.State() == gobreaker.StateOpen {
+			// Nothing is leased while the breaker is open: no attempt is
+			// made and none charged.
+			s.wait(ctx, d, 100*time.Millisecond)
+			continue
+		}
+		// Hold a free slot before leasing, so a slow destination holds no
+		// more leases than it has workers; lease as many as are free.
+		select {
+		case d.slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		n := min(1+s.freeSlots(d), s.cfg.Batch)
+		leased, err := s.queue.Lease(context.WithoutCancel(ctx), d.Name, n, s.now(), s.cfg.Lease)
+		if err != nil || len(leased) == 0 {
+			<-d.slots
+			if err != nil {
+				s.logger.Error("leasing envelopes", "destination", d.Name, "error", err)
+				s.wait(ctx, d, time.Second)
+			} else {
+				s.wait(ctx, d, idle)
+				idle = min(2*idle, s.cfg.Poll)
+			}
+			continue
+		}
+		idle = 10 * time.Millisecond
+		for i, l := range leased {
+			release := Outcome{Kind: Release, ID: l.ID, LeaseUntil: l.LeaseUntil}
+			if i > 0 { // the first has the slot held above
+				select {
+				case d.slots <- struct{}{}:
+				case <-ctx.Done():
+					outcomes <- release
+					continue
+				}
+			}
+			select {
+			case s.slots <- struct{}{}:
+			case <-ctx.Done():
+				<-d.slots
+				outcomes <- release
+				continue
+			}
+			inflight.Go(func() {
+				defer func() { <-s.slots; <-d.slots }()
+				outcomes <- s.deliver(ctx, d, l)
+			})
+		}
+	}
+}
+
+// freeSlots counts d's free slots now (global and its own), without
+// taking them for long.
+func (s *Sender) freeSlots(d *destination) int {
+	return max(0, min(cap(d.slots)-len(d.slots), cap(s.slots)-len(s.slots)))
+}
+
+// wait sleeps up to d, or until ctx ends or an enqueue wakes d.
+func (s *Sender) wait(ctx context.Context, dst *destination, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	case <-dst.wake:
+	}
+}
+
+// errTransient marks a transient failure for the breaker.
+var errTransient = errors.New("transient failure")
+
+// deliver makes one attempt and returns its outcome.
+func (s *Sender) deliver(ctx context.Context, d *destination, l Leased) Outcome {
+	if d.limiter != nil {
+		if err := d.limiter.Wait(ctx); err != nil {
+			return Outcome{Kind: Release, ID: l.ID, LeaseUntil: l.LeaseUntil}
+		}
+	}
+	e := l.Envelope
+	start := s.now()
+	res, err := d.breaker.Execute(func() (Result, error) {
+		res := s.attempt(d, e, start)
+		if !res.Delivered && res.Transient {
+			return res, errTransient
+		}
+		return res, nil
+	})
+	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+		// Not attempted: back to due, no attempt charged.
+		return Outcome{Kind: Release, ID: l.ID, LeaseUntil: l.LeaseUntil}
+	}
+	now := s.now()
+	latency := now.Sub(start)
+	switch {
+	case res.Delivered:
+		s.obs.Attempt(d.Name, "2xx", latency)
+		s.obs.Delivered(d.Name, now.Sub(e.CreatedAt))
+		return Outcome{Kind: Delivered, ID: l.ID, LeaseUntil: l.LeaseUntil}
+	case res.Transient:
+		s.obs.Attempt(d.Name, "transient", latency)
+	default:
+		s.obs.Attempt(d.Name, "permanent", latency)
+	}
+	next := *e
+	if res.Transient && next.Attempts < s.cfg.Attempts {
+		next.NextAt = now.Add(s.cfg.Backoff.Delay(next.Attempts, res.RetryAfter))
+		return Outcome{Kind: Retry, ID: l.ID, LeaseUntil: l.LeaseUntil, Envelope: &next}
+	}
+	next.DeadAt = now
+	s.obs.Dead(d.Name, now.Sub(firstFailure(&next)))
+	if res.Pause {
+		if err := s.queue.SetPaused(context.WithoutCancel(ctx), d.Name, true); err != nil {
+			s.logger.Error("pausing a gone destination", "destination", d.Name, "error", err)
+		} else {
+			s.logger.Warn("destination answered 410 Gone: paused until an operator resumes it", "destination", d.Name)
+		}
+	}
+	return Outcome{Kind: Dead, ID: l.ID, LeaseUntil: l.LeaseUntil, Envelope: &next}
+}
+
+// firstFailure is when the envelope's current run of attempts first
+// failed.
+func firstFailure(e *Envelope) time.Time {
+	for i := len(e.Log) - 1; i >= 0; i-- {
+		if i == 0 || e.Log[i-1].RedriveID != e.Log[i].RedriveID {
+			return e.Log[i].At
+		}
+	}
+	return e.CreatedAt
+}
+
+// maxErrorText bounds the error text kept per attempt.
+const maxErrorText = 512
+
+// attempt sends e once and records the attempt in e (Attempts, Log, the
+// last status, error and class). It returns the classified result.
+func (s *Sender) attempt(d *destination, e *Envelope, start time.Time) Result {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+	defer cancel()
+	status, header, err := s.post(ctx, d, e, start)
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) && err != nil {
+		err = fmt.Errorf("%w after %s", errTimeout, s.cfg.Timeout)
+	}
+	res := Classify(status, header, err, s.now())
+	e.Attempts++
+	a := Attempt{At: start, Status: status, Latency: s.now().Sub(start), RedriveID: e.RedriveID}
+	switch {
+	case err != nil:
+		a.Error = err.Error()
+	case !res.Delivered:
+		a.Error = http.StatusText(status)
+	}
+	if len(a.Error) > maxErrorText {
+		a.Error = a.Error[:maxErrorText]
+	}
+	e.Log = append(e.Log, a)
+	if !res.Delivered {
+		e.LastStatus, e.LastError, e.Class = status, a.Error, res.Class
+	}
+	return res
+}
+
+// post sends e's payload, signed, and reads the answer's status and
+// headers (the body is drained, up to a bound, so the connection is
+// reused).
+func (s *Sender) post(ctx context.Context, d *destination, e *Envelope, now time.Time) (int, http.Header, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.URL, bytes.NewReader(e.Payload))
+	if err != nil {
+		return 0, nil, err
+	}
+	for k, v := range d.Header {
+		req.Header[k] = v
+	}
+	if req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("User-Agent", "hookgate")
+	if d.Signer != nil {
+		for k, v := range d.Signer.Sign(e.ID, now, e.Payload) {
+			req.Header[k] = v
+		}
+	}
+	if e.TraceParent != "" {
+		req.Header.Set("Traceparent", e.TraceParent)
+		if e.TraceState != "" {
+			req.Header.Set("Tracestate", e.TraceState)
+		}
+	}
+	if e.RedriveID != "" {
+		req.Header.Set("Hookgate-Redrive-Id", e.RedriveID)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	return resp.StatusCode, resp.Header, nil
+}
+
+// settleLoop settles outcomes in batches: it takes what has arrived while
+// the previous batch was being written, so a busy destination costs one
+// store round trip per batch, and an idle one adds no delay.
+func (s *Sender) settleLoop(dest string, outcomes <-chan Outcome) {
+	batch := make([]Outcome, 0, 256)
+	for o := range outcomes {
+		batch = append(batch[:0], o)
+	drain:
+		for len(batch) < cap(batch) {
+			select {
+			case o, ok := <-outcomes:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, o)
+			default:
+				break drain
+			}
+		}
+		s.settle(dest, batch)
+	}
+}
+
+// settle writes a batch, retrying a store failure until the batch's
+// leases would have expired anyway.
+func (s *Sender) settle(dest string, batch []Outcome) {
+	deadline := batch[0].LeaseUntil
+	backoff := 50 * time.Millisecond
+	for {
+		skipped, err := s.queue.Settle(context.Background(), dest, batch, s.now())
+		if err == nil {
+			if skipped > 0 {
+				s.logger.Warn("outcomes skipped: their lease had expired and the envelopes were leased again", "destination", dest, "skipped", skipped)
+			}
+			return
+		}
+		if !s.now().Add(backoff).Before(deadline) {
+			s.logger.Error("settling outcomes failed until their leases ended: they will be delivered again", "destination", dest, "outcomes", len(batch), "error", err)
+			return
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Attempt(string, string, time.Duration) {}
+func (nopObserver) Delivered(string, time.Duration)       {}
+func (nopObserver) Dead(string, time.Duration)            {}
+func (nopObserver) BreakerState(string, gobreaker.State)  {}

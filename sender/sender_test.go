@@ -1,0 +1,341 @@
+package sender_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/hookgate/hookgate/sender"
+	"github.com/hookgate/hookgate/sender/boltqueue"
+	"github.com/hookgate/hookgate/verify"
+)
+
+const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// receiver is a real HTTP receiver that verifies each request and answers
+// with what answer says.
+type receiver struct {
+	*httptest.Server
+	mu     sync.Mutex
+	byID   map[string]int
+	total  atomic.Int64
+	answer atomic.Value // func(id string, n int) int
+	hdrs   []http.Header
+}
+
+func newReceiver(t *testing.T, answer func(id string, n int) int) *receiver {
+	t.Helper()
+	v, err := verify.New("standard", []string{secret}, verify.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &receiver{byID: map[string]int{}}
+	r.answer.Store(answer)
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		d, err := v.Verify(req.Header, body, time.Now())
+		if err != nil {
+			t.Errorf("receiver: %v", err)
+			w.WriteHeader(401)
+			return
+		}
+		r.mu.Lock()
+		r.byID[d.ID]++
+		n := r.byID[d.ID]
+		r.hdrs = append(r.hdrs, req.Header.Clone())
+		r.mu.Unlock()
+		r.total.Add(1)
+		w.WriteHeader(r.answer.Load().(func(string, int) int)(d.ID, n))
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *receiver) count(id string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.byID[id]
+}
+
+func newQueue(t *testing.T) sender.Queue {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	q, err := boltqueue.New(db, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+func signer(t *testing.T) sender.Signer {
+	v, err := verify.New("standard", []string{secret}, verify.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// fast is a config whose retries come at once.
+var fast = sender.Config{
+	Workers: 8, Attempts: 3, Backoff: sender.Backoff{Base: time.Millisecond, Cap: 2 * time.Millisecond},
+	Timeout: 2 * time.Second, Lease: 10 * time.Second, Poll: 20 * time.Millisecond,
+	Breaker: sender.BreakerConfig{Failures: 1000},
+}
+
+// start runs s until the test ends, and waits for Run to return then.
+func start(t *testing.T, s *sender.Sender) context.CancelFunc {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return cancel
+}
+
+// eventually polls cond for up to 20 seconds.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func enqueue(t *testing.T, s *sender.Sender, dest, id string) {
+	t.Helper()
+	res, err := s.Enqueue(t.Context(), &sender.Envelope{ID: id, Destination: dest, Payload: []byte(`{"id":"` + id + `"}`),
+		TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})
+	if err != nil || res.Duplicate {
+		t.Fatalf("Enqueue(%s) = %+v, %v", id, res, err)
+	}
+}
+
+func TestDeliversEachOnceSigned(t *testing.T) {
+	rcv := newReceiver(t, func(string, int) int { return 200 })
+	q := newQueue(t)
+	s, err := sender.New(q, fast, []sender.Destination{{Name: "d", URL: rcv.URL, Signer: signer(t)}}, sender.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, s)
+	const n = 200
+	for i := range n {
+		enqueue(t, s, "d", fmt.Sprint("msg_", i))
+	}
+	eventually(t, "all delivered", func() bool { return rcv.total.Load() >= n })
+	time.Sleep(100 * time.Millisecond)
+	for i := range n {
+		if c := rcv.count(fmt.Sprint("msg_", i)); c != 1 {
+			t.Fatalf("msg_%d delivered %d times", i, c)
+		}
+	}
+	if got := rcv.hdrs[0].Get("Traceparent"); got != "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" {
+		t.Errorf("traceparent = %q", got)
+	}
+	eventually(t, "the queue empty", func() bool {
+		st, _ := q.Stats(t.Context(), "d", time.Now())
+		return st.Queued == 0 && st.Leased == 0
+	})
+	if res, _ := s.Enqueue(t.Context(), &sender.Envelope{ID: "msg_0", Destination: "d", Payload: []byte(`{"id":"msg_0"}`)}); res.State != sender.StateDelivered || !res.Duplicate {
+		t.Errorf("re-enqueue of a delivered ID = %+v, want a delivered duplicate", res)
+	}
+}
+
+// TestAttemptsCountEveryDelivery: attempts 3 means three deliveries in
+// all, the first included; then the envelope is dead, with its log.
+func TestAttemptsCountEveryDelivery(t *testing.T) {
+	rcv := newReceiver(t, func(string, int) int { return 503 })
+	q := newQueue(t)
+	s, _ := sender.New(q, fast, []sender.Destination{{Name: "d", URL: rcv.URL, Signer: signer(t)}}, sender.Options{})
+	start(t, s)
+	enqueue(t, s, "d", "msg_503")
+	eventually(t, "dead", func() bool {
+		_, state, _ := q.Get(t.Context(), "d", "msg_503")
+		return state == sender.StateDead
+	})
+	e, _, _ := q.Get(t.Context(), "d", "msg_503")
+	if rcv.count("msg_503") != 3 || len(e.Log) != 3 || e.Attempts != 3 || e.LastStatus != 503 || e.Class != sender.ClassHTTP5xx {
+		t.Fatalf("delivered %d times; dead letter attempts %d, log %d, last %d %s; want 3, 3, 3, 503 http_5xx",
+			rcv.count("msg_503"), e.Attempts, len(e.Log), e.LastStatus, e.Class)
+	}
+}
+
+func TestPermanentFailuresGoStraightToTheDLQ(t *testing.T) {
+	for _, tt := range []struct {
+		status int
+		class  sender.Class
+	}{{400, sender.ClassHTTP4xx}, {302, sender.ClassHTTP3xx}, {409, sender.ClassHTTP4xx}} {
+		t.Run(fmt.Sprint(tt.status), func(t *testing.T) {
+			rcv := newReceiver(t, func(string, int) int { return tt.status })
+			q := newQueue(t)
+			s, _ := sender.New(q, fast, []sender.Destination{{Name: "d", URL: rcv.URL, Signer: signer(t), Header: http.Header{}}}, sender.Options{})
+			start(t, s)
+			enqueue(t, s, "d", "m")
+			eventually(t, "dead", func() bool {
+				_, state, _ := q.Get(t.Context(), "d", "m")
+				return state == sender.StateDead
+			})
+			e, _, _ := q.Get(t.Context(), "d", "m")
+			if rcv.count("m") != 1 || e.Class != tt.class {
+				t.Fatalf("%d: delivered %d times, class %s; want once, %s", tt.status, rcv.count("m"), e.Class, tt.class)
+			}
+		})
+	}
+}
+
+// TestGonePausesTheDestination: a 410 dead-letters its envelope and
+// pauses the destination; envelopes enqueued meanwhile are kept; resume
+// delivers them.
+func TestGonePausesTheDestination(t *testing.T) {
+	var gone atomic.Bool
+	gone.Store(true)
+	rcv := newReceiver(t, func(string, int) int {
+		if gone.Load() {
+			return 410
+		}
+		return 200
+	})
+	q := newQueue(t)
+	s, _ := sender.New(q, fast, []sender.Destination{{Name: "d", URL: rcv.URL, Signer: signer(t)}}, sender.Options{})
+	start(t, s)
+	enqueue(t, s, "d", "first")
+	eventually(t, "paused", func() bool {
+		st, _ := q.Stats(t.Context(), "d", time.Now())
+		return st.Paused && st.Dead == 1
+	})
+	gone.Store(false)
+	res, err := s.Enqueue(t.Context(), &sender.Envelope{ID: "kept", Destination: "d", Payload: []byte(`{}`)})
+	if err != nil || res.State != sender.StatePaused {
+		t.Fatalf("enqueue while paused = %+v, %v; want paused", res, err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if rcv.count("kept") != 0 {
+		t.Fatal("a paused destination was delivered to")
+	}
+	if err := q.SetPaused(t.Context(), "d", false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "delivered after resume", func() bool { return rcv.count("kept") == 1 })
+}
+
+// recordingObserver counts attempts and breaker states.
+type recordingObserver struct {
+	mu       sync.Mutex
+	attempts map[string]int
+	states   []gobreaker.State
+}
+
+func (o *recordingObserver) Attempt(dest, _ string, _ time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.attempts[dest]++
+}
+func (o *recordingObserver) Delivered(string, time.Duration) {}
+func (o *recordingObserver) Dead(string, time.Duration)      {}
+func (o *recordingObserver) BreakerState(_ string, s gobreaker.State) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.states = append(o.states, s)
+}
+
+// TestBreakerStopsAttempts: a destination that is down opens its breaker
+// after the configured failures; while open it gets no attempts and none
+// are charged, and a healthy destination keeps delivering.
+func TestBreakerStopsAttempts(t *testing.T) {
+	down := newReceiver(t, func(string, int) int { return 503 })
+	up := newReceiver(t, func(string, int) int { return 200 })
+	q := newQueue(t)
+	cfg := fast
+	cfg.Attempts = 100
+	cfg.Breaker = sender.BreakerConfig{Failures: 3, Open: time.Hour, HalfOpen: 1}
+	obs := &recordingObserver{attempts: map[string]int{}}
+	s, _ := sender.New(q, cfg, []sender.Destination{
+		{Name: "down", URL: down.URL, Signer: signer(t), Workers: 1},
+		{Name: "up", URL: up.URL, Signer: signer(t)},
+	}, sender.Options{Observer: obs})
+	start(t, s)
+	for i := range 10 {
+		enqueue(t, s, "down", fmt.Sprint("d", i))
+	}
+	eventually(t, "breaker open", func() bool {
+		st, _ := s.BreakerState("down")
+		return st == gobreaker.StateOpen
+	})
+	time.Sleep(100 * time.Millisecond)
+	attempts := down.total.Load()
+	for i := range 100 {
+		enqueue(t, s, "up", fmt.Sprint("u", i))
+	}
+	eventually(t, "the healthy destination delivered", func() bool { return up.total.Load() == 100 })
+	time.Sleep(200 * time.Millisecond)
+	if got := down.total.Load(); got != attempts || got != 3 {
+		t.Fatalf("the down destination got %d attempts (%d when the breaker opened); want 3 and none while open", got, attempts)
+	}
+	var charged int
+	for i := range 10 {
+		e, _, _ := q.Get(t.Context(), "down", fmt.Sprint("d", i))
+		if e != nil {
+			charged += e.Attempts
+		}
+	}
+	if charged != 3 {
+		t.Errorf("%d attempts charged, want 3", charged)
+	}
+}
+
+// TestShutdownLosesNothing: a sender stopped mid-run, and a new one on the
+// same queue, deliver everything.
+func TestShutdownLosesNothing(t *testing.T) {
+	rcv := newReceiver(t, func(string, int) int {
+		time.Sleep(5 * time.Millisecond)
+		return 200
+	})
+	q := newQueue(t)
+	dests := []sender.Destination{{Name: "d", URL: rcv.URL, Signer: signer(t)}}
+	s1, _ := sender.New(q, fast, dests, sender.Options{})
+	const n = 300
+	for i := range n {
+		enqueue(t, s1, "d", fmt.Sprint("m", i))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s1.Run(ctx); close(done) }()
+	eventually(t, "some delivered", func() bool { return rcv.total.Load() > 20 })
+	cancel()
+	<-done
+	st, _ := q.Stats(t.Context(), "d", time.Now())
+	if st.Leased != 0 {
+		t.Fatalf("%d envelopes still leased after a clean stop", st.Leased)
+	}
+	s2, _ := sender.New(q, fast, dests, sender.Options{})
+	start(t, s2)
+	eventually(t, "all delivered", func() bool {
+		for i := range n {
+			if rcv.count(fmt.Sprint("m", i)) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for i := range n {
+		if c := rcv.count(fmt.Sprint("m", i)); c != 1 {
+			t.Fatalf("m%d delivered %d times", i, c)
+		}
+	}
+}
