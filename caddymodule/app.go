@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/sender"
 )
 
 func init() {
@@ -33,9 +34,19 @@ type App struct {
 	// KeyPrefix starts every Redis key. Default: "hookgate".
 	KeyPrefix string `json:"key_prefix,omitempty"`
 
-	metrics *metrics
-	logger  *zap.Logger
-	store   *lazyStore
+	// Sender tunes the outbound delivery workers.
+	Sender *SenderConfig `json:"sender,omitempty"`
+
+	// Destinations are where the sender delivers.
+	Destinations []*DestinationConfig `json:"destinations,omitempty"`
+
+	metrics      *metrics
+	logger       *zap.Logger
+	store        *lazyStore
+	destinations []sender.Destination
+	sender       *sender.Sender
+	stopSender   context.CancelFunc
+	senderDone   *sync.WaitGroup
 }
 
 // StoreConfig selects the state store.
@@ -61,10 +72,11 @@ type StoreConfig struct {
 // must not take the bbolt file's lock from a running gateway. A config
 // without dedupe never opens it.
 type lazyStore struct {
-	open    func() (backend, string, error)
-	used    bool // a handler needs it: Start opens it
+	open    func() (opened, string, error)
+	used    bool // a handler or the sender needs it: Start opens it
 	once    sync.Once
 	store   backend
+	queue   func(retention time.Duration) (sender.Queue, error)
 	err     error
 	poolKey string
 }
@@ -77,7 +89,11 @@ type backend interface {
 
 // get opens the store on first call.
 func (l *lazyStore) get() (backend, error) {
-	l.once.Do(func() { l.store, l.poolKey, l.err = l.open() })
+	l.once.Do(func() {
+		var o opened
+		o, l.poolKey, l.err = l.open()
+		l.store, l.queue = o.backend, o.queue
+	})
 	return l.store, l.err
 }
 
@@ -159,14 +175,15 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	a.metrics = m
-	a.store = &lazyStore{open: func() (backend, string, error) {
-		s, poolKey, err := a.openStore(a.logger)
+	a.store = &lazyStore{open: func() (opened, string, error) {
+		o, poolKey, err := a.openStore(a.logger)
 		if err != nil {
-			return nil, "", err
+			return opened{}, "", err
 		}
-		return newInstrumentedStore(s, a.Store.Backend, a.metrics.storeOpDuration), poolKey, nil
+		o.backend = newInstrumentedStore(o.backend, a.Store.Backend, a.metrics.storeOpDuration)
+		return o, poolKey, nil
 	}}
-	return nil
+	return a.provisionSender()
 }
 
 // Validate checks the configuration.
@@ -189,18 +206,25 @@ func (a *App) Validate() error {
 	return nil
 }
 
-// Start opens the store when a handler needs it.
+// Start opens the store when a handler or the sender needs it, and starts
+// the sender's workers.
 func (a *App) Start() error {
 	if a.store.used {
 		if _, err := a.store.get(); err != nil {
 			return err
 		}
 	}
-	return nil
+	return a.startSender()
 }
 
-// Stop stops the app.
-func (a *App) Stop() error { return nil }
+// Stop stops the sender's workers: deliveries in flight finish and are
+// settled, leased envelopes not started are released. On a reload the new
+// config's workers have already started; the queue's leases keep the two
+// from delivering one envelope twice.
+func (a *App) Stop() error {
+	a.stopSenderAndWait()
+	return nil
+}
 
 // Cleanup releases what Provision acquired.
 func (a *App) Cleanup() error {

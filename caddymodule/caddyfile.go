@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -37,6 +38,8 @@ func init() {
 //		}
 //		store file [<dir>]
 //		key_prefix <prefix>
+//		sender { ... }
+//		destination <name> { ... }
 //	}
 //
 // Repeated hookgate blocks merge; a subdirective given twice is an error.
@@ -113,9 +116,179 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()
 			}
+		case "sender":
+			if a.Sender != nil {
+				return d.Err("sender given twice")
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			a.Sender = new(SenderConfig)
+			if err := a.Sender.unmarshalCaddyfile(d); err != nil {
+				return err
+			}
+		case "destination":
+			if !d.NextArg() {
+				return d.Err("destination needs a name")
+			}
+			dc := &DestinationConfig{Name: d.Val()}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			for _, other := range a.Destinations {
+				if other.Name == dc.Name {
+					return d.Errf("destination %q given twice", dc.Name)
+				}
+			}
+			if err := dc.unmarshalCaddyfile(d); err != nil {
+				return err
+			}
+			a.Destinations = append(a.Destinations, dc)
 		default:
 			return d.Errf("unknown hookgate subdirective %q", d.Val())
 		}
+	}
+	return nil
+}
+
+// positiveInt parses the one argument of sub as a positive integer.
+func positiveInt(d *caddyfile.Dispenser, sub string, args []string) (int, error) {
+	v, err := oneArg(d, args)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, d.Errf("%s: want a positive integer, got %q", sub, v)
+	}
+	return n, nil
+}
+
+// unmarshalCaddyfile parses the sender block:
+//
+//	sender {
+//		workers   <n>
+//		attempts  <n>
+//		backoff   <base> <cap>
+//		timeout   <duration>
+//		lease     <duration>
+//		retention <duration>
+//		breaker {
+//			failures  <n>
+//			open      <duration>
+//			half_open <n>
+//		}
+//	}
+func (sc *SenderConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	seen := map[string]bool{}
+	var err error
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		sub := d.Val()
+		if seen[sub] {
+			return d.Errf("sender: %s given twice", sub)
+		}
+		seen[sub] = true
+		args := d.RemainingArgs()
+		switch sub {
+		case "workers":
+			sc.Workers, err = positiveInt(d, sub, args)
+		case "attempts":
+			sc.Attempts, err = positiveInt(d, sub, args)
+		case "backoff":
+			if len(args) != 2 {
+				return d.Errf("backoff: want <base> <cap>, e.g. backoff 2s 15m")
+			}
+			if sc.Backoff, err = positiveDuration(d, sub, args[:1]); err == nil {
+				sc.BackoffCap, err = positiveDuration(d, sub, args[1:])
+			}
+			if err == nil && sc.BackoffCap < sc.Backoff {
+				return d.Errf("backoff: the cap %s is under the base %s", time.Duration(sc.BackoffCap), time.Duration(sc.Backoff))
+			}
+		case "timeout":
+			sc.Timeout, err = positiveDuration(d, sub, args)
+		case "lease":
+			sc.Lease, err = positiveDuration(d, sub, args)
+		case "retention":
+			sc.Retention, err = positiveDuration(d, sub, args)
+		case "breaker":
+			if len(args) != 0 {
+				return d.ArgErr()
+			}
+			sc.Breaker = new(BreakerConfig)
+			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				sub := d.Val()
+				args := d.RemainingArgs()
+				switch sub {
+				case "failures":
+					sc.Breaker.Failures, err = positiveInt(d, sub, args)
+				case "open":
+					sc.Breaker.Open, err = positiveDuration(d, sub, args)
+				case "half_open":
+					sc.Breaker.HalfOpen, err = positiveInt(d, sub, args)
+				default:
+					return d.Errf("unknown breaker subdirective %q", sub)
+				}
+				if err != nil {
+					return err
+				}
+			}
+		default:
+			return d.Errf("unknown sender subdirective %q", sub)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unmarshalCaddyfile parses a destination block:
+//
+//	destination <name> {
+//		url     <url>
+//		scheme  <scheme>
+//		secret  <secret>
+//		workers <n>
+//		rate    <n>/s|m|h
+//	}
+func (dc *DestinationConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	seen := map[string]bool{}
+	var err error
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		sub := d.Val()
+		if seen[sub] {
+			return d.Errf("destination %s: %s given twice", dc.Name, sub)
+		}
+		seen[sub] = true
+		args := d.RemainingArgs()
+		switch sub {
+		case "url":
+			dc.URL, err = oneArg(d, args)
+		case "scheme":
+			dc.Scheme, err = oneArg(d, args)
+		case "secret":
+			dc.Secret, err = oneArg(d, args)
+		case "workers":
+			dc.Workers, err = positiveInt(d, sub, args)
+		case "rate":
+			var v string
+			if v, err = oneArg(d, args); err == nil {
+				if dc.Rate, err = parseRate(v); err != nil {
+					return d.Err(err.Error())
+				}
+			}
+		default:
+			return d.Errf("unknown destination subdirective %q", sub)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if dc.URL == "" {
+		return d.Errf("destination %s needs a url", dc.Name)
+	}
+	if dc.Secret == "" {
+		return d.Errf("destination %s needs a secret", dc.Name)
 	}
 	return nil
 }

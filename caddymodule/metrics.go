@@ -23,6 +23,7 @@ type metrics struct {
 	freshness       metric.Int64Counter
 	dedupeAttrs     sync.Map // result -> metric.AddOption, built once
 	freshnessAttrs  sync.Map
+	sender          *senderMetrics
 }
 
 func newMetrics(reg *prometheus.Registry) (*metrics, error) {
@@ -44,7 +45,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		return nil, err
 	}
 	m.dedupeRequests, err = meter.Int64Counter("hookgate_dedupe_requests_total",
-		metric.WithDescription("Dedupe outcomes: forwarded, replayed, in_flight, mismatch, store_error, lease_expired, missing_key."))
+		metric.WithDescription("Dedupe outcomes: forwarded, replayed, in_flight, mismatch, store_error, lease_expired, and the 400 and 413 reasons."))
 	if err != nil {
 		return nil, err
 	}
@@ -58,6 +59,9 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		metric.WithUnit("s"),
 		metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5))
 	if err != nil {
+		return nil, err
+	}
+	if m.sender, err = newSenderMetrics(meter); err != nil {
 		return nil, err
 	}
 	return m, nil

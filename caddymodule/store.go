@@ -23,6 +23,9 @@ import (
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/dedupe/boltstore"
 	"github.com/hookgate/hookgate/dedupe/redisstore"
+	"github.com/hookgate/hookgate/sender"
+	"github.com/hookgate/hookgate/sender/boltqueue"
+	"github.com/hookgate/hookgate/sender/redisqueue"
 )
 
 // connections holds the open Redis clients and bbolt files, keyed by their
@@ -46,9 +49,16 @@ type redisConn struct{ rdb redis.UniversalClient }
 
 func (c *redisConn) Destruct() error { return c.rdb.Close() }
 
+// opened is the app's open store: the dedupe and freshness backend, and
+// the sender's queue on the same connection.
+type opened struct {
+	backend backend
+	queue   func(retention time.Duration) (sender.Queue, error)
+}
+
 // openStore opens (or reuses) the configured store. The returned key
 // releases it in the usage pool.
-func (a *App) openStore(logger *zap.Logger) (backend, string, error) {
+func (a *App) openStore(logger *zap.Logger) (opened, string, error) {
 	cfg, _ := json.Marshal(a.Store)
 	poolKey := string(cfg)
 	switch a.Store.Backend {
@@ -70,9 +80,12 @@ func (a *App) openStore(logger *zap.Logger) (backend, string, error) {
 			return &boltConn{db: db, store: s}, nil
 		})
 		if err != nil {
-			return nil, "", err
+			return opened{}, "", err
 		}
-		return v.(*boltConn).store, poolKey, nil
+		c := v.(*boltConn)
+		return opened{backend: c.store, queue: func(retention time.Duration) (sender.Queue, error) {
+			return boltqueue.New(c.db, retention)
+		}}, poolKey, nil
 	case "redis":
 		v, _, err := connections.LoadOrNew(poolKey, func() (caddy.Destructor, error) {
 			opts, err := redisOptions(a.Store)
@@ -84,11 +97,14 @@ func (a *App) openStore(logger *zap.Logger) (backend, string, error) {
 			return &redisConn{rdb: rdb}, nil
 		})
 		if err != nil {
-			return nil, "", err
+			return opened{}, "", err
 		}
-		return redisstore.New(v.(*redisConn).rdb, a.KeyPrefix), poolKey, nil
+		rdb := v.(*redisConn).rdb
+		return opened{backend: redisstore.New(rdb, a.KeyPrefix), queue: func(retention time.Duration) (sender.Queue, error) {
+			return redisqueue.New(rdb, a.KeyPrefix, retention), nil
+		}}, poolKey, nil
 	}
-	return nil, "", fmt.Errorf("unknown store backend %q", a.Store.Backend)
+	return opened{}, "", fmt.Errorf("unknown store backend %q", a.Store.Backend)
 }
 
 // checkEvictionPolicy logs a warning unless every Redis master evicts

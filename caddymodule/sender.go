@@ -1,0 +1,369 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/sony/gobreaker/v2"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+	"golang.org/x/time/rate"
+
+	"github.com/hookgate/hookgate/sender"
+	"github.com/hookgate/hookgate/verify"
+)
+
+// SenderConfig tunes the sender's workers; every field has a default.
+type SenderConfig struct {
+	// Workers caps the deliveries in flight over all destinations.
+	// Default 20.
+	Workers int `json:"workers,omitempty"`
+	// Attempts is the total deliveries of an event, the first included.
+	// Default 8.
+	Attempts int `json:"attempts,omitempty"`
+	// Backoff and BackoffCap shape the retries: capped exponential backoff
+	// with full jitter. Default 2s and 15m.
+	Backoff    caddy.Duration `json:"backoff,omitempty"`
+	BackoffCap caddy.Duration `json:"backoff_cap,omitempty"`
+	// Timeout bounds one attempt. Default 10s.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+	// Lease is how long a worker holds an envelope before it is presumed
+	// dead and the envelope delivered again. Default 30s.
+	Lease caddy.Duration `json:"lease,omitempty"`
+	// Retention is how long delivered IDs (enqueue idempotency) and dead
+	// letters are kept. Default 168h.
+	Retention caddy.Duration `json:"retention,omitempty"`
+	// Breaker opens a destination's circuit.
+	Breaker *BreakerConfig `json:"breaker,omitempty"`
+}
+
+// BreakerConfig tunes each destination's circuit breaker.
+type BreakerConfig struct {
+	// Failures is how many consecutive transient failures open it.
+	// Default 5.
+	Failures int `json:"failures,omitempty"`
+	// Open is how long it stays open before a trial. Default 30s.
+	Open caddy.Duration `json:"open,omitempty"`
+	// HalfOpen is how many trial deliveries go while half-open. Default 1.
+	HalfOpen int `json:"half_open,omitempty"`
+}
+
+// DestinationConfig is one destination of the sender.
+type DestinationConfig struct {
+	// Name names the destination in webhook_enqueue, metrics and the
+	// admin API.
+	Name string `json:"name"`
+	// URL receives the deliveries (POST).
+	URL string `json:"url"`
+	// Scheme signs them: one of webhook_verify's schemes. Default standard.
+	Scheme string `json:"scheme,omitempty"`
+	// Secret is the signing secret; {env.*} and {file.*} are read when the
+	// config loads. Required.
+	Secret string `json:"secret,omitempty"`
+	// Workers caps this destination's deliveries in flight. Default: the
+	// sender's workers.
+	Workers int `json:"workers,omitempty"`
+	// Rate limits this destination's attempts per second; 0: no limit.
+	Rate float64 `json:"rate,omitempty"`
+}
+
+// provisionSender builds the sender's destinations. The sender itself
+// starts with the app, on the store.
+func (a *App) provisionSender() error {
+	if len(a.Destinations) == 0 {
+		if a.Sender != nil {
+			return errors.New("sender: no destination is configured")
+		}
+		return nil
+	}
+	if a.Sender == nil {
+		a.Sender = new(SenderConfig)
+	}
+	repl := caddy.NewReplacer()
+	seen := map[string]bool{}
+	for _, dc := range a.Destinations {
+		switch {
+		case dc.Name == "":
+			return errors.New("destination: a name is required")
+		case seen[dc.Name]:
+			return fmt.Errorf("destination %q is configured twice", dc.Name)
+		case dc.Workers < 0 || dc.Rate < 0:
+			return fmt.Errorf("destination %q: workers and rate must not be negative", dc.Name)
+		}
+		seen[dc.Name] = true
+		u, err := url.Parse(dc.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("destination %q: url must be an http:// or https:// URL", dc.Name)
+		}
+		scheme := dc.Scheme
+		if scheme == "" {
+			scheme = "standard"
+		}
+		secret, err := repl.ReplaceOrErr(dc.Secret, true, true)
+		if err != nil {
+			return fmt.Errorf("destination %q: secret: %w", dc.Name, err)
+		}
+		signer, err := verify.New(scheme, []string{strings.TrimSpace(secret)}, verify.Options{})
+		if err != nil {
+			return fmt.Errorf("destination %q: %w", dc.Name, err)
+		}
+		d := sender.Destination{Name: dc.Name, URL: dc.URL, Signer: signer, Workers: dc.Workers}
+		if dc.Rate > 0 {
+			d.Rate, d.Burst = rate.Limit(dc.Rate), max(1, int(dc.Rate))
+		}
+		a.destinations = append(a.destinations, d)
+	}
+	a.store.used = true
+	return nil
+}
+
+// senderConfig is the domain config of a.Sender.
+func (a *App) senderConfig() sender.Config {
+	sc := a.Sender
+	cfg := sender.Config{
+		Workers: sc.Workers, Attempts: sc.Attempts,
+		Backoff: sender.Backoff{Base: time.Duration(sc.Backoff), Cap: time.Duration(sc.BackoffCap)},
+		Timeout: time.Duration(sc.Timeout), Lease: time.Duration(sc.Lease),
+	}
+	if b := sc.Breaker; b != nil {
+		cfg.Breaker = sender.BreakerConfig{Failures: b.Failures, Open: time.Duration(b.Open), HalfOpen: b.HalfOpen}
+	}
+	return cfg
+}
+
+func (a *App) retention() time.Duration {
+	if a.Sender != nil && a.Sender.Retention > 0 {
+		return time.Duration(a.Sender.Retention)
+	}
+	return sender.DefaultRetention
+}
+
+// startSender opens the queue on the store and runs the workers until
+// Stop.
+func (a *App) startSender() error {
+	if len(a.destinations) == 0 {
+		return nil
+	}
+	if _, err := a.store.get(); err != nil {
+		return err
+	}
+	q, err := a.store.queue(a.retention())
+	if err != nil {
+		return fmt.Errorf("sender queue: %w", err)
+	}
+	s, err := sender.New(q, a.senderConfig(), a.destinations, sender.Options{
+		Logger:   zapslogLogger(a.logger.Named("sender")),
+		Observer: a.metrics.senderObserver(),
+	})
+	if err != nil {
+		return err
+	}
+	if err := a.metrics.observeQueues(s); err != nil {
+		return fmt.Errorf("sender metrics: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.sender, a.stopSender, a.senderDone = s, cancel, new(sync.WaitGroup)
+	a.senderDone.Go(func() { s.Run(ctx) })
+	a.logger.Info("sender started", zap.Strings("destinations", s.Destinations()))
+	return nil
+}
+
+// stopSender stops the workers: in-flight deliveries finish and settle,
+// leased envelopes not started are released.
+func (a *App) stopSenderAndWait() {
+	if a.stopSender != nil {
+		a.stopSender()
+		a.senderDone.Wait()
+	}
+}
+
+// Enqueue queues an event for delivery: the Go API for producers in the
+// same process. It is idempotent by e.ID within e.Destination.
+func (a *App) Enqueue(ctx context.Context, e *sender.Envelope) (sender.EnqueueResult, error) {
+	if a.sender == nil {
+		return sender.EnqueueResult{}, errors.New("the sender is not running")
+	}
+	return a.sender.Enqueue(ctx, e)
+}
+
+// hasDestination reports whether name is a configured destination.
+func (a *App) hasDestination(name string) bool {
+	for _, d := range a.destinations {
+		if d.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// parseRate parses a rate such as 50/s, 600/m or 3600/h into events per
+// second.
+func parseRate(s string) (float64, error) {
+	n, unit, ok := strings.Cut(s, "/")
+	v, err := strconv.ParseFloat(n, 64)
+	if !ok || err != nil || v <= 0 {
+		return 0, fmt.Errorf("rate %q: want <n>/s, <n>/m or <n>/h", s)
+	}
+	switch unit {
+	case "s":
+		return v, nil
+	case "m":
+		return v / 60, nil
+	case "h":
+		return v / 3600, nil
+	}
+	return 0, fmt.Errorf("rate %q: want <n>/s, <n>/m or <n>/h", s)
+}
+
+// senderMetrics are the sender's instruments.
+type senderMetrics struct {
+	deliveries  metric.Int64Counter
+	attempts    metric.Int64Counter
+	attemptDur  metric.Float64Histogram
+	deliveryAge metric.Float64Histogram
+	timeToDLQ   metric.Float64Histogram
+	enqueued    metric.Int64Counter
+	attrs       sync.Map // label set -> metric.MeasurementOption
+}
+
+func newSenderMetrics(meter metric.Meter) (*senderMetrics, error) {
+	m := new(senderMetrics)
+	var err error
+	seconds := metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
+	if m.deliveries, err = meter.Int64Counter("hookgate_sender_deliveries_total",
+		metric.WithDescription("Envelopes settled for good, by destination and outcome (delivered, dead).")); err != nil {
+		return nil, err
+	}
+	if m.attempts, err = meter.Int64Counter("hookgate_sender_attempts_total",
+		metric.WithDescription("Delivery attempts by destination and result (2xx, transient, permanent).")); err != nil {
+		return nil, err
+	}
+	if m.attemptDur, err = meter.Float64Histogram("hookgate_sender_attempt_duration_seconds",
+		metric.WithDescription("Latency of delivery attempts by destination."), metric.WithUnit("s"), seconds); err != nil {
+		return nil, err
+	}
+	if m.deliveryAge, err = meter.Float64Histogram("hookgate_sender_delivery_age_seconds",
+		metric.WithDescription("Time from enqueue to successful delivery, by destination."), metric.WithUnit("s"), seconds); err != nil {
+		return nil, err
+	}
+	if m.timeToDLQ, err = meter.Float64Histogram("hookgate_sender_time_to_dlq_seconds",
+		metric.WithDescription("Time from the first failed attempt to the dead letter, by destination."), metric.WithUnit("s"), seconds); err != nil {
+		return nil, err
+	}
+	if m.enqueued, err = meter.Int64Counter("hookgate_sender_enqueued_total",
+		metric.WithDescription("Enqueues by destination and result (queued, duplicate).")); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// labels returns the measurement option of a label set, built once.
+func (m *senderMetrics) labels(kv ...string) metric.MeasurementOption {
+	key := strings.Join(kv, "\x00")
+	if v, ok := m.attrs.Load(key); ok {
+		return v.(metric.MeasurementOption)
+	}
+	var as []attribute.KeyValue
+	for i := 0; i+1 < len(kv); i += 2 {
+		as = append(as, attribute.String(kv[i], kv[i+1]))
+	}
+	v, _ := m.attrs.LoadOrStore(key, metric.WithAttributeSet(attribute.NewSet(as...)))
+	return v.(metric.MeasurementOption)
+}
+
+// senderObserver adapts the metrics to sender.Observer.
+func (m *metrics) senderObserver() sender.Observer { return observer{m.sender} }
+
+type observer struct{ m *senderMetrics }
+
+func (o observer) Attempt(dest, result string, latency time.Duration) {
+	ctx := context.Background()
+	o.m.attempts.Add(ctx, 1, o.m.labels("destination", dest, "result", result))
+	o.m.attemptDur.Record(ctx, latency.Seconds(), o.m.labels("destination", dest))
+}
+
+func (o observer) Delivered(dest string, age time.Duration) {
+	ctx := context.Background()
+	o.m.deliveries.Add(ctx, 1, o.m.labels("destination", dest, "outcome", "delivered"))
+	o.m.deliveryAge.Record(ctx, age.Seconds(), o.m.labels("destination", dest))
+}
+
+func (o observer) Dead(dest string, quarantined time.Duration) {
+	ctx := context.Background()
+	o.m.deliveries.Add(ctx, 1, o.m.labels("destination", dest, "outcome", "dead"))
+	o.m.timeToDLQ.Record(ctx, quarantined.Seconds(), o.m.labels("destination", dest))
+}
+
+// BreakerState is read from the sender at each scrape instead.
+func (o observer) BreakerState(string, gobreaker.State) {}
+
+// enqueuedResult counts an enqueue.
+func (m *metrics) enqueuedResult(ctx context.Context, dest string, duplicate bool) {
+	result := "queued"
+	if duplicate {
+		result = "duplicate"
+	}
+	m.sender.enqueued.Add(ctx, 1, m.sender.labels("destination", dest, "result", result))
+}
+
+// observeQueues registers the gauges read from the queue at each scrape:
+// depth by state, oldest ready age, and breaker state.
+func (m *metrics) observeQueues(s *sender.Sender) error {
+	meter := m.provider.Meter("github.com/hookgate/hookgate")
+	depth, err := meter.Int64ObservableGauge("hookgate_sender_queue_depth",
+		metric.WithDescription("Envelopes by destination and state (queued, leased, paused, dead)."))
+	if err != nil {
+		return err
+	}
+	oldest, err := meter.Float64ObservableGauge("hookgate_sender_oldest_ready_age_seconds",
+		metric.WithDescription("Age of the oldest envelope due for delivery, by destination."), metric.WithUnit("s"))
+	if err != nil {
+		return err
+	}
+	breaker, err := meter.Int64ObservableGauge("hookgate_sender_breaker_state",
+		metric.WithDescription("Destination breaker state: 0 closed, 1 half-open, 2 open."))
+	if err != nil {
+		return err
+	}
+	_, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		for _, dest := range s.Destinations() {
+			st, err := s.Queue().Stats(ctx, dest, time.Now())
+			if err != nil {
+				continue // a scrape while the store is down shows no depth
+			}
+			queued, paused := st.Queued, 0
+			if st.Paused {
+				queued, paused = 0, st.Queued
+			}
+			for state, n := range map[string]int{"queued": queued, "leased": st.Leased, "paused": paused, "dead": st.Dead} {
+				o.ObserveInt64(depth, int64(n), metric.WithAttributes(attribute.String("destination", dest), attribute.String("state", state)))
+			}
+			o.ObserveFloat64(oldest, st.OldestReady.Seconds(), metric.WithAttributes(attribute.String("destination", dest)))
+			bs, _ := s.BreakerState(dest)
+			o.ObserveInt64(breaker, breakerValue(bs), metric.WithAttributes(attribute.String("destination", dest)))
+		}
+		return nil
+	}, depth, oldest, breaker)
+	return err
+}
+
+// breakerValue maps a breaker state to the gauge's value.
+func breakerValue(s gobreaker.State) int64 {
+	switch s {
+	case gobreaker.StateHalfOpen:
+		return 1
+	case gobreaker.StateOpen:
+		return 2
+	}
+	return 0
+}
