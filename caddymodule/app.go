@@ -45,6 +45,7 @@ type App struct {
 	store        *lazyStore
 	destinations []sender.Destination
 	sender       *sender.Sender
+	dlq          *sender.DLQ
 	stopSender   context.CancelFunc
 	senderDone   *sync.WaitGroup
 }
@@ -76,7 +77,7 @@ type lazyStore struct {
 	used    bool // a handler or the sender needs it: Start opens it
 	once    sync.Once
 	store   backend
-	queue   func(retention time.Duration) (sender.Queue, error)
+	queue   func(retention time.Duration) (sender.AuditedQueue, error)
 	err     error
 	poolKey string
 }

@@ -171,6 +171,7 @@ func (a *App) startSender() error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.sender, a.stopSender, a.senderDone = s, cancel, new(sync.WaitGroup)
+	a.dlq = sender.NewDLQ(q, s.Destinations(), nil)
 	a.senderDone.Go(func() { s.Run(ctx) })
 	a.logger.Info("sender started", zap.Strings("destinations", s.Destinations()))
 	return nil

@@ -53,7 +53,7 @@ func (c *redisConn) Destruct() error { return c.rdb.Close() }
 // the sender's queue on the same connection.
 type opened struct {
 	backend backend
-	queue   func(retention time.Duration) (sender.Queue, error)
+	queue   func(retention time.Duration) (sender.AuditedQueue, error)
 }
 
 // openStore opens (or reuses) the configured store. The returned key
@@ -83,7 +83,7 @@ func (a *App) openStore(logger *zap.Logger) (opened, string, error) {
 			return opened{}, "", err
 		}
 		c := v.(*boltConn)
-		return opened{backend: c.store, queue: func(retention time.Duration) (sender.Queue, error) {
+		return opened{backend: c.store, queue: func(retention time.Duration) (sender.AuditedQueue, error) {
 			return boltqueue.New(c.db, retention)
 		}}, poolKey, nil
 	case "redis":
@@ -100,7 +100,7 @@ func (a *App) openStore(logger *zap.Logger) (opened, string, error) {
 			return opened{}, "", err
 		}
 		rdb := v.(*redisConn).rdb
-		return opened{backend: redisstore.New(rdb, a.KeyPrefix), queue: func(retention time.Duration) (sender.Queue, error) {
+		return opened{backend: redisstore.New(rdb, a.KeyPrefix), queue: func(retention time.Duration) (sender.AuditedQueue, error) {
 			return redisqueue.New(rdb, a.KeyPrefix, retention), nil
 		}}, poolKey, nil
 	}

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -301,5 +301,203 @@ func TestEnqueueAnswers(t *testing.T) {
 	if rs := up.received(); len(rs) != 1 || !bytes.Equal(rs[0].Body, []byte(`{"id":"evt_body","type":"x"}`)) || rs[0].Header.Get("Webhook-Signature") == "" {
 		t.Fatalf("the destination received %d requests; want the first payload, byte for byte, signed", len(rs))
 	}
-	io.Discard.Write(nil)
+}
+
+// cli runs a hookgate subcommand against g's admin API.
+func cli(t *testing.T, g *gateway, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(binary, append(args, "--address", g.Admin)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestDeadLettersRedrive: 50 events die (the receiver answers 400; for
+// five of them the receiver had in fact applied the event and only the
+// answer was lost). The CLI and admin API summarise, list and show them; a
+// redrive of 10 moves exactly 10, which are delivered with the redrive ID;
+// a redrive of the five that had landed is answered by the receiver's
+// dedupe with a replay: each applied once in total.
+func TestDeadLettersRedrive(t *testing.T) {
+	backends(t, func(t *testing.T, global string) {
+		store := "store file"
+		if global != "" {
+			store = strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(global), "hookgate {"), "}"))
+		}
+		var healthy atomic.Bool
+		var mu sync.Mutex
+		applied := map[string]int{}
+		redriveIDs := map[string]string{}
+		landed := func(id string) bool { return id >= "dl-00" && id <= "dl-04" }
+		up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+			id := r.Header.Get("Webhook-Id")
+			if !healthy.Load() && !landed(id) {
+				w.WriteHeader(400)
+				return
+			}
+			mu.Lock()
+			applied[id]++
+			redriveIDs[id] = r.Header.Get("Hookgate-Redrive-Id")
+			mu.Unlock()
+			w.Write([]byte(`{"applied":true}`))
+		})
+		recv := startGateway(t, dedupeSite(up.Addr(), ""), gatewayOptions{Global: global})
+		// Before the fix, the answers of the five that landed are lost on
+		// the way back: the sender sees a 400.
+		target, _ := url.Parse(recv.URL)
+		proxy := httputil.NewSingleHostReverseProxy(target)
+		lossy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !healthy.Load() && landed(r.Header.Get("Webhook-Id")) {
+				proxy.ServeHTTP(httptest.NewRecorder(), r)
+				w.WriteHeader(400)
+				return
+			}
+			proxy.ServeHTTP(w, r)
+		}))
+		t.Cleanup(lossy.Close)
+		g := startGateway(t, "webhook_enqueue enrollment", gatewayOptions{Global: senderGlobal(store, lossy.URL, "")})
+		for i := range 50 {
+			body := fmt.Appendf(nil, `{"type":"reservation.confirmed","n":%d}`, i)
+			if st, _, got := post(t, g.URL, http.Header{"Idempotency-Key": {fmt.Sprintf("dl-%02d", i)}}, body); st != 202 {
+				t.Fatalf("enqueue: %d %s", st, got)
+			}
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			out, _ := cli(t, g, "dlq", "summary", "--format", "json")
+			if strings.Contains(out, `"total": 50`) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("50 dead letters never showed:\n%s", out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		out, err := cli(t, g, "dlq", "summary")
+		if err != nil || !strings.Contains(out, "enrollment") || !strings.Contains(out, "http_4xx") || !strings.Contains(out, "total: 50") {
+			t.Fatalf("dlq summary: %v\n%s", err, out)
+		}
+		out, err = cli(t, g, "dlq", "show", "dl-07")
+		if err != nil || !strings.Contains(out, `"last_status": 400`) || !strings.Contains(out, `"attempt_log"`) || !strings.Contains(out, `"n": 7`) {
+			t.Fatalf("dlq show: %v\n%s", err, out)
+		}
+		out, err = cli(t, g, "dlq", "list", "--limit", "20", "--format", "json")
+		if err != nil || strings.Count(out, `"id"`) != 20 || !strings.Contains(out, `"next_cursor": "0|`) {
+			t.Fatalf("dlq list: %v\n%s", err, out)
+		}
+		out, err = cli(t, g, "dlq", "redrive", "--dry-run", "--class", "http_4xx")
+		if err != nil || !strings.Contains(out, "50 dead letters match") {
+			t.Fatalf("dry run: %v\n%s", err, out)
+		}
+		if out, err := cli(t, g, "dlq", "redrive"); err == nil || !strings.Contains(out, "needs --limit") {
+			t.Fatalf("a redrive without --limit: %v\n%s", err, out)
+		}
+
+		healthy.Store(true)
+		out, err = cli(t, g, "dlq", "redrive", "--limit", "10", "--id", "dl-10", "--id", "dl-11", "--id", "dl-12", "--id", "dl-13",
+			"--id", "dl-14", "--id", "dl-15", "--id", "dl-16", "--id", "dl-17", "--id", "dl-18", "--id", "dl-19", "--id", "dl-20", "--format", "json")
+		var rd struct {
+			ID             string `json:"redrive_id"`
+			Matched, Moved int
+		}
+		if err != nil || json.Unmarshal([]byte(out), &rd) != nil || rd.Matched != 11 || rd.Moved != 10 || !strings.HasPrefix(rd.ID, "rd_") {
+			t.Fatalf("redrive 10 of 11: %v\n%s", err, out)
+		}
+		deadline = time.Now().Add(30 * time.Second)
+		for {
+			out, _ = cli(t, g, "dlq", "redrive", "--status", rd.ID)
+			if strings.Contains(out, `"delivered": 10`) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the redrive never finished:\n%s", out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if !strings.Contains(out, `"by": "cli: `) || !strings.Contains(out, `"moved": 10`) {
+			t.Errorf("redrive record lacks who or how many:\n%s", out)
+		}
+		mu.Lock()
+		moved := 0
+		for i := 10; i <= 20; i++ { // 10 of these 11, the oldest dead first
+			id := fmt.Sprintf("dl-%02d", i)
+			switch {
+			case applied[id] == 1 && redriveIDs[id] == rd.ID:
+				moved++
+			case applied[id] != 0:
+				t.Errorf("%s applied %d times with redrive ID %q; want once, %s", id, applied[id], redriveIDs[id], rd.ID)
+			}
+		}
+		mu.Unlock()
+		if moved != 10 {
+			t.Errorf("%d redriven events applied, want 10", moved)
+		}
+		if out, _ := cli(t, g, "dlq", "summary", "--format", "json"); !strings.Contains(out, `"total": 40`) {
+			t.Errorf("after redriving 10 of 50:\n%s", out)
+		}
+
+		// The five that had landed: the receiver's dedupe replays them.
+		before := up.count()
+		out, err = cli(t, g, "dlq", "redrive", "--limit", "5", "--id", "dl-00", "--id", "dl-01", "--id", "dl-02", "--id", "dl-03", "--id", "dl-04", "--format", "json")
+		if err != nil || json.Unmarshal([]byte(out), &rd) != nil || rd.Moved != 5 {
+			t.Fatalf("redrive of the landed: %v\n%s", err, out)
+		}
+		deadline = time.Now().Add(30 * time.Second)
+		for !strings.Contains(out, `"delivered": 5`) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+			out, _ = cli(t, g, "dlq", "redrive", "--status", rd.ID)
+		}
+		if up.count() != before {
+			t.Errorf("the receiver forwarded %d redriven copies that had landed; want replays", up.count()-before)
+		}
+		mu.Lock()
+		for i := range 5 {
+			if n := applied[fmt.Sprintf("dl-%02d", i)]; n != 1 {
+				t.Errorf("dl-%02d applied %d times, want once", i, n)
+			}
+		}
+		mu.Unlock()
+
+		out, err = cli(t, g, "dlq", "purge", "--id", "dl-30")
+		if err != nil || !strings.Contains(out, "1 dead letters removed") {
+			t.Fatalf("purge: %v\n%s", err, out)
+		}
+		out, err = cli(t, g, "destinations", "list")
+		if err != nil || !strings.Contains(out, "enrollment") || !strings.Contains(out, "active") || !strings.Contains(out, "closed") {
+			t.Fatalf("destinations list: %v\n%s", err, out)
+		}
+		if out, err := cli(t, g, "dlq", "summary", "--class", "bogus"); err == nil || !strings.Contains(out, "unknown error class") {
+			t.Fatalf("a bad class: %v\n%s", err, out)
+		}
+	})
+}
+
+// TestDestinationPauseResume: paused by the CLI, a destination keeps its
+// events; resumed, it delivers them.
+func TestDestinationPauseResume(t *testing.T) {
+	up := newUpstream(t, nil)
+	g := startGateway(t, "webhook_enqueue enrollment", gatewayOptions{Global: senderGlobal("store file", "http://"+up.Addr(), "")})
+	if out, err := cli(t, g, "destinations", "pause", "enrollment"); err != nil || !strings.Contains(out, "enrollment: paused") {
+		t.Fatalf("pause: %v\n%s", err, out)
+	}
+	st, _, got := post(t, g.URL, http.Header{"Idempotency-Key": {"p-1"}}, []byte(`{}`))
+	if st != 202 || !strings.Contains(string(got), `"state":"paused"`) {
+		t.Fatalf("enqueue while paused: %d %s", st, got)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if up.count() != 0 {
+		t.Fatal("a paused destination was delivered to")
+	}
+	if out, err := cli(t, g, "destinations", "resume", "enrollment"); err != nil || !strings.Contains(out, "enrollment: active") {
+		t.Fatalf("resume: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for up.count() == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if up.count() != 1 {
+		t.Fatalf("after resume the destination got %d requests, want 1", up.count())
+	}
+	if out, err := cli(t, g, "destinations", "pause", "nowhere"); err == nil || !strings.Contains(out, "no destination") {
+		t.Fatalf("pause of an unknown destination: %v\n%s", err, out)
+	}
 }

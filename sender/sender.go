@@ -546,3 +546,14 @@ func (nopObserver) Attempt(string, string, time.Duration) {}
 func (nopObserver) Delivered(string, time.Duration)       {}
 func (nopObserver) Dead(string, time.Duration)            {}
 func (nopObserver) BreakerState(string, gobreaker.State)  {}
+
+// Wake makes dest look for due envelopes at once (after a resume or a
+// redrive).
+func (s *Sender) Wake(dest string) {
+	if d, ok := s.dests[dest]; ok {
+		select {
+		case d.wake <- struct{}{}:
+		default:
+		}
+	}
+}

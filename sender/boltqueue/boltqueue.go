@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -31,6 +32,7 @@ import (
 //	paused  present while the destination is paused
 var (
 	rootBucket  = []byte("sender")
+	redrivesB   = []byte("sender_redrives") // redrive id -> audit record, JSON
 	envB, dueB  = []byte("env"), []byte("due")
 	leasedB     = []byte("leased")
 	deadB       = []byte("dead")
@@ -53,7 +55,10 @@ type Queue struct {
 // retention.
 func New(db *bolt.DB, retention time.Duration) (*Queue, error) {
 	err := db.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(rootBucket)
+		if _, err := tx.CreateBucketIfNotExists(rootBucket); err != nil {
+			return err
+		}
+		_, err := tx.CreateBucketIfNotExists(redrivesB)
 		return err
 	})
 	if err != nil {
@@ -545,3 +550,38 @@ func (q *Queue) Purge(ctx context.Context, name string, ids []string) (int, erro
 }
 
 var _ sender.Queue = (*Queue)(nil)
+
+// PutRedrive implements sender.Audit.
+func (q *Queue) PutRedrive(ctx context.Context, r *sender.Redrive) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	err = q.db.Batch(func(tx *bolt.Tx) error { return tx.Bucket(redrivesB).Put([]byte(r.ID), b) })
+	if err != nil {
+		return fmt.Errorf("bolt put redrive: %w", err)
+	}
+	return nil
+}
+
+// GetRedrive implements sender.Audit.
+func (q *Queue) GetRedrive(ctx context.Context, id string) (*sender.Redrive, error) {
+	var r *sender.Redrive
+	err := q.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(redrivesB).Get([]byte(id))
+		if b == nil {
+			return nil
+		}
+		r = new(sender.Redrive)
+		return json.Unmarshal(b, r)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bolt get redrive: %w", err)
+	}
+	if r == nil {
+		return nil, sender.ErrNotFound
+	}
+	return r, nil
+}
+
+var _ sender.Audit = (*Queue)(nil)

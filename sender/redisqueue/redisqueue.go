@@ -6,6 +6,7 @@ package redisqueue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -463,3 +464,37 @@ func (q *Queue) Purge(ctx context.Context, dest string, ids []string) (int, erro
 }
 
 var _ sender.Queue = (*Queue)(nil)
+
+// redriveKey is a STRING holding a redrive's audit record (JSON), kept for
+// the retention.
+func (q *Queue) redriveKey(id string) string { return q.prefix + ":redrive:" + id }
+
+// PutRedrive implements sender.Audit.
+func (q *Queue) PutRedrive(ctx context.Context, r *sender.Redrive) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if err := q.rdb.Set(ctx, q.redriveKey(r.ID), b, q.retention).Err(); err != nil {
+		return fmt.Errorf("redis put redrive: %w", err)
+	}
+	return nil
+}
+
+// GetRedrive implements sender.Audit.
+func (q *Queue) GetRedrive(ctx context.Context, id string) (*sender.Redrive, error) {
+	b, err := q.rdb.Get(ctx, q.redriveKey(id)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, sender.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redis get redrive: %w", err)
+	}
+	r := new(sender.Redrive)
+	if err := json.Unmarshal(b, r); err != nil {
+		return nil, fmt.Errorf("redis get redrive: %w", err)
+	}
+	return r, nil
+}
+
+var _ sender.Audit = (*Queue)(nil)

@@ -1,0 +1,436 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/sony/gobreaker/v2"
+	"go.uber.org/zap"
+
+	"github.com/hookgate/hookgate/sender"
+)
+
+func init() {
+	caddy.RegisterModule(adminAPI{})
+}
+
+// adminAPI serves hookgate's admin endpoints under /hookgate/ on Caddy's
+// admin endpoint: the sender's destinations and dead letters. JSON in and
+// out; errors are problem+json.
+type adminAPI struct {
+	app    *App
+	logger *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (adminAPI) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "admin.api.hookgate",
+		New: func() caddy.Module { return new(adminAPI) },
+	}
+}
+
+// Provision finds the hookgate app of the running config, if any.
+func (a *adminAPI) Provision(ctx caddy.Context) error {
+	a.logger = ctx.Logger(a)
+	if app, err := ctx.AppIfConfigured("hookgate"); err == nil {
+		a.app = app.(*App)
+	}
+	return nil
+}
+
+// Routes returns the admin routes.
+func (a *adminAPI) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{{Pattern: "/hookgate/", Handler: caddy.AdminHandlerFunc(a.serve)}}
+}
+
+// apiError is an admin API failure, answered as problem+json.
+type apiError struct {
+	status int
+	reason string
+	err    error
+}
+
+func (e apiError) Error() string { return e.err.Error() }
+
+func fail(status int, reason string, format string, args ...any) error {
+	return apiError{status: status, reason: reason, err: fmt.Errorf(format, args...)}
+}
+
+func (a *adminAPI) serve(w http.ResponseWriter, r *http.Request) error {
+	err := a.route(w, r)
+	var ae apiError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ae):
+		writeProblem(w, ae.status, ae.reason, ae.err.Error(), 0)
+	case errors.Is(err, sender.ErrBadFilter):
+		writeProblem(w, http.StatusBadRequest, "bad_request", err.Error(), 0)
+	case errors.Is(err, sender.ErrNotFound):
+		writeProblem(w, http.StatusNotFound, "not_found", err.Error(), 0)
+	default:
+		a.logger.Error("admin request failed", zap.String("path", r.URL.Path), zap.Error(err))
+		writeProblem(w, http.StatusServiceUnavailable, "store_unavailable", err.Error(), time.Second)
+	}
+	return nil
+}
+
+func (a *adminAPI) route(w http.ResponseWriter, r *http.Request) error {
+	if a.app == nil || a.app.sender == nil {
+		return fail(http.StatusNotFound, "no_sender", "no sender is running: configure a destination in the hookgate global option")
+	}
+	parts := strings.Split(strings.Trim(strings.TrimPrefix(r.URL.Path, "/hookgate/"), "/"), "/")
+	method := r.Method
+	switch {
+	case parts[0] == "destinations" && len(parts) == 1 && method == http.MethodGet:
+		return a.listDestinations(w, r)
+	case parts[0] == "destinations" && len(parts) == 3 && method == http.MethodPost:
+		return a.destinationAction(w, r, parts[1], parts[2])
+	case parts[0] == "dlq" && len(parts) == 1 && method == http.MethodGet:
+		return a.listDead(w, r)
+	case parts[0] == "dlq" && len(parts) == 2 && parts[1] == "summary" && method == http.MethodGet:
+		return a.summary(w, r)
+	case parts[0] == "dlq" && len(parts) == 2 && parts[1] == "redrive" && method == http.MethodPost:
+		return a.redrive(w, r)
+	case parts[0] == "dlq" && len(parts) == 2 && parts[1] == "purge" && method == http.MethodPost:
+		return a.purge(w, r)
+	case parts[0] == "dlq" && len(parts) == 2 && method == http.MethodGet:
+		return a.showDead(w, r, parts[1])
+	case parts[0] == "dlq" && len(parts) == 2 && method == http.MethodDelete:
+		return a.deleteDead(w, r, parts[1])
+	case parts[0] == "redrives" && len(parts) == 2 && method == http.MethodGet:
+		return a.progress(w, r, parts[1])
+	}
+	return fail(http.StatusNotFound, "not_found", "no such endpoint: %s %s", method, r.URL.Path)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+	return nil
+}
+
+// destinationView is a destination as the API shows it.
+type destinationView struct {
+	Name           string         `json:"name"`
+	State          string         `json:"state"`
+	Breaker        string         `json:"breaker"`
+	Depth          map[string]int `json:"depth"`
+	OldestReadyAge float64        `json:"oldest_ready_age_seconds"`
+}
+
+func (a *adminAPI) destination(r *http.Request, name string) (destinationView, error) {
+	st, err := a.app.sender.Queue().Stats(r.Context(), name, time.Now())
+	if err != nil {
+		return destinationView{}, err
+	}
+	v := destinationView{Name: name, State: "active", Breaker: "closed",
+		Depth:          map[string]int{"queued": st.Queued, "leased": st.Leased, "paused": 0, "dead": st.Dead},
+		OldestReadyAge: st.OldestReady.Seconds()}
+	if st.Paused {
+		v.State, v.Depth["queued"], v.Depth["paused"] = "paused", 0, st.Queued
+	}
+	if bs, _ := a.app.sender.BreakerState(name); bs != gobreaker.StateClosed {
+		v.Breaker = map[gobreaker.State]string{gobreaker.StateOpen: "open", gobreaker.StateHalfOpen: "half_open"}[bs]
+	}
+	return v, nil
+}
+
+func (a *adminAPI) listDestinations(w http.ResponseWriter, r *http.Request) error {
+	out := []destinationView{}
+	for _, name := range a.app.sender.Destinations() {
+		v, err := a.destination(r, name)
+		if err != nil {
+			return err
+		}
+		out = append(out, v)
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"destinations": out})
+}
+
+func (a *adminAPI) destinationAction(w http.ResponseWriter, r *http.Request, name, action string) error {
+	if !a.app.hasDestination(name) {
+		return fail(http.StatusNotFound, "unknown_destination", "no destination %q", name)
+	}
+	switch action {
+	case "pause", "resume":
+		if err := a.app.sender.Queue().SetPaused(r.Context(), name, action == "pause"); err != nil {
+			return err
+		}
+		a.logger.Info("destination "+action+"d", zap.String("destination", name), zap.String("by", r.RemoteAddr))
+		if action == "resume" {
+			a.app.sender.Wake(name)
+		}
+		v, err := a.destination(r, name)
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, http.StatusOK, v)
+	case "enqueue":
+		var in struct {
+			ID        string          `json:"id"`
+			EventType string          `json:"event_type"`
+			Entity    string          `json:"entity"`
+			EventTime string          `json:"event_time"`
+			Payload   json.RawMessage `json:"payload"`
+		}
+		if err := decodeBody(r, &in); err != nil {
+			return err
+		}
+		if in.ID == "" {
+			return fail(http.StatusBadRequest, "missing_idempotency_key", "id is required")
+		}
+		if len(in.Payload) == 0 {
+			return fail(http.StatusBadRequest, "bad_request", "payload is required")
+		}
+		e := &sender.Envelope{ID: in.ID, Destination: name, EventType: in.EventType, Entity: in.Entity, Payload: in.Payload}
+		if in.EventTime != "" {
+			t, err := parseEventTime(in.EventTime)
+			if err != nil {
+				return fail(http.StatusBadRequest, "malformed_event_time", "%v", err)
+			}
+			e.EventTime = t
+		}
+		writeEnqueued(w, a.app, r, e, a.logger)
+		return nil
+	}
+	return fail(http.StatusNotFound, "not_found", "no such action %q: pause, resume or enqueue", action)
+}
+
+// maxAdminBody bounds an admin request's body.
+const maxAdminBody = 2 << 20
+
+func decodeBody(r *http.Request, v any) error {
+	d := json.NewDecoder(io.LimitReader(r.Body, maxAdminBody))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return fail(http.StatusBadRequest, "bad_request", "request body: %v", err)
+	}
+	return nil
+}
+
+// filterOf reads a filter from query parameters.
+func filterOf(q map[string][]string) (sender.Filter, error) {
+	get := func(k string) string {
+		if v := q[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	f := sender.Filter{Destination: get("destination"), Class: get("class"), IDs: q["id"]}
+	var err error
+	if f.Since, err = parseTimeParam("since", get("since")); err != nil {
+		return f, err
+	}
+	f.Until, err = parseTimeParam("until", get("until"))
+	return f, err
+}
+
+func parseTimeParam(name, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return t, fail(http.StatusBadRequest, "bad_request", "%s: want RFC 3339, got %q", name, v)
+	}
+	return t, nil
+}
+
+// deadEntry is a dead letter in a list.
+type deadEntry struct {
+	ID          string    `json:"id"`
+	Destination string    `json:"destination"`
+	EventType   string    `json:"event_type"`
+	Class       string    `json:"class"`
+	LastStatus  int       `json:"last_status"`
+	LastError   string    `json:"last_error"`
+	Attempts    int       `json:"attempts"`
+	DeadAt      time.Time `json:"dead_at"`
+}
+
+func entryOf(e *sender.Envelope) deadEntry {
+	return deadEntry{ID: e.ID, Destination: e.Destination, EventType: e.EventType, Class: e.Class.String(),
+		LastStatus: e.LastStatus, LastError: e.LastError, Attempts: len(e.Log), DeadAt: e.DeadAt}
+}
+
+func (a *adminAPI) listDead(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	f, err := filterOf(q)
+	if err != nil {
+		return err
+	}
+	limit := 50
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit <= 0 || limit > 1000 {
+			return fail(http.StatusBadRequest, "bad_request", "limit: want 1 to 1000")
+		}
+	}
+	page, next, err := a.app.dlq.List(r.Context(), f, limit, q.Get("cursor"))
+	if err != nil {
+		return err
+	}
+	entries := make([]deadEntry, 0, len(page))
+	for _, e := range page {
+		entries = append(entries, entryOf(e))
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"entries": entries, "next_cursor": next})
+}
+
+func (a *adminAPI) summary(w http.ResponseWriter, r *http.Request) error {
+	f, err := filterOf(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	groups, total, err := a.app.dlq.Summary(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	if groups == nil {
+		groups = []sender.Group{}
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"groups": groups, "total": total})
+}
+
+// attemptView is one attempt in an envelope's detail.
+type attemptView struct {
+	At        time.Time `json:"at"`
+	Status    int       `json:"status"`
+	Error     string    `json:"error"`
+	LatencyMs float64   `json:"latency_ms"`
+	RedriveID string    `json:"redrive_id,omitempty"`
+}
+
+func (a *adminAPI) showDead(w http.ResponseWriter, r *http.Request, id string) error {
+	e, state, err := a.app.dlq.Get(r.Context(), r.URL.Query().Get("destination"), id)
+	if err != nil {
+		return err
+	}
+	log := make([]attemptView, 0, len(e.Log))
+	for _, at := range e.Log {
+		log = append(log, attemptView{At: at.At, Status: at.Status, Error: at.Error, LatencyMs: float64(at.Latency.Microseconds()) / 1000, RedriveID: at.RedriveID})
+	}
+	var payload any = string(e.Payload)
+	if json.Valid(e.Payload) {
+		payload = json.RawMessage(e.Payload)
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{
+		"id": e.ID, "destination": e.Destination, "state": state, "event_type": e.EventType, "entity": e.Entity,
+		"event_time": zeroNil(e.EventTime), "created_at": e.CreatedAt, "payload": payload,
+		"class": e.Class.String(), "last_status": e.LastStatus, "last_error": e.LastError,
+		"attempts": len(e.Log), "redrive_id": e.RedriveID, "dead_at": zeroNil(e.DeadAt), "attempt_log": log,
+	})
+}
+
+func zeroNil(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+func (a *adminAPI) deleteDead(w http.ResponseWriter, r *http.Request, id string) error {
+	f := sender.Filter{Destination: r.URL.Query().Get("destination"), IDs: []string{id}}
+	n, err := a.app.dlq.Purge(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fail(http.StatusNotFound, "not_found", "no dead letter %q", id)
+	}
+	a.logger.Info("dead letter purged", zap.String("id", id), zap.String("by", r.RemoteAddr))
+	return writeJSON(w, http.StatusOK, map[string]int{"removed": n})
+}
+
+// redriveRequest is the body of a redrive or a purge.
+type redriveRequest struct {
+	Destination string   `json:"destination"`
+	Class       string   `json:"class"`
+	Since       string   `json:"since"`
+	Until       string   `json:"until"`
+	IDs         []string `json:"ids"`
+	Limit       int      `json:"limit"`
+	DryRun      bool     `json:"dry_run"`
+	By          string   `json:"by"`
+}
+
+func (in redriveRequest) filter() (sender.Filter, error) {
+	f := sender.Filter{Destination: in.Destination, Class: in.Class, IDs: in.IDs}
+	var err error
+	if f.Since, err = parseTimeParam("since", in.Since); err != nil {
+		return f, err
+	}
+	f.Until, err = parseTimeParam("until", in.Until)
+	return f, err
+}
+
+func (a *adminAPI) redrive(w http.ResponseWriter, r *http.Request) error {
+	var in redriveRequest
+	if err := decodeBody(r, &in); err != nil {
+		return err
+	}
+	f, err := in.filter()
+	if err != nil {
+		return err
+	}
+	by := in.By
+	if by == "" {
+		by = "admin api from " + r.RemoteAddr
+	}
+	rd, err := a.app.dlq.Redrive(r.Context(), f, in.Limit, by, in.DryRun)
+	if err != nil {
+		return err
+	}
+	if !in.DryRun {
+		a.logger.Info("redrive", zap.String("redrive_id", rd.ID), zap.Int("matched", rd.Matched), zap.Int("moved", rd.Moved), zap.String("by", by))
+		for _, d := range a.app.sender.Destinations() {
+			a.app.sender.Wake(d)
+		}
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"redrive_id": rd.ID, "matched": rd.Matched, "moved": rd.Moved})
+}
+
+func (a *adminAPI) progress(w http.ResponseWriter, r *http.Request, id string) error {
+	rd, err := a.app.dlq.Progress(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	rd.Letters = nil
+	return writeJSON(w, http.StatusOK, rd)
+}
+
+func (a *adminAPI) purge(w http.ResponseWriter, r *http.Request) error {
+	var in redriveRequest
+	if err := decodeBody(r, &in); err != nil {
+		return err
+	}
+	f, err := in.filter()
+	if err != nil {
+		return err
+	}
+	n, err := a.app.dlq.Purge(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	a.logger.Info("dead letters purged", zap.Int("removed", n), zap.String("by", r.RemoteAddr))
+	return writeJSON(w, http.StatusOK, map[string]int{"removed": n})
+}
+
+// Interface guards
+var (
+	_ caddy.AdminRouter = (*adminAPI)(nil)
+	_ caddy.Provisioner = (*adminAPI)(nil)
+)

@@ -1,0 +1,336 @@
+package sender
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// The dead-letter service: one implementation behind the admin API, the
+// CLI and the web console. A dead letter is a state change its receiver
+// never got; an operator lists and groups them, inspects one, and redrives
+// a bounded batch (with a redrive ID and an audit record), or purges.
+
+// Filter selects dead letters. Zero fields match everything.
+type Filter struct {
+	Destination string    `json:"destination,omitempty"`
+	Class       string    `json:"class,omitempty"`
+	Since       time.Time `json:"since,omitzero"` // dead at or after
+	Until       time.Time `json:"until,omitzero"` // dead before
+	IDs         []string  `json:"ids,omitempty"`
+}
+
+func (f Filter) matches(e *Envelope) bool {
+	switch {
+	case f.Class != "" && e.Class.String() != f.Class:
+		return false
+	case !f.Since.IsZero() && e.DeadAt.Before(f.Since):
+		return false
+	case !f.Until.IsZero() && !e.DeadAt.Before(f.Until):
+		return false
+	case len(f.IDs) > 0 && !slices.Contains(f.IDs, e.ID):
+		return false
+	}
+	return true
+}
+
+// Redrive is a redrive's audit record and progress.
+type Redrive struct {
+	ID      string    `json:"redrive_id"`
+	Filter  Filter    `json:"filter"`
+	Limit   int       `json:"limit"`
+	Matched int       `json:"matched"`
+	Moved   int       `json:"moved"`
+	By      string    `json:"by"`
+	At      time.Time `json:"at"`
+	// Letters are the destination and ID of each envelope moved.
+	Letters []Letter `json:"letters,omitempty"`
+	// Progress, computed when read.
+	Delivered int `json:"delivered"`
+	DeadAgain int `json:"dead_again"`
+	Pending   int `json:"pending"`
+}
+
+// Letter names one envelope.
+type Letter struct {
+	Destination string `json:"destination"`
+	ID          string `json:"id"`
+}
+
+// Audit keeps redrive records; both queues provide it.
+type Audit interface {
+	PutRedrive(ctx context.Context, r *Redrive) error
+	// GetRedrive reads a record; ErrNotFound when there is none.
+	GetRedrive(ctx context.Context, id string) (*Redrive, error)
+}
+
+// Group counts the dead letters of one destination and class.
+type Group struct {
+	Destination  string    `json:"destination"`
+	Class        string    `json:"class"`
+	Count        int       `json:"count"`
+	OldestDeadAt time.Time `json:"oldest_dead_at"`
+}
+
+// AuditedQueue is a queue that keeps redrive records: both backends are.
+type AuditedQueue interface {
+	Queue
+	Audit
+}
+
+// DLQ is the dead-letter service.
+type DLQ struct {
+	queue AuditedQueue
+	dests []string
+	now   func() time.Time
+}
+
+// NewDLQ returns the service over q for the named destinations.
+func NewDLQ(q AuditedQueue, dests []string, now func() time.Time) *DLQ {
+	if now == nil {
+		now = time.Now
+	}
+	return &DLQ{queue: q, dests: dests, now: now}
+}
+
+// ErrBadFilter means a filter names an unknown destination or class.
+var ErrBadFilter = errors.New("bad filter")
+
+func (s *DLQ) check(f Filter) ([]string, error) {
+	if f.Class != "" {
+		if _, err := ParseClass(f.Class); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadFilter, err)
+		}
+	}
+	if f.Destination == "" {
+		return s.dests, nil
+	}
+	if !slices.Contains(s.dests, f.Destination) {
+		return nil, fmt.Errorf("%w: unknown destination %q", ErrBadFilter, f.Destination)
+	}
+	return []string{f.Destination}, nil
+}
+
+// scanPage is how many dead letters a scan reads per store call.
+const scanPage = 500
+
+// each calls fn for every dead letter of dests that f matches, in
+// dead-at order per destination, until fn returns false.
+func (s *DLQ) each(ctx context.Context, dests []string, f Filter, fn func(*Envelope) bool) error {
+	for _, dest := range dests {
+		cursor := ""
+		for {
+			page, next, err := s.queue.Dead(ctx, dest, cursor, scanPage)
+			if err != nil {
+				return err
+			}
+			for _, e := range page {
+				if f.matches(e) && !fn(e) {
+					return nil
+				}
+			}
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+	}
+	return nil
+}
+
+// Summary groups the dead letters by destination and class.
+func (s *DLQ) Summary(ctx context.Context, f Filter) ([]Group, int, error) {
+	dests, err := s.check(f)
+	if err != nil {
+		return nil, 0, err
+	}
+	var groups []Group
+	index := map[[2]string]int{}
+	total := 0
+	err = s.each(ctx, dests, f, func(e *Envelope) bool {
+		k := [2]string{e.Destination, e.Class.String()}
+		i, ok := index[k]
+		if !ok {
+			i = len(groups)
+			index[k] = i
+			groups = append(groups, Group{Destination: k[0], Class: k[1], OldestDeadAt: e.DeadAt})
+		}
+		groups[i].Count++
+		if e.DeadAt.Before(groups[i].OldestDeadAt) {
+			groups[i].OldestDeadAt = e.DeadAt
+		}
+		total++
+		return true
+	})
+	return groups, total, err
+}
+
+// List pages through the dead letters f matches: up to limit from after
+// the cursor ("" for the first page); next is "" after the last.
+func (s *DLQ) List(ctx context.Context, f Filter, limit int, cursor string) ([]*Envelope, string, error) {
+	dests, err := s.check(f)
+	if err != nil {
+		return nil, "", err
+	}
+	// The cursor is the position of the last entry returned: its
+	// destination's index and the queue's cursor within it.
+	start, inner := 0, ""
+	if cursor != "" {
+		if _, err := fmt.Sscanf(cursor, "%d|", &start); err != nil || start < 0 || start >= len(dests) {
+			return nil, "", fmt.Errorf("%w: bad cursor", ErrBadFilter)
+		}
+		inner = cursor[len(fmt.Sprint(start))+1:]
+	}
+	var out []*Envelope
+	for di := start; di < len(dests); di++ {
+		c := ""
+		if di == start {
+			c = inner
+		}
+		for {
+			page, next, err := s.queue.Dead(ctx, dests[di], c, scanPage)
+			if err != nil {
+				return nil, "", err
+			}
+			for _, e := range page {
+				if !f.matches(e) {
+					continue
+				}
+				out = append(out, e)
+				if len(out) == limit {
+					return out, fmt.Sprintf("%d|%d:%s", di, e.DeadAt.UnixMilli(), e.ID), nil
+				}
+			}
+			if next == "" {
+				break
+			}
+			c = next
+		}
+	}
+	return out, "", nil
+}
+
+// Get reads one envelope, dead or not: from dest, or from the first
+// destination that holds the ID when dest is empty.
+func (s *DLQ) Get(ctx context.Context, dest, id string) (*Envelope, State, error) {
+	dests, err := s.check(Filter{Destination: dest})
+	if err != nil {
+		return nil, "", err
+	}
+	for _, d := range dests {
+		e, state, err := s.queue.Get(ctx, d, id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		return e, state, err
+	}
+	return nil, "", ErrNotFound
+}
+
+// Redrive moves the dead letters f matches, up to limit, back to the
+// queue under a new redrive ID, and keeps the audit record. A dry run
+// counts what matches and moves nothing. It acts on everything matched up
+// to the limit, not only on a page.
+func (s *DLQ) Redrive(ctx context.Context, f Filter, limit int, by string, dryRun bool) (*Redrive, error) {
+	dests, err := s.check(f)
+	if err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, fmt.Errorf("%w: a redrive needs a positive limit", ErrBadFilter)
+	}
+	r := &Redrive{Filter: f, Limit: limit, By: by, At: s.now()}
+	var picked []Letter
+	err = s.each(ctx, dests, f, func(e *Envelope) bool {
+		r.Matched++
+		if len(picked) < limit {
+			picked = append(picked, Letter{Destination: e.Destination, ID: e.ID})
+		}
+		return true
+	})
+	if err != nil || dryRun {
+		return r, err
+	}
+	r.ID = newRedriveID()
+	byDest := map[string][]string{}
+	for _, l := range picked {
+		byDest[l.Destination] = append(byDest[l.Destination], l.ID)
+	}
+	for _, dest := range dests {
+		ids := byDest[dest]
+		for len(ids) > 0 {
+			chunk := ids[:min(len(ids), 200)]
+			ids = ids[len(chunk):]
+			n, err := s.queue.Redrive(ctx, dest, chunk, r.ID, s.now())
+			r.Moved += n
+			if err != nil {
+				s.queue.PutRedrive(ctx, r)
+				return r, err
+			}
+		}
+	}
+	r.Letters = picked
+	if err := s.queue.PutRedrive(ctx, r); err != nil {
+		return r, fmt.Errorf("redrive %s moved %d but its audit record failed: %w", r.ID, r.Moved, err)
+	}
+	return r, nil
+}
+
+// Progress reads a redrive's record and counts what became of the
+// envelopes it moved: delivered (gone from the queue), dead again (under
+// this redrive), or pending.
+func (s *DLQ) Progress(ctx context.Context, id string) (*Redrive, error) {
+	r, err := s.queue.GetRedrive(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	r.Delivered, r.DeadAgain, r.Pending = 0, 0, 0
+	for _, l := range r.Letters {
+		e, state, err := s.queue.Get(ctx, l.Destination, l.ID)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			r.Delivered++
+		case err != nil:
+			return nil, err
+		case state == StateDead && e.RedriveID == id:
+			r.DeadAgain++
+		default:
+			r.Pending++
+		}
+	}
+	return r, nil
+}
+
+// Purge deletes the dead letters f matches; it answers how many went.
+func (s *DLQ) Purge(ctx context.Context, f Filter) (int, error) {
+	dests, err := s.check(f)
+	if err != nil {
+		return 0, err
+	}
+	byDest := map[string][]string{}
+	if err := s.each(ctx, dests, f, func(e *Envelope) bool {
+		byDest[e.Destination] = append(byDest[e.Destination], e.ID)
+		return true
+	}); err != nil {
+		return 0, err
+	}
+	removed := 0
+	for dest, ids := range byDest {
+		n, err := s.queue.Purge(ctx, dest, ids)
+		removed += n
+		if err != nil {
+			return removed, err
+		}
+	}
+	return removed, nil
+}
+
+func newRedriveID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return "rd_" + hex.EncodeToString(b)
+}
