@@ -78,6 +78,7 @@ type lazyStore struct {
 	once    sync.Once
 	store   backend
 	queue   func(retention time.Duration) (sender.AuditedQueue, error)
+	shared  sender.Remote
 	err     error
 	poolKey string
 }
@@ -93,7 +94,7 @@ func (l *lazyStore) get() (backend, error) {
 	l.once.Do(func() {
 		var o opened
 		o, l.poolKey, l.err = l.open()
-		l.store, l.queue = o.backend, o.queue
+		l.store, l.queue, l.shared = o.backend, o.queue, o.breakers
 	})
 	return l.store, l.err
 }

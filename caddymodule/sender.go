@@ -162,6 +162,7 @@ func (a *App) startSender() error {
 	s, err := sender.New(q, a.senderConfig(), a.destinations, sender.Options{
 		Logger:   zapslogLogger(a.logger.Named("sender")),
 		Observer: a.metrics.senderObserver(),
+		Breakers: a.store.shared,
 	})
 	if err != nil {
 		return err

@@ -54,6 +54,9 @@ func (c *redisConn) Destruct() error { return c.rdb.Close() }
 type opened struct {
 	backend backend
 	queue   func(retention time.Duration) (sender.AuditedQueue, error)
+	// breakers shares the sender's breakers between instances (Redis);
+	// nil keeps them in the process.
+	breakers sender.Remote
 }
 
 // openStore opens (or reuses) the configured store. The returned key
@@ -102,7 +105,7 @@ func (a *App) openStore(logger *zap.Logger) (opened, string, error) {
 		rdb := v.(*redisConn).rdb
 		return opened{backend: redisstore.New(rdb, a.KeyPrefix), queue: func(retention time.Duration) (sender.AuditedQueue, error) {
 			return redisqueue.New(rdb, a.KeyPrefix, retention), nil
-		}}, poolKey, nil
+		}, breakers: redisqueue.NewBreakers(rdb, a.KeyPrefix)}, poolKey, nil
 	}
 	return opened{}, "", fmt.Errorf("unknown store backend %q", a.Store.Backend)
 }

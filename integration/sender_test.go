@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/redistest"
 )
 
 // applier is the test receiver behind a hookgate receiver: it applies an
@@ -499,5 +501,89 @@ func TestDestinationPauseResume(t *testing.T) {
 	}
 	if out, err := cli(t, g, "destinations", "pause", "nowhere"); err == nil || !strings.Contains(out, "no destination") {
 		t.Fatalf("pause of an unknown destination: %v\n%s", err, out)
+	}
+}
+
+// TestBreakerOpensOnEveryInstance: two instances share Redis. A
+// destination that is down opens its breaker, and every instance sees it
+// open; while it is, the receiver sees no attempt and none is charged, and
+// a healthy destination keeps delivering.
+func TestBreakerOpensOnEveryInstance(t *testing.T) {
+	srv := redistest.Start(t)
+	var down atomic.Int64
+	downURL := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		down.Add(1)
+		w.WriteHeader(503)
+	})
+	healthy := newUpstream(t, nil)
+	global := fmt.Sprintf(`hookgate {
+		store redis %s
+		key_prefix %s
+		sender {
+			attempts 100
+			backoff 10ms 20ms
+			breaker {
+				failures 3
+				open 1h
+			}
+		}
+		destination down {
+			url http://%s
+			secret %s
+			workers 1
+		}
+		destination healthy {
+			url http://%s
+			secret %s
+		}
+	}`, srv.URL(), randomID("it"), downURL.Addr(), devSecret, healthy.Addr(), devSecret)
+	site := "route /down {\n\t\twebhook_enqueue down\n\t}\n\troute /healthy {\n\t\twebhook_enqueue healthy\n\t}"
+	g1 := startGateway(t, site, gatewayOptions{Global: global})
+	g2 := startGateway(t, site, gatewayOptions{Global: global})
+	for i := range 20 {
+		post(t, g1.URL+"/down", http.Header{"Idempotency-Key": {fmt.Sprint("down-", i)}}, []byte(`{}`))
+	}
+	open := func(g *gateway) bool {
+		out, _ := cli(t, g, "destinations", "list", "--format", "json")
+		return strings.Contains(out, `"name": "down",
+      "state": "active",
+      "breaker": "open"`)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !(open(g1) && open(g2)) {
+		if time.Now().After(deadline) {
+			out1, _ := cli(t, g1, "destinations", "list")
+			out2, _ := cli(t, g2, "destinations", "list")
+			t.Fatalf("the breaker is not open on both instances:\n%s\n%s", out1, out2)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	attempts := down.Load()
+	// Each instance counts failures itself and merges them within the
+	// refresh interval: before the breaker opens, each may make its
+	// three failing attempts, and have one more in flight.
+	if attempts > 2*(3+1) {
+		t.Errorf("the down destination got %d attempts before its breaker opened, want at most 8", attempts)
+	}
+	for i := range 200 {
+		g := g1
+		if i%2 == 1 {
+			g = g2
+		}
+		post(t, g.URL+"/healthy", http.Header{"Idempotency-Key": {fmt.Sprint("ok-", i)}}, []byte(`{}`))
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for healthy.count() < 200 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if healthy.count() != 200 {
+		t.Fatalf("the healthy destination got %d of 200 while the other's breaker was open", healthy.count())
+	}
+	if got := down.Load(); got != attempts {
+		t.Fatalf("the down destination got %d attempts while its breaker was open", got-attempts)
+	}
+	out, _ := cli(t, g1, "destinations", "list", "--format", "json")
+	if !strings.Contains(out, `"queued": 20`) && !strings.Contains(out, `"queued": 19`) && !strings.Contains(out, `"queued": 18`) {
+		t.Errorf("the down destination's events are not all kept queued:\n%s", out)
 	}
 }

@@ -106,12 +106,13 @@ type Sender struct {
 	logger *slog.Logger
 	obs    Observer
 	slots  chan struct{} // the global worker cap
+	shared *sharedStore  // the breakers' state
 }
 
 // destination is a destination's running state.
 type destination struct {
 	Destination
-	breaker *gobreaker.CircuitBreaker[Result]
+	breaker *gobreaker.DistributedCircuitBreaker[struct{}]
 	limiter *rate.Limiter
 	slots   chan struct{}
 	wake    chan struct{}
@@ -125,6 +126,9 @@ type Options struct {
 	// Transport sends the requests; default: a clone of
 	// http.DefaultTransport.
 	Transport http.RoundTripper
+	// Breakers shares the breakers' state with other instances; nil
+	// keeps it in this process.
+	Breakers Remote
 }
 
 // New returns a Sender over q for dests.
@@ -144,7 +148,8 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 	}
 	s := &Sender{
 		queue: q, cfg: cfg, dests: map[string]*destination{}, now: opts.Now, logger: opts.Logger, obs: opts.Observer,
-		slots: make(chan struct{}, cfg.Workers),
+		slots:  make(chan struct{}, cfg.Workers),
+		shared: newSharedStore(opts.Breakers, breakerRefresh, opts.Now),
 		client: &http.Client{
 			Transport: opts.Transport,
 			// Redirects are never followed: a 3xx is the receiver's answer.
@@ -167,7 +172,8 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 			ds.limiter = rate.NewLimiter(d.Rate, max(d.Burst, 1))
 		}
 		name := d.Name
-		ds.breaker = gobreaker.NewCircuitBreaker[Result](gobreaker.Settings{
+		var err error
+		ds.breaker, err = gobreaker.NewDistributedCircuitBreaker[struct{}](s.shared, gobreaker.Settings{
 			Name:        name,
 			MaxRequests: uint32(cfg.Breaker.HalfOpen),
 			Timeout:     cfg.Breaker.Open,
@@ -182,6 +188,9 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 				s.obs.BreakerState(name, to)
 			},
 		})
+		if err != nil {
+			return nil, fmt.Errorf("destination %q breaker: %w", d.Name, err)
+		}
 		s.dests[d.Name] = ds
 		s.order = append(s.order, d.Name)
 	}
@@ -231,13 +240,26 @@ func (s *Sender) Destinations() []string { return append([]string(nil), s.order.
 // Queue is the sender's queue, for the dead-letter service.
 func (s *Sender) Queue() Queue { return s.queue }
 
-// BreakerState is a destination's breaker state.
+// breakerRefresh is how often an instance reads the shared breaker state:
+// a breaker opened on one instance is open on all within about this long.
+const breakerRefresh = 100 * time.Millisecond
+
+// BreakerState is a destination's breaker state (closed when it cannot
+// be read).
 func (s *Sender) BreakerState(dest string) (gobreaker.State, bool) {
 	d, ok := s.dests[dest]
 	if !ok {
 		return 0, false
 	}
-	return d.breaker.State(), true
+	return d.state(), true
+}
+
+func (d *destination) state() gobreaker.State {
+	st, err := d.breaker.State()
+	if err != nil {
+		return gobreaker.StateClosed
+	}
+	return st
 }
 
 // ErrUnknownDestination means an envelope names no configured destination.
@@ -273,11 +295,16 @@ func (s *Sender) Enqueue(ctx context.Context, e *Envelope) (EnqueueResult, error
 // settlement fails is delivered again when its lease expires.
 func (s *Sender) Run(ctx context.Context) {
 	var wg sync.WaitGroup
+	defer wg.Wait()
+	bctx, stopBreakers := context.WithCancel(context.Background())
+	defer stopBreakers() // after the workers: their last counts are merged
+	wg.Go(func() { s.shared.run(bctx, 50*time.Millisecond) })
+	var workers sync.WaitGroup
+	defer workers.Wait()
 	for _, name := range s.order {
 		d := s.dests[name]
-		wg.Go(func() { s.runDestination(ctx, d) })
+		workers.Go(func() { s.runDestination(ctx, d) })
 	}
-	wg.Wait()
 }
 
 // runDestination leases and delivers one destination's envelopes.
@@ -294,11 +321,17 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 
 	idle := 10 * time.Millisecond
 	for ctx.Err() == nil {
-		if d.breaker.State() == gobreaker.StateOpen {
+		batch := s.cfg.Batch
+		switch d.state() {
+		case gobreaker.StateOpen:
 			// Nothing is leased while the breaker is open: no attempt is
 			// made and none charged.
-			s.wait(ctx, d, 100*time.Millisecond)
+			s.wait(ctx, d, breakerRefresh)
 			continue
+		case gobreaker.StateHalfOpen:
+			// Trials only: lease that many, and let them finish first.
+			inflight.Wait()
+			batch = s.cfg.Breaker.HalfOpen
 		}
 		// Hold a free slot before leasing, so a slow destination holds no
 		// more leases than it has workers; lease as many as are free.
@@ -307,7 +340,7 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 		case <-ctx.Done():
 			return
 		}
-		n := min(1+s.freeSlots(d), s.cfg.Batch)
+		n := min(1+s.freeSlots(d), batch)
 		leased, err := s.queue.Lease(context.WithoutCancel(ctx), d.Name, n, s.now(), s.cfg.Lease)
 		if err != nil || len(leased) == 0 {
 			<-d.slots
@@ -373,19 +406,22 @@ func (s *Sender) deliver(ctx context.Context, d *destination, l Leased) Outcome 
 			return Outcome{Kind: Release, ID: l.ID, LeaseUntil: l.LeaseUntil}
 		}
 	}
-	e := l.Envelope
-	start := s.now()
-	res, err := d.breaker.Execute(func() (Result, error) {
-		res := s.attempt(d, e, start)
-		if !res.Delivered && res.Transient {
-			return res, errTransient
-		}
-		return res, nil
-	})
-	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
-		// Not attempted: back to due, no attempt charged.
+	if d.state() == gobreaker.StateOpen {
+		// Opened (maybe by another instance) since the lease: not
+		// attempted, back to due, no attempt charged.
 		return Outcome{Kind: Release, ID: l.ID, LeaseUntil: l.LeaseUntil}
 	}
+	e := l.Envelope
+	start := s.now()
+	res := s.attempt(d, e, start)
+	// The attempt is counted after it is made, so that the breaker's lock
+	// is never held across a request.
+	d.breaker.Execute(func() (struct{}, error) {
+		if !res.Delivered && res.Transient {
+			return struct{}{}, errTransient
+		}
+		return struct{}{}, nil
+	})
 	now := s.now()
 	latency := now.Sub(start)
 	switch {

@@ -1,0 +1,208 @@
+package sender
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// The breaker of each destination is gobreaker's DistributedCircuitBreaker
+// over a SharedDataStore: in memory for one instance, and over Redis when
+// instances share the work, so that a destination that is down opens its
+// breaker on every instance.
+//
+// gobreaker locks the store around each request it counts. A store lock
+// in Redis per delivery would serialise every delivery to a destination
+// across all instances, so the shared store here locks in-process only,
+// reads the shared state through a short-lived cache, and writes it behind
+// through Remote, which keeps the newest state: of the latest generation
+// (a state change, such as closed to open, starts a new one), then the
+// most requests counted. A stale instance never undoes another's
+// transition, and a transition reaches every instance within the refresh
+// interval.
+
+// Remote is where a shared breaker state lives: Redis, for instances that
+// share the work.
+type Remote interface {
+	// Load reads the state stored under name; nil when there is none.
+	Load(ctx context.Context, name string) ([]byte, error)
+	// Merge stores data under name unless the stored state is newer: of
+	// a later generation, or of the same with more requests counted.
+	Merge(ctx context.Context, name string, data []byte) error
+}
+
+// sharedStore is a gobreaker.SharedDataStore over an optional Remote.
+type sharedStore struct {
+	remote  Remote // nil: this instance alone
+	refresh time.Duration
+	now     func() time.Time
+
+	mu      sync.Mutex
+	locks   map[string]*sync.Mutex
+	entries map[string]*sharedEntry
+	flush   chan struct{}
+}
+
+// sharedEntry is one name's state as this instance knows it.
+type sharedEntry struct {
+	data    []byte
+	fetched time.Time
+	dirty   bool // written here, not yet merged into the remote
+}
+
+// newSharedStore returns a store over remote (nil for in-memory), which
+// refreshes from it every refresh at most.
+func newSharedStore(remote Remote, refresh time.Duration, now func() time.Time) *sharedStore {
+	return &sharedStore{remote: remote, refresh: refresh, now: now,
+		locks: map[string]*sync.Mutex{}, entries: map[string]*sharedEntry{}, flush: make(chan struct{}, 1)}
+}
+
+func (s *sharedStore) lockOf(name string) *sync.Mutex {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.locks[name]
+	if !ok {
+		l = new(sync.Mutex)
+		s.locks[name] = l
+	}
+	return l
+}
+
+// Lock implements gobreaker.SharedDataStore, in-process.
+func (s *sharedStore) Lock(name string) error {
+	s.lockOf(name).Lock()
+	return nil
+}
+
+// Unlock implements gobreaker.SharedDataStore.
+func (s *sharedStore) Unlock(name string) error {
+	s.lockOf(name).Unlock()
+	return nil
+}
+
+// GetData implements gobreaker.SharedDataStore: the cached state, taken
+// from the remote when the cache is older than the refresh interval and
+// the remote's generation is newer (or equal, when nothing is pending
+// here).
+func (s *sharedStore) GetData(name string) ([]byte, error) {
+	s.mu.Lock()
+	e := s.entries[name]
+	stale := e == nil || s.now().Sub(e.fetched) >= s.refresh
+	s.mu.Unlock()
+	if stale && s.remote != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		data, err := s.remote.Load(ctx, name)
+		cancel()
+		s.mu.Lock()
+		if e = s.entries[name]; e == nil {
+			e = new(sharedEntry)
+			s.entries[name] = e
+		}
+		e.fetched = s.now()
+		if err == nil && data != nil && (e.data == nil || newer(data, e.data, !e.dirty)) {
+			e.data, e.dirty = data, false
+		}
+		s.mu.Unlock()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e = s.entries[name]; e == nil || e.data == nil {
+		return nil, nil // gobreaker then writes its initial state
+	}
+	return e.data, nil
+}
+
+// newer reports whether state a is newer than b: of a later generation,
+// or of the same with more requests counted (or as many, when orEqual).
+// States are ordered so, because gobreaker reads the shared state before
+// it takes the lock: a late write of what it read must not undo a
+// transition, nor lose counts, that landed meanwhile.
+func newer(a, b []byte, orEqual bool) bool {
+	var x, y gobreaker.SharedState
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return true
+	}
+	if x.Generation != y.Generation {
+		return x.Generation > y.Generation
+	}
+	return x.Counts.Requests > y.Counts.Requests || (orEqual && x.Counts.Requests == y.Counts.Requests)
+}
+
+// SetData implements gobreaker.SharedDataStore: the state is kept here at
+// once, unless an older one than what is kept, and merged into the remote
+// in the background.
+func (s *sharedStore) SetData(name string, data []byte) error {
+	s.mu.Lock()
+	e := s.entries[name]
+	if e == nil {
+		e = &sharedEntry{fetched: s.now()}
+		s.entries[name] = e
+	}
+	if e.data != nil && !newer(data, e.data, true) {
+		s.mu.Unlock()
+		return nil
+	}
+	e.data, e.dirty = data, s.remote != nil
+	s.mu.Unlock()
+	if s.remote != nil {
+		select {
+		case s.flush <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// run merges written states into the remote until ctx ends, at most one
+// round per interval.
+func (s *sharedStore) run(ctx context.Context, interval time.Duration) {
+	if s.remote == nil {
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			s.push() // what this instance last knew
+			return
+		case <-s.flush:
+		}
+		s.push()
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			s.push()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// push merges every dirty state into the remote.
+func (s *sharedStore) push() {
+	s.mu.Lock()
+	pending := map[string][]byte{}
+	for name, e := range s.entries {
+		if e.dirty {
+			pending[name] = e.data
+			e.dirty = false
+		}
+	}
+	s.mu.Unlock()
+	for name, data := range pending {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if err := s.remote.Merge(ctx, name, data); err != nil {
+			s.mu.Lock()
+			if e := s.entries[name]; e != nil && string(e.data) == string(data) {
+				e.dirty = true // try again with the next write
+			}
+			s.mu.Unlock()
+		}
+		cancel()
+	}
+}
+
+var _ gobreaker.SharedDataStore = (*sharedStore)(nil)
