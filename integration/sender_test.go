@@ -587,3 +587,41 @@ func TestBreakerOpensOnEveryInstance(t *testing.T) {
 		t.Errorf("the down destination's events are not all kept queued:\n%s", out)
 	}
 }
+
+// TestSenderRecoversFromARedisRestart: Redis (AOF, fsync always) is killed
+// under load and started again. The workers recover by themselves; every
+// event that was accepted is applied once, and no envelope stays leased.
+func TestSenderRecoversFromARedisRestart(t *testing.T) {
+	srv := redistest.StartWith(t, "--appendonly", "yes", "--appendfsync", "always")
+	up := newApplier(t, 1500*time.Millisecond)
+	recv := startGateway(t, dedupeSite(up.Listener.Addr().String(), "in_flight wait 3s"), gatewayOptions{})
+	global := senderGlobal(fmt.Sprintf("store redis %s\n\t\tkey_prefix %s", srv.URL(), randomID("it")), recv.URL, "")
+	g := startGateway(t, "webhook_enqueue enrollment", gatewayOptions{Global: global})
+	const n = 500
+	enqueueEvents(t, g.URL, "restart", n)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		up.mu.Lock()
+		applied := len(up.applied)
+		up.mu.Unlock()
+		if applied > n/10 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	srv.Stop()
+	time.Sleep(time.Second)
+	srv.Restart()
+	waitApplied(t, up, "restart", n, 90*time.Second)
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		out, _ := cli(t, g, "destinations", "list", "--format", "json")
+		if strings.Contains(out, `"queued": 0`) && strings.Contains(out, `"leased": 0`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("envelopes left in the queue after every event was applied:\n%s", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
