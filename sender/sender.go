@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -114,7 +115,7 @@ type destination struct {
 	Destination
 	breaker *gobreaker.DistributedCircuitBreaker[struct{}]
 	limiter *rate.Limiter
-	slots   chan struct{}
+	workers int // its cap on deliveries in flight
 	wake    chan struct{}
 }
 
@@ -134,6 +135,9 @@ type Options struct {
 // New returns a Sender over q for dests.
 func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error) {
 	cfg = withDefaults(cfg)
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -144,7 +148,11 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 		opts.Observer = nopObserver{}
 	}
 	if opts.Transport == nil {
-		opts.Transport = http.DefaultTransport.(*http.Transport).Clone()
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		// Keep a connection per worker: the default of 2 idle connections
+		// per host would open a new one for most deliveries.
+		t.MaxIdleConnsPerHost = cfg.Workers
+		opts.Transport = t
 	}
 	s := &Sender{
 		queue: q, cfg: cfg, dests: map[string]*destination{}, now: opts.Now, logger: opts.Logger, obs: opts.Observer,
@@ -167,7 +175,7 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 		if workers <= 0 || workers > cfg.Workers {
 			workers = cfg.Workers
 		}
-		ds := &destination{Destination: d, slots: make(chan struct{}, workers), wake: make(chan struct{}, 1)}
+		ds := &destination{Destination: d, workers: workers, wake: make(chan struct{}, 1)}
 		if d.Rate > 0 {
 			ds.limiter = rate.NewLimiter(d.Rate, max(d.Burst, 1))
 		}
@@ -232,6 +240,16 @@ func withDefaults(cfg Config) Config {
 		cfg.Poll = time.Second
 	}
 	return cfg
+}
+
+// check reports a config whose lease could expire under a worker: an
+// envelope may wait for one attempt in the prefetch buffer, then make its
+// own, so the lease must outlast two timeouts.
+func (cfg Config) check() error {
+	if cfg.Lease < 2*cfg.Timeout {
+		return fmt.Errorf("sender: lease %s must be at least twice the timeout %s", cfg.Lease, cfg.Timeout)
+	}
+	return nil
 }
 
 // Destinations lists the configured destination names, in order.
@@ -307,21 +325,52 @@ func (s *Sender) Run(ctx context.Context) {
 	}
 }
 
-// runDestination leases and delivers one destination's envelopes.
+// runDestination leases and delivers one destination's envelopes. Its
+// workers (the destination's cap) take leased envelopes from a prefetch
+// buffer as large as their number; the loop refills it in batches once
+// half of it is free, so a busy destination costs one lease round trip per
+// batch, and holds at most twice its workers' worth of leases.
 func (s *Sender) runDestination(ctx context.Context, d *destination) {
-	outcomes := make(chan Outcome, cap(d.slots)+s.cfg.Batch)
+	outcomes := make(chan Outcome, 2*d.workers+s.cfg.Batch)
 	var settled sync.WaitGroup
 	settled.Go(func() { s.settleLoop(d.Name, outcomes) })
-	var inflight sync.WaitGroup
+	ready := make(chan Leased, d.workers)
+	room := make(chan struct{}, 1) // a worker took from ready
+	var busy atomic.Int64          // deliveries in progress
+	var workers sync.WaitGroup
+	for range d.workers {
+		workers.Go(func() {
+			for l := range ready {
+				select {
+				case room <- struct{}{}:
+				default:
+				}
+				if ctx.Err() != nil {
+					outcomes <- Outcome{Kind: Release, ID: l.ID, LeaseUntil: l.LeaseUntil}
+					continue
+				}
+				busy.Add(1)
+				select {
+				case s.slots <- struct{}{}:
+					outcomes <- s.deliver(ctx, d, l)
+					<-s.slots
+				case <-ctx.Done():
+					outcomes <- Outcome{Kind: Release, ID: l.ID, LeaseUntil: l.LeaseUntil}
+				}
+				busy.Add(-1)
+			}
+		})
+	}
 	defer func() {
-		inflight.Wait()
+		close(ready) // the workers release what is left in it
+		workers.Wait()
 		close(outcomes)
 		settled.Wait()
 	}()
 
 	idle := 10 * time.Millisecond
 	for ctx.Err() == nil {
-		batch := s.cfg.Batch
+		want := max(1, cap(ready)/2)
 		switch d.state() {
 		case gobreaker.StateOpen:
 			// Nothing is leased while the breaker is open: no attempt is
@@ -329,60 +378,41 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 			s.wait(ctx, d, breakerRefresh)
 			continue
 		case gobreaker.StateHalfOpen:
-			// Trials only: lease that many, and let them finish first.
-			inflight.Wait()
-			batch = s.cfg.Breaker.HalfOpen
+			// Trials only: lease that many once nothing else is out.
+			if busy.Load() > 0 || len(ready) > 0 {
+				s.wait(ctx, d, 10*time.Millisecond)
+				continue
+			}
+			want = s.cfg.Breaker.HalfOpen
 		}
-		// Hold a free slot before leasing, so a slow destination holds no
-		// more leases than it has workers; lease as many as are free.
-		select {
-		case d.slots <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		n := min(1+s.freeSlots(d), batch)
-		leased, err := s.queue.Lease(context.WithoutCancel(ctx), d.Name, n, s.now(), s.cfg.Lease)
-		if err != nil || len(leased) == 0 {
-			<-d.slots
-			if err != nil {
-				s.logger.Error("leasing envelopes", "destination", d.Name, "error", err)
-				s.wait(ctx, d, time.Second)
-			} else {
-				s.wait(ctx, d, idle)
-				idle = min(2*idle, s.cfg.Poll)
+		free := cap(ready) - len(ready)
+		if free < want {
+			select {
+			case <-room:
+			case <-ctx.Done():
 			}
 			continue
 		}
+		n := min(free, s.cfg.Batch)
+		if d.state() == gobreaker.StateHalfOpen {
+			n = min(n, s.cfg.Breaker.HalfOpen)
+		}
+		leased, err := s.queue.Lease(context.WithoutCancel(ctx), d.Name, n, s.now(), s.cfg.Lease)
+		if err != nil {
+			s.logger.Error("leasing envelopes", "destination", d.Name, "error", err)
+			s.wait(ctx, d, time.Second)
+			continue
+		}
+		if len(leased) == 0 {
+			s.wait(ctx, d, idle)
+			idle = min(2*idle, s.cfg.Poll)
+			continue
+		}
 		idle = 10 * time.Millisecond
-		for i, l := range leased {
-			release := Outcome{Kind: Release, ID: l.ID, LeaseUntil: l.LeaseUntil}
-			if i > 0 { // the first has the slot held above
-				select {
-				case d.slots <- struct{}{}:
-				case <-ctx.Done():
-					outcomes <- release
-					continue
-				}
-			}
-			select {
-			case s.slots <- struct{}{}:
-			case <-ctx.Done():
-				<-d.slots
-				outcomes <- release
-				continue
-			}
-			inflight.Go(func() {
-				defer func() { <-s.slots; <-d.slots }()
-				outcomes <- s.deliver(ctx, d, l)
-			})
+		for _, l := range leased {
+			ready <- l // there is room: only this loop fills it
 		}
 	}
-}
-
-// freeSlots counts d's free slots now (global and its own), without
-// taking them for long.
-func (s *Sender) freeSlots(d *destination) int {
-	return max(0, min(cap(d.slots)-len(d.slots), cap(s.slots)-len(s.slots)))
 }
 
 // wait sleeps up to d, or until ctx ends or an enqueue wakes d.

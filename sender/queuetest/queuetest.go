@@ -108,10 +108,11 @@ func Run(t *testing.T, newQueue NewQueue) {
 	t.Run("LeaseBatchOldestFirst", func(t *testing.T) {
 		t.Parallel()
 		q := newQueue(t, retention)
-		for i := range 5 {
+		for i := 4; i >= 0; i-- { // enqueued in time order, as they are
 			mustEnqueue(t, q, env("d", fmt.Sprint("m", i), t0.Add(time.Duration(4-i)*time.Second)), queued)
 		}
-		later := env("d", "later", t0.Add(time.Hour))
+		later := env("d", "later", t0)
+		later.NextAt = t0.Add(time.Hour) // a delayed delivery
 		mustEnqueue(t, q, later, queued)
 		got := mustLease(t, q, "d", 3, t0.Add(5*time.Second))
 		if diff := cmp.Diff([]string{"m4", "m3", "m2"}, ids(got)); diff != "" {
@@ -292,6 +293,7 @@ func Run(t *testing.T, newQueue NewQueue) {
 			if e.RedriveID != "rd_1" || e.Attempts != 0 || len(e.Log) != 1 {
 				t.Errorf("redriven %s: redrive %q attempts %d log %d; want rd_1, 0, the prior attempt kept", e.ID, e.RedriveID, e.Attempts, len(e.Log))
 			}
+			mustSettle(t, q, "d", []sender.Outcome{{Kind: sender.Delivered, ID: e.ID, LeaseUntil: e.LeaseUntil}}, t0.Add(time.Minute), 0)
 		}
 		removed, err := q.Purge(t.Context(), "d", []string{"m02", "m03", "m00"})
 		if err != nil || removed != 2 {

@@ -50,7 +50,7 @@ func decode(v any) (*sender.Envelope, error) {
 
 // enqueueScript adds an envelope unless its ID is known.
 //
-//	KEYS  env, due, leased, dead, done, donet, paused
+//	KEYS  env, due, leased, dead, done, donet, paused, ready
 //	ARGV  id, stored envelope, due ms, now ms, retention ms
 //	returns {state, mismatch}: mismatch -1 when added, 0 a duplicate of the
 //	same payload, 1 of another payload
@@ -73,7 +73,11 @@ if at and tonumber(at) > tonumber(ARGV[4]) - tonumber(ARGV[5]) then
   return {'delivered', (redis.call('HGET', KEYS[5], ARGV[1]) == fp) and 0 or 1}
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+if tonumber(ARGV[3]) <= tonumber(ARGV[4]) then
+  redis.call('RPUSH', KEYS[8], ARGV[1])
+else
+  redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+end
 if redis.call('EXISTS', KEYS[7]) == 1 then
   return {'paused', -1}
 end
@@ -83,7 +87,7 @@ return {'queued', -1}
 // Enqueue implements sender.Queue.
 func (q *Queue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.EnqueueResult, error) {
 	k := keysOf(q.prefix, e.Destination)
-	v, err := enqueueScript.Run(ctx, q.rdb, []string{k.env, k.due, k.leased, k.dead, k.done, k.donet, k.paused},
+	v, err := enqueueScript.Run(ctx, q.rdb, []string{k.env, k.due, k.leased, k.dead, k.done, k.donet, k.paused, k.ready},
 		e.ID, stored(e), ms(e.NextAt), ms(e.CreatedAt), q.retention.Milliseconds()).Slice()
 	if err != nil {
 		return sender.EnqueueResult{}, fmt.Errorf("redis enqueue: %w", err)
@@ -93,27 +97,30 @@ func (q *Queue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.Enqueue
 	return sender.EnqueueResult{State: sender.State(state), Duplicate: m >= 0, Mismatch: m == 1}, nil
 }
 
-// leaseScript moves expired leases back to due, then leases a batch.
+// leaseScript moves expired leases and retries now due to the ready
+// list, then leases a batch from its head.
 //
-//	KEYS  due, leased, env, paused
+//	KEYS  due, leased, env, paused, ready
 //	ARGV  now ms, n, lease end ms
-//	returns the leased envelopes, oldest due first
+//	returns the leased envelopes, oldest first
 var leaseScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[4]) == 1 then
   return {}
 end
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, 1000)
-for _, id in ipairs(expired) do
-  redis.call('ZADD', KEYS[1], ARGV[1], id)
-end
 if #expired > 0 then
   redis.call('ZREM', KEYS[2], unpack(expired))
+  redis.call('LPUSH', KEYS[5], unpack(expired))
 end
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
-if #ids == 0 then
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 1000)
+if #due > 0 then
+  redis.call('ZREM', KEYS[1], unpack(due))
+  redis.call('RPUSH', KEYS[5], unpack(due))
+end
+local ids = redis.call('LPOP', KEYS[5], tonumber(ARGV[2]))
+if not ids then
   return {}
 end
-redis.call('ZREM', KEYS[1], unpack(ids))
 for _, id in ipairs(ids) do
   redis.call('ZADD', KEYS[2], ARGV[3], id)
 end
@@ -124,7 +131,7 @@ return redis.call('HMGET', KEYS[3], unpack(ids))
 func (q *Queue) Lease(ctx context.Context, dest string, n int, now time.Time, lease time.Duration) ([]sender.Leased, error) {
 	k := keysOf(q.prefix, dest)
 	until := now.Add(lease)
-	v, err := leaseScript.Run(ctx, q.rdb, []string{k.due, k.leased, k.env, k.paused}, ms(now), n, ms(until)).Slice()
+	v, err := leaseScript.Run(ctx, q.rdb, []string{k.due, k.leased, k.env, k.paused, k.ready}, ms(now), n, ms(until)).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("redis lease: %w", err)
 	}
@@ -142,7 +149,7 @@ func (q *Queue) Lease(ctx context.Context, dest string, n int, now time.Time, le
 // settleScript applies a batch of outcomes under their leases, then trims
 // delivered IDs and dead letters past the retention (a bounded number).
 //
-//	KEYS  env, due, leased, dead, done, donet
+//	KEYS  env, due, leased, dead, done, donet, ready
 //	ARGV  now ms, retention ms, then per outcome: kind (d delivered, r
 //	      retry, x dead, l release), id, lease end ms, stored envelope or
 //	      "", score (due or dead-at ms)
@@ -164,10 +171,12 @@ for i = 3, #ARGV, 5 do
         redis.call('ZADD', KEYS[6], ARGV[1], id)
       end
     elseif kind == 'l' then
-      redis.call('ZADD', KEYS[2], score, id)
+      redis.call('LPUSH', KEYS[7], id)
     else
       redis.call('HSET', KEYS[1], id, blob)
-      if kind == 'r' then
+      if kind == 'r' and tonumber(score) <= tonumber(ARGV[1]) then
+        redis.call('RPUSH', KEYS[7], id)
+      elseif kind == 'r' then
         redis.call('ZADD', KEYS[2], score, id)
       else
         redis.call('ZADD', KEYS[4], score, id)
@@ -214,7 +223,7 @@ func (q *Queue) Settle(ctx context.Context, dest string, outcomes []sender.Outco
 		}
 		args = append(args, kind, o.ID, ms(o.LeaseUntil), blob, score)
 	}
-	n, err := settleScript.Run(ctx, q.rdb, []string{k.env, k.due, k.leased, k.dead, k.done, k.donet}, args...).Int()
+	n, err := settleScript.Run(ctx, q.rdb, []string{k.env, k.due, k.leased, k.dead, k.done, k.donet, k.ready}, args...).Int()
 	if err != nil {
 		return 0, fmt.Errorf("redis settle: %w", err)
 	}
@@ -238,9 +247,10 @@ func (q *Queue) SetPaused(ctx context.Context, dest string, paused bool) error {
 
 // statsScript reads a destination's depth.
 //
-//	KEYS  due, leased, dead, paused
+//	KEYS  due, leased, dead, paused, ready, env
 //	ARGV  now ms
-//	returns {due, leased, dead, paused, oldest due ms or -1, oldest dead ms or -1}
+//	returns {queued, leased, dead, paused, oldest scheduled due ms or -1,
+//	oldest dead ms or -1, the envelope at the head of the ready list or false}
 var statsScript = redis.NewScript(`
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local dead = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
@@ -251,23 +261,33 @@ end
 if #dead > 0 then
   oldestDead = tonumber(dead[2])
 end
-return {redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[3]),
-  redis.call('EXISTS', KEYS[4]), oldest, oldestDead}
+local head = redis.call('LINDEX', KEYS[5], 0)
+if head then
+  head = redis.call('HGET', KEYS[6], head)
+end
+return {redis.call('ZCARD', KEYS[1]) + redis.call('LLEN', KEYS[5]), redis.call('ZCARD', KEYS[2]),
+  redis.call('ZCARD', KEYS[3]), redis.call('EXISTS', KEYS[4]), oldest, oldestDead, head}
 `)
 
 // Stats implements sender.Queue.
 func (q *Queue) Stats(ctx context.Context, dest string, now time.Time) (sender.Stats, error) {
 	k := keysOf(q.prefix, dest)
-	v, err := statsScript.Run(ctx, q.rdb, []string{k.due, k.leased, k.dead, k.paused}, ms(now)).Int64Slice()
+	v, err := statsScript.Run(ctx, q.rdb, []string{k.due, k.leased, k.dead, k.paused, k.ready, k.env}, ms(now)).Slice()
 	if err != nil {
 		return sender.Stats{}, fmt.Errorf("redis stats: %w", err)
 	}
-	s := sender.Stats{Queued: int(v[0]), Leased: int(v[1]), Dead: int(v[2]), Paused: v[3] == 1}
-	if v[4] >= 0 {
-		s.OldestReady = now.Sub(time.UnixMilli(v[4]))
+	n := func(i int) int64 { x, _ := v[i].(int64); return x }
+	s := sender.Stats{Queued: int(n(0)), Leased: int(n(1)), Dead: int(n(2)), Paused: n(3) == 1}
+	if n(4) >= 0 {
+		s.OldestReady = now.Sub(time.UnixMilli(n(4)))
 	}
-	if v[5] >= 0 {
-		s.OldestDead = time.UnixMilli(v[5])
+	if v[6] != nil { // the ready list's head is due since its NextAt
+		if e, err := decode(v[6]); err == nil && now.Sub(e.NextAt) > s.OldestReady {
+			s.OldestReady = max(0, now.Sub(e.NextAt))
+		}
+	}
+	if n(5) >= 0 {
+		s.OldestDead = time.UnixMilli(n(5))
 	}
 	return s, nil
 }
@@ -389,7 +409,7 @@ func (q *Queue) Get(ctx context.Context, dest, id string) (*sender.Envelope, sen
 
 // redriveScript moves dead letters back to due.
 //
-//	KEYS  env, dead, due
+//	KEYS  env, dead, ready
 //	ARGV  now ms, then per letter: id, stored envelope (redriven)
 //	returns how many moved (those still dead)
 var redriveScript = redis.NewScript(`
@@ -398,7 +418,7 @@ for i = 2, #ARGV, 2 do
   if redis.call('ZSCORE', KEYS[2], ARGV[i]) then
     redis.call('ZREM', KEYS[2], ARGV[i])
     redis.call('HSET', KEYS[1], ARGV[i], ARGV[i+1])
-    redis.call('ZADD', KEYS[3], ARGV[1], ARGV[i])
+    redis.call('RPUSH', KEYS[3], ARGV[i])
     moved = moved + 1
   end
 end
@@ -423,7 +443,7 @@ func (q *Queue) Redrive(ctx context.Context, dest string, ids []string, redriveI
 	if len(args) == 1 {
 		return 0, nil
 	}
-	n, err := redriveScript.Run(ctx, q.rdb, []string{k.env, k.dead, k.due}, args...).Int()
+	n, err := redriveScript.Run(ctx, q.rdb, []string{k.env, k.dead, k.ready}, args...).Int()
 	if err != nil {
 		return 0, fmt.Errorf("redis redrive: %w", err)
 	}

@@ -1,0 +1,133 @@
+// Command sendbench measures hookgate's sender on Redis, as bench/sender.sh
+// runs it beside BullMQ and asynq: a loopback receiver that answers 200,
+// and a run that queues N envelopes of a 500-byte payload (Redis memory is
+// read before and after), then delivers them with C workers.
+//
+//	sendbench receiver -addr 127.0.0.1:9000
+//	sendbench run -redis 127.0.0.1:6379 -receiver http://127.0.0.1:9000 -n 20000 -c 20
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hookgate/hookgate/sender"
+	"github.com/hookgate/hookgate/sender/redisqueue"
+	"github.com/hookgate/hookgate/verify"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		log.Fatal("usage: sendbench receiver|run [flags]")
+	}
+	switch os.Args[1] {
+	case "receiver":
+		receiver(os.Args[2:])
+	case "run":
+		run(os.Args[2:])
+	default:
+		log.Fatalf("unknown mode %q", os.Args[1])
+	}
+}
+
+// receiver answers 200 to every POST and counts them; GET /count reads the
+// count, DELETE /count resets it.
+func receiver(args []string) {
+	fs := flag.NewFlagSet("receiver", flag.ExitOnError)
+	addr := fs.String("addr", "127.0.0.1:9000", "listen address")
+	fs.Parse(args)
+	var n atomic.Int64
+	log.Fatal(http.ListenAndServe(*addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/count" && r.Method == http.MethodGet:
+			fmt.Fprint(w, n.Load())
+		case r.URL.Path == "/count" && r.Method == http.MethodDelete:
+			n.Store(0)
+		default:
+			io.Copy(io.Discard, r.Body)
+			n.Add(1)
+		}
+	})))
+}
+
+// usedMemory reads INFO memory's used_memory.
+func usedMemory(ctx context.Context, rdb *redis.Client) int64 {
+	info, err := rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	log.Fatal("no used_memory in INFO")
+	return 0
+}
+
+func count(url string) int64 {
+	resp, err := http.Get(url + "/count")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	n, _ := strconv.ParseInt(string(b), 10, 64)
+	return n
+}
+
+func run(args []string) {
+	fs := flag.NewFlagSet("run", flag.ExitOnError)
+	addr := fs.String("redis", "127.0.0.1:6379", "Redis address")
+	rcv := fs.String("receiver", "http://127.0.0.1:9000", "the receiver")
+	n := fs.Int("n", 20000, "envelopes")
+	c := fs.Int("c", 20, "workers")
+	fs.Parse(args)
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: *addr, PoolSize: 64})
+	defer rdb.Close()
+	req, _ := http.NewRequest(http.MethodDelete, *rcv+"/count", nil)
+	http.DefaultClient.Do(req)
+
+	q := redisqueue.New(rdb, fmt.Sprintf("bench%d", time.Now().UnixNano()), 168*time.Hour)
+	signer, _ := verify.New("standard", []string{"whsec_aG9va2dhdGUtZGV2LXNlY3JldC1uZXZlci11c2UtaW4tcHJvZA=="}, verify.Options{})
+	s, err := sender.New(q, sender.Config{Workers: *c, Batch: *c, Poll: 10 * time.Millisecond},
+		[]sender.Destination{{Name: "bench", URL: *rcv + "/hooks", Signer: signer}}, sender.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	payload := []byte(`{"type":"reservation.confirmed","data":"` + strings.Repeat("x", 500-44) + `"}`)
+	before := usedMemory(ctx, rdb)
+	now := time.Now()
+	for i := range *n {
+		e := &sender.Envelope{ID: fmt.Sprintf("evt_%08d", i), Destination: "bench", EventType: "reservation.confirmed", CreatedAt: now, NextAt: now, Payload: payload}
+		if _, err := q.Enqueue(ctx, e); err != nil {
+			log.Fatal(err)
+		}
+	}
+	after := usedMemory(ctx, rdb)
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	start := time.Now()
+	go func() { s.Run(runCtx); close(done) }()
+	for count(*rcv) < int64(*n) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	stop()
+	<-done
+	fmt.Printf("hookgate deliveries/s %.0f bytes/envelope %.0f\n", float64(*n)/elapsed.Seconds(), float64(after-before)/float64(*n))
+}
