@@ -52,6 +52,7 @@ type gateway struct {
 	URL     string // the site, http://127.0.0.1:<port>
 	Admin   string // the admin endpoint, http://127.0.0.1:<port>
 	DataDir string
+	Config  string // the Caddyfile's path
 	cmd     *exec.Cmd
 	logs    *syncBuffer
 	done    chan struct{}
@@ -101,6 +102,7 @@ http://127.0.0.1:%d {
 		URL:     fmt.Sprintf("http://127.0.0.1:%d", opts.Port),
 		Admin:   fmt.Sprintf("http://127.0.0.1:%d", adminPort),
 		DataDir: opts.DataDir,
+		Config:  path,
 		logs:    new(syncBuffer),
 		done:    make(chan struct{}),
 	}

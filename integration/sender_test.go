@@ -10,7 +10,9 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -205,15 +207,18 @@ http://127.0.0.1:%d {
 	}
 	reverse_proxy %s`, receiverPort, devSecret, up.Listener.Addr())
 		g := startGateway(t, site, gatewayOptions{Global: senderGlobal(store, drop.URL, "")})
-		const n = 1000
+		n := 1000 // HOOKGATE_CHAOS_EVENTS=10000 for the full run
+		if v, err := strconv.Atoi(os.Getenv("HOOKGATE_CHAOS_EVENTS")); err == nil && v > 0 {
+			n = v
+		}
 		enqueueEvents(t, g.URL+"/events", "evt", n)
-		waitApplied(t, up, "evt", n, 90*time.Second)
+		waitApplied(t, up, "evt", n, 90*time.Second+time.Duration(n)*20*time.Millisecond)
 		if drops.Load() == 0 {
 			t.Error("no answer was dropped: the plan did not run")
 		}
 		// Applied is not yet delivered: the sender may still be retrying
 		// an attempt that timed out, to get the receiver's replay.
-		delivered := `hookgate_sender_deliveries_total{destination="enrollment",outcome="delivered"} 1000`
+		delivered := fmt.Sprintf(`hookgate_sender_deliveries_total{destination="enrollment",outcome="delivered"} %d`, n)
 		deadline := time.Now().Add(30 * time.Second)
 		m := g.Metrics()
 		for !strings.Contains(m, delivered) && time.Now().Before(deadline) {
@@ -221,9 +226,9 @@ http://127.0.0.1:%d {
 			m = g.Metrics()
 		}
 		for _, want := range []string{
-			`hookgate_sender_deliveries_total{destination="enrollment",outcome="delivered"} 1000`,
+			delivered,
 			`hookgate_sender_attempts_total{destination="enrollment",result="transient"}`,
-			`hookgate_sender_enqueued_total{destination="enrollment",result="queued"} 1000`,
+			fmt.Sprintf(`hookgate_sender_enqueued_total{destination="enrollment",result="queued"} %d`, n),
 		} {
 			if !strings.Contains(m, want) {
 				t.Errorf("metrics lack %s:\n%s", want, grepLines(m, "hookgate_sender"))
@@ -623,5 +628,64 @@ func TestSenderRecoversFromARedisRestart(t *testing.T) {
 			t.Fatalf("envelopes left in the queue after every event was applied:\n%s", out)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestSenderReloadLosesNothing reloads the config while deliveries are in
+// flight: the new config's workers start before the old ones stop, and
+// every event is delivered once.
+func TestSenderReloadLosesNothing(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		time.Sleep(20 * time.Millisecond)
+		mu.Lock()
+		seen[r.Header.Get("Idempotency-Key")+r.Header.Get("Webhook-Id")]++
+		mu.Unlock()
+	})
+	g := startGateway(t, "webhook_enqueue enrollment", gatewayOptions{Global: senderGlobal("store file", "http://"+up.Addr(), "")})
+	const n = 400
+	enqueueEvents(t, g.URL, "reload", n)
+	caddyfile, err := os.ReadFile(g.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		time.Sleep(200 * time.Millisecond)
+		req, _ := http.NewRequest(http.MethodPost, g.Admin+"/load", bytes.NewReader(caddyfile))
+		req.Header.Set("Content-Type", "text/caddyfile")
+		req.Header.Set("Cache-Control", "must-revalidate") // reload even though nothing changed
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("reload: %s", resp.Status)
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		mu.Lock()
+		got := len(seen)
+		mu.Unlock()
+		if got == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events delivered after the reloads", got, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if starts := strings.Count(g.logs.String(), "sender started"); starts != 4 {
+		t.Errorf("the sender started %d times, want 4 (three reloads)", starts)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for id, c := range seen {
+		if c != 1 {
+			t.Errorf("%s delivered %d times across the reloads", id, c)
+		}
 	}
 }
