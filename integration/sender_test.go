@@ -122,6 +122,15 @@ func senderGlobal(store, destURL, extra string) string {
 	}`, store, extra, destURL, devSecret)
 }
 
+// storeOf is the store lines of a backends() global option: the embedded
+// store for "", else the Redis store and key prefix.
+func storeOf(global string) string {
+	if global == "" {
+		return "store file"
+	}
+	return strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(global), "hookgate {"), "}"))
+}
+
 // enqueueEvents POSTs n events to the gateway's webhook_enqueue, with
 // delivery IDs prefix-0..n-1, 8 at a time.
 func enqueueEvents(t *testing.T, url, prefix string, n int) {
@@ -184,10 +193,7 @@ func waitApplied(t *testing.T, a *applier, prefix string, n int, within time.Dur
 // after the receiver committed: every event is applied once, none lost.
 func TestSenderChaosExactlyOnce(t *testing.T) {
 	backends(t, func(t *testing.T, global string) {
-		store := "store file"
-		if global != "" {
-			store = strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(global), "hookgate {"), "}"))
-		}
+		store := storeOf(global)
 		up := newApplier(t, 1500*time.Millisecond)
 		receiverPort := freePort(t)
 		receiverURL := fmt.Sprintf("http://127.0.0.1:%d", receiverPort)
@@ -241,10 +247,7 @@ http://127.0.0.1:%d {
 // it again on the same store: every event is still applied, once.
 func TestSenderSurvivesSIGKILL(t *testing.T) {
 	backends(t, func(t *testing.T, global string) {
-		store := "store file"
-		if global != "" {
-			store = strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(global), "hookgate {"), "}"))
-		}
+		store := storeOf(global)
 		up := newApplier(t, 1500*time.Millisecond)
 		// The receiver's gateway is its own process: the sender's dies.
 		recv := startGateway(t, dedupeSite(up.Listener.Addr().String(), "in_flight wait 3s"), gatewayOptions{Global: global})
@@ -326,10 +329,7 @@ func cli(t *testing.T, g *gateway, args ...string) (string, error) {
 // dedupe with a replay: each applied once in total.
 func TestDeadLettersRedrive(t *testing.T) {
 	backends(t, func(t *testing.T, global string) {
-		store := "store file"
-		if global != "" {
-			store = strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(global), "hookgate {"), "}"))
-		}
+		store := storeOf(global)
 		var healthy atomic.Bool
 		var mu sync.Mutex
 		applied := map[string]int{}
