@@ -330,6 +330,11 @@ func (m *metrics) observeQueues(s *sender.Sender) error {
 	if err != nil {
 		return err
 	}
+	oldestDead, err := meter.Float64ObservableGauge("hookgate_sender_dlq_oldest_age_seconds",
+		metric.WithDescription("Age of the oldest dead letter, by destination; 0 when there is none."), metric.WithUnit("s"))
+	if err != nil {
+		return err
+	}
 	breaker, err := meter.Int64ObservableGauge("hookgate_sender_breaker_state",
 		metric.WithDescription("Destination breaker state: 0 closed, 1 half-open, 2 open."))
 	if err != nil {
@@ -351,11 +356,16 @@ func (m *metrics) observeQueues(s *sender.Sender) error {
 				o.ObserveInt64(depth, int64(n), metric.WithAttributes(attribute.String("destination", dest), attribute.String("state", state)))
 			}
 			o.ObserveFloat64(oldest, st.OldestReady.Seconds(), metric.WithAttributes(attribute.String("destination", dest)))
+			deadAge := 0.0
+			if !st.OldestDead.IsZero() {
+				deadAge = time.Since(st.OldestDead).Seconds()
+			}
+			o.ObserveFloat64(oldestDead, deadAge, metric.WithAttributes(attribute.String("destination", dest)))
 			bs, _ := s.BreakerState(dest)
 			o.ObserveInt64(breaker, breakerValue(bs), metric.WithAttributes(attribute.String("destination", dest)))
 		}
 		return nil
-	}, depth, oldest, breaker)
+	}, depth, oldest, oldestDead, breaker)
 	return err
 }
 

@@ -591,6 +591,18 @@ func TestBreakerOpensOnEveryInstance(t *testing.T) {
 	if !strings.Contains(out, `"queued": 20`) && !strings.Contains(out, `"queued": 19`) && !strings.Contains(out, `"queued": 18`) {
 		t.Errorf("the down destination's events are not all kept queued:\n%s", out)
 	}
+	m := g1.Metrics()
+	for _, want := range []string{
+		`hookgate_sender_breaker_state{destination="down"} 2`,
+		`hookgate_sender_breaker_state{destination="healthy"} 0`,
+		`hookgate_sender_queue_depth{destination="healthy",state="queued"} 0`,
+		`hookgate_sender_dlq_oldest_age_seconds{destination="down"} 0`,
+		`hookgate_sender_oldest_ready_age_seconds{destination="down"}`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s:\n%s", want, grepLines(m, "hookgate_sender"))
+		}
+	}
 }
 
 // TestSenderRecoversFromARedisRestart: Redis (AOF, fsync always) is killed
