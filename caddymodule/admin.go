@@ -395,6 +395,7 @@ func (a *adminAPI) redrive(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !in.DryRun {
+		a.app.metrics.redriven(r.Context(), rd.Letters)
 		a.logger.Info("redrive", zap.String("redrive_id", rd.ID), zap.Int("matched", rd.Matched), zap.Int("moved", rd.Moved), zap.String("by", by))
 		for _, d := range a.app.sender.Destinations() {
 			a.app.sender.Wake(d)

@@ -233,6 +233,8 @@ type senderMetrics struct {
 	deliveryAge metric.Float64Histogram
 	timeToDLQ   metric.Float64Histogram
 	enqueued    metric.Int64Counter
+	storeErrors metric.Int64Counter
+	redriven    metric.Int64Counter
 	attrs       sync.Map // label set -> metric.MeasurementOption
 }
 
@@ -258,6 +260,14 @@ func newSenderMetrics(meter metric.Meter) (*senderMetrics, error) {
 	}
 	if m.timeToDLQ, err = meter.Float64Histogram("hookgate_sender_time_to_dlq_seconds",
 		metric.WithDescription("Time from the first failed attempt to the dead letter, by destination."), metric.WithUnit("s"), seconds); err != nil {
+		return nil, err
+	}
+	if m.storeErrors, err = meter.Int64Counter("hookgate_sender_store_errors_total",
+		metric.WithDescription("Failed queue operations by destination and op (lease, settle).")); err != nil {
+		return nil, err
+	}
+	if m.redriven, err = meter.Int64Counter("hookgate_sender_redriven_total",
+		metric.WithDescription("Dead letters moved back to the queue by a redrive, by destination.")); err != nil {
 		return nil, err
 	}
 	if m.enqueued, err = meter.Int64Counter("hookgate_sender_enqueued_total",
@@ -304,8 +314,19 @@ func (o observer) Dead(dest string, quarantined time.Duration) {
 	o.m.timeToDLQ.Record(ctx, quarantined.Seconds(), o.m.labels("destination", dest))
 }
 
+func (o observer) StoreError(dest, op string) {
+	o.m.storeErrors.Add(context.Background(), 1, o.m.labels("destination", dest, "op", op))
+}
+
 // BreakerState is read from the sender at each scrape instead.
 func (o observer) BreakerState(string, gobreaker.State) {}
+
+// redriven counts the dead letters a redrive moved.
+func (m *metrics) redriven(ctx context.Context, letters []sender.Letter) {
+	for _, l := range letters {
+		m.sender.redriven.Add(ctx, 1, m.sender.labels("destination", l.Destination))
+	}
+}
 
 // enqueuedResult counts an enqueue.
 func (m *metrics) enqueuedResult(ctx context.Context, dest string, duplicate bool) {

@@ -93,6 +93,8 @@ type Observer interface {
 	Dead(dest string, quarantined time.Duration)
 	// BreakerState is a destination's breaker changing state.
 	BreakerState(dest string, state gobreaker.State)
+	// StoreError is a failed queue operation (lease or settle).
+	StoreError(dest, op string)
 }
 
 // Sender delivers the envelopes of its destinations. Create it with New,
@@ -400,6 +402,7 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 		leased, err := s.queue.Lease(context.WithoutCancel(ctx), d.Name, n, s.now(), s.cfg.Lease)
 		if err != nil {
 			s.logger.Error("leasing envelopes", "destination", d.Name, "error", err)
+			s.obs.StoreError(d.Name, "lease")
 			s.wait(ctx, d, time.Second)
 			continue
 		}
@@ -591,6 +594,9 @@ func (s *Sender) settle(dest string, batch []Outcome) {
 	backoff := 50 * time.Millisecond
 	for {
 		skipped, err := s.queue.Settle(context.Background(), dest, batch, s.now())
+		if err != nil {
+			s.obs.StoreError(dest, "settle")
+		}
 		if err == nil {
 			if skipped > 0 {
 				s.logger.Warn("outcomes skipped: their lease had expired and the envelopes were leased again", "destination", dest, "skipped", skipped)
@@ -612,6 +618,7 @@ func (nopObserver) Attempt(string, string, time.Duration) {}
 func (nopObserver) Delivered(string, time.Duration)       {}
 func (nopObserver) Dead(string, time.Duration)            {}
 func (nopObserver) BreakerState(string, gobreaker.State)  {}
+func (nopObserver) StoreError(string, string)             {}
 
 // Wake makes dest look for due envelopes at once (after a resume or a
 // redrive).

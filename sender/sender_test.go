@@ -247,6 +247,7 @@ func (o *recordingObserver) Attempt(dest, _ string, _ time.Duration) {
 	o.attempts[dest]++
 }
 func (o *recordingObserver) Delivered(string, time.Duration) {}
+func (o *recordingObserver) StoreError(string, string)       {}
 func (o *recordingObserver) Dead(string, time.Duration)      {}
 func (o *recordingObserver) BreakerState(_ string, s gobreaker.State) {
 	o.mu.Lock()
