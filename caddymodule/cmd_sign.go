@@ -22,7 +22,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "sign",
-		Usage: "[--scheme <scheme>] [--secret <secret>] [--id <id>] [--timestamp <unix>] [--send <url>] <body|@file|@->",
+		Usage: "[--scheme <scheme>] [--secret <secret>] [--id <id>] [--timestamp <unix>] [--send <url> [-H 'Name: value']... [--content-type <type>]] <body|@file|@->",
 		Short: "Signs a webhook body as a genuine sender would, and optionally sends it",
 		Long: `
 Prints the headers a genuine sender of the given scheme adds to the body,
@@ -33,13 +33,17 @@ code is 0 for a 2xx answer and 1 otherwise.
 The body is the argument itself, or @file to read a file, or @- to read
 standard input. The secret defaults to $HOOKGATE_SECRET, so that it need not
 appear in the shell history. The delivery ID defaults to a random msg_ ID,
-the timestamp to now.`,
+the timestamp to now. With --send, -H adds a request header (repeatable, as
+curl's), and --content-type sets the body's type (default application/json
+for a JSON body, none otherwise). See README.md, "Sending test requests".`,
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.Flags().String("scheme", "standard", "signature scheme: "+strings.Join(verify.Schemes(), ", "))
 			cmd.Flags().String("secret", "", "signing secret (default $HOOKGATE_SECRET)")
 			cmd.Flags().String("id", "", "delivery ID (default a random msg_ ID)")
 			cmd.Flags().Int64("timestamp", 0, "unix timestamp to sign (default now)")
 			cmd.Flags().String("send", "", "POST the signed request to this URL")
+			cmd.Flags().StringArrayP("header", "H", nil, "with --send: add a request header 'Name: value' (repeatable)")
+			cmd.Flags().String("content-type", "", "with --send: the body's Content-Type")
 			cmd.Args = cobra.ExactArgs(1)
 			cmd.RunE = func(cmd *cobra.Command, args []string) error {
 				code, err := cmdSign(caddycmd.Flags{FlagSet: cmd.Flags()}, args[0], cmd.OutOrStdout())
@@ -95,6 +99,17 @@ func cmdSign(fl caddycmd.Flags, bodyArg string, out io.Writer) (int, error) {
 	req.Header = h
 	if json.Valid(body) {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if ct := fl.String("content-type"); ct != "" {
+		req.Header.Set("Content-Type", ct)
+	}
+	extra, _ := fl.GetStringArray("header")
+	for _, line := range extra {
+		name, value, ok := strings.Cut(line, ":")
+		if !ok || strings.TrimSpace(name) == "" {
+			return 2, fmt.Errorf("-H %q: want 'Name: value'", line)
+		}
+		req.Header.Add(strings.TrimSpace(name), strings.TrimSpace(value))
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

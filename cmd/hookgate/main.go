@@ -1,15 +1,19 @@
 // Command hookgate is Caddy with the standard modules and hookgate's own:
 // `hookgate run|adapt|validate|list-modules` behave as Caddy's, plus
-// hookgate's subcommands such as `hookgate sign`.
+// hookgate's subcommands such as `hookgate sign` and `hookgate dlq`.
 package main
 
 import (
+	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
-	_ "github.com/hookgate/hookgate/caddymodule"
+	"github.com/hookgate/hookgate/caddymodule"
 )
 
 func main() {
+	caddy.CustomBinaryName = "hookgate"
+	caddy.CustomLongDescription = caddymodule.LongDescription
+	caddy.CustomVersion = "hookgate " + caddymodule.Version() + " on Caddy"
 	caddycmd.Main()
 }
