@@ -3,6 +3,7 @@ package boltstore
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime/debug"
 	"time"
 
@@ -30,11 +31,32 @@ func OpenFile(path string, timeout time.Duration, readOnly bool) (*bolt.DB, erro
 	case err != nil:
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
+	if err := checkSize(db, path); err != nil {
+		db.Close()
+		return nil, err
+	}
 	if err := Check(db); err != nil {
 		db.Close()
 		return nil, err
 	}
 	return db, nil
+}
+
+// checkSize finds a truncated file before any page past its end is read:
+// bbolt reads pages through a memory map, and a page past the end of the
+// file is a SIGBUS that no recover can catch on the goroutine bbolt's check
+// runs on.
+func checkSize(db *bolt.DB, path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	return db.View(func(tx *bolt.Tx) error {
+		if want := tx.Size(); want > fi.Size() {
+			return fmt.Errorf("%w: truncated: the file holds %d bytes, its pages reach %d", ErrCorrupt, fi.Size(), want)
+		}
+		return nil
+	})
 }
 
 // openRecovered is bolt.Open with its panics (a truncated file can make it
