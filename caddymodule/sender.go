@@ -111,9 +111,13 @@ func (a *App) provisionSender() error {
 		if err != nil {
 			return fmt.Errorf("destination %q: secret: %w", dc.Name, err)
 		}
-		signer, err := verify.New(scheme, []string{strings.TrimSpace(secret)}, verify.Options{})
+		secret = strings.TrimSpace(secret)
+		signer, err := verify.New(scheme, []string{secret}, verify.Options{})
 		if err != nil {
 			return fmt.Errorf("destination %q: %w", dc.Name, err)
+		}
+		if secret == DevSecret {
+			a.logger.Warn("destination signs with the public development secret: set HOOKGATE_SECRET to a secret of your own", zap.String("destination", dc.Name))
 		}
 		d := sender.Destination{Name: dc.Name, URL: dc.URL, Signer: signer, Workers: dc.Workers}
 		if dc.Rate > 0 {

@@ -166,7 +166,14 @@ func openStateFile(path string, timeout time.Duration, readOnly bool) (*bolt.DB,
 // name. Credentials, database and TLS come from the first URL.
 func redisOptions(sc *StoreConfig) (*redis.UniversalOptions, error) {
 	var opts redis.UniversalOptions
-	for i, raw := range sc.URLs {
+	repl := caddy.NewReplacer()
+	for i, tmpl := range sc.URLs {
+		// {env.*} and {file.*} are read now, so a password never appears
+		// in the adapted config.
+		raw, err := repl.ReplaceOrErr(tmpl, true, true)
+		if err != nil {
+			return nil, fmt.Errorf("store redis: URL %d: %v", i+1, err)
+		}
 		// Errors name the URL only with its password redacted: url.Parse's
 		// own errors quote the whole URL.
 		u, err := url.Parse(raw)

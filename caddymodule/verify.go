@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,10 @@ func init() {
 
 // DefaultMaxBody is the default largest body webhook_verify reads: 1 MiB.
 const DefaultMaxBody = 1 << 20
+
+// DevSecret is the public development secret of the README's quickstart:
+// running on it logs a warning.
+const DevSecret = "whsec_aG9va2dhdGUtZGV2LXNlY3JldC1uZXZlci11c2UtaW4tcHJvZA=="
 
 // Verify is the webhook_verify handler: it checks the signature over the
 // raw body and the timestamp window, and forwards only genuine requests,
@@ -105,6 +110,9 @@ func (v *Verify) Provision(ctx caddy.Context) error {
 		return err
 	}
 	v.verifier = verifier
+	if slices.Contains(secrets, DevSecret) {
+		v.logger.Warn("webhook_verify runs on the public development secret: anyone can forge requests; set HOOKGATE_SECRET to a secret of your own")
+	}
 	app, err := appFrom(ctx)
 	if err != nil {
 		return err

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	_ "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -200,5 +203,52 @@ func TestValidateErrors(t *testing.T) {
 				t.Errorf("validate output holds the secret:\n%s", out)
 			}
 		})
+	}
+}
+
+// TestExamplesKeepSecretsOutOfConfig: with every variable set, adapting an
+// example prints no secret (they are {env.*} placeholders, read when the
+// config loads), and a running gateway's GET /config/ holds the
+// placeholder, not the value.
+func TestExamplesKeepSecretsOutOfConfig(t *testing.T) {
+	const sentinel = "whsec_c2VjcmV0LXRoYXQtbXVzdC1uZXZlci1sZWFr"
+	files, _ := filepath.Glob("../caddyfiles/*.Caddyfile")
+	for _, file := range files {
+		cmd := exec.Command(binary, "adapt", "--config", file)
+		cmd.Env = append(os.Environ(), "HOOKGATE_SECRET="+sentinel, "REDIS_URL=redis://:"+sentinel+"x@127.0.0.1:1/0")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("adapt %s: %v\n%s", file, err, out)
+		}
+		if strings.Contains(string(out), "c2VjcmV0LXRoYXQtbXVzdC1uZXZlci1sZWFr") {
+			t.Errorf("adapt %s prints a secret:\n%s", file, out)
+		}
+	}
+	up := newUpstream(t, nil)
+	g := startGateway(t, "webhook_verify {\n\t\tsecret {env.HOOKGATE_SECRET}\n\t}\n\treverse_proxy "+up.Addr(),
+		gatewayOptions{Env: []string{"HOOKGATE_SECRET=" + sentinel}})
+	resp, err := http.Get(g.Admin + "/config/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if strings.Contains(string(b), sentinel) || !strings.Contains(string(b), "{env.HOOKGATE_SECRET}") {
+		t.Errorf("GET /config/ shows the secret, or not the placeholder:\n%s", b)
+	}
+	body := []byte(`{}`)
+	if st, _, got := post(t, g.URL, signer(t, "standard", sentinel).Sign("msg_env", time.Now(), body), body); st != 200 {
+		t.Errorf("a request signed with the env secret: %d %s", st, got)
+	}
+}
+
+// TestDevSecretWarns: a gateway on the README's public development secret
+// says so at start.
+func TestDevSecretWarns(t *testing.T) {
+	up := newUpstream(t, nil)
+	g := startGateway(t, "webhook_verify {\n\t\tsecret {env.HOOKGATE_SECRET}\n\t}\n\treverse_proxy "+up.Addr(),
+		gatewayOptions{Env: []string{"HOOKGATE_SECRET=" + devSecret}})
+	if !strings.Contains(g.logs.String(), "public development secret") {
+		t.Errorf("no warning about the development secret:\n%s", g.logs.String())
 	}
 }
