@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -80,6 +81,7 @@ func (a *App) openStore(logger *zap.Logger) (opened, string, error) {
 				db.Close()
 				return nil, fmt.Errorf("store file %s: %w", path, err)
 			}
+			logger.Info("store: the embedded file", zap.String("backend", "file"), zap.String("path", path), zap.Bool("answered", true))
 			return &boltConn{db: db, store: s}, nil
 		})
 		if err != nil {
@@ -90,13 +92,14 @@ func (a *App) openStore(logger *zap.Logger) (opened, string, error) {
 			return boltqueue.New(c.db, retention)
 		}}, poolKey, nil
 	case "redis":
+		setRedisLogger.Do(func() { redis.SetLogger(redisLogger{}) })
 		v, _, err := connections.LoadOrNew(poolKey, func() (caddy.Destructor, error) {
 			opts, err := redisOptions(a.Store)
 			if err != nil {
 				return nil, err
 			}
 			rdb := redis.NewUniversalClient(opts)
-			go checkEvictionPolicy(rdb, logger)
+			go checkRedis(rdb, redisAddrs(a.Store), logger)
 			return &redisConn{rdb: rdb}, nil
 		})
 		if err != nil {
@@ -108,6 +111,31 @@ func (a *App) openStore(logger *zap.Logger) (opened, string, error) {
 		}, breakers: redisqueue.NewBreakers(rdb, a.KeyPrefix)}, poolKey, nil
 	}
 	return opened{}, "", fmt.Errorf("unknown store backend %q", a.Store.Backend)
+}
+
+// redisAddrs lists the store's Redis addresses, without credentials.
+func redisAddrs(sc *StoreConfig) []string {
+	opts, err := redisOptions(sc)
+	if err != nil {
+		return nil
+	}
+	return opts.Addrs
+}
+
+// checkRedis logs, once a Redis client is made, whether Redis answers
+// (a warning when it does not: requests get 503 until it does), then
+// checks its eviction policy.
+func checkRedis(rdb redis.UniversalClient, addrs []string, logger *zap.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	err := rdb.Ping(ctx).Err()
+	cancel()
+	if err != nil {
+		logger.Warn("store: Redis does not answer at start; until it does, webhooks get 503 store_unavailable and the sender waits",
+			zap.String("backend", "redis"), zap.Strings("addrs", addrs), zap.Bool("answered", false), zap.Error(err))
+		return
+	}
+	logger.Info("store: Redis", zap.String("backend", "redis"), zap.Strings("addrs", addrs), zap.Bool("answered", true))
+	checkEvictionPolicy(rdb, logger)
 }
 
 // checkEvictionPolicy logs a warning unless every Redis master evicts
@@ -235,6 +263,16 @@ func redact(msg, raw string, u *url.URL) string {
 	}
 	return msg
 }
+
+// redisLogger sends go-redis's own log lines through Caddy's logger, as
+// JSON like every other line, instead of plain text on stderr.
+type redisLogger struct{}
+
+func (redisLogger) Printf(_ context.Context, format string, v ...any) {
+	caddy.Log().Named("redis").Warn(fmt.Sprintf(format, v...))
+}
+
+var setRedisLogger sync.Once
 
 // zapslogLogger adapts Caddy's zap logger for the domain packages' slog.
 func zapslogLogger(l *zap.Logger) *slog.Logger { return slog.New(zapslog.NewHandler(l.Core())) }
