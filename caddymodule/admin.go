@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/sony/gobreaker/v2"
 	"go.uber.org/zap"
 
+	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/sender"
 )
 
@@ -25,7 +28,9 @@ func init() {
 // admin endpoint: the sender's destinations and dead letters. JSON in and
 // out; errors are problem+json.
 type adminAPI struct {
-	app    *App
+	ctx    caddy.Context
+	find   *sync.Once
+	app    *App // nil when the config has no hookgate app
 	logger *zap.Logger
 }
 
@@ -37,12 +42,12 @@ func (adminAPI) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision finds the hookgate app of the running config, if any.
+// Provision keeps the config's context: the admin endpoint is set up
+// before the apps load, so the hookgate app (loaded by the first handler
+// that uses it, when no global option configures it) is found at the
+// first request.
 func (a *adminAPI) Provision(ctx caddy.Context) error {
-	a.logger = ctx.Logger(a)
-	if app, err := ctx.AppIfConfigured("hookgate"); err == nil {
-		a.app = app.(*App)
-	}
+	a.ctx, a.logger, a.find = ctx, ctx.Logger(a), new(sync.Once)
 	return nil
 }
 
@@ -65,6 +70,11 @@ func fail(status int, reason string, format string, args ...any) error {
 }
 
 func (a *adminAPI) serve(w http.ResponseWriter, r *http.Request) error {
+	a.find.Do(func() {
+		if app, err := a.ctx.AppIfConfigured("hookgate"); err == nil {
+			a.app = app.(*App)
+		}
+	})
 	err := a.route(w, r)
 	var ae apiError
 	switch {
@@ -84,7 +94,22 @@ func (a *adminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *adminAPI) route(w http.ResponseWriter, r *http.Request) error {
-	if a.app == nil || a.app.sender == nil {
+	if a.app == nil {
+		return fail(http.StatusNotFound, "no_hookgate", "this config has no hookgate app: no handler or destination uses it")
+	}
+	// What the gateway remembers: keys and entities are the rest of the
+	// path, unescaped (they may hold any character).
+	rest := strings.TrimPrefix(r.URL.EscapedPath(), "/hookgate/")
+	for _, kind := range []string{"dedupe/", "freshness/"} {
+		if esc, ok := strings.CutPrefix(rest, kind); ok {
+			key, err := url.PathUnescape(esc)
+			if err != nil || key == "" {
+				return fail(http.StatusBadRequest, "bad_request", "a %s needs a key", strings.TrimSuffix(kind, "/"))
+			}
+			return a.remembered(w, r, strings.TrimSuffix(kind, "/"), key)
+		}
+	}
+	if a.app.sender == nil {
 		return fail(http.StatusNotFound, "no_sender", "no sender is running: configure a destination in the hookgate global option")
 	}
 	parts := strings.Split(strings.Trim(strings.TrimPrefix(r.URL.Path, "/hookgate/"), "/"), "/")
@@ -428,6 +453,73 @@ func (a *adminAPI) purge(w http.ResponseWriter, r *http.Request) error {
 	}
 	a.logger.Info("dead letters purged", zap.Int("removed", n), zap.String("by", r.RemoteAddr))
 	return writeJSON(w, http.StatusOK, map[string]int{"removed": n})
+}
+
+// remembered serves GET and DELETE /hookgate/dedupe/<key> and GET
+// /hookgate/freshness/<entity>: what the gateway remembers of a delivery or
+// an entity, and forgetting a delivery.
+func (a *adminAPI) remembered(w http.ResponseWriter, r *http.Request, kind, key string) error {
+	if !a.app.store.used {
+		return fail(http.StatusNotFound, "no_store", "no handler of this config uses the store")
+	}
+	if _, err := a.app.store.get(); err != nil {
+		return err
+	}
+	now := time.Now()
+	switch {
+	case kind == "dedupe" && r.Method == http.MethodGet:
+		e, err := a.app.store.Get(r.Context(), key, now)
+		if err != nil {
+			return err
+		}
+		out := map[string]any{"key": key, "state": "absent"}
+		switch e.State {
+		case dedupe.StateClaimed:
+			out["state"], out["lease_until"] = "claimed", e.LeaseUntil
+		case dedupe.StateRecorded:
+			out["state"], out["status"], out["body_omitted"] = "recorded", e.Record.Status, e.Record.BodyOmitted
+			out["body_bytes"] = len(e.Record.Body)
+		}
+		if e.State != dedupe.Absent {
+			out["fingerprint"], out["expires_at"] = e.Fingerprint.String(), e.Expires
+		}
+		return writeJSON(w, http.StatusOK, out)
+	case kind == "dedupe" && r.Method == http.MethodDelete:
+		found, err := a.app.store.Forget(r.Context(), key)
+		if err != nil {
+			return err
+		}
+		for _, d := range a.app.dedupers {
+			d.Uncache(key)
+		}
+		if !found {
+			return fail(http.StatusNotFound, "not_found", "the store holds nothing for this key")
+		}
+		a.logger.Warn("dedupe record forgotten: the next copy of this delivery is forwarded as new",
+			zap.String("key", key), zap.String("by", r.RemoteAddr))
+		return writeJSON(w, http.StatusOK, map[string]any{"key": key, "forgotten": true})
+	case kind == "freshness" && r.Method == http.MethodGet:
+		out := map[string]any{"entity": key}
+		for _, by := range []struct{ prefix, name string }{{"t:", "event_time"}, {"s:", "sequence"}} {
+			st, err := a.app.store.GetEntity(r.Context(), by.prefix+key, now)
+			if err != nil {
+				return err
+			}
+			v := map[string]any{"watermark": nil, "lease_until": nil}
+			if st.HasWatermark {
+				v["watermark"], v["expires_at"] = st.Watermark, st.WatermarkExpires
+				if by.prefix == "t:" {
+					v["watermark"] = time.UnixMicro(st.Watermark).UTC()
+				}
+			}
+			if !st.LeaseUntil.IsZero() {
+				v["lease_until"] = st.LeaseUntil
+			}
+			out[by.name] = v
+		}
+		return writeJSON(w, http.StatusOK, out)
+	}
+	return fail(http.StatusMethodNotAllowed, "method_not_allowed", "%s is not allowed here", r.Method)
 }
 
 // Interface guards

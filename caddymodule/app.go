@@ -46,6 +46,7 @@ type App struct {
 	destinations []sender.Destination
 	sender       *sender.Sender
 	dlq          *sender.DLQ
+	dedupers     []*dedupe.Deduper // this config's, whose caches a forget clears
 	stopSender   context.CancelFunc
 	senderDone   *sync.WaitGroup
 }
@@ -131,6 +132,22 @@ func (l *lazyStore) Get(ctx context.Context, key string, now time.Time) (dedupe.
 		return dedupe.Entry{}, err
 	}
 	return s.Get(ctx, key, now)
+}
+
+func (l *lazyStore) Forget(ctx context.Context, key string) (bool, error) {
+	s, err := l.get()
+	if err != nil {
+		return false, err
+	}
+	return s.Forget(ctx, key)
+}
+
+func (l *lazyStore) GetEntity(ctx context.Context, entity string, now time.Time) (dedupe.EntityState, error) {
+	s, err := l.get()
+	if err != nil {
+		return dedupe.EntityState{}, err
+	}
+	return s.GetEntity(ctx, entity, now)
 }
 
 func (l *lazyStore) AcquireEntity(ctx context.Context, entity string, a dedupe.Acquire) (dedupe.AcquireResult, error) {

@@ -134,6 +134,9 @@ func (h *Dedupe) Provision(ctx caddy.Context) error {
 		MaxRecord:   int(h.MaxRecord),
 		ReplayCache: h.ReplayCache,
 	}, dedupe.WithClock(h.now))
+	if err == nil {
+		app.dedupers = append(app.dedupers, h.deduper)
+	}
 	return err
 }
 

@@ -361,6 +361,22 @@ func (d *Deduper) Finish(ctx context.Context, key string, dec Decision, resp Res
 	return final && err == nil, err
 }
 
+// Forget deletes key's entry from the store, so the next copy is
+// forwarded as new, and from this Deduper's replay cache (other
+// instances' caches let it go within ReplayCacheTTL). It reports whether
+// the store held one.
+func (d *Deduper) Forget(ctx context.Context, key string) (bool, error) {
+	d.Uncache(key)
+	return d.store.Forget(ctx, key)
+}
+
+// Uncache drops key from the replay cache.
+func (d *Deduper) Uncache(key string) {
+	if d.records != nil {
+		d.records.Remove(key)
+	}
+}
+
 // cached returns key's record from the replay cache while it is live.
 func (d *Deduper) cached(key string) (cachedRecord, bool) {
 	if d.records == nil {

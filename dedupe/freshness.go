@@ -29,6 +29,30 @@ type EntityStore interface {
 	// Then the lease is released if token holds it (only the release is
 	// fenced). A retry of the same call changes nothing more.
 	FinishEntity(ctx context.Context, entity, token string, f Finish) error
+
+	// GetEntity reads an entity's state without changing it: the
+	// watermark (expired ones are absent) and the lease (free when its
+	// LeaseUntil is past).
+	GetEntity(ctx context.Context, entity string, now time.Time) (EntityState, error)
+}
+
+// EntityState is an entity's freshness state, as GetEntity reads it.
+type EntityState struct {
+	Watermark        int64
+	HasWatermark     bool
+	WatermarkExpires time.Time
+	LeaseUntil       time.Time // zero when free
+}
+
+// Inspect reads the watermarks of an entity, by event time and by
+// sequence: an operator's view.
+func (f *Freshness) Inspect(ctx context.Context, entity string) (byTime, bySequence EntityState, err error) {
+	now := f.now()
+	if byTime, err = f.store.GetEntity(ctx, "t:"+entity, now); err != nil {
+		return
+	}
+	bySequence, err = f.store.GetEntity(ctx, "s:"+entity, now)
+	return
 }
 
 // Acquire is what EntityStore.AcquireEntity checks and writes.

@@ -32,6 +32,11 @@ type Store interface {
 	// Get reads key's entry without changing it; an expired entry is
 	// absent.
 	Get(ctx context.Context, key string, now time.Time) (Entry, error)
+
+	// Forget deletes key's entry, claimed or recorded, so the next copy is
+	// forwarded as new (an operator's decision). It reports whether there
+	// was one.
+	Forget(ctx context.Context, key string) (bool, error)
 }
 
 // Claim is what Store.Claim writes.
@@ -91,6 +96,7 @@ type Entry struct {
 	Fingerprint Fingerprint
 	LeaseUntil  time.Time // StateClaimed
 	Record      *Record   // StateRecorded
+	Expires     time.Time // when the entry is forgotten
 }
 
 // Record is a recorded final response.

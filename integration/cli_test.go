@@ -100,3 +100,49 @@ func TestStartupLogNamesTheStore(t *testing.T) {
 		}
 	})
 }
+
+// TestDedupeLookupAndForget: an operator looks up what the gateway
+// remembers of a delivery and of an entity, and forgets a delivery: its
+// next copy is forwarded again, once.
+func TestDedupeLookupAndForget(t *testing.T) {
+	backends(t, func(t *testing.T, global string) {
+		up := newUpstream(t, nil)
+		g := startGateway(t, freshSite(up.Addr(), ""), gatewayOptions{Global: global})
+		s := signer(t, "standard", devSecret)
+		id, r := randomID("msg_"), randomID("r-")
+		at := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
+		body := event("reservation.confirmed", r, at)
+		if st, _, got := post(t, g.URL, s.Sign(id, time.Now(), body), body); st != 200 {
+			t.Fatalf("first: %d %s", st, got)
+		}
+		out, err := cli(t, g, "dedupe", "show", id)
+		if err != nil || !strings.Contains(out, `"state": "recorded"`) || !strings.Contains(out, `"status": 200`) || !strings.Contains(out, `"expires_at"`) {
+			t.Fatalf("dedupe show: %v\n%s", err, out)
+		}
+		out, err = cli(t, g, "freshness", "show", r)
+		if err != nil || !strings.Contains(out, `"watermark": "`+at.Format(time.RFC3339)) {
+			t.Fatalf("freshness show: %v\n%s", err, out)
+		}
+		if out, err := cli(t, g, "dedupe", "forget", id); err != nil || !strings.Contains(out, "forgotten") {
+			t.Fatalf("dedupe forget: %v\n%s", err, out)
+		}
+		if !strings.Contains(g.logs.String(), `"msg":"dedupe record forgotten`) {
+			t.Errorf("no audit line for the forget:\n%s", g.logs.String())
+		}
+		if out, err := cli(t, g, "dedupe", "show", id); err != nil || !strings.Contains(out, `"state": "absent"`) {
+			t.Fatalf("dedupe show after forget: %v\n%s", err, out)
+		}
+		// Forgotten: forwarded again (freshness lets the equal event
+		// through), then replayed.
+		st, hdr, _ := post(t, g.URL, s.Sign(id, time.Now(), body), body)
+		if st != 200 || hdr.Get("Idempotent-Replayed") != "" || up.count() != 2 {
+			t.Fatalf("after forget: %d replayed %q upstream %d; want forwarded again", st, hdr.Get("Idempotent-Replayed"), up.count())
+		}
+		if _, hdr, _ := post(t, g.URL, s.Sign(id, time.Now(), body), body); hdr.Get("Idempotent-Replayed") != "true" || up.count() != 2 {
+			t.Fatalf("the copy after: replayed %q upstream %d; want a replay", hdr.Get("Idempotent-Replayed"), up.count())
+		}
+		if out, err := cli(t, g, "dedupe", "forget", "msg_never_seen"); err == nil || !strings.Contains(out, "holds nothing") {
+			t.Errorf("forget of an unknown key: %v\n%s", err, out)
+		}
+	})
+}

@@ -331,7 +331,7 @@ func (s *Store) Get(ctx context.Context, key string, now time.Time) (dedupe.Entr
 		if err != nil || e == nil {
 			return err
 		}
-		out.Fingerprint = e.Fingerprint
+		out.Fingerprint, out.Expires = e.Fingerprint, time.UnixMilli(e.Expires)
 		if e.claimed() {
 			out.State, out.LeaseUntil = dedupe.StateClaimed, time.UnixMilli(e.LeaseUntil)
 			return nil
@@ -344,6 +344,22 @@ func (s *Store) Get(ctx context.Context, key string, now time.Time) (dedupe.Entr
 		return dedupe.Entry{}, fmt.Errorf("bolt get: %w", err)
 	}
 	return out, nil
+}
+
+// Forget implements dedupe.Store.
+func (s *Store) Forget(ctx context.Context, key string) (bool, error) {
+	found := false
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		e := raw(tx, key)
+		if found = e != nil; !found {
+			return nil
+		}
+		return del(tx, key, e)
+	})
+	if err != nil {
+		return false, fmt.Errorf("bolt forget: %w", err)
+	}
+	return found, nil
 }
 
 // purgeBatch bounds one purge transaction, so a large backlog does not hold

@@ -167,4 +167,26 @@ func (s *Store) FinishEntity(ctx context.Context, key, token string, f dedupe.Fi
 	return nil
 }
 
+// GetEntity implements dedupe.EntityStore.
+func (s *Store) GetEntity(ctx context.Context, key string, now time.Time) (dedupe.EntityState, error) {
+	var st dedupe.EntityState
+	err := s.db.View(func(tx *bolt.Tx) error {
+		e, ok, err := loadEntity(tx, key)
+		if err != nil || !ok {
+			return err
+		}
+		if e.WExpires > ms(now) {
+			st.Watermark, st.HasWatermark, st.WatermarkExpires = e.Watermark, true, time.UnixMilli(e.WExpires)
+		}
+		if e.Token != "" && e.LeaseUntil > ms(now) {
+			st.LeaseUntil = time.UnixMilli(e.LeaseUntil)
+		}
+		return nil
+	})
+	if err != nil {
+		return dedupe.EntityState{}, fmt.Errorf("bolt get entity: %w", err)
+	}
+	return st, nil
+}
+
 var _ dedupe.EntityStore = (*Store)(nil)

@@ -107,4 +107,21 @@ func (s *Store) FinishEntity(ctx context.Context, entity, token string, f dedupe
 	return nil
 }
 
+// GetEntity implements dedupe.EntityStore.
+func (s *Store) GetEntity(ctx context.Context, entity string, now time.Time) (dedupe.EntityState, error) {
+	v, err := s.rdb.HMGet(ctx, entityKey(s.prefix, entity), "wm", "we", "tok", "lu").Result()
+	if err != nil {
+		return dedupe.EntityState{}, fmt.Errorf("redis get entity: %w", err)
+	}
+	var st dedupe.EntityState
+	we, _ := strconv.ParseInt(str(v[1]), 10, 64)
+	if wm, err := strconv.ParseInt(str(v[0]), 10, 64); err == nil && we > ms(now) {
+		st.Watermark, st.HasWatermark, st.WatermarkExpires = wm, true, time.UnixMilli(we)
+	}
+	if lu, _ := strconv.ParseInt(str(v[3]), 10, 64); str(v[2]) != "" && lu > ms(now) {
+		st.LeaseUntil = time.UnixMilli(lu)
+	}
+	return st, nil
+}
+
 var _ dedupe.EntityStore = (*Store)(nil)

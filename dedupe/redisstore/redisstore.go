@@ -178,7 +178,7 @@ func (s *Store) Get(ctx context.Context, key string, now time.Time) (dedupe.Entr
 	if !ok {
 		return dedupe.Entry{}, errors.New("redis get: bad fingerprint")
 	}
-	e := dedupe.Entry{Fingerprint: fp}
+	e := dedupe.Entry{Fingerprint: fp, Expires: time.UnixMilli(exp)}
 	switch state {
 	case "c":
 		lu, _ := strconv.ParseInt(str(v[2]), 10, 64)
@@ -191,6 +191,15 @@ func (s *Store) Get(ctx context.Context, key string, now time.Time) (dedupe.Entr
 		e.State, e.Record = dedupe.StateRecorded, rec
 	}
 	return e, nil
+}
+
+// Forget implements dedupe.Store.
+func (s *Store) Forget(ctx context.Context, key string) (bool, error) {
+	n, err := s.rdb.Del(ctx, entryKey(s.prefix, key)).Result()
+	if err != nil {
+		return false, fmt.Errorf("redis forget: %w", err)
+	}
+	return n == 1, nil
 }
 
 func str(v any) string {

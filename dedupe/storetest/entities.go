@@ -165,6 +165,26 @@ func runEntities(t *testing.T, newStore NewStore) {
 		}
 	})
 
+	t.Run("GetEntity", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		if st, err := s.GetEntity(t.Context(), "none", t0); err != nil || st.HasWatermark || !st.LeaseUntil.IsZero() {
+			t.Errorf("an unknown entity = %+v, %v", st, err)
+		}
+		mustAcquire(t, s, "e", acquire(900, "a", t0), dedupe.Acquired)
+		if st, _ := s.GetEntity(t.Context(), "e", t0); !st.LeaseUntil.Equal(t0.Add(lease)) || st.HasWatermark {
+			t.Errorf("while held = %+v, want the lease until %v", st, t0.Add(lease))
+		}
+		mustFinish(t, s, "e", "a", advance(900, t0))
+		st, err := s.GetEntity(t.Context(), "e", t0)
+		if err != nil || !st.HasWatermark || st.Watermark != 900 || !st.LeaseUntil.IsZero() || !st.WatermarkExpires.Equal(t0.Add(retention)) {
+			t.Errorf("after the event = %+v, %v; want watermark 900 until %v, no lease", st, err, t0.Add(retention))
+		}
+		if st, _ := s.GetEntity(t.Context(), "e", t0.Add(retention)); st.HasWatermark {
+			t.Errorf("after the retention = %+v, want no watermark", st)
+		}
+	})
+
 	t.Run("EntitiesAreIndependent", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)

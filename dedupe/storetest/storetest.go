@@ -139,6 +139,27 @@ func Run(t *testing.T, newStore NewStore) {
 		}
 	})
 
+	t.Run("ForgetAndExpiresAt", func(t *testing.T) {
+		t.Parallel()
+		s, ctx := newStore(t), t.Context()
+		mustClaim(t, s, "k", claim(fpA, "tok1", t0), dedupe.Claimed)
+		if err := s.Record(ctx, "k", "tok1", record(), retention, t0.Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		e, err := s.Get(ctx, "k", t0.Add(time.Second))
+		if err != nil || !e.Expires.Equal(t0.Add(time.Second+retention)) {
+			t.Errorf("Get = %+v, %v; want it expiring at %v", e, err, t0.Add(time.Second+retention))
+		}
+		if found, err := s.Forget(ctx, "k"); !found || err != nil {
+			t.Fatalf("Forget = %v, %v; want found", found, err)
+		}
+		if found, err := s.Forget(ctx, "k"); found || err != nil {
+			t.Fatalf("Forget again = %v, %v; want not found", found, err)
+		}
+		// Forgotten: the next copy is a new forward, of any body.
+		mustClaim(t, s, "k", claim(fpB, "tok2", t0.Add(2*time.Second)), dedupe.Claimed)
+	})
+
 	t.Run("ExpiredLeaseIsTakenOver", func(t *testing.T) {
 		t.Parallel()
 		s, ctx := newStore(t), t.Context()
