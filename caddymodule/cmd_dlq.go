@@ -18,7 +18,7 @@ import (
 )
 
 // The dlq and destinations commands speak to a running gateway's admin
-// API: the same service as the web console and the admin endpoints.
+// API: the same dead-letter service as the admin endpoints.
 
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{

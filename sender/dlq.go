@@ -10,10 +10,10 @@ import (
 	"time"
 )
 
-// The dead-letter service: one implementation behind the admin API, the
-// CLI and the web console. A dead letter is a state change its receiver
-// never got; an operator lists and groups them, inspects one, and redrives
-// a bounded batch (with a redrive ID and an audit record), or purges.
+// The dead-letter service: one implementation behind the admin API and
+// the CLI. A dead letter is a state change its receiver never got; an
+// operator lists and groups them, inspects one, and redrives a bounded
+// batch (with a redrive ID and an audit record), or purges.
 
 // Filter selects dead letters. Zero fields match everything.
 type Filter struct {
