@@ -75,6 +75,9 @@ func cmdSign(fl caddycmd.Flags, bodyArg string, out io.Writer) (int, error) {
 	if err != nil {
 		return 2, err
 	}
+	if !v.CanSign() {
+		return 2, fmt.Errorf("a whpk_ public key only verifies: sign with the whsk_ key")
+	}
 	id := fl.String("id")
 	if id == "" {
 		b := make([]byte, 12)

@@ -116,6 +116,9 @@ func (a *App) provisionSender() error {
 		if err != nil {
 			return fmt.Errorf("destination %q: %w", dc.Name, err)
 		}
+		if !signer.CanSign() {
+			return fmt.Errorf("destination %q: a whpk_ public key only verifies: sign with the whsk_ key", dc.Name)
+		}
 		if secret == DevSecret {
 			a.logger.Warn("destination signs with the public development secret: set HOOKGATE_SECRET to a secret of your own", zap.String("destination", dc.Name))
 		}

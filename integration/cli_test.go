@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os/exec"
@@ -145,4 +147,27 @@ func TestDedupeLookupAndForget(t *testing.T) {
 			t.Errorf("forget of an unknown key: %v\n%s", err, out)
 		}
 	})
+}
+
+// TestStandardV1aEndToEnd: a gateway holding only the Ed25519 public key
+// (whpk_) accepts a request that `hookgate sign` signed with the private
+// key (whsk_), and rejects one signed with another key.
+func TestStandardV1aEndToEnd(t *testing.T) {
+	seed := "VEVTVFNJR05JTkdLRVlET05PVFVTRVRISVNGT1JBTlk=" // the reference library's test seed
+	raw, _ := base64.StdEncoding.DecodeString(seed)
+	pub := base64.StdEncoding.EncodeToString(ed25519.NewKeyFromSeed(raw).Public().(ed25519.PublicKey))
+	up := newUpstream(t, nil)
+	g := startGateway(t, "webhook_verify {\n\t\tsecret whpk_"+pub+"\n\t}\n\treverse_proxy "+up.Addr(), gatewayOptions{})
+	out, err := exec.Command(binary, "sign", "--secret", "whsk_"+seed, "--send", g.URL, `{"a":1}`).CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "HTTP/1.1 200 OK") {
+		t.Fatalf("signed with whsk_: %v\n%s", err, out)
+	}
+	_, other, _ := ed25519.GenerateKey(nil)
+	out, _ = exec.Command(binary, "sign", "--secret", "whsk_"+base64.StdEncoding.EncodeToString(other.Seed()), "--send", g.URL, `{"a":1}`).CombinedOutput()
+	if !strings.HasPrefix(string(out), "HTTP/1.1 401") || !strings.Contains(string(out), "bad_signature") {
+		t.Fatalf("signed with another key:\n%s", out)
+	}
+	if out, err := exec.Command(binary, "sign", "--secret", "whpk_"+pub, `{}`).CombinedOutput(); err == nil || !strings.Contains(string(out), "only verifies") {
+		t.Fatalf("sign with a public key: %v\n%s", err, out)
+	}
 }

@@ -94,9 +94,9 @@ func TestVerifyStatusTable(t *testing.T) {
 		{"6 minutes ahead", s.Sign("msg_new", now.Add(6*time.Minute), body), body, 401, "timestamp_out_of_tolerance"},
 		{"2 MiB body", s.Sign("msg_big", now, big), big, 413, "body_too_large"},
 		{"no headers", http.Header{}, body, 400, "missing_header"},
-		{"no v1 pair", func() http.Header {
+		{"no v1 or v1a pair", func() http.Header {
 			h := s.Sign("msg_m", now, body)
-			h.Set("Webhook-Signature", "v1a,AAAA")
+			h.Set("Webhook-Signature", "v2,AAAA")
 			return h
 		}(), body, 400, "malformed_header"},
 		{"non-integer timestamp", func() http.Header {

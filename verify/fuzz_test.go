@@ -29,6 +29,7 @@ func checkVerify(t *testing.T, scheme string, h http.Header, body []byte) {
 func FuzzStandardHeaders(f *testing.F) {
 	f.Add("msg_1", "1700000000", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", []byte(`{"test": 2432232314}`))
 	f.Add("msg_1", "1700000000", "v1a,abc v1,AAAA v2,x", []byte(`{}`))
+	f.Add("msg_p5jXN8AQM9LWM0D4loKWxJek", "1614265330", "v1a,tQ9V2XOqn7jL/DQenEFpqIugdBVtiMmER5mhSkXBNwM0mkATuDe6KYYUuxqtaiHeYGb7KaaBRdM5WqyeFiL8Ag==", []byte(`{"test": 2432232314}`))
 	f.Add("", "-1", "v1,", []byte(nil))
 	f.Add("msg_1", "01700000000", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", []byte(`{"test": 2432232314}`))
 	f.Add("msg_1", "+1700000000", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", []byte(`{}`))

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -102,19 +103,65 @@ func (standardScheme) parse(h http.Header, _ []byte) (parsed, error) {
 		if !ok {
 			return p, malformed(sigH, "entry is not a version,signature pair")
 		}
-		if version != "v1" {
-			continue // unknown versions (v1a asymmetric, future ones) are skipped
+		if version != "v1" && version != "v1a" {
+			continue // unknown versions are skipped
 		}
 		raw, err := base64.StdEncoding.Strict().DecodeString(sig)
 		if err != nil {
-			return p, malformed(sigH, "v1 signature is not base64")
+			return p, malformed(sigH, version+" signature is not base64")
 		}
-		p.sigs = append(p.sigs, raw)
+		if version == "v1a" {
+			p.asym = append(p.asym, raw)
+		} else {
+			p.sigs = append(p.sigs, raw)
+		}
 	}
-	if len(p.sigs) == 0 {
-		return p, malformed(sigH, "has no v1 signature")
+	if len(p.sigs) == 0 && len(p.asym) == 0 {
+		return p, malformed(sigH, "has no v1 or v1a signature")
 	}
 	return p, nil
+}
+
+// signedContent is what Standard Webhooks signs: "id.timestamp.body".
+func signedContent(p parsed, body []byte) []byte {
+	b := make([]byte, 0, len(p.id)+24+len(body))
+	b = append(b, p.id...)
+	b = append(b, '.')
+	b = append(b, itoa(p.ts)...)
+	b = append(b, '.')
+	return append(b, body...)
+}
+
+// Standard Webhooks' asymmetric keys: whpk_<base64 Ed25519 public key>
+// verifies v1a signatures; whsk_<base64 32-byte seed> signs them (and
+// verifies, with its public key).
+const (
+	publicKeyPrefix  = "whpk_"
+	privateKeyPrefix = "whsk_"
+)
+
+// asymmetricKey reads a whpk_ or whsk_ secret of the standard scheme; ok
+// is false for any other secret.
+func asymmetricKey(s scheme, secret string) (pub ed25519.PublicKey, priv ed25519.PrivateKey, ok bool, err error) {
+	if s.name() != "standard" {
+		return nil, nil, false, nil
+	}
+	if b64, isPub := strings.CutPrefix(secret, publicKeyPrefix); isPub {
+		raw, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil || len(raw) != ed25519.PublicKeySize {
+			return nil, nil, true, errors.New("a whpk_ key is the base64 of a 32-byte Ed25519 public key")
+		}
+		return ed25519.PublicKey(raw), nil, true, nil
+	}
+	if b64, isPriv := strings.CutPrefix(secret, privateKeyPrefix); isPriv {
+		raw, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil || len(raw) != ed25519.SeedSize {
+			return nil, nil, true, errors.New("a whsk_ key is the base64 of a 32-byte Ed25519 seed")
+		}
+		priv := ed25519.NewKeyFromSeed(raw)
+		return priv.Public().(ed25519.PublicKey), priv, true, nil
+	}
+	return nil, nil, false, nil
 }
 
 func (standardScheme) mac(key []byte, p parsed, body []byte) []byte {

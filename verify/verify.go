@@ -5,7 +5,9 @@
 package verify
 
 import (
+	"crypto/ed25519"
 	"crypto/hmac"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -44,9 +46,14 @@ type Delivery struct {
 // It is safe for concurrent use.
 type Verifier struct {
 	scheme scheme
-	keys   [][]byte
-	past   time.Duration
-	future time.Duration // < 0: no limit
+	keys   [][]byte // HMAC keys
+	// Ed25519 keys (standard's v1a): public keys verify; a private key
+	// (from a whsk_ secret) also signs.
+	publics  []ed25519.PublicKey
+	private  ed25519.PrivateKey
+	past     time.Duration
+	future   time.Duration // < 0: no limit
+	signsV1a bool          // the first secret is a whsk_ key
 }
 
 // Options tune a Verifier. The zero value means the scheme's defaults.
@@ -83,6 +90,17 @@ func New(schemeName string, secrets []string, opts Options) (*Verifier, error) {
 		if secret == "" {
 			return nil, fmt.Errorf("secret %d is empty", i+1)
 		}
+		if pub, priv, ok, err := asymmetricKey(s, secret); ok || err != nil {
+			if err != nil {
+				return nil, fmt.Errorf("secret %d: %w", i+1, err)
+			}
+			v.publics = append(v.publics, pub)
+			if priv != nil && v.private == nil {
+				v.private = priv
+				v.signsV1a = i == 0
+			}
+			continue
+		}
 		k, err := s.key(secret)
 		if err != nil {
 			return nil, fmt.Errorf("secret %d: %w", i+1, err)
@@ -109,6 +127,16 @@ func (v *Verifier) Verify(h http.Header, body []byte, now time.Time) (Delivery, 
 			}
 		}
 	}
+	if len(v.publics) > 0 && len(p.asym) > 0 {
+		content := signedContent(p, body)
+		for _, pub := range v.publics {
+			for _, sig := range p.asym {
+				if ed25519.Verify(pub, content, sig) {
+					matched = true
+				}
+			}
+		}
+	}
 	if !matched {
 		return Delivery{}, ErrBadSignature
 	}
@@ -131,11 +159,24 @@ func (v *Verifier) Verify(h http.Header, body []byte, now time.Time) (Delivery, 
 // first secret. id and ts are used by the schemes that carry them.
 func (v *Verifier) Sign(id string, ts time.Time, body []byte) http.Header {
 	p := parsed{id: id, ts: ts.Unix(), hasTS: true}
+	if v.signsV1a || len(v.keys) == 0 {
+		h := make(http.Header)
+		if v.private != nil {
+			sig := ed25519.Sign(v.private, signedContent(p, body))
+			v.scheme.header(h, p, nil)
+			h.Set("Webhook-Signature", "v1a,"+base64.StdEncoding.EncodeToString(sig))
+		}
+		return h
+	}
 	mac := v.scheme.mac(v.keys[0], p, body)
 	h := make(http.Header)
 	v.scheme.header(h, p, mac)
 	return h
 }
+
+// CanSign reports whether the Verifier holds a key that signs: an HMAC
+// secret, or a whsk_ private key (a whpk_ public key only verifies).
+func (v *Verifier) CanSign() bool { return len(v.keys) > 0 || v.private != nil }
 
 // Schemes lists the supported scheme names.
 func Schemes() []string {
@@ -153,6 +194,7 @@ type parsed struct {
 	ts    int64
 	hasTS bool
 	sigs  [][]byte
+	asym  [][]byte // standard's v1a (Ed25519) signatures
 }
 
 // scheme is one provider's signature format.

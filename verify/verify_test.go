@@ -1,6 +1,8 @@
 package verify
 
 import (
+	"crypto/ed25519"
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"strings"
@@ -172,10 +174,12 @@ func TestHeaderErrors(t *testing.T) {
 		{"standard", map[string]string{}, ErrMissingHeader},
 		{"standard", map[string]string{"webhook-id": "m", "webhook-timestamp": "1700000000"}, ErrMissingHeader},
 		{"standard", map[string]string{"webhook-id": "m", "webhook-timestamp": "soon", "webhook-signature": "v1,AAAA"}, ErrMalformedHeader},
-		{"standard", map[string]string{"webhook-id": "m", "webhook-timestamp": "1700000000", "webhook-signature": "v1a,AAAA"}, ErrMalformedHeader},
+		{"standard", map[string]string{"webhook-id": "m", "webhook-timestamp": "1700000000", "webhook-signature": "v1a,AAAA"}, ErrBadSignature},
+		{"standard", map[string]string{"webhook-id": "m", "webhook-timestamp": "1700000000", "webhook-signature": "v2,AAAA"}, ErrMalformedHeader},
 		{"standard", map[string]string{"webhook-id": "m", "webhook-timestamp": "1700000000", "webhook-signature": "v1,not*base64"}, ErrMalformedHeader},
 		{"standard", map[string]string{"webhook-id": "m", "webhook-timestamp": "1700000000", "webhook-signature": "garbage"}, ErrMalformedHeader},
-		{"standard", map[string]string{"webhook-id": "m", "webhook-timestamp": "1700000000", "webhook-signature": "v1a,xyz v1,AAAA"}, ErrBadSignature},
+		{"standard", map[string]string{"webhook-id": "m", "webhook-timestamp": "1700000000", "webhook-signature": "v1a,xyz v1,AAAA"}, ErrMalformedHeader},
+		{"standard", map[string]string{"webhook-id": "m", "webhook-timestamp": "1700000000", "webhook-signature": "v2,xyz v1,AAAA"}, ErrBadSignature},
 		{"stripe", map[string]string{}, ErrMissingHeader},
 		{"stripe", map[string]string{"stripe-signature": "v1=00ff"}, ErrMalformedHeader},
 		{"stripe", map[string]string{"stripe-signature": "t=1700000000"}, ErrMalformedHeader},
@@ -309,5 +313,64 @@ func TestNonCanonicalTimestamp(t *testing.T) {
 	h.Set("Stripe-Signature", strings.Replace(h.Get("Stripe-Signature"), "t=", "t=00", 1))
 	if _, err := v.Verify(h, body, t0); !errors.Is(err, ErrMalformedHeader) {
 		t.Errorf("stripe t=00...: err = %v, want ErrMalformedHeader", err)
+	}
+}
+
+// The v1a vector of the Standard Webhooks reference library for Go
+// (libraries/go/webhook_asymmetric_test.go, TestAsymmetricWebhookSign):
+// an Ed25519 seed, and the signature of "id.timestamp.payload".
+const (
+	v1aSeed      = "VEVTVFNJR05JTkdLRVlET05PVFVTRVRISVNGT1JBTlk="
+	v1aMsgID     = "msg_p5jXN8AQM9LWM0D4loKWxJek"
+	v1aTimestamp = 1614265330
+	v1aPayload   = `{"test": 2432232314}`
+	v1aExpected  = "v1a,tQ9V2XOqn7jL/DQenEFpqIugdBVtiMmER5mhSkXBNwM0mkATuDe6KYYUuxqtaiHeYGb7KaaBRdM5WqyeFiL8Ag=="
+)
+
+// TestStandardV1a: a whsk_ key signs as the reference library does; its
+// whpk_ public key verifies (and cannot sign); v1 and v1a entries mix in
+// one header; another key's signature is bad.
+func TestStandardV1a(t *testing.T) {
+	ts := time.Unix(v1aTimestamp, 0)
+	signer := mustNew(t, "standard", []string{"whsk_" + v1aSeed}, Options{})
+	h := signer.Sign(v1aMsgID, ts, []byte(v1aPayload))
+	if got := h.Get("Webhook-Signature"); got != v1aExpected {
+		t.Fatalf("v1a signature = %s, want the reference library's %s", got, v1aExpected)
+	}
+	seed, _ := base64.StdEncoding.DecodeString(v1aSeed)
+	pub := ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)
+	verifier := mustNew(t, "standard", []string{"whpk_" + base64.StdEncoding.EncodeToString(pub)}, Options{})
+	if verifier.CanSign() {
+		t.Error("a public key claims it can sign")
+	}
+	if _, err := verifier.Verify(h, []byte(v1aPayload), ts); err != nil {
+		t.Fatalf("the reference vector against its public key: %v", err)
+	}
+	if _, err := signer.Verify(h, []byte(v1aPayload), ts); err != nil {
+		t.Fatalf("the reference vector against its private key: %v", err)
+	}
+	if _, err := verifier.Verify(h, []byte(v1aPayload+" "), ts); !errors.Is(err, ErrBadSignature) {
+		t.Errorf("another body: err = %v, want ErrBadSignature", err)
+	}
+	// Rotation across kinds: an HMAC secret and a public key together.
+	both := mustNew(t, "standard", []string{testSecret("standard", 0), "whpk_" + base64.StdEncoding.EncodeToString(pub)}, Options{})
+	mixed := h.Clone()
+	mixed.Set("Webhook-Signature", "v1,AAAA "+v1aExpected)
+	if _, err := both.Verify(mixed, []byte(v1aPayload), ts); err != nil {
+		t.Errorf("v1 and v1a in one header: %v", err)
+	}
+	hmacOnly := mustNew(t, "standard", []string{testSecret("standard", 0)}, Options{})
+	if _, err := hmacOnly.Verify(h, []byte(v1aPayload), ts); !errors.Is(err, ErrBadSignature) {
+		t.Errorf("a v1a signature against an HMAC secret: err = %v, want ErrBadSignature", err)
+	}
+	_, other, _ := ed25519.GenerateKey(nil)
+	otherSigner := mustNew(t, "standard", []string{"whsk_" + base64.StdEncoding.EncodeToString(other.Seed())}, Options{})
+	if _, err := verifier.Verify(otherSigner.Sign(v1aMsgID, ts, []byte(v1aPayload)), []byte(v1aPayload), ts); !errors.Is(err, ErrBadSignature) {
+		t.Errorf("another key's signature: err = %v, want ErrBadSignature", err)
+	}
+	for _, bad := range []string{"whpk_AAAA", "whsk_!!", "whsk_" + base64.StdEncoding.EncodeToString(make([]byte, 64))} {
+		if _, err := New("standard", []string{bad}, Options{}); err == nil || strings.Contains(err.Error(), bad[5:]) && len(bad) > 9 {
+			t.Errorf("New(%q) = %v, want an error without the key", bad, err)
+		}
 	}
 }
