@@ -12,6 +12,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
+
+	"github.com/hookgate/hookgate/verify"
 )
 
 func init() {
@@ -302,10 +304,19 @@ func parseVerify(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
 //	webhook_verify [<scheme>] {
-//		scheme    standard|stripe|github|shopify|slack|hookgate
+//		scheme    standard|stripe|github|shopify|slack|hookgate|hmac
 //		secret    <secret>...
 //		tolerance <dur> [<future>]
 //		max_body  <size>
+//		hmac {
+//			id_header        <name>
+//			timestamp_header <name>
+//			signature_header <name>
+//			algorithm        sha1|sha256|sha512
+//			encoding         hex|base64
+//			prefix           <text>
+//			content          <template over {id} {timestamp} {body}>
+//		}
 //	}
 //
 // secret is repeatable; any one may match. One tolerance value applies in
@@ -368,6 +379,30 @@ func (v *Verify) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("max_body: %v", err)
 			}
 			v.MaxBody = size
+		case "hmac":
+			if len(args) != 0 {
+				return d.ArgErr()
+			}
+			v.HMAC = new(verify.HMAC)
+			fields := map[string]*string{
+				"id_header": &v.HMAC.IDHeader, "timestamp_header": &v.HMAC.TimestampHeader,
+				"signature_header": &v.HMAC.SignatureHeader, "algorithm": &v.HMAC.Algorithm,
+				"encoding": &v.HMAC.Encoding, "prefix": &v.HMAC.Prefix, "content": &v.HMAC.Content,
+			}
+			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				field, ok := fields[d.Val()]
+				if !ok {
+					return d.Errf("unknown hmac subdirective %q", d.Val())
+				}
+				if *field != "" {
+					return d.Errf("hmac: %s given twice", d.Val())
+				}
+				val, err := oneArg(d, d.RemainingArgs())
+				if err != nil {
+					return err
+				}
+				*field = val
+			}
 		default:
 			return d.Errf("unknown webhook_verify subdirective %q", sub)
 		}

@@ -64,6 +64,10 @@ type Verify struct {
 	// MaxBody is the largest body accepted, in bytes. Default: 1 MiB.
 	MaxBody int64 `json:"max_body,omitempty"`
 
+	// HMAC describes the signature of scheme hmac, the generic one for
+	// providers the named schemes do not cover. Required by it.
+	HMAC *verify.HMAC `json:"hmac,omitempty"`
+
 	verifier *verify.Verifier
 	now      func() time.Time
 	metrics  *metrics
@@ -102,9 +106,13 @@ func (v *Verify) Provision(ctx caddy.Context) error {
 		}
 		secrets[i] = strings.TrimSpace(val)
 	}
+	if v.HMAC != nil && v.Scheme != "hmac" {
+		return fmt.Errorf("an hmac block needs scheme hmac, not %s", v.Scheme)
+	}
 	verifier, err := verify.New(v.Scheme, secrets, verify.Options{
 		Past:   time.Duration(v.Tolerance),
 		Future: time.Duration(v.FutureTolerance),
+		HMAC:   v.HMAC,
 	})
 	if err != nil {
 		return err

@@ -125,6 +125,7 @@ func TestAdaptErrors(t *testing.T) {
 		{"zero future tolerance", ":80 {\n webhook_verify {\n  tolerance 5m 0s\n }\n}", "tolerance must be positive"},
 		{"too many tolerances", ":80 {\n webhook_verify {\n  tolerance 1m 2m 3m\n }\n}", "wrong argument count"},
 		{"bad size", ":80 {\n webhook_verify {\n  max_body lots\n }\n}", "max_body"},
+		{"hmac unknown field", ":80 {\n webhook_verify hmac {\n  hmac {\n   signature x\n  }\n }\n}", `unknown hmac subdirective "signature"`},
 		{"secret without value", ":80 {\n webhook_verify {\n  secret\n }\n}", "wrong argument count"},
 		{"two inline schemes", ":80 {\n webhook_verify github stripe\n}", "wrong argument count"},
 		{"dedupe unknown subdirective", ":80 {\n webhook_dedupe {\n  leese 1s\n }\n}", `unknown webhook_dedupe subdirective "leese"`},
@@ -165,6 +166,8 @@ func TestValidateErrors(t *testing.T) {
 	tests := []struct{ name, site, want string }{
 		{"unknown scheme", "webhook_verify paypal {\n secret s3cr3t-value\n}", `unknown scheme \"paypal\"`},
 		{"no secret", "webhook_verify github", "at least one secret"},
+		{"hmac without its block", "webhook_verify hmac {\n secret s\n}", "scheme hmac needs its configuration"},
+		{"hmac bad algorithm", "webhook_verify hmac {\n secret s\n hmac {\n  signature_header X-Sig\n  algorithm md5\n }\n}", `algorithm \"md5\"`},
 		{"standard secret not base64", "webhook_verify {\n secret whsec_s3cr3t-value!!\n}", "base64"},
 		{"dedupe lease under 1s", "webhook_dedupe {\n lease 500ms\n}", "under 1s"},
 		{"dedupe retention under lease", "webhook_dedupe {\n lease 1m\n retention 30s\n}", "shorter than the lease"},

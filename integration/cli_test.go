@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/internal/redistest"
+	"github.com/hookgate/hookgate/verify"
 )
 
 // TestCLIKnowsItsName: version and help name hookgate, not caddy.
@@ -169,5 +170,47 @@ func TestStandardV1aEndToEnd(t *testing.T) {
 	}
 	if out, err := exec.Command(binary, "sign", "--secret", "whpk_"+pub, `{}`).CombinedOutput(); err == nil || !strings.Contains(string(out), "only verifies") {
 		t.Fatalf("sign with a public key: %v\n%s", err, out)
+	}
+}
+
+// TestGenericHMACEndToEnd: a gateway configured for Box's signature with
+// the generic hmac scheme forwards a genuine delivery once (keyed by
+// Box's delivery ID) and rejects a changed body.
+func TestGenericHMACEndToEnd(t *testing.T) {
+	up := newUpstream(t, nil)
+	site := `webhook_verify hmac {
+		secret SamplePrimaryKey
+		hmac {
+			id_header BOX-DELIVERY-ID
+			timestamp_header BOX-DELIVERY-TIMESTAMP
+			signature_header BOX-SIGNATURE-PRIMARY
+			algorithm sha256
+			encoding base64
+			content "{body}{timestamp}"
+		}
+	}
+	webhook_dedupe
+	reverse_proxy ` + up.Addr()
+	g := startGateway(t, site, gatewayOptions{})
+	v, err := verify.New("hmac", []string{"SamplePrimaryKey"}, verify.Options{HMAC: &verify.HMAC{
+		IDHeader: "BOX-DELIVERY-ID", TimestampHeader: "BOX-DELIVERY-TIMESTAMP", SignatureHeader: "BOX-SIGNATURE-PRIMARY",
+		Encoding: "base64", Content: "{body}{timestamp}",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"type":"webhook_event","trigger":"FILE.UPLOADED"}`)
+	h := v.Sign("box-delivery-1", time.Now(), body)
+	for i := range 2 {
+		st, hdr, got := post(t, g.URL, h, body)
+		if st != 200 || (i == 1) != (hdr.Get("Idempotent-Replayed") == "true") {
+			t.Fatalf("copy %d: %d %s replayed %q", i+1, st, got, hdr.Get("Idempotent-Replayed"))
+		}
+	}
+	if st, hdr, got := post(t, g.URL, h, append(body, ' ')); st != 401 || problemBody(t, st, hdr, got) != "bad_signature" {
+		t.Fatalf("a changed body: %d %s", st, got)
+	}
+	if up.count() != 1 {
+		t.Fatalf("upstream received %d, want 1", up.count())
 	}
 }

@@ -123,3 +123,32 @@ func FuzzSignVerify(f *testing.F) {
 		}
 	})
 }
+
+func FuzzHMACHeaders(f *testing.F) {
+	f.Add("msg_1", "1700000000", "v1=AAAA", []byte(`{}`))
+	f.Add("", "2026-11-30T10:00:00Z", "v1=", []byte(nil))
+	f.Add("x", "+1700000000", "sha256=zz", []byte(`x`))
+	f.Fuzz(func(t *testing.T, id, ts, sig string, body []byte) {
+		v, err := New("hmac", []string{"secret one", "secret two"}, Options{HMAC: &HMAC{
+			IDHeader: "X-Id", TimestampHeader: "X-Ts", SignatureHeader: "X-Sig",
+			Encoding: "base64", Prefix: "v1=", Content: "{id}.{timestamp}.{body}",
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := http.Header{}
+		h.Set("X-Id", id)
+		h.Set("X-Ts", ts)
+		h.Set("X-Sig", sig)
+		_, err = v.Verify(h, body, t0)
+		switch {
+		case err == nil,
+			errors.Is(err, ErrMissingHeader),
+			errors.Is(err, ErrMalformedHeader),
+			errors.Is(err, ErrBadSignature),
+			errors.Is(err, ErrTimestampOutOfTolerance):
+		default:
+			t.Fatalf("Verify returned an undocumented error: %v", err)
+		}
+	})
+}

@@ -63,13 +63,25 @@ type Options struct {
 	// Future is how far ahead of now a timestamp may be. Zero means the
 	// scheme's default: DefaultTolerance, or no limit for stripe.
 	Future time.Duration
+	// HMAC configures the generic scheme "hmac"; it is required for it,
+	// and ignored by the others.
+	HMAC *HMAC
 }
 
 // New returns a Verifier for the named scheme. At least one secret is
 // required; a request is genuine when any secret matches. Secret values
 // never appear in the returned error.
 func New(schemeName string, secrets []string, opts Options) (*Verifier, error) {
-	s, err := lookup(schemeName)
+	var s scheme
+	var err error
+	if schemeName == "hmac" {
+		if opts.HMAC == nil {
+			return nil, errors.New("scheme hmac needs its configuration: signature_header, algorithm, encoding, prefix, content")
+		}
+		s, err = newHMACScheme(*opts.HMAC)
+	} else {
+		s, err = lookup(schemeName)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -178,13 +190,14 @@ func (v *Verifier) Sign(id string, ts time.Time, body []byte) http.Header {
 // secret, or a whsk_ private key (a whpk_ public key only verifies).
 func (v *Verifier) CanSign() bool { return len(v.keys) > 0 || v.private != nil }
 
-// Schemes lists the supported scheme names.
+// Schemes lists the supported scheme names (hmac, the generic one,
+// included last).
 func Schemes() []string {
-	names := make([]string, len(schemes))
+	names := make([]string, len(schemes), len(schemes)+1)
 	for i, s := range schemes {
 		names[i] = s.name()
 	}
-	return names
+	return append(names, "hmac")
 }
 
 // parsed is what a scheme reads from the headers: the candidate signatures
@@ -195,6 +208,7 @@ type parsed struct {
 	hasTS bool
 	sigs  [][]byte
 	asym  [][]byte // standard's v1a (Ed25519) signatures
+	rawTS string   // the timestamp as written, for schemes that sign it so (hmac)
 }
 
 // scheme is one provider's signature format.

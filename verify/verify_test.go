@@ -23,8 +23,18 @@ func testSecret(scheme string, n int) string {
 
 var t0 = time.Unix(1_700_000_000, 0)
 
+// testHMAC is the generic scheme as the tests over every scheme use it:
+// every field in play.
+var testHMAC = HMAC{
+	IDHeader: "X-Test-Id", TimestampHeader: "X-Test-Timestamp", SignatureHeader: "X-Test-Signature",
+	Algorithm: "sha512", Encoding: "base64", Prefix: "v1=", Content: "{id}:{timestamp}:{body}",
+}
+
 func mustNew(t *testing.T, scheme string, secrets []string, o Options) *Verifier {
 	t.Helper()
+	if scheme == "hmac" && o.HMAC == nil {
+		o.HMAC = &testHMAC
+	}
 	v, err := New(scheme, secrets, o)
 	if err != nil {
 		t.Fatalf("New(%s): %v", scheme, err)
@@ -42,7 +52,7 @@ func TestRoundTripEveryScheme(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Verify of own signature: %v", err)
 			}
-			wantID := map[string]string{"standard": "msg_1", "stripe": "evt_1", "github": "msg_1", "shopify": "msg_1", "slack": "Ev1", "hookgate": "msg_1"}[scheme]
+			wantID := map[string]string{"standard": "msg_1", "stripe": "evt_1", "github": "msg_1", "shopify": "msg_1", "slack": "Ev1", "hookgate": "msg_1", "hmac": "msg_1"}[scheme]
 			if d.ID != wantID {
 				t.Errorf("ID = %q, want %q", d.ID, wantID)
 			}
@@ -265,6 +275,7 @@ func TestRepeatedHeadersAreMalformed(t *testing.T) {
 		"shopify":  {"X-Shopify-Hmac-Sha256", "X-Shopify-Webhook-Id"},
 		"slack":    {"X-Slack-Signature", "X-Slack-Request-Timestamp"},
 		"hookgate": {"X-Webhook-Id", "X-Webhook-Timestamp", "X-Webhook-Signature"},
+		"hmac":     {"X-Test-Id", "X-Test-Timestamp", "X-Test-Signature"},
 	}
 	for _, scheme := range Schemes() {
 		v := mustNew(t, scheme, []string{testSecret(scheme, 0)}, Options{})
@@ -295,7 +306,7 @@ func TestRepeatedHeadersAreMalformed(t *testing.T) {
 // over the canonical number; only canonical decimal is accepted.
 func TestNonCanonicalTimestamp(t *testing.T) {
 	body := []byte(`{"id":"evt_1"}`)
-	tsHeader := map[string]string{"standard": "Webhook-Timestamp", "slack": "X-Slack-Request-Timestamp", "hookgate": "X-Webhook-Timestamp"}
+	tsHeader := map[string]string{"standard": "Webhook-Timestamp", "slack": "X-Slack-Request-Timestamp", "hookgate": "X-Webhook-Timestamp", "hmac": "X-Test-Timestamp"}
 	for scheme, header := range tsHeader {
 		for _, bad := range []string{"0", "+", " "} {
 			t.Run(scheme+"/"+bad, func(t *testing.T) {
@@ -372,5 +383,40 @@ func TestStandardV1a(t *testing.T) {
 		if _, err := New("standard", []string{bad}, Options{}); err == nil || strings.Contains(err.Error(), bad[5:]) && len(bad) > 9 {
 			t.Errorf("New(%q) = %v, want an error without the key", bad, err)
 		}
+	}
+}
+
+func TestHMACConfigErrors(t *testing.T) {
+	tests := []struct {
+		cfg  HMAC
+		want string
+	}{
+		{HMAC{}, "signature_header is required"},
+		{HMAC{SignatureHeader: "S", Algorithm: "md5"}, `algorithm "md5"`},
+		{HMAC{SignatureHeader: "S", Encoding: "base32"}, `encoding "base32"`},
+		{HMAC{SignatureHeader: "S", Content: "{id}.{body}"}, "id_header is required"},
+		{HMAC{SignatureHeader: "S", Content: "{timestamp}.{body}"}, "timestamp_header is required"},
+		{HMAC{SignatureHeader: "S", Content: "{nonce}{body}"}, "unknown field {nonce}"},
+		{HMAC{SignatureHeader: "S", Content: "{body"}, "an unclosed {"},
+	}
+	for _, tt := range tests {
+		cfg := tt.cfg
+		if _, err := New("hmac", []string{"s3cr3t"}, Options{HMAC: &cfg}); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("New(hmac %+v) = %v, want an error with %q", tt.cfg, err, tt.want)
+		}
+	}
+	if _, err := New("hmac", []string{"s3cr3t"}, Options{}); err == nil {
+		t.Error("New(hmac) without its configuration succeeded")
+	}
+}
+
+// TestHMACDefaults: the signature alone, over the body, sha256 in hex.
+func TestHMACDefaults(t *testing.T) {
+	v := mustNew(t, "hmac", []string{"It's a Secret to Everybody"}, Options{HMAC: &HMAC{SignatureHeader: "X-Sig"}})
+	h := http.Header{}
+	// GitHub's documented example: HMAC-SHA256 of "Hello, World!", hex.
+	h.Set("X-Sig", "757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17")
+	if _, err := v.Verify(h, []byte("Hello, World!"), t0); err != nil {
+		t.Fatalf("the default template (sha256, hex, {body}): %v", err)
 	}
 }

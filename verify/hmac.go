@@ -1,0 +1,200 @@
+package verify
+
+import (
+	"crypto/hmac"
+	"crypto/sha1"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// HMAC describes a provider's HMAC signature that no named scheme covers:
+// where the delivery ID, the timestamp and the signature are, how the
+// signature is computed and encoded, and what is signed.
+type HMAC struct {
+	// IDHeader names the delivery ID's header; optional.
+	IDHeader string `json:"id_header,omitempty"`
+	// TimestampHeader names the timestamp's header (unix seconds, or RFC
+	// 3339); optional. When set, it is required, signed as it is written,
+	// and checked against the tolerance.
+	TimestampHeader string `json:"timestamp_header,omitempty"`
+	// SignatureHeader names the signature's header. Required.
+	SignatureHeader string `json:"signature_header"`
+	// Algorithm is sha1, sha256 or sha512. Default sha256.
+	Algorithm string `json:"algorithm,omitempty"`
+	// Encoding is hex or base64. Default hex.
+	Encoding string `json:"encoding,omitempty"`
+	// Prefix is stripped from the signature header's value (e.g.
+	// "sha256="); a value without it is malformed.
+	Prefix string `json:"prefix,omitempty"`
+	// Content is the signed content: a template over {id}, {timestamp}
+	// and {body}. Default "{body}".
+	Content string `json:"content,omitempty"`
+}
+
+// hmacScheme is the generic scheme configured by an HMAC.
+type hmacScheme struct {
+	cfg   HMAC
+	hash  func() hash.Hash
+	parts []string // the template split: literal text, and "{id}", "{timestamp}", "{body}"
+}
+
+// newHMACScheme checks cfg and builds its scheme.
+func newHMACScheme(cfg HMAC) (*hmacScheme, error) {
+	s := &hmacScheme{cfg: cfg}
+	if cfg.SignatureHeader == "" {
+		return nil, errors.New("scheme hmac: signature_header is required")
+	}
+	switch cfg.Algorithm {
+	case "", "sha256":
+		s.hash = sha256.New
+	case "sha1":
+		s.hash = sha1.New
+	case "sha512":
+		s.hash = sha512.New
+	default:
+		return nil, fmt.Errorf("scheme hmac: algorithm %q: want sha1, sha256 or sha512", cfg.Algorithm)
+	}
+	switch cfg.Encoding {
+	case "", "hex", "base64":
+	default:
+		return nil, fmt.Errorf("scheme hmac: encoding %q: want hex or base64", cfg.Encoding)
+	}
+	content := cfg.Content
+	if content == "" {
+		content = "{body}"
+	}
+	for content != "" {
+		i := strings.IndexByte(content, '{')
+		if i < 0 {
+			s.parts = append(s.parts, content)
+			break
+		}
+		if i > 0 {
+			s.parts = append(s.parts, content[:i])
+		}
+		end := strings.IndexByte(content[i:], '}')
+		if end < 0 {
+			return nil, fmt.Errorf("scheme hmac: content %q: an unclosed {", cfg.Content)
+		}
+		switch field := content[i : i+end+1]; field {
+		case "{body}":
+		case "{id}":
+			if cfg.IDHeader == "" {
+				return nil, errors.New("scheme hmac: content signs {id}: id_header is required")
+			}
+		case "{timestamp}":
+			if cfg.TimestampHeader == "" {
+				return nil, errors.New("scheme hmac: content signs {timestamp}: timestamp_header is required")
+			}
+		default:
+			return nil, fmt.Errorf("scheme hmac: content %q: unknown field %s (want {id}, {timestamp} or {body})", cfg.Content, field)
+		}
+		s.parts = append(s.parts, content[i:i+end+1])
+		content = content[i+end+1:]
+	}
+	return s, nil
+}
+
+func (s *hmacScheme) name() string                      { return "hmac" }
+func (s *hmacScheme) defaultFuture() time.Duration      { return DefaultTolerance }
+func (s *hmacScheme) key(secret string) ([]byte, error) { return []byte(secret), nil }
+
+func (s *hmacScheme) parse(h http.Header, _ []byte) (parsed, error) {
+	var p parsed
+	sigH := s.cfg.SignatureHeader
+	names := []string{sigH}
+	if s.cfg.TimestampHeader != "" {
+		names = append(names, s.cfg.TimestampHeader)
+	}
+	vals, err := headers(h, names...)
+	if err != nil {
+		return p, err
+	}
+	if s.cfg.IDHeader != "" {
+		if p.id, err = single(h, s.cfg.IDHeader); err != nil {
+			return p, err
+		}
+	}
+	if s.cfg.TimestampHeader != "" {
+		p.rawTS = vals[1]
+		if p.ts, err = parseTimestamp(s.cfg.TimestampHeader, p.rawTS); err != nil {
+			return p, err
+		}
+		p.hasTS = true
+	}
+	enc, ok := strings.CutPrefix(vals[0], s.cfg.Prefix)
+	if !ok {
+		return p, malformed(sigH, "does not start with "+s.cfg.Prefix)
+	}
+	var raw []byte
+	if s.cfg.Encoding == "base64" {
+		raw, err = base64.StdEncoding.Strict().DecodeString(enc)
+	} else {
+		raw, err = hex.DecodeString(enc)
+	}
+	if err != nil {
+		return p, malformed(sigH, "is not "+s.encoding())
+	}
+	p.sigs = [][]byte{raw}
+	return p, nil
+}
+
+func (s *hmacScheme) encoding() string {
+	if s.cfg.Encoding == "" {
+		return "hex"
+	}
+	return s.cfg.Encoding
+}
+
+// parseTimestamp reads a timestamp header: canonical unix seconds, or RFC
+// 3339 (as Twitch sends).
+func parseTimestamp(header, v string) (int64, error) {
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t.Unix(), nil
+	}
+	return parseUnix(header, v)
+}
+
+func (s *hmacScheme) mac(key []byte, p parsed, body []byte) []byte {
+	m := hmac.New(s.hash, key)
+	ts := p.rawTS
+	if ts == "" {
+		ts = strconv.FormatInt(p.ts, 10)
+	}
+	for _, part := range s.parts {
+		switch part {
+		case "{body}":
+			m.Write(body)
+		case "{id}":
+			m.Write([]byte(p.id))
+		case "{timestamp}":
+			m.Write([]byte(ts))
+		default:
+			m.Write([]byte(part))
+		}
+	}
+	return m.Sum(nil)
+}
+
+func (s *hmacScheme) header(h http.Header, p parsed, mac []byte) {
+	if s.cfg.IDHeader != "" && p.id != "" {
+		h.Set(s.cfg.IDHeader, p.id)
+	}
+	if s.cfg.TimestampHeader != "" {
+		h.Set(s.cfg.TimestampHeader, strconv.FormatInt(p.ts, 10))
+	}
+	enc := hex.EncodeToString(mac)
+	if s.cfg.Encoding == "base64" {
+		enc = base64.StdEncoding.EncodeToString(mac)
+	}
+	h.Set(s.cfg.SignatureHeader, s.cfg.Prefix+enc)
+}
