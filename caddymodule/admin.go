@@ -112,7 +112,14 @@ func (a *adminAPI) route(w http.ResponseWriter, r *http.Request) error {
 	if a.app.sender == nil {
 		return fail(http.StatusNotFound, "no_sender", "no sender is running: configure a destination in the hookgate global option")
 	}
-	parts := strings.Split(strings.Trim(strings.TrimPrefix(r.URL.Path, "/hookgate/"), "/"), "/")
+	// Split the escaped path, then unescape each segment: an ID may hold
+	// a slash.
+	parts := strings.Split(strings.Trim(rest, "/"), "/")
+	for i, p := range parts {
+		if u, err := url.PathUnescape(p); err == nil {
+			parts[i] = u
+		}
+	}
 	method := r.Method
 	switch {
 	case parts[0] == "destinations" && len(parts) == 1 && method == http.MethodGet:
@@ -217,6 +224,9 @@ func (a *adminAPI) destinationAction(w http.ResponseWriter, r *http.Request, nam
 		}
 		if in.ID == "" {
 			return fail(http.StatusBadRequest, "missing_idempotency_key", "id is required")
+		}
+		if len(in.ID) > dedupe.MaxKeyLen {
+			return fail(http.StatusBadRequest, "idempotency_key_too_long", "id is %d bytes, over %d", len(in.ID), dedupe.MaxKeyLen)
 		}
 		if len(in.Payload) == 0 {
 			return fail(http.StatusBadRequest, "bad_request", "payload is required")

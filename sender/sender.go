@@ -336,12 +336,13 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 	outcomes := make(chan Outcome, 2*d.workers+s.cfg.Batch)
 	var settled sync.WaitGroup
 	settled.Go(func() { s.settleLoop(d.Name, outcomes) })
-	ready := make(chan Leased, d.workers)
+	workers := d.prefetch(s.cfg.Lease)
+	ready := make(chan Leased, workers)
 	room := make(chan struct{}, 1) // a worker took from ready
 	var busy atomic.Int64          // deliveries in progress
-	var workers sync.WaitGroup
-	for range d.workers {
-		workers.Go(func() {
+	var pool sync.WaitGroup
+	for range workers {
+		pool.Go(func() {
 			for l := range ready {
 				select {
 				case room <- struct{}{}:
@@ -365,7 +366,7 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 	}
 	defer func() {
 		close(ready) // the workers release what is left in it
-		workers.Wait()
+		pool.Wait()
 		close(outcomes)
 		settled.Wait()
 	}()
@@ -385,14 +386,17 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 				s.wait(ctx, d, 10*time.Millisecond)
 				continue
 			}
-			want = s.cfg.Breaker.HalfOpen
+			want = min(s.cfg.Breaker.HalfOpen, cap(ready))
 		}
 		free := cap(ready) - len(ready)
 		if free < want {
+			t := time.NewTimer(breakerRefresh) // and look at the breaker again
 			select {
 			case <-room:
+			case <-t.C:
 			case <-ctx.Done():
 			}
+			t.Stop()
 			continue
 		}
 		n := min(free, s.cfg.Batch)
@@ -416,6 +420,19 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 			ready <- l // there is room: only this loop fills it
 		}
 	}
+}
+
+// prefetch is how many workers a destination runs, and how many leased
+// envelopes it holds ready for them: its workers, and for a rate-limited
+// one no more than it attempts in a quarter of a lease, so that what it
+// holds (workers waiting for the rate, and the buffer) is attempted
+// within half a lease.
+func (d *destination) prefetch(lease time.Duration) int {
+	n := d.workers
+	if d.limiter != nil {
+		n = min(n, max(1, int(float64(d.limiter.Limit())*lease.Seconds()/4)))
+	}
+	return n
 }
 
 // wait sleeps up to d, or until ctx ends or an enqueue wakes d.
@@ -442,6 +459,12 @@ func (s *Sender) deliver(ctx context.Context, d *destination, l Leased) Outcome 
 	if d.state() == gobreaker.StateOpen {
 		// Opened (maybe by another instance) since the lease: not
 		// attempted, back to due, no attempt charged.
+		return Outcome{Kind: Release, ID: l.ID, LeaseUntil: l.LeaseUntil}
+	}
+	if s.now().Add(s.cfg.Timeout).After(l.LeaseUntil) {
+		// It waited (for the rate, for a worker) so long that its attempt
+		// could outlive the lease, and another worker deliver it too:
+		// back to due, not attempted.
 		return Outcome{Kind: Release, ID: l.ID, LeaseUntil: l.LeaseUntil}
 	}
 	e := l.Envelope

@@ -340,3 +340,62 @@ func TestShutdownLosesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestRateLimitedLeasesOutliveTheirWait: a destination limited to 10
+// attempts a second with 20 workers would hold leases longer than they
+// last; each envelope is still delivered exactly once.
+func TestRateLimitedLeasesOutliveTheirWait(t *testing.T) {
+	rcv := newReceiver(t, func(string, int) int { return 200 })
+	q := newQueue(t)
+	cfg := fast
+	cfg.Workers, cfg.Lease, cfg.Timeout = 20, 2*time.Second, 500*time.Millisecond
+	s, err := sender.New(q, cfg, []sender.Destination{{Name: "d", URL: rcv.URL, Signer: signer(t), Rate: 10, Burst: 1}}, sender.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, s)
+	const n = 40
+	for i := range n {
+		enqueue(t, s, "d", fmt.Sprint("r", i))
+	}
+	eventually(t, "all delivered", func() bool { return rcv.total.Load() >= n })
+	time.Sleep(300 * time.Millisecond)
+	for i := range n {
+		if c := rcv.count(fmt.Sprint("r", i)); c != 1 {
+			t.Errorf("r%d delivered %d times", i, c)
+		}
+	}
+}
+
+// TestHalfOpenWithMoreTrialsThanWorkers: half_open 3 with 2 workers still
+// closes the breaker and delivers.
+func TestHalfOpenWithMoreTrialsThanWorkers(t *testing.T) {
+	var down atomic.Bool
+	down.Store(true)
+	rcv := newReceiver(t, func(string, int) int {
+		if down.Load() {
+			return 503
+		}
+		return 200
+	})
+	q := newQueue(t)
+	cfg := fast
+	cfg.Attempts = 50
+	cfg.Breaker = sender.BreakerConfig{Failures: 1, Open: 200 * time.Millisecond, HalfOpen: 3}
+	s, _ := sender.New(q, cfg, []sender.Destination{{Name: "d", URL: rcv.URL, Signer: signer(t), Workers: 2}}, sender.Options{})
+	start(t, s)
+	for i := range 5 {
+		enqueue(t, s, "d", fmt.Sprint("h", i))
+	}
+	eventually(t, "the breaker open", func() bool { st, _ := s.BreakerState("d"); return st == gobreaker.StateOpen })
+	down.Store(false)
+	eventually(t, "all delivered after the trials", func() bool {
+		for i := range 5 {
+			if rcv.count(fmt.Sprint("h", i)) == 0 {
+				return false
+			}
+		}
+		st, _ := q.Stats(t.Context(), "d", time.Now())
+		return st.Queued == 0 && st.Leased == 0
+	})
+}

@@ -414,7 +414,7 @@ func (q *Queue) Dead(ctx context.Context, name, cursor string, limit int) ([]*se
 		s, id, ok := strings.Cut(cursor, ":")
 		n, err := strconv.ParseInt(s, 10, 64)
 		if !ok || err != nil {
-			return nil, "", fmt.Errorf("bad cursor %q", cursor)
+			return nil, "", fmt.Errorf("%w: bad cursor %q", sender.ErrBadFilter, cursor)
 		}
 		start = indexKey(n, id)
 	}

@@ -312,6 +312,44 @@ func Run(t *testing.T, newQueue NewQueue) {
 		}
 	})
 
+	t.Run("DeadLettersOfOneMillisecondPageByteWise", func(t *testing.T) {
+		t.Parallel()
+		q := newQueue(t, retention)
+		ids := []string{"B1", "a1", "Z9", "b0"} // byte order: B1 Z9 a1 b0
+		for _, id := range ids {
+			mustEnqueue(t, q, env("d", id, t0), queued)
+		}
+		l := mustLease(t, q, "d", 4, t0)
+		var os []sender.Outcome
+		for _, le := range l {
+			e := *le.Envelope
+			e.DeadAt = t0 // the same millisecond
+			os = append(os, sender.Outcome{Kind: sender.Dead, ID: e.ID, LeaseUntil: le.LeaseUntil, Envelope: &e})
+		}
+		mustSettle(t, q, "d", os, t0, 0)
+		var got []string
+		cursor := ""
+		for range 5 {
+			page, next, err := q.Dead(t.Context(), "d", cursor, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range page {
+				got = append(got, e.ID)
+			}
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+		if diff := cmp.Diff([]string{"B1", "Z9", "a1", "b0"}, got); diff != "" {
+			t.Errorf("paged one at a time (-want +got):\n%s", diff)
+		}
+		if _, _, err := q.Dead(t.Context(), "d", "junk", 1); !errors.Is(err, sender.ErrBadFilter) {
+			t.Errorf("a bad cursor: err = %v, want ErrBadFilter", err)
+		}
+	})
+
 	t.Run("ConcurrentLeasesHaveOneWinnerEach", func(t *testing.T) {
 		t.Parallel()
 		q := newQueue(t, retention)

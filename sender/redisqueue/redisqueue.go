@@ -299,6 +299,16 @@ func (q *Queue) Stats(ctx context.Context, dest string, now time.Time) (sender.S
 //	returns {id, score, id, score, ...} and then the envelopes, in one list:
 //	the first half are id/score pairs
 var deadScript = redis.NewScript(`
+-- Byte-wise, as Redis orders equal scores (Lua's > follows the locale).
+local function greater(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x > y
+    end
+  end
+  return #a > #b
+end
 local after, afterID, limit = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local ids, scores = {}, {}
 local offset = 0
@@ -309,7 +319,7 @@ while #ids < limit do
   end
   for j = 1, #chunk, 2 do
     local s = tonumber(chunk[j+1])
-    if s > after or chunk[j] > afterID then
+    if s > after or greater(chunk[j], afterID) then
       table.insert(ids, chunk[j])
       table.insert(scores, chunk[j+1])
       if #ids >= limit then
@@ -342,7 +352,7 @@ func (q *Queue) Dead(ctx context.Context, dest, cursor string, limit int) ([]*se
 		s, id, ok := strings.Cut(cursor, ":")
 		n, err := strconv.ParseInt(s, 10, 64)
 		if !ok || err != nil {
-			return nil, "", fmt.Errorf("bad cursor %q", cursor)
+			return nil, "", fmt.Errorf("%w: bad cursor %q", sender.ErrBadFilter, cursor)
 		}
 		afterMs, afterID = n, id
 	}
