@@ -260,20 +260,24 @@ func (s *DLQ) Redrive(ctx context.Context, f Filter, limit int, by string, dryRu
 	for _, l := range picked {
 		byDest[l.Destination] = append(byDest[l.Destination], l.ID)
 	}
+	// The record names what moved: a letter purged or redriven meanwhile
+	// is not this redrive's.
 	for _, dest := range dests {
 		ids := byDest[dest]
 		for len(ids) > 0 {
 			chunk := ids[:min(len(ids), 200)]
 			ids = ids[len(chunk):]
-			n, err := s.queue.Redrive(ctx, dest, chunk, r.ID, s.now())
-			r.Moved += n
+			moved, err := s.queue.Redrive(ctx, dest, chunk, r.ID, s.now())
+			for _, id := range moved {
+				r.Letters = append(r.Letters, Letter{Destination: dest, ID: id})
+			}
+			r.Moved += len(moved)
 			if err != nil {
 				s.queue.PutRedrive(ctx, r)
 				return r, err
 			}
 		}
 	}
-	r.Letters = picked
 	if err := s.queue.PutRedrive(ctx, r); err != nil {
 		return r, fmt.Errorf("redrive %s moved %d but its audit record failed: %w", r.ID, r.Moved, err)
 	}

@@ -45,8 +45,8 @@ type Queue interface {
 
 	// Redrive moves dead letters back to due at now, with a redrive ID,
 	// their attempt budget renewed and their log kept. IDs that are not
-	// dead are skipped; it answers how many moved.
-	Redrive(ctx context.Context, dest string, ids []string, redriveID string, now time.Time) (int, error)
+	// dead are skipped; it answers the IDs it moved.
+	Redrive(ctx context.Context, dest string, ids []string, redriveID string, now time.Time) ([]string, error)
 
 	// Purge deletes dead letters; it answers how many went.
 	Purge(ctx context.Context, dest string, ids []string) (int, error)

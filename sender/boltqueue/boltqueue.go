@@ -485,10 +485,10 @@ func (q *Queue) Get(ctx context.Context, name, id string) (*sender.Envelope, sen
 }
 
 // Redrive implements sender.Queue.
-func (q *Queue) Redrive(ctx context.Context, name string, ids []string, redriveID string, now time.Time) (int, error) {
-	moved := 0
+func (q *Queue) Redrive(ctx context.Context, name string, ids []string, redriveID string, now time.Time) ([]string, error) {
+	var moved []string
 	err := q.db.Batch(func(tx *bolt.Tx) error {
-		moved = 0
+		moved = moved[:0]
 		d, err := destOf(tx, name)
 		if err != nil {
 			return err
@@ -509,12 +509,12 @@ func (q *Queue) Redrive(ctx context.Context, name string, ids []string, redriveI
 			if err := d.move(id, &cur, entry{state: 'q', score: ms(now), fp: cur.fp, env: sender.MarshalEnvelope(env)}); err != nil {
 				return err
 			}
-			moved++
+			moved = append(moved, id)
 		}
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("bolt redrive: %w", err)
+		return nil, fmt.Errorf("bolt redrive: %w", err)
 	}
 	return moved, nil
 }

@@ -421,22 +421,22 @@ func (q *Queue) Get(ctx context.Context, dest, id string) (*sender.Envelope, sen
 //
 //	KEYS  env, dead, ready
 //	ARGV  now ms, then per letter: id, stored envelope (redriven)
-//	returns how many moved (those still dead)
+//	returns the IDs moved (those still dead)
 var redriveScript = redis.NewScript(`
-local moved = 0
+local moved = {}
 for i = 2, #ARGV, 2 do
   if redis.call('ZSCORE', KEYS[2], ARGV[i]) then
     redis.call('ZREM', KEYS[2], ARGV[i])
     redis.call('HSET', KEYS[1], ARGV[i], ARGV[i+1])
     redis.call('RPUSH', KEYS[3], ARGV[i])
-    moved = moved + 1
+    table.insert(moved, ARGV[i])
   end
 end
 return moved
 `)
 
 // Redrive implements sender.Queue.
-func (q *Queue) Redrive(ctx context.Context, dest string, ids []string, redriveID string, now time.Time) (int, error) {
+func (q *Queue) Redrive(ctx context.Context, dest string, ids []string, redriveID string, now time.Time) ([]string, error) {
 	k := keysOf(q.prefix, dest)
 	args := []any{ms(now)}
 	for _, id := range ids {
@@ -445,19 +445,19 @@ func (q *Queue) Redrive(ctx context.Context, dest string, ids []string, redriveI
 			continue
 		}
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		sender.Redriven(e, redriveID, now)
 		args = append(args, id, stored(e))
 	}
 	if len(args) == 1 {
-		return 0, nil
+		return nil, nil
 	}
-	n, err := redriveScript.Run(ctx, q.rdb, []string{k.env, k.dead, k.ready}, args...).Int()
+	moved, err := redriveScript.Run(ctx, q.rdb, []string{k.env, k.dead, k.ready}, args...).StringSlice()
 	if err != nil {
-		return 0, fmt.Errorf("redis redrive: %w", err)
+		return nil, fmt.Errorf("redis redrive: %w", err)
 	}
-	return n, nil
+	return moved, nil
 }
 
 // purgeScript deletes dead letters.
