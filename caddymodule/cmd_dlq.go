@@ -34,7 +34,8 @@ redrive moves a bounded batch back to the queue under a new redrive ID
 "hookgate dlq redrive --status <id>" shows its progress; purge deletes.
 Filters: --destination, --class (network, timeout, http_5xx, http_4xx,
 http_3xx, gone), --since and --until (RFC 3339), --id (repeatable).
---format json prints the admin API's JSON. Exit code 0, or 1 on error.`,
+--format json prints the admin API's JSON. Exit code 0, or 1 on error.
+Documentation: README.md, "Dead letters", at github.com/hookgate/hookgate.`,
 		CobraFunc: func(cmd *cobra.Command) {
 			addAdminFlags(cmd)
 			cmd.Flags().String("destination", "", "only this destination")
@@ -60,7 +61,8 @@ http_3xx, gone), --since and --until (RFC 3339), --id (repeatable).
 Speaks to a running gateway's admin API (--address, default Caddy's
 localhost:2019). list shows each destination's state, breaker and queue
 depth; pause stops its deliveries (its events are kept); resume starts them
-again, also after a 410 Gone paused it. Exit code 0, or 1 on error.`,
+again, also after a 410 Gone paused it. Exit code 0, or 1 on error.
+Documentation: README.md, "The sender", at github.com/hookgate/hookgate.`,
 		CobraFunc: func(cmd *cobra.Command) {
 			addAdminFlags(cmd)
 			cmd.Args = cobra.RangeArgs(1, 2)
@@ -385,7 +387,8 @@ lease) or recorded (the status, the body fingerprint, when it expires).
 forget deletes it, so that the next copy of the delivery is forwarded as new
 (this instance at once, other instances sharing the store within a minute,
 their replay cache's bound); the gateway logs who forgot what. Exit code 0,
-or 1 on error (forget of an absent key is an error).`,
+or 1 on error (forget of an absent key is an error).
+Documentation: README.md, "What the gateway remembers".`,
 		CobraFunc: func(cmd *cobra.Command) {
 			addAdminFlags(cmd)
 			cmd.Args = cobra.ExactArgs(2)
@@ -402,7 +405,8 @@ or 1 on error (forget of an absent key is an error).`,
 Speaks to a running gateway's admin API (--address, default Caddy's
 localhost:2019). show prints the entity's watermarks, by event time and by
 sequence (the newest event applied, and when it is forgotten), and the lease
-of an event being applied. Exit code 0, or 1 on error.`,
+of an event being applied. Exit code 0, or 1 on error.
+Documentation: README.md, "What the gateway remembers".`,
 		CobraFunc: func(cmd *cobra.Command) {
 			addAdminFlags(cmd)
 			cmd.Args = cobra.ExactArgs(2)

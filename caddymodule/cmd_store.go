@@ -22,7 +22,7 @@ file (state.db), read-only. Run it on a stopped gateway's file: a running
 gateway holds the file's lock. The argument is the file, or the directory
 of "store file <dir>"; the default is the default store's file,
 ` + "`$XDG_DATA_HOME/caddy/hookgate/state.db`" + `. The exit code is 0 when the file
-is sound, 1 otherwise.`,
+is sound, 1 otherwise. Documentation: README.md, "The embedded store".`,
 		CobraFunc: func(cmd *cobra.Command) {
 			check := &cobra.Command{
 				Use:   "check [<file or directory>]",

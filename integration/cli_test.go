@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -212,5 +214,51 @@ func TestGenericHMACEndToEnd(t *testing.T) {
 	}
 	if up.count() != 1 {
 		t.Fatalf("upstream received %d, want 1", up.count())
+	}
+}
+
+// TestRedisExampleRunsTwiceOnOneMachine runs caddyfiles/redis-two-instances.Caddyfile
+// as its header says, twice, configured only by environment variables: a
+// delivery sent to one instance is replayed by the other.
+func TestRedisExampleRunsTwiceOnOneMachine(t *testing.T) {
+	srv := redistest.Start(t)
+	up := newUpstream(t, nil)
+	var urls []string
+	for range 2 {
+		port, admin := freePort(t), freePort(t)
+		dir := t.TempDir()
+		cmd := exec.Command(binary, "run", "--config", "../caddyfiles/redis-two-instances.Caddyfile")
+		cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir,
+			"HOOKGATE_SECRET="+devSecret, "REDIS_URL="+srv.URL(), "UPSTREAM="+up.Addr(),
+			fmt.Sprintf("PORT=%d", port), fmt.Sprintf("ADMIN=127.0.0.1:%d", admin))
+		logs := new(syncBuffer)
+		cmd.Stdout, cmd.Stderr = logs, logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		url := fmt.Sprintf("http://127.0.0.1:%d", port)
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+				c.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the example did not start:\n%s", logs.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		urls = append(urls, url)
+	}
+	s := signer(t, "standard", devSecret)
+	body := []byte(`{"a":1}`)
+	id := randomID("msg_")
+	if st, _, got := post(t, urls[0], s.Sign(id, time.Now(), body), body); st != 200 {
+		t.Fatalf("first instance: %d %s", st, got)
+	}
+	st, hdr, _ := post(t, urls[1], s.Sign(id, time.Now(), body), body)
+	if st != 200 || hdr.Get("Idempotent-Replayed") != "true" || up.count() != 1 {
+		t.Fatalf("second instance: %d replayed %q upstream %d; want the first's answer replayed", st, hdr.Get("Idempotent-Replayed"), up.count())
 	}
 }
