@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -195,8 +196,11 @@ func TestVerifyEverySchemeAndPlaceholders(t *testing.T) {
 		"standard": devSecret, "stripe": "whsec_stripe_test", "github": "gh-secret",
 		"shopify": "shop-secret", "slack": "slack-secret", "hookgate": "hg-secret",
 	}
+	// The named schemes; the generic hmac has its own test
+	// (TestGenericHMACEndToEnd), as it needs its configuration block.
+	named := slices.DeleteFunc(verify.Schemes(), func(s string) bool { return s == "hmac" })
 	var site strings.Builder
-	for _, scheme := range verify.Schemes() {
+	for _, scheme := range named {
 		fmt.Fprintf(&site, `
 	handle /%[1]s {
 		webhook_verify %[1]s {
@@ -214,7 +218,7 @@ func TestVerifyEverySchemeAndPlaceholders(t *testing.T) {
 
 	body := []byte(`{"id":"evt_77","event_id":"Ev77","reservation_id":"r-42"}`)
 	now := time.Now()
-	for _, scheme := range verify.Schemes() {
+	for _, scheme := range named {
 		t.Run(scheme, func(t *testing.T) {
 			h := signer(t, scheme, secrets[scheme]).Sign("msg_77", now, body)
 			before := up.count()
