@@ -170,7 +170,7 @@ func (a *adminAPI) destination(r *http.Request, name string) (destinationView, e
 		return destinationView{}, err
 	}
 	v := destinationView{Name: name, State: "active", Breaker: "closed",
-		Depth:          map[string]int{"queued": st.Queued, "leased": st.Leased, "paused": 0, "dead": st.Dead},
+		Depth:          map[string]int{"queued": st.Queued, "leased": st.Leased, "paused": 0, "dead": st.Dead, "corrupt": st.Corrupt},
 		OldestReadyAge: st.OldestReady.Seconds()}
 	if st.Paused {
 		v.State, v.Depth["queued"], v.Depth["paused"] = "paused", 0, st.Queued

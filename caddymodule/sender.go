@@ -349,7 +349,7 @@ func (m *metrics) enqueuedResult(ctx context.Context, dest string, duplicate boo
 func (m *metrics) observeQueues(s *sender.Sender) error {
 	meter := m.provider.Meter("github.com/hookgate/hookgate")
 	depth, err := meter.Int64ObservableGauge("hookgate_sender_queue_depth",
-		metric.WithDescription("Envelopes by destination and state (queued, leased, paused, dead)."))
+		metric.WithDescription("Envelopes by destination and state (queued, leased, paused, dead, corrupt)."))
 	if err != nil {
 		return err
 	}
@@ -380,7 +380,7 @@ func (m *metrics) observeQueues(s *sender.Sender) error {
 			if st.Paused {
 				queued, paused = 0, st.Queued
 			}
-			for state, n := range map[string]int{"queued": queued, "leased": st.Leased, "paused": paused, "dead": st.Dead} {
+			for state, n := range map[string]int{"queued": queued, "leased": st.Leased, "paused": paused, "dead": st.Dead, "corrupt": st.Corrupt} {
 				o.ObserveInt64(depth, int64(n), metric.WithAttributes(attribute.String("destination", dest), attribute.String("state", state)))
 			}
 			o.ObserveFloat64(oldest, st.OldestReady.Seconds(), metric.WithAttributes(attribute.String("destination", dest)))

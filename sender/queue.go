@@ -21,7 +21,8 @@ type Queue interface {
 
 	// Lease moves leases that expired by now back to due, then leases up
 	// to n envelopes due by now, oldest first, until now+lease. A paused
-	// destination leases nothing.
+	// destination leases nothing. An envelope that does not decode is set
+	// aside (Stats.Corrupt), never leased.
 	Lease(ctx context.Context, dest string, n int, now time.Time, lease time.Duration) ([]Leased, error)
 
 	// Settle applies a batch of outcomes. An outcome whose lease is no
@@ -108,6 +109,10 @@ type Stats struct {
 	OldestReady time.Duration
 	// OldestDead is when the oldest dead letter died; zero when none.
 	OldestDead time.Time
+	// Corrupt counts the envelopes set aside because they did not decode
+	// (a damaged entry, or one written by a newer version): they would
+	// otherwise fail every lease of their destination.
+	Corrupt int
 }
 
 // ErrNotFound means the queue holds no such envelope.

@@ -32,6 +32,7 @@ import (
 //	paused  present while the destination is paused
 var (
 	rootBucket  = []byte("sender")
+	corruptB    = []byte("sender_corrupt")  // dest NUL id -> the entry as it was stored
 	redrivesB   = []byte("sender_redrives") // redrive id -> audit record, JSON
 	envB, dueB  = []byte("env"), []byte("due")
 	leasedB     = []byte("leased")
@@ -56,6 +57,9 @@ type Queue struct {
 func New(db *bolt.DB, retention time.Duration) (*Queue, error) {
 	err := db.Update(func(tx *bolt.Tx) error {
 		if _, err := tx.CreateBucketIfNotExists(rootBucket); err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucketIfNotExists(corruptB); err != nil {
 			return err
 		}
 		_, err := tx.CreateBucketIfNotExists(redrivesB)
@@ -245,19 +249,34 @@ func (q *Queue) Lease(ctx context.Context, name string, n int, now time.Time, le
 				return err
 			}
 		}
-		var ids []string
+		var keys [][]byte
 		c = d.due.Cursor()
-		for k, _ := c.First(); k != nil && len(ids) < n && int64(binary.BigEndian.Uint64(k[:8])) <= ms(now); k, _ = c.Next() {
-			ids = append(ids, string(k[8:]))
+		for k, _ := c.First(); k != nil && len(keys) < n && int64(binary.BigEndian.Uint64(k[:8])) <= ms(now); k, _ = c.Next() {
+			keys = append(keys, append([]byte(nil), k...))
 		}
-		for _, id := range ids {
-			e, ok, err := d.load(id)
-			if err != nil || !ok {
-				return err
+		for _, k := range keys {
+			id := string(k[8:])
+			raw := d.env.Get([]byte(id))
+			e, err := unmarshal(raw)
+			var env *sender.Envelope
+			if err == nil {
+				env, err = sender.UnmarshalEnvelope(e.env)
 			}
-			env, err := sender.UnmarshalEnvelope(e.env)
-			if err != nil {
-				return err
+			if raw == nil || err != nil {
+				// A stale index entry, or one that does not decode: set
+				// aside, so that it does not fail every lease.
+				if err := d.due.Delete(k); err != nil {
+					return err
+				}
+				if raw != nil {
+					if err := tx.Bucket(corruptB).Put([]byte(name+"\x00"+id), append([]byte(nil), raw...)); err != nil {
+						return err
+					}
+					if err := d.env.Delete([]byte(id)); err != nil {
+						return err
+					}
+				}
+				continue
 			}
 			next := e
 			next.state, next.score = 'l', until
@@ -391,6 +410,11 @@ func (q *Queue) Stats(ctx context.Context, name string, now time.Time) (sender.S
 		}
 		s.Queued, s.Leased, s.Dead = d.due.Stats().KeyN, d.leased.Stats().KeyN, d.dead.Stats().KeyN
 		s.Paused = d.paused()
+		c := tx.Bucket(corruptB).Cursor()
+		prefix := []byte(name + "\x00")
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			s.Corrupt++
+		}
 		if k, _ := d.due.Cursor().First(); k != nil {
 			if at := time.UnixMilli(int64(binary.BigEndian.Uint64(k[:8]))); !at.After(now) {
 				s.OldestReady = now.Sub(at)

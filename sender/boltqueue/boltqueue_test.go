@@ -26,3 +26,44 @@ func TestConformance(t *testing.T) {
 		return q
 	})
 }
+
+// TestCorruptEntryIsSetAside: an entry that does not decode is set aside
+// (counted as corrupt), never leased, and does not stop its destination.
+func TestCorruptEntryIsSetAside(t *testing.T) {
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	q, err := boltqueue.New(db, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.UnixMilli(1_800_000_000_000)
+	for _, id := range []string{"a", "b"} {
+		if _, err := q.Enqueue(t.Context(), &sender.Envelope{ID: id, Destination: "d", CreatedAt: t0, NextAt: t0, Payload: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Damage "a": its envelope bytes after the 17-byte entry header.
+	err = db.Update(func(tx *bolt.Tx) error {
+		env := tx.Bucket([]byte("sender")).Bucket([]byte("d")).Bucket([]byte("env"))
+		v := append([]byte(nil), env.Get([]byte("a"))...)
+		v[17] = 0xff // an unknown format version
+		return env.Put([]byte("a"), v)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := q.Lease(t.Context(), "d", 10, t0, time.Minute)
+	if err != nil || len(got) != 1 || got[0].ID != "b" {
+		t.Fatalf("Lease = %v, %v; want b alone", got, err)
+	}
+	st, _ := q.Stats(t.Context(), "d", t0)
+	if st.Corrupt != 1 || st.Queued != 0 || st.Leased != 1 {
+		t.Errorf("Stats = %+v, want 1 corrupt, 1 leased, none queued", st)
+	}
+	if got, _ := q.Lease(t.Context(), "d", 10, t0, time.Minute); len(got) != 0 {
+		t.Errorf("a second lease = %v, want nothing", got)
+	}
+}

@@ -102,7 +102,7 @@ func (q *Queue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.Enqueue
 //
 //	KEYS  due, leased, env, paused, ready
 //	ARGV  now ms, n, lease end ms
-//	returns the leased envelopes, oldest first
+//	returns the leased IDs, then their envelopes, oldest first
 var leaseScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[4]) == 1 then
   return {}
@@ -124,7 +124,30 @@ end
 for _, id in ipairs(ids) do
   redis.call('ZADD', KEYS[2], ARGV[3], id)
 end
-return redis.call('HMGET', KEYS[3], unpack(ids))
+local out = {}
+for _, id in ipairs(ids) do
+  table.insert(out, id)
+end
+for _, blob in ipairs(redis.call('HMGET', KEYS[3], unpack(ids))) do
+  table.insert(out, blob)
+end
+return out
+`)
+
+// quarantineScript sets aside leased entries that do not decode.
+//
+//	KEYS  leased, env, corrupt
+//	ARGV  ids
+var quarantineScript = redis.NewScript(`
+for _, id in ipairs(ARGV) do
+  redis.call('ZREM', KEYS[1], id)
+  local e = redis.call('HGET', KEYS[2], id)
+  if e then
+    redis.call('HSET', KEYS[3], id, e)
+    redis.call('HDEL', KEYS[2], id)
+  end
+end
+return 0
 `)
 
 // Lease implements sender.Queue.
@@ -135,13 +158,22 @@ func (q *Queue) Lease(ctx context.Context, dest string, n int, now time.Time, le
 	if err != nil {
 		return nil, fmt.Errorf("redis lease: %w", err)
 	}
-	out := make([]sender.Leased, 0, len(v))
-	for _, raw := range v {
-		e, err := decode(raw)
+	n2 := len(v) / 2
+	out := make([]sender.Leased, 0, n2)
+	var bad []any
+	for i := range n2 {
+		e, err := decode(v[n2+i])
 		if err != nil {
-			return out, fmt.Errorf("redis lease: %w", err)
+			bad = append(bad, v[i])
+			continue
 		}
 		out = append(out, sender.Leased{Envelope: e, LeaseUntil: time.UnixMilli(ms(until))})
+	}
+	if len(bad) > 0 {
+		// Set aside, so that they do not come back every lease.
+		if err := quarantineScript.Run(ctx, q.rdb, []string{k.leased, k.env, k.corrupt}, bad...).Err(); err != nil {
+			return out, fmt.Errorf("redis lease: setting aside %d envelopes that do not decode: %w", len(bad), err)
+		}
 	}
 	return out, nil
 }
@@ -247,10 +279,11 @@ func (q *Queue) SetPaused(ctx context.Context, dest string, paused bool) error {
 
 // statsScript reads a destination's depth.
 //
-//	KEYS  due, leased, dead, paused, ready, env
+//	KEYS  due, leased, dead, paused, ready, env, corrupt
 //	ARGV  now ms
 //	returns {queued, leased, dead, paused, oldest scheduled due ms or -1,
-//	oldest dead ms or -1, the envelope at the head of the ready list or false}
+//	oldest dead ms or -1, corrupt, the envelope at the head of the ready
+//	list or false}
 var statsScript = redis.NewScript(`
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local dead = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
@@ -266,23 +299,23 @@ if head then
   head = redis.call('HGET', KEYS[6], head)
 end
 return {redis.call('ZCARD', KEYS[1]) + redis.call('LLEN', KEYS[5]), redis.call('ZCARD', KEYS[2]),
-  redis.call('ZCARD', KEYS[3]), redis.call('EXISTS', KEYS[4]), oldest, oldestDead, head}
+  redis.call('ZCARD', KEYS[3]), redis.call('EXISTS', KEYS[4]), oldest, oldestDead, redis.call('HLEN', KEYS[7]), head}
 `)
 
 // Stats implements sender.Queue.
 func (q *Queue) Stats(ctx context.Context, dest string, now time.Time) (sender.Stats, error) {
 	k := keysOf(q.prefix, dest)
-	v, err := statsScript.Run(ctx, q.rdb, []string{k.due, k.leased, k.dead, k.paused, k.ready, k.env}, ms(now)).Slice()
+	v, err := statsScript.Run(ctx, q.rdb, []string{k.due, k.leased, k.dead, k.paused, k.ready, k.env, k.corrupt}, ms(now)).Slice()
 	if err != nil {
 		return sender.Stats{}, fmt.Errorf("redis stats: %w", err)
 	}
 	n := func(i int) int64 { x, _ := v[i].(int64); return x }
-	s := sender.Stats{Queued: int(n(0)), Leased: int(n(1)), Dead: int(n(2)), Paused: n(3) == 1}
+	s := sender.Stats{Queued: int(n(0)), Leased: int(n(1)), Dead: int(n(2)), Paused: n(3) == 1, Corrupt: int(n(6))}
 	if n(4) >= 0 {
 		s.OldestReady = now.Sub(time.UnixMilli(n(4)))
 	}
-	if v[6] != nil { // the ready list's head is due since its NextAt
-		if e, err := decode(v[6]); err == nil && now.Sub(e.NextAt) > s.OldestReady {
+	if len(v) > 7 && v[7] != nil { // the ready list's head is due since its NextAt
+		if e, err := decode(v[7]); err == nil && now.Sub(e.NextAt) > s.OldestReady {
 			s.OldestReady = max(0, now.Sub(e.NextAt))
 		}
 	}

@@ -39,3 +39,34 @@ func TestConformanceCluster(t *testing.T) {
 		return redisqueue.New(rdb, prefix(), retention)
 	})
 }
+
+// TestCorruptEntryIsSetAside: an entry that does not decode is set aside
+// (counted as corrupt), never leased, and does not stop its destination.
+func TestCorruptEntryIsSetAside(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	p := prefix()
+	q := redisqueue.New(rdb, p, time.Hour)
+	t0 := time.UnixMilli(1_800_000_000_000)
+	for _, id := range []string{"a", "b"} {
+		if _, err := q.Enqueue(t.Context(), &sender.Envelope{ID: id, Destination: "d", CreatedAt: t0, NextAt: t0, Payload: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Damage "a": the fingerprint, then an unknown format version.
+	if err := rdb.HSet(t.Context(), p+":q:{d}:env", "a", "12345678\xffjunk").Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := q.Lease(t.Context(), "d", 10, t0, time.Minute)
+	if err != nil || len(got) != 1 || got[0].ID != "b" {
+		t.Fatalf("Lease = %v, %v; want b alone", got, err)
+	}
+	st, _ := q.Stats(t.Context(), "d", t0)
+	if st.Corrupt != 1 || st.Queued != 0 || st.Leased != 1 {
+		t.Errorf("Stats = %+v, want 1 corrupt, 1 leased, none queued", st)
+	}
+	if got, _ := q.Lease(t.Context(), "d", 10, t0.Add(2*time.Minute), time.Minute); len(got) != 1 || got[0].ID != "b" {
+		t.Errorf("after b's lease expired = %v, want b again, never a", got)
+	}
+}
