@@ -2,7 +2,12 @@ package reconcile_test
 
 import (
 	"context"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,6 +90,65 @@ func TestPostgresSources(t *testing.T) {
 	r, err = reconcile.Compare(context.Background(), truth, recv, cfg, nil)
 	if err != nil || r.Drift[reconcile.Missing] != 350 {
 		t.Errorf("without grace: %v, %v; want 350 missing", r.Drift, err)
+	}
+
+	// The receiver served by an HTTP endpoint that pages through the same
+	// table gives the same report.
+	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer t0k3n" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		conn, err := pgx.Connect(r.Context(), srv.DSN())
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close(r.Context())
+		rows, err := conn.Query(r.Context(), `SELECT reservation_id, state, version, updated_at FROM enrollments
+			WHERE reservation_id COLLATE "C" > $1 ORDER BY reservation_id COLLATE "C" LIMIT 1000`, r.URL.Query().Get("cursor"))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		type item struct {
+			Key       string    `json:"key"`
+			State     string    `json:"state"`
+			Version   int64     `json:"version"`
+			UpdatedAt time.Time `json:"updated_at"`
+		}
+		out := struct {
+			Items []item `json:"items"`
+			Next  string `json:"next,omitempty"`
+		}{Items: []item{}}
+		for rows.Next() {
+			var it item
+			rows.Scan(&it.Key, &it.State, &it.Version, &it.UpdatedAt)
+			out.Items = append(out.Items, it)
+		}
+		if len(out.Items) == 1000 {
+			out.Next = out.Items[len(out.Items)-1].Key
+		}
+		json.NewEncoder(w).Encode(out)
+	}))
+	defer endpoint.Close()
+	cfg.Grace = 2 * time.Minute
+	viaHTTP := reconcile.HTTP{URL: endpoint.URL, Header: http.Header{"Authorization": {"Bearer t0k3n"}}}
+	rh, err := reconcile.Compare(context.Background(), truth, viaHTTP, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp, _ := reconcile.Compare(context.Background(), truth, recv, cfg, nil)
+	if rh.Compared != rp.Compared || !maps.Equal(rh.Drift, rp.Drift) || len(rh.Samples) != len(rp.Samples) {
+		t.Errorf("the HTTP source's report differs: %+v %v against %+v %v", rh.Compared, rh.Drift, rp.Compared, rp.Drift)
+	}
+	for i := range rh.Samples {
+		if rh.Samples[i].Key != rp.Samples[i].Key || rh.Samples[i].Kind != rp.Samples[i].Kind {
+			t.Errorf("sample %d: %s %s, want %s %s", i, rh.Samples[i].Kind, rh.Samples[i].Key, rp.Samples[i].Kind, rp.Samples[i].Key)
+		}
+	}
+	if _, err := reconcile.Compare(context.Background(), truth, reconcile.HTTP{URL: endpoint.URL}, cfg, nil); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("without the header: err = %v, want the 401", err)
 	}
 
 	// A bad query is an error, not a report.
