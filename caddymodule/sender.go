@@ -129,7 +129,7 @@ func (a *App) provisionSender() error {
 		a.destinations = append(a.destinations, d)
 	}
 	a.store.used = true
-	return nil
+	return a.senderConfig().Validate()
 }
 
 // senderConfig is the domain config of a.Sender.

@@ -166,6 +166,7 @@ func TestValidateErrors(t *testing.T) {
 	tests := []struct{ name, site, want string }{
 		{"unknown scheme", "webhook_verify paypal {\n secret s3cr3t-value\n}", `unknown scheme \"paypal\"`},
 		{"no secret", "webhook_verify github", "at least one secret"},
+		{"sender lease under two timeouts", "webhook_verify github {\n secret s\n}", "must be at least twice the timeout"},
 		{"hmac without its block", "webhook_verify hmac {\n secret s\n}", "scheme hmac needs its configuration"},
 		{"hmac bad algorithm", "webhook_verify hmac {\n secret s\n hmac {\n  signature_header X-Sig\n  algorithm md5\n }\n}", `algorithm \"md5\"`},
 		{"standard secret not base64", "webhook_verify {\n secret whsec_s3cr3t-value!!\n}", "base64"},
@@ -187,6 +188,8 @@ func TestValidateErrors(t *testing.T) {
 				global = "hookgate {\n store redis redis://:s3cr3t-value%zz@127.0.0.1:6379\n }\n"
 			case "redis URL not redis":
 				global = "hookgate {\n store redis http://:s3cr3t-value@127.0.0.1:6379\n }\n"
+			case "sender lease under two timeouts":
+				global = "hookgate {\n sender {\n  timeout 10s\n  lease 15s\n }\n destination d {\n  url http://127.0.0.1:1\n  secret whsec_c2VjcmV0\n }\n }\n"
 			case "redis URL with a password option":
 				global = "hookgate {\n store redis redis://127.0.0.1:6379/0?password=s3cr3t-value\n }\n"
 			case "redis URL with a token as user":

@@ -244,6 +244,9 @@ func withDefaults(cfg Config) Config {
 	return cfg
 }
 
+// Validate reports a config New would refuse, its defaults applied.
+func (cfg Config) Validate() error { return withDefaults(cfg).check() }
+
 // check reports a config whose lease could expire under a worker: an
 // envelope may wait for one attempt in the prefetch buffer, then make its
 // own, so the lease must outlast two timeouts.
