@@ -40,6 +40,9 @@ type App struct {
 	// Destinations are where the sender delivers.
 	Destinations []*DestinationConfig `json:"destinations,omitempty"`
 
+	// Reconcile declares reconcile jobs, run by `hookgate reconcile`.
+	Reconcile []*ReconcileJob `json:"reconcile,omitempty"`
+
 	metrics      *metrics
 	logger       *zap.Logger
 	store        *lazyStore

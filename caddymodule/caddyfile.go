@@ -129,6 +129,23 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := a.Sender.unmarshalCaddyfile(d); err != nil {
 				return err
 			}
+		case "reconcile":
+			if !d.NextArg() {
+				return d.Err("reconcile needs a job name")
+			}
+			job := &ReconcileJob{Name: d.Val()}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			for _, other := range a.Reconcile {
+				if other.Name == job.Name {
+					return d.Errf("reconcile %q given twice", job.Name)
+				}
+			}
+			if err := job.unmarshalCaddyfile(d); err != nil {
+				return err
+			}
+			a.Reconcile = append(a.Reconcile, job)
 		case "destination":
 			if !d.NextArg() {
 				return d.Err("destination needs a name")

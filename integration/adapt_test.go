@@ -149,6 +149,9 @@ func TestAdaptErrors(t *testing.T) {
 		{"store twice", "{\n hookgate {\n  store file\n  store file\n }\n}\n:80", "store given twice"},
 		{"redis without url", "{\n hookgate {\n  store redis\n }\n}\n:80", "at least one"},
 		{"unknown option", "{\n hookgate {\n  stor file\n }\n}\n:80", `unknown hookgate subdirective "stor"`},
+		{"reconcile without a receiver", "{\n hookgate {\n  reconcile j {\n   truth postgres x \"SELECT 1\"\n   expect a b\n  }\n }\n}\n:80", "needs a truth and a receiver"},
+		{"reconcile bad source", "{\n hookgate {\n  reconcile j {\n   truth mysql x y\n  }\n }\n}\n:80", "want postgres <dsn> <query>, or http <url>"},
+		{"reconcile without expect", "{\n hookgate {\n  reconcile j {\n   truth postgres x y\n   receiver http http://h\n  }\n }\n}\n:80", "needs at least one expect"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

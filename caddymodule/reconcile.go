@@ -1,0 +1,302 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+
+	"github.com/hookgate/hookgate/reconcile"
+)
+
+// ReconcileJob compares a source of truth with a receiver's state.
+type ReconcileJob struct {
+	Name     string           `json:"name"`
+	Truth    *ReconcileSource `json:"truth"`
+	Receiver *ReconcileSource `json:"receiver"`
+	// Expect maps a truth state to the receiver state it implies ("none":
+	// the receiver must not hold the key).
+	Expect map[string]string `json:"expect,omitempty"`
+	// Grace leaves out rows updated within it. Default 2m.
+	Grace caddy.Duration `json:"grace,omitempty"`
+}
+
+// ReconcileSource is one side of a job: a PostgreSQL query, or an HTTP
+// JSON endpoint. The DSN, URL and header values may be {env.*}
+// placeholders, read when the job runs.
+type ReconcileSource struct {
+	Kind    string            `json:"kind"` // postgres or http
+	DSN     string            `json:"dsn,omitempty"`
+	Query   string            `json:"query,omitempty"`
+	URL     string            `json:"url,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// source builds the reconcile.Source, its placeholders resolved.
+func (s *ReconcileSource) source() (reconcile.Source, error) {
+	repl := caddy.NewReplacer()
+	resolve := func(v string) (string, error) { return repl.ReplaceOrErr(v, true, true) }
+	switch s.Kind {
+	case "postgres":
+		dsn, err := resolve(s.DSN)
+		if err != nil {
+			return nil, fmt.Errorf("postgres DSN: %w", err)
+		}
+		return reconcile.Postgres{DSN: dsn, Query: s.Query}, nil
+	case "http":
+		u, err := resolve(s.URL)
+		if err != nil {
+			return nil, fmt.Errorf("http URL: %w", err)
+		}
+		h := http.Header{}
+		for k, v := range s.Headers {
+			val, err := resolve(v)
+			if err != nil {
+				return nil, fmt.Errorf("http header %s: %w", k, err)
+			}
+			h.Set(k, val)
+		}
+		return reconcile.HTTP{URL: u, Header: h}, nil
+	}
+	return nil, fmt.Errorf("unknown source %q (want postgres or http)", s.Kind)
+}
+
+// unmarshalCaddyfile parses a reconcile block:
+//
+//	reconcile <name> {
+//		truth    postgres <dsn> <query>
+//		receiver postgres <dsn> <query>
+//		receiver http <url> {
+//			header <name> <value>
+//		}
+//		expect   <truth-state> <receiver-state|none>
+//		grace    <duration>
+//	}
+func (j *ReconcileJob) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		sub := d.Val()
+		args := d.RemainingArgs()
+		switch sub {
+		case "truth", "receiver":
+			src := new(ReconcileSource)
+			switch {
+			case len(args) == 3 && args[0] == "postgres":
+				src.Kind, src.DSN, src.Query = "postgres", args[1], args[2]
+			case len(args) == 2 && args[0] == "http":
+				src.Kind, src.URL = "http", args[1]
+				for n := d.Nesting(); d.NextBlock(n); {
+					if d.Val() != "header" {
+						return d.Errf("unknown http source subdirective %q", d.Val())
+					}
+					hv := d.RemainingArgs()
+					if len(hv) != 2 {
+						return d.ArgErr()
+					}
+					if src.Headers == nil {
+						src.Headers = map[string]string{}
+					}
+					src.Headers[hv[0]] = hv[1]
+				}
+			default:
+				return d.Errf("%s: want postgres <dsn> <query>, or http <url>", sub)
+			}
+			if sub == "truth" {
+				if j.Truth != nil {
+					return d.Err("truth given twice")
+				}
+				j.Truth = src
+			} else {
+				if j.Receiver != nil {
+					return d.Err("receiver given twice")
+				}
+				j.Receiver = src
+			}
+		case "expect":
+			if len(args) != 2 {
+				return d.Errf("expect: want <truth-state> <receiver-state|none>")
+			}
+			if j.Expect == nil {
+				j.Expect = map[string]string{}
+			}
+			if _, dup := j.Expect[args[0]]; dup {
+				return d.Errf("expect %s given twice", args[0])
+			}
+			j.Expect[args[0]] = args[1]
+		case "grace":
+			var err error
+			if j.Grace, err = positiveDuration(d, sub, args); err != nil {
+				return err
+			}
+		default:
+			return d.Errf("unknown reconcile subdirective %q", sub)
+		}
+	}
+	if j.Truth == nil || j.Receiver == nil {
+		return d.Errf("reconcile %s needs a truth and a receiver", j.Name)
+	}
+	if len(j.Expect) == 0 {
+		return d.Errf("reconcile %s needs at least one expect", j.Name)
+	}
+	return nil
+}
+
+func init() {
+	caddycmd.RegisterCommand(caddycmd.Command{
+		Name:  "reconcile",
+		Usage: "--config <Caddyfile> --job <name> [--format table|json]",
+		Short: "Compares a source of truth with a receiver's state and reports the drift",
+		Long: `
+Runs the reconcile job <name> of the config's hookgate option: it streams
+both sides in key order and reports the keys the receiver misses, holds in
+another state than the truth implies, or holds unknown to the truth. Rows
+updated within the job's grace are left out. The exit code is 0 when there
+is no drift, 1 when there is, and 2 on an error (then nothing is printed on
+standard output). --format json prints the report as JSON.
+Documentation: README.md, "Reconcile".`,
+		CobraFunc: func(cmd *cobra.Command) {
+			cmd.Flags().String("config", "", "the Caddyfile (or JSON config) declaring the job")
+			cmd.Flags().String("adapter", "", "the config adapter (default: caddyfile for a Caddyfile)")
+			cmd.Flags().String("job", "", "the job's name")
+			cmd.Flags().String("format", "table", "table or json")
+			cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+				code, err := cmdReconcile(cmd)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "Error:", err)
+					os.Exit(2)
+				}
+				os.Exit(code)
+				return nil
+			}
+		},
+	})
+}
+
+// reconcileReport is the JSON report.
+type reconcileReport struct {
+	Job      string `json:"job"`
+	Compared struct {
+		Truth    int `json:"truth"`
+		Receiver int `json:"receiver"`
+	} `json:"compared"`
+	Drift           map[string]int    `json:"drift"`
+	Samples         []reconcileSample `json:"samples"`
+	Repaired        int               `json:"repaired"`
+	DurationSeconds float64           `json:"duration_seconds"`
+}
+
+type reconcileSample struct {
+	Key           string  `json:"key"`
+	Kind          string  `json:"kind"`
+	TruthState    *string `json:"truth_state"`
+	ReceiverState *string `json:"receiver_state"`
+}
+
+func cmdReconcile(cmd *cobra.Command) (int, error) {
+	configFile, _ := cmd.Flags().GetString("config")
+	adapter, _ := cmd.Flags().GetString("adapter")
+	name, _ := cmd.Flags().GetString("job")
+	format, _ := cmd.Flags().GetString("format")
+	if name == "" || configFile == "" {
+		return 2, fmt.Errorf("--config and --job are required")
+	}
+	if format != "table" && format != "json" {
+		return 2, fmt.Errorf("--format %q: want table or json", format)
+	}
+	raw, _, _, err := caddycmd.LoadConfig(configFile, adapter)
+	if err != nil {
+		return 2, err
+	}
+	var cfg struct {
+		Apps struct {
+			Hookgate *App `json:"hookgate"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return 2, err
+	}
+	var job *ReconcileJob
+	if cfg.Apps.Hookgate != nil {
+		for _, j := range cfg.Apps.Hookgate.Reconcile {
+			if j.Name == name {
+				job = j
+			}
+		}
+	}
+	if job == nil {
+		return 2, fmt.Errorf("no reconcile job %q in %s", name, configFile)
+	}
+	truth, err := job.Truth.source()
+	if err != nil {
+		return 2, fmt.Errorf("truth: %w", err)
+	}
+	recv, err := job.Receiver.source()
+	if err != nil {
+		return 2, fmt.Errorf("receiver: %w", err)
+	}
+	grace := time.Duration(job.Grace)
+	if grace == 0 {
+		grace = 2 * time.Minute
+	}
+	start := time.Now()
+	r, err := reconcile.Compare(context.Background(), truth, recv, reconcile.Config{Expect: job.Expect, Grace: grace}, nil)
+	if err != nil {
+		return 2, err
+	}
+	out := reconcileReport{Job: name, Drift: map[string]int{}, Samples: []reconcileSample{}, DurationSeconds: time.Since(start).Seconds()}
+	out.Compared.Truth, out.Compared.Receiver = r.Compared.Truth, r.Compared.Receiver
+	for k, n := range r.Drift {
+		out.Drift[string(k)] = n
+	}
+	for _, d := range r.Samples {
+		s := reconcileSample{Key: d.Key, Kind: string(d.Kind)}
+		if d.Truth != nil {
+			s.TruthState = &d.Truth.State
+		}
+		if d.Receiver != nil {
+			s.ReceiverState = &d.Receiver.State
+		}
+		out.Samples = append(out.Samples, s)
+	}
+	sort.SliceStable(out.Samples, func(i, k int) bool { return out.Samples[i].Key < out.Samples[k].Key })
+	printReport(cmd.OutOrStdout(), format, out)
+	if r.Total() > 0 {
+		return 1, nil
+	}
+	return 0, nil
+}
+
+func printReport(w io.Writer, format string, r reconcileReport) {
+	if format == "json" {
+		b, _ := json.MarshalIndent(r, "", "  ")
+		fmt.Fprintln(w, string(b))
+		return
+	}
+	fmt.Fprintf(w, "job %s: compared %d truth rows, %d receiver rows in %.1fs\n", r.Job, r.Compared.Truth, r.Compared.Receiver, r.DurationSeconds)
+	fmt.Fprintf(w, "drift: %d missing, %d mismatched, %d orphaned\n", r.Drift["missing"], r.Drift["mismatched"], r.Drift["orphaned"])
+	if len(r.Samples) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tKIND\tTRUTH\tRECEIVER")
+	state := func(s *string) string {
+		if s == nil {
+			return "-"
+		}
+		return *s
+	}
+	for _, s := range r.Samples {
+		fmt.Fprintln(tw, strings.Join([]string{s.Key, s.Kind, state(s.TruthState), state(s.ReceiverState)}, "\t"))
+	}
+	tw.Flush()
+}
