@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -30,6 +31,18 @@ type ReconcileJob struct {
 	Expect map[string]string `json:"expect,omitempty"`
 	// Grace leaves out rows updated within it. Default 2m.
 	Grace caddy.Duration `json:"grace,omitempty"`
+	// Repair says where corrective events go (`hookgate reconcile
+	// --repair`).
+	Repair *ReconcileRepair `json:"repair,omitempty"`
+}
+
+// ReconcileRepair enqueues a corrective event per missing or mismatched
+// key, through the sender.
+type ReconcileRepair struct {
+	Destination string `json:"destination"`
+	// EventType is the event's type; {state} is the truth state. Default
+	// "{state}".
+	EventType string `json:"event_type,omitempty"`
 }
 
 // ReconcileSource is one side of a job: a PostgreSQL query, or an HTTP
@@ -138,6 +151,29 @@ func (j *ReconcileJob) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if j.Grace, err = positiveDuration(d, sub, args); err != nil {
 				return err
 			}
+		case "repair":
+			if len(args) != 0 || j.Repair != nil {
+				return d.Err("repair: a block, given once")
+			}
+			j.Repair = new(ReconcileRepair)
+			for n := d.Nesting(); d.NextBlock(n); {
+				field := d.Val()
+				v, err := oneArg(d, d.RemainingArgs())
+				if err != nil {
+					return err
+				}
+				switch field {
+				case "destination":
+					j.Repair.Destination = v
+				case "event_type":
+					j.Repair.EventType = v
+				default:
+					return d.Errf("unknown repair subdirective %q", field)
+				}
+			}
+			if j.Repair.Destination == "" {
+				return d.Err("repair needs a destination")
+			}
 		default:
 			return d.Errf("unknown reconcile subdirective %q", sub)
 		}
@@ -154,21 +190,33 @@ func (j *ReconcileJob) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "reconcile",
-		Usage: "--config <Caddyfile> --job <name> [--format table|json]",
+		Usage: "--config <Caddyfile> --job <name> [--repair] [--limit <n>] [--format table|json] [--address <host:port>]",
 		Short: "Compares a source of truth with a receiver's state and reports the drift",
 		Long: `
 Runs the reconcile job <name> of the config's hookgate option: it streams
 both sides in key order and reports the keys the receiver misses, holds in
 another state than the truth implies, or holds unknown to the truth. Rows
 updated within the job's grace are left out. The exit code is 0 when there
-is no drift, 1 when there is, and 2 on an error (then nothing is printed on
-standard output). --format json prints the report as JSON.
+is no drift, 1 when there is (repaired or not: repairs are delivered
+asynchronously), and 2 on an error (then nothing is printed on standard
+output). --format json prints the report as JSON.
+
+--repair enqueues, for each missing or mismatched key, the truth row as an
+event {"id","type","key","state","version","occurred_at"} through the
+running gateway's admin API (--address, default the config's admin address),
+to the job's repair destination, under the delivery ID
+reconcile:<key>:<state>:<version>: a second run repairs nothing twice.
+--limit (default 1000) bounds the events newly enqueued; orphans are never
+repaired.
 Documentation: README.md, "Reconcile".`,
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.Flags().String("config", "", "the Caddyfile (or JSON config) declaring the job")
 			cmd.Flags().String("adapter", "", "the config adapter (default: caddyfile for a Caddyfile)")
 			cmd.Flags().String("job", "", "the job's name")
 			cmd.Flags().String("format", "table", "table or json")
+			cmd.Flags().Bool("repair", false, "enqueue corrective events for missing and mismatched keys")
+			cmd.Flags().Int("limit", 1000, "with --repair: the most events newly enqueued")
+			cmd.Flags().String("address", "", "with --repair: the admin API's host:port (default: the config's admin address)")
 			cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 				code, err := cmdReconcile(cmd)
 				if err != nil {
@@ -218,6 +266,9 @@ func cmdReconcile(cmd *cobra.Command) (int, error) {
 		return 2, err
 	}
 	var cfg struct {
+		Admin *struct {
+			Listen string `json:"listen"`
+		} `json:"admin"`
 		Apps struct {
 			Hookgate *App `json:"hookgate"`
 		} `json:"apps"`
@@ -248,12 +299,42 @@ func cmdReconcile(cmd *cobra.Command) (int, error) {
 	if grace == 0 {
 		grace = 2 * time.Minute
 	}
+	repair, _ := cmd.Flags().GetBool("repair")
+	limit, _ := cmd.Flags().GetInt("limit")
+	var found func(reconcile.Drift) error
+	repaired := 0
+	if repair {
+		if job.Repair == nil {
+			return 2, fmt.Errorf("job %s has no repair block", name)
+		}
+		addr, _ := cmd.Flags().GetString("address")
+		if addr == "" && cfg.Admin != nil {
+			addr = cfg.Admin.Listen
+		}
+		if addr == "" {
+			addr = caddy.DefaultAdminListen
+		}
+		if !strings.Contains(addr, "://") {
+			addr = "http://" + addr
+		}
+		c := &adminClient{base: strings.TrimSuffix(addr, "/"), out: io.Discard}
+		found = func(d reconcile.Drift) error {
+			if d.Kind == reconcile.Orphaned || repaired >= limit {
+				return nil
+			}
+			ok, err := enqueueRepair(c, job.Repair, d.Truth)
+			if ok {
+				repaired++
+			}
+			return err
+		}
+	}
 	start := time.Now()
-	r, err := reconcile.Compare(context.Background(), truth, recv, reconcile.Config{Expect: job.Expect, Grace: grace}, nil)
+	r, err := reconcile.Compare(context.Background(), truth, recv, reconcile.Config{Expect: job.Expect, Grace: grace}, found)
 	if err != nil {
 		return 2, err
 	}
-	out := reconcileReport{Job: name, Drift: map[string]int{}, Samples: []reconcileSample{}, DurationSeconds: time.Since(start).Seconds()}
+	out := reconcileReport{Job: name, Drift: map[string]int{}, Samples: []reconcileSample{}, Repaired: repaired, DurationSeconds: time.Since(start).Seconds()}
 	out.Compared.Truth, out.Compared.Receiver = r.Compared.Truth, r.Compared.Receiver
 	for k, n := range r.Drift {
 		out.Drift[string(k)] = n
@@ -276,6 +357,33 @@ func cmdReconcile(cmd *cobra.Command) (int, error) {
 	return 0, nil
 }
 
+// enqueueRepair enqueues the truth row of a drift as a corrective event,
+// under its deterministic delivery ID; it reports whether the event was
+// new (a duplicate was enqueued by an earlier run).
+func enqueueRepair(c *adminClient, rep *ReconcileRepair, t *reconcile.Row) (bool, error) {
+	id := fmt.Sprintf("reconcile:%s:%s:%d", t.Key, t.State, t.Version)
+	typ := rep.EventType
+	if typ == "" {
+		typ = "{state}"
+	}
+	typ = strings.ReplaceAll(typ, "{state}", t.State)
+	payload, _ := json.Marshal(map[string]any{
+		"id": id, "type": typ, "key": t.Key, "state": t.State, "version": t.Version,
+		"occurred_at": t.UpdatedAt.UTC().Format(time.RFC3339Nano),
+	})
+	body := map[string]any{
+		"id": id, "event_type": typ, "entity": t.Key, "payload": json.RawMessage(payload),
+		"event_time": t.UpdatedAt.UTC().Format(time.RFC3339Nano),
+	}
+	var answer struct {
+		Duplicate bool `json:"duplicate"`
+	}
+	if _, err := c.call(http.MethodPost, "/hookgate/destinations/"+url.PathEscape(rep.Destination)+"/enqueue", body, &answer); err != nil {
+		return false, fmt.Errorf("repairing %s: %w", t.Key, err)
+	}
+	return !answer.Duplicate, nil
+}
+
 func printReport(w io.Writer, format string, r reconcileReport) {
 	if format == "json" {
 		b, _ := json.MarshalIndent(r, "", "  ")
@@ -283,7 +391,7 @@ func printReport(w io.Writer, format string, r reconcileReport) {
 		return
 	}
 	fmt.Fprintf(w, "job %s: compared %d truth rows, %d receiver rows in %.1fs\n", r.Job, r.Compared.Truth, r.Compared.Receiver, r.DurationSeconds)
-	fmt.Fprintf(w, "drift: %d missing, %d mismatched, %d orphaned\n", r.Drift["missing"], r.Drift["mismatched"], r.Drift["orphaned"])
+	fmt.Fprintf(w, "drift: %d missing, %d mismatched, %d orphaned; %d repairs enqueued\n", r.Drift["missing"], r.Drift["mismatched"], r.Drift["orphaned"], r.Repaired)
 	if len(r.Samples) == 0 {
 		return
 	}

@@ -2,13 +2,19 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -123,5 +129,135 @@ func TestReconcileCommand(t *testing.T) {
 		t.Errorf("an unreachable database: %v, stdout %q; want exit 2 and nothing printed", err, out)
 	} else if exit := new(exec.ExitError); errors.As(err, &exit) && exit.ExitCode() != 2 {
 		t.Errorf("an unreachable database: exit %d, want 2", exit.ExitCode())
+	}
+}
+
+// TestReconcileRepair: --repair --limit 2 enqueues exactly two corrective
+// events through the sender; a second run re-sends neither (their
+// deterministic IDs are duplicates); once a hookgate receiver applied
+// them, a run finds two fewer drifts.
+func TestReconcileRepair(t *testing.T) {
+	srv := pgtest.Start(t)
+	conn, err := pgx.Connect(t.Context(), srv.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	for _, sql := range []string{
+		`CREATE TABLE reservations (id text, status text, version bigint, updated_at timestamptz)`,
+		`CREATE TABLE enrollments (reservation_id text PRIMARY KEY, state text, version bigint, updated_at timestamptz)`,
+		`INSERT INTO reservations VALUES
+			('r-2', 'confirmed', 1, now() - interval '1 hour'),
+			('r-3', 'expired', 2, now() - interval '1 hour'),
+			('r-4', 'confirmed', 5, now() - interval '1 hour')`,
+		`INSERT INTO enrollments VALUES
+			('r-3', 'active', 1, now() - interval '1 hour'),
+			('r-4', 'cancelled', 1, now() - interval '1 hour'),
+			('r-9', 'active', 1, now() - interval '1 hour')`,
+	} {
+		if _, err := conn.Exec(t.Context(), sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The enrollment service applies a reservation event to its table.
+	var applied []string
+	var mu sync.Mutex
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		var ev struct {
+			ID, Type, Key, State string
+			Version              int64
+		}
+		if err := json.Unmarshal(body, &ev); err != nil {
+			w.WriteHeader(400)
+			return
+		}
+		sql := `INSERT INTO enrollments VALUES ($1, 'active', $2, now() - interval '1 hour')
+			ON CONFLICT (reservation_id) DO UPDATE SET state = 'active', version = $2`
+		if ev.State == "expired" {
+			sql = `DELETE FROM enrollments WHERE reservation_id = $1 AND $2::bigint IS NOT NULL`
+		}
+		mu.Lock() // one connection: one statement at a time
+		defer mu.Unlock()
+		if _, err := conn.Exec(context.Background(), sql, ev.Key, ev.Version); err != nil {
+			t.Error(err)
+		}
+		applied = append(applied, ev.ID+" "+ev.Type)
+	})
+	recv := startGateway(t, dedupeSite(up.Addr(), ""), gatewayOptions{})
+	g := startGateway(t, "", gatewayOptions{Global: senderGlobal("store file", recv.URL, "")})
+
+	caddyfile := `{
+	hookgate {
+		reconcile enrollments {
+			truth    postgres {env.TRUTH_DSN} "SELECT id, status, version, updated_at FROM reservations"
+			receiver postgres {env.TRUTH_DSN} "SELECT reservation_id, state, version, updated_at FROM enrollments"
+			expect   confirmed active
+			expect   expired   none
+			repair {
+				destination enrollment
+				event_type  reservation.{state}
+			}
+		}
+	}
+}
+`
+	path := filepath.Join(t.TempDir(), "Caddyfile")
+	os.WriteFile(path, []byte(caddyfile), 0o600)
+	run := func(args ...string) (int, map[string]any) {
+		cmd := exec.Command(binary, append([]string{"reconcile", "--config", path, "--job", "enrollments", "--format", "json", "--address", g.Admin}, args...)...)
+		cmd.Env = append(os.Environ(), "TRUTH_DSN="+srv.DSN())
+		out, err := cmd.Output()
+		code := 0
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		}
+		var r map[string]any
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatalf("exit %d, not a JSON report: %v\n%s", code, err, out)
+		}
+		return code, r
+	}
+	drift := func(r map[string]any) string {
+		d := r["drift"].(map[string]any)
+		return fmt.Sprintf("%v/%v/%v", d["missing"], d["mismatched"], d["orphaned"])
+	}
+
+	if out, err := cli(t, g, "destinations", "pause", "enrollment"); err != nil {
+		t.Fatalf("pause: %v\n%s", err, out)
+	}
+	code, r := run("--repair", "--limit", "2")
+	if code != 1 || r["repaired"] != float64(2) || drift(r) != "1/2/1" {
+		t.Fatalf("first repair: exit %d, %v", code, r)
+	}
+	// A second run before delivery: the first two are duplicates (not
+	// re-sent, not counted); the limit lets the next drift through.
+	if code, r = run("--repair", "--limit", "2"); r["repaired"] != float64(1) {
+		t.Fatalf("second repair before delivery: %v; want only r-4 newly enqueued", r)
+	}
+	if out, err := cli(t, g, "destinations", "resume", "enrollment"); err != nil {
+		t.Fatalf("resume: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		n := len(applied)
+		mu.Unlock()
+		if n >= 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	mu.Lock()
+	got := append([]string(nil), applied...)
+	mu.Unlock()
+	slices.Sort(got)
+	want := []string{"reconcile:r-2:confirmed:1 reservation.confirmed", "reconcile:r-3:expired:2 reservation.expired", "reconcile:r-4:confirmed:5 reservation.confirmed"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the receiver applied %q; want the three repairs, once each", got)
+	}
+	if code, r = run(); code != 1 || drift(r) != "0/0/1" {
+		t.Fatalf("after the repairs: exit %d, drift %s; want the orphan alone (0/0/1): orphans are never repaired", code, drift(r))
 	}
 }
