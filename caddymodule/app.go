@@ -40,18 +40,20 @@ type App struct {
 	// Destinations are where the sender delivers.
 	Destinations []*DestinationConfig `json:"destinations,omitempty"`
 
-	// Reconcile declares reconcile jobs, run by `hookgate reconcile`.
+	// Reconcile declares reconcile jobs, run by `hookgate reconcile`, and
+	// by the gateway for the jobs with `every`.
 	Reconcile []*ReconcileJob `json:"reconcile,omitempty"`
 
-	metrics      *metrics
-	logger       *zap.Logger
-	store        *lazyStore
-	destinations []sender.Destination
-	sender       *sender.Sender
-	dlq          *sender.DLQ
-	dedupers     []*dedupe.Deduper // this config's, whose caches a forget clears
-	stopSender   context.CancelFunc
-	senderDone   *sync.WaitGroup
+	metrics       *metrics
+	logger        *zap.Logger
+	store         *lazyStore
+	destinations  []sender.Destination
+	sender        *sender.Sender
+	dlq           *sender.DLQ
+	dedupers      []*dedupe.Deduper // this config's, whose caches a forget clears
+	stopSender    context.CancelFunc
+	senderDone    *sync.WaitGroup
+	stopSchedules func() // stops and waits for the scheduled reconcile runs
 }
 
 // StoreConfig selects the state store.
@@ -205,6 +207,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 		o.backend = newInstrumentedStore(o.backend, a.Store.Backend, a.metrics.storeOpDuration)
 		return o, poolKey, nil
 	}}
+	for _, j := range a.Reconcile {
+		if j.Every > 0 {
+			a.store.used = true // the schedule's lock lives in the store
+		}
+	}
 	return a.provisionSender()
 }
 
@@ -225,6 +232,14 @@ func (a *App) Validate() error {
 	default:
 		return fmt.Errorf("unknown store backend %q (want file or redis)", a.Store.Backend)
 	}
+	for _, j := range a.Reconcile {
+		if j.Every == 0 {
+			continue
+		}
+		if j.Repair != nil && !a.hasDestination(j.Repair.Destination) {
+			return fmt.Errorf("reconcile %s: repair destination %q is not configured", j.Name, j.Repair.Destination)
+		}
+	}
 	return nil
 }
 
@@ -236,7 +251,11 @@ func (a *App) Start() error {
 			return err
 		}
 	}
-	return a.startSender()
+	if err := a.startSender(); err != nil {
+		return err
+	}
+	a.startSchedules()
+	return nil
 }
 
 // Stop stops the sender's workers: deliveries in flight finish and are
@@ -244,6 +263,9 @@ func (a *App) Start() error {
 // config's workers have already started; the queue's leases keep the two
 // from delivering one envelope twice.
 func (a *App) Stop() error {
+	if a.stopSchedules != nil {
+		a.stopSchedules()
+	}
 	a.stopSenderAndWait()
 	return nil
 }

@@ -24,6 +24,7 @@ type metrics struct {
 	dedupeAttrs     sync.Map // result -> metric.AddOption, built once
 	freshnessAttrs  sync.Map
 	sender          *senderMetrics
+	reconcile       *reconcileMetrics
 }
 
 func newMetrics(reg *prometheus.Registry) (*metrics, error) {
@@ -62,6 +63,9 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		return nil, err
 	}
 	if m.sender, err = newSenderMetrics(meter); err != nil {
+		return nil, err
+	}
+	if m.reconcile, err = newReconcileMetrics(meter); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -32,8 +33,12 @@ type ReconcileJob struct {
 	// Grace leaves out rows updated within it. Default 2m.
 	Grace caddy.Duration `json:"grace,omitempty"`
 	// Repair says where corrective events go (`hookgate reconcile
-	// --repair`).
+	// --repair`, and each scheduled run).
 	Repair *ReconcileRepair `json:"repair,omitempty"`
+	// Every runs the job in the gateway on this schedule, under a lock in
+	// the state store so that one instance runs each slot. Zero: only the
+	// command runs it.
+	Every caddy.Duration `json:"every,omitempty"`
 }
 
 // ReconcileRepair enqueues a corrective event per missing or mismatched
@@ -43,6 +48,8 @@ type ReconcileRepair struct {
 	// EventType is the event's type; {state} is the truth state. Default
 	// "{state}".
 	EventType string `json:"event_type,omitempty"`
+	// Limit bounds the events a scheduled run newly enqueues. Default 1000.
+	Limit int `json:"limit,omitempty"`
 }
 
 // ReconcileSource is one side of a job: a PostgreSQL query, or an HTTP
@@ -95,6 +102,12 @@ func (s *ReconcileSource) source() (reconcile.Source, error) {
 //		}
 //		expect   <truth-state> <receiver-state|none>
 //		grace    <duration>
+//		every    <duration>
+//		repair {
+//			destination <name>
+//			event_type  <type>
+//			limit       <n>
+//		}
 //	}
 func (j *ReconcileJob) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
@@ -151,6 +164,11 @@ func (j *ReconcileJob) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if j.Grace, err = positiveDuration(d, sub, args); err != nil {
 				return err
 			}
+		case "every":
+			var err error
+			if j.Every, err = positiveDuration(d, sub, args); err != nil {
+				return err
+			}
 		case "repair":
 			if len(args) != 0 || j.Repair != nil {
 				return d.Err("repair: a block, given once")
@@ -167,6 +185,12 @@ func (j *ReconcileJob) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					j.Repair.Destination = v
 				case "event_type":
 					j.Repair.EventType = v
+				case "limit":
+					n, err := strconv.Atoi(v)
+					if err != nil || n < 1 {
+						return d.Errf("repair limit %q: want a positive integer", v)
+					}
+					j.Repair.Limit = n
 				default:
 					return d.Errf("unknown repair subdirective %q", field)
 				}
@@ -287,18 +311,6 @@ func cmdReconcile(cmd *cobra.Command) (int, error) {
 	if job == nil {
 		return 2, fmt.Errorf("no reconcile job %q in %s", name, configFile)
 	}
-	truth, err := job.Truth.source()
-	if err != nil {
-		return 2, fmt.Errorf("truth: %w", err)
-	}
-	recv, err := job.Receiver.source()
-	if err != nil {
-		return 2, fmt.Errorf("receiver: %w", err)
-	}
-	grace := time.Duration(job.Grace)
-	if grace == 0 {
-		grace = 2 * time.Minute
-	}
 	repair, _ := cmd.Flags().GetBool("repair")
 	limit, _ := cmd.Flags().GetInt("limit")
 	var found func(reconcile.Drift) error
@@ -330,7 +342,7 @@ func cmdReconcile(cmd *cobra.Command) (int, error) {
 		}
 	}
 	start := time.Now()
-	r, err := reconcile.Compare(context.Background(), truth, recv, reconcile.Config{Expect: job.Expect, Grace: grace}, found)
+	r, err := job.compare(context.Background(), found)
 	if err != nil {
 		return 2, err
 	}
@@ -357,20 +369,44 @@ func cmdReconcile(cmd *cobra.Command) (int, error) {
 	return 0, nil
 }
 
-// enqueueRepair enqueues the truth row of a drift as a corrective event,
-// under its deterministic delivery ID; it reports whether the event was
-// new (a duplicate was enqueued by an earlier run).
-func enqueueRepair(c *adminClient, rep *ReconcileRepair, t *reconcile.Row) (bool, error) {
-	id := fmt.Sprintf("reconcile:%s:%s:%d", t.Key, t.State, t.Version)
-	typ := rep.EventType
+// compare runs the job's comparison; found, if set, sees each drift.
+func (j *ReconcileJob) compare(ctx context.Context, found func(reconcile.Drift) error) (*reconcile.Report, error) {
+	truth, err := j.Truth.source()
+	if err != nil {
+		return nil, fmt.Errorf("truth: %w", err)
+	}
+	recv, err := j.Receiver.source()
+	if err != nil {
+		return nil, fmt.Errorf("receiver: %w", err)
+	}
+	grace := time.Duration(j.Grace)
+	if grace == 0 {
+		grace = 2 * time.Minute
+	}
+	return reconcile.Compare(ctx, truth, recv, reconcile.Config{Expect: j.Expect, Grace: grace}, found)
+}
+
+// repairEvent is the corrective event for the truth row of a drift: its
+// deterministic delivery ID, type and payload.
+func repairEvent(rep *ReconcileRepair, t *reconcile.Row) (id, typ string, payload []byte) {
+	id = fmt.Sprintf("reconcile:%s:%s:%d", t.Key, t.State, t.Version)
+	typ = rep.EventType
 	if typ == "" {
 		typ = "{state}"
 	}
 	typ = strings.ReplaceAll(typ, "{state}", t.State)
-	payload, _ := json.Marshal(map[string]any{
+	payload, _ = json.Marshal(map[string]any{
 		"id": id, "type": typ, "key": t.Key, "state": t.State, "version": t.Version,
 		"occurred_at": t.UpdatedAt.UTC().Format(time.RFC3339Nano),
 	})
+	return id, typ, payload
+}
+
+// enqueueRepair enqueues the truth row of a drift as a corrective event
+// through the admin API, under its deterministic delivery ID; it reports
+// whether the event was new (a duplicate was enqueued by an earlier run).
+func enqueueRepair(c *adminClient, rep *ReconcileRepair, t *reconcile.Row) (bool, error) {
+	id, typ, payload := repairEvent(rep, t)
 	body := map[string]any{
 		"id": id, "event_type": typ, "entity": t.Key, "payload": json.RawMessage(payload),
 		"event_time": t.UpdatedAt.UTC().Format(time.RFC3339Nano),

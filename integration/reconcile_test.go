@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookgate/hookgate/internal/pgtest"
+	"github.com/hookgate/hookgate/internal/redistest"
 )
 
 // TestReconcileCommand runs `hookgate reconcile` on a job declared in a
@@ -31,158 +31,8 @@ func TestReconcileCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(t.Context())
-	for _, sql := range []string{
-		`CREATE TABLE reservations (id text, status text, version bigint, updated_at timestamptz)`,
-		`CREATE TABLE enrollments (reservation_id text, state text, version bigint, updated_at timestamptz)`,
-		`INSERT INTO reservations VALUES
-			('r-1', 'confirmed', 3, now() - interval '1 hour'),
-			('r-2', 'confirmed', 1, now() - interval '1 hour'),
-			('r-3', 'expired', 2, now() - interval '1 hour'),
-			('r-4', 'confirmed', 1, now() - interval '1 hour')`,
-		`INSERT INTO enrollments VALUES
-			('r-1', 'active', 3, now() - interval '1 hour'),
-			('r-3', 'active', 1, now() - interval '1 hour'),
-			('r-4', 'cancelled', 1, now() - interval '1 hour'),
-			('r-9', 'active', 1, now() - interval '1 hour')`,
-	} {
-		if _, err := conn.Exec(t.Context(), sql); err != nil {
-			t.Fatal(err)
-		}
-	}
-	caddyfile := `{
-	hookgate {
-		reconcile enrollments {
-			truth    postgres {env.TRUTH_DSN} "SELECT id, status, version, updated_at FROM reservations"
-			receiver postgres {env.TRUTH_DSN} "SELECT reservation_id, state, version, updated_at FROM enrollments"
-			expect   confirmed active
-			expect   expired   none
-			grace    2m
-		}
-	}
-}
-`
-	path := filepath.Join(t.TempDir(), "Caddyfile")
-	os.WriteFile(path, []byte(caddyfile), 0o600)
-	run := func(args ...string) (int, string, string) {
-		cmd := exec.Command(binary, append([]string{"reconcile", "--config", path}, args...)...)
-		cmd.Env = append(os.Environ(), "TRUTH_DSN="+srv.DSN())
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		var exit *exec.ExitError
-		code := 0
-		if errors.As(err, &exit) {
-			code = exit.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return code, stdout.String(), stderr.String()
-	}
-
-	code, out, errOut := run("--job", "enrollments", "--format", "json")
-	if code != 1 {
-		t.Fatalf("with drift: exit %d, want 1\n%s%s", code, out, errOut)
-	}
-	var r struct {
-		Job      string
-		Compared struct{ Truth, Receiver int }
-		Drift    map[string]int
-		Samples  []struct {
-			Key, Kind                 string
-			TruthState, ReceiverState *string `json:"-"`
-		}
-	}
-	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		t.Fatalf("the report is not JSON: %v\n%s", err, out)
-	}
-	// r-2 missing; r-3 held although expired; r-4 in another state; r-9 orphaned.
-	if r.Job != "enrollments" || r.Compared.Truth != 4 || r.Compared.Receiver != 4 ||
-		r.Drift["missing"] != 1 || r.Drift["mismatched"] != 2 || r.Drift["orphaned"] != 1 || len(r.Samples) != 4 {
-		t.Fatalf("report = %+v\n%s", r, out)
-	}
-	if !strings.Contains(out, `"truth_state": null`) || !strings.Contains(out, `"receiver_state": null`) {
-		t.Errorf("an absent state is not null in:\n%s", out)
-	}
-	if code, out, _ := run("--job", "enrollments"); code != 1 || !strings.Contains(out, "drift: 1 missing, 2 mismatched, 1 orphaned") {
-		t.Errorf("table report: exit %d\n%s", code, out)
-	}
-
-	for _, sql := range []string{
-		`INSERT INTO enrollments VALUES ('r-2', 'active', 1, now() - interval '1 hour')`,
-		`DELETE FROM enrollments WHERE reservation_id IN ('r-3', 'r-9')`,
-		`UPDATE enrollments SET state = 'active' WHERE reservation_id = 'r-4'`,
-	} {
-		if _, err := conn.Exec(t.Context(), sql); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if code, out, errOut := run("--job", "enrollments"); code != 0 || !strings.Contains(out, "drift: 0 missing, 0 mismatched, 0 orphaned") {
-		t.Errorf("after the fix: exit %d\n%s%s", code, out, errOut)
-	}
-
-	if code, out, errOut := run("--job", "nope"); code != 2 || out != "" || !strings.Contains(errOut, `no reconcile job "nope"`) {
-		t.Errorf("an unknown job: exit %d, stdout %q, stderr %s", code, out, errOut)
-	}
-	cmd := exec.Command(binary, "reconcile", "--config", path, "--job", "enrollments")
-	cmd.Env = append(os.Environ(), "TRUTH_DSN=postgres://postgres@127.0.0.1:1/postgres")
-	if out, err := cmd.Output(); err == nil || len(out) != 0 {
-		t.Errorf("an unreachable database: %v, stdout %q; want exit 2 and nothing printed", err, out)
-	} else if exit := new(exec.ExitError); errors.As(err, &exit) && exit.ExitCode() != 2 {
-		t.Errorf("an unreachable database: exit %d, want 2", exit.ExitCode())
-	}
-}
-
-// TestReconcileRepair: --repair --limit 2 enqueues exactly two corrective
-// events through the sender; a second run re-sends neither (their
-// deterministic IDs are duplicates); once a hookgate receiver applied
-// them, a run finds two fewer drifts.
-func TestReconcileRepair(t *testing.T) {
-	srv := pgtest.Start(t)
-	conn, err := pgx.Connect(t.Context(), srv.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(t.Context())
-	for _, sql := range []string{
-		`CREATE TABLE reservations (id text, status text, version bigint, updated_at timestamptz)`,
-		`CREATE TABLE enrollments (reservation_id text PRIMARY KEY, state text, version bigint, updated_at timestamptz)`,
-		`INSERT INTO reservations VALUES
-			('r-2', 'confirmed', 1, now() - interval '1 hour'),
-			('r-3', 'expired', 2, now() - interval '1 hour'),
-			('r-4', 'confirmed', 5, now() - interval '1 hour')`,
-		`INSERT INTO enrollments VALUES
-			('r-3', 'active', 1, now() - interval '1 hour'),
-			('r-4', 'cancelled', 1, now() - interval '1 hour'),
-			('r-9', 'active', 1, now() - interval '1 hour')`,
-	} {
-		if _, err := conn.Exec(t.Context(), sql); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The enrollment service applies a reservation event to its table.
-	var applied []string
-	var mu sync.Mutex
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
-		var ev struct {
-			ID, Type, Key, State string
-			Version              int64
-		}
-		if err := json.Unmarshal(body, &ev); err != nil {
-			w.WriteHeader(400)
-			return
-		}
-		sql := `INSERT INTO enrollments VALUES ($1, 'active', $2, now() - interval '1 hour')
-			ON CONFLICT (reservation_id) DO UPDATE SET state = 'active', version = $2`
-		if ev.State == "expired" {
-			sql = `DELETE FROM enrollments WHERE reservation_id = $1 AND $2::bigint IS NOT NULL`
-		}
-		mu.Lock() // one connection: one statement at a time
-		defer mu.Unlock()
-		if _, err := conn.Exec(context.Background(), sql, ev.Key, ev.Version); err != nil {
-			t.Error(err)
-		}
-		applied = append(applied, ev.ID+" "+ev.Type)
-	})
+	reservationTables(t, conn)
+	up, appliedSoFar := enrollmentService(t, conn)
 	recv := startGateway(t, dedupeSite(up.Addr(), ""), gatewayOptions{})
 	g := startGateway(t, "", gatewayOptions{Global: senderGlobal("store file", recv.URL, "")})
 
@@ -238,26 +88,157 @@ func TestReconcileRepair(t *testing.T) {
 	if out, err := cli(t, g, "destinations", "resume", "enrollment"); err != nil {
 		t.Fatalf("resume: %v\n%s", err, out)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		mu.Lock()
-		n := len(applied)
-		mu.Unlock()
-		if n >= 3 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(200 * time.Millisecond)
-	mu.Lock()
-	got := append([]string(nil), applied...)
-	mu.Unlock()
-	slices.Sort(got)
+	got := waitRepairs(appliedSoFar, 3)
 	want := []string{"reconcile:r-2:confirmed:1 reservation.confirmed", "reconcile:r-3:expired:2 reservation.expired", "reconcile:r-4:confirmed:5 reservation.confirmed"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("the receiver applied %q; want the three repairs, once each", got)
 	}
 	if code, r = run(); code != 1 || drift(r) != "0/0/1" {
 		t.Fatalf("after the repairs: exit %d, drift %s; want the orphan alone (0/0/1): orphans are never repaired", code, drift(r))
+	}
+}
+
+// reservationTables creates the truth and receiver tables with three
+// drifts: r-2 missing, r-3 expired but enrolled, r-4 enrolled in the
+// wrong state; and r-9, an orphan.
+func reservationTables(t *testing.T, conn *pgx.Conn) {
+	t.Helper()
+	for _, sql := range []string{
+		`CREATE TABLE reservations (id text, status text, version bigint, updated_at timestamptz)`,
+		`CREATE TABLE enrollments (reservation_id text PRIMARY KEY, state text, version bigint, updated_at timestamptz)`,
+		`INSERT INTO reservations VALUES
+			('r-2', 'confirmed', 1, now() - interval '1 hour'),
+			('r-3', 'expired', 2, now() - interval '1 hour'),
+			('r-4', 'confirmed', 5, now() - interval '1 hour')`,
+		`INSERT INTO enrollments VALUES
+			('r-3', 'active', 1, now() - interval '1 hour'),
+			('r-4', 'cancelled', 1, now() - interval '1 hour'),
+			('r-9', 'active', 1, now() - interval '1 hour')`,
+	} {
+		if _, err := conn.Exec(t.Context(), sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// enrollmentService is a receiver that applies reservation events to the
+// enrollments table; applied lists the "<id> <type>" it applied.
+func enrollmentService(t *testing.T, conn *pgx.Conn) (up *upstream, applied func() []string) {
+	var got []string
+	var mu sync.Mutex
+	up = newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		var ev struct {
+			ID, Type, Key, State string
+			Version              int64
+		}
+		if err := json.Unmarshal(body, &ev); err != nil {
+			w.WriteHeader(400)
+			return
+		}
+		sql := `INSERT INTO enrollments VALUES ($1, 'active', $2, now() - interval '1 hour')
+			ON CONFLICT (reservation_id) DO UPDATE SET state = 'active', version = $2`
+		if ev.State == "expired" {
+			sql = `DELETE FROM enrollments WHERE reservation_id = $1 AND $2::bigint IS NOT NULL`
+		}
+		mu.Lock() // one connection: one statement at a time
+		defer mu.Unlock()
+		if _, err := conn.Exec(context.Background(), sql, ev.Key, ev.Version); err != nil {
+			t.Error(err)
+		}
+		got = append(got, ev.ID+" "+ev.Type)
+	})
+	return up, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+}
+
+// waitRepairs waits until n events are applied (or 20s pass), then a
+// little more for any extra copy, and returns them sorted.
+func waitRepairs(applied func() []string, n int) []string {
+	deadline := time.Now().Add(20 * time.Second)
+	for len(applied()) < n && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	got := applied()
+	slices.Sort(got)
+	return got
+}
+
+// TestReconcileSchedule runs a job with `every 2s` and repair in two
+// gateways sharing a Redis store: each slot runs once, in one of them
+// (the other counts it skipped); the repairs reach the receiver once
+// each; the drift gauge ends at the orphan alone.
+func TestReconcileSchedule(t *testing.T) {
+	pg := pgtest.Start(t)
+	conn, err := pgx.Connect(t.Context(), pg.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	reservationTables(t, conn)
+	up, applied := enrollmentService(t, conn)
+	recv := startGateway(t, dedupeSite(up.Addr(), ""), gatewayOptions{})
+
+	rd := redistest.Start(t)
+	store := fmt.Sprintf("store redis %s\n\t\tkey_prefix %s", rd.URL(), randomID("it"))
+	global := strings.TrimSuffix(senderGlobal(store, recv.URL, ""), "}") + `
+		reconcile enrollments {
+			truth    postgres {env.TRUTH_DSN} "SELECT id, status, version, updated_at FROM reservations"
+			receiver postgres {env.TRUTH_DSN} "SELECT reservation_id, state, version, updated_at FROM enrollments"
+			expect   confirmed active
+			expect   expired   none
+			grace    1s
+			every    2s
+			repair {
+				destination enrollment
+				event_type  reservation.{state}
+			}
+		}
+	}`
+	opts := gatewayOptions{Global: global, Env: []string{"TRUTH_DSN=" + pg.DSN()}}
+	a, b := startGateway(t, "", opts), startGateway(t, "", opts)
+
+	want := []string{"reconcile:r-2:confirmed:1 reservation.confirmed", "reconcile:r-3:expired:2 reservation.expired", "reconcile:r-4:confirmed:5 reservation.confirmed"}
+	if got := waitRepairs(applied, 3); !slices.Equal(got, want) {
+		t.Fatalf("the receiver applied %q; want the three repairs, once each", got)
+	}
+	// Let two more slots pass, then scrape both in the middle of a slot,
+	// when its run is over.
+	next := time.Now().Truncate(2 * time.Second).Add(2 * time.Second)
+	time.Sleep(time.Until(next.Add(4*time.Second + time.Second)))
+	runs := func(m, result string) float64 {
+		return max(0, metricValue(m, `hookgate_reconcile_runs_total{job="enrollments",result="`+result+`"}`))
+	}
+	ma, mb := a.Metrics(), b.Metrics()
+	ranA, ranB := runs(ma, "drift")+runs(ma, "clean"), runs(mb, "drift")+runs(mb, "clean")
+	triedA, triedB := ranA+runs(ma, "skipped")+runs(ma, "error"), ranB+runs(mb, "skipped")+runs(mb, "error")
+	if runs(ma, "error")+runs(mb, "error") > 0 {
+		t.Errorf("failed runs:\n%s\n%s", a.logs, b.logs)
+	}
+	// Both instances tried every slot since each started; the slots are
+	// the later one's plus the earlier one's head start: each ran once.
+	if ranA+ranB != max(triedA, triedB) || runs(ma, "skipped")+runs(mb, "skipped") == 0 {
+		t.Errorf("ran %v+%v times in max(%v, %v) slots; want each slot run once", ranA, ranB, triedA, triedB)
+	}
+	// The gauge of the instance that ran the last slot.
+	last := ma
+	if metricValue(mb, `hookgate_reconcile_drift{job="enrollments",kind="orphaned"}`) >= 0 &&
+		metricValue(mb, `hookgate_reconcile_drift{job="enrollments",kind="missing"}`) == 0 {
+		last = mb
+	}
+	for kind, n := range map[string]float64{"missing": 0, "mismatched": 0, "orphaned": 1} {
+		if v := metricValue(last, `hookgate_reconcile_drift{job="enrollments",kind="`+kind+`"}`); v != n {
+			t.Errorf("hookgate_reconcile_drift %s = %v, want %v", kind, v, n)
+		}
+	}
+	if metricValue(ma, `hookgate_reconcile_duration_seconds_count{job="enrollments"}`)+
+		metricValue(mb, `hookgate_reconcile_duration_seconds_count{job="enrollments"}`) < 2 {
+		t.Error("hookgate_reconcile_duration_seconds lacks the runs")
+	}
+	if got := applied(); len(got) != 3 {
+		t.Errorf("after more slots the receiver applied %q; want the three repairs alone", got)
 	}
 }
