@@ -18,6 +18,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/hookgate/hookgate/reconcile"
 )
@@ -232,6 +233,7 @@ to the job's repair destination, under the delivery ID
 reconcile:<key>:<state>:<version>: a second run repairs nothing twice.
 --limit (default 1000) bounds the events newly enqueued; orphans are never
 repaired.
+On a terminal, a progress line on standard error shows the rows compared.
 Documentation: README.md, "Reconcile".`,
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.Flags().String("config", "", "the Caddyfile (or JSON config) declaring the job")
@@ -342,7 +344,9 @@ func cmdReconcile(cmd *cobra.Command) (int, error) {
 		}
 	}
 	start := time.Now()
-	r, err := job.compare(context.Background(), found)
+	progress, done := progressLine(os.Stderr, name)
+	r, err := job.compare(context.Background(), found, progress)
+	done()
 	if err != nil {
 		return 2, err
 	}
@@ -369,8 +373,27 @@ func cmdReconcile(cmd *cobra.Command) (int, error) {
 	return 0, nil
 }
 
-// compare runs the job's comparison; found, if set, sees each drift.
-func (j *ReconcileJob) compare(ctx context.Context, found func(reconcile.Drift) error) (*reconcile.Report, error) {
+// progressLine returns a progress callback that keeps one line on f up to
+// date, five times a second at most, and a func that clears it; both do
+// nothing when f is not a terminal.
+func progressLine(f *os.File, job string) (progress func(*reconcile.Report), done func()) {
+	if !term.IsTerminal(int(f.Fd())) {
+		return nil, func() {}
+	}
+	var last time.Time
+	progress = func(r *reconcile.Report) {
+		if time.Since(last) < 200*time.Millisecond {
+			return
+		}
+		last = time.Now()
+		fmt.Fprintf(f, "\r\033[K%s: %d truth and %d receiver rows compared, %d drifts so far", job, r.Compared.Truth, r.Compared.Receiver, r.Total())
+	}
+	return progress, func() { fmt.Fprint(f, "\r\033[K") }
+}
+
+// compare runs the job's comparison; found, if set, sees each drift, and
+// progress, if set, the report so far every 10,000 rows.
+func (j *ReconcileJob) compare(ctx context.Context, found func(reconcile.Drift) error, progress func(*reconcile.Report)) (*reconcile.Report, error) {
 	truth, err := j.Truth.source()
 	if err != nil {
 		return nil, fmt.Errorf("truth: %w", err)
@@ -383,7 +406,7 @@ func (j *ReconcileJob) compare(ctx context.Context, found func(reconcile.Drift) 
 	if grace == 0 {
 		grace = 2 * time.Minute
 	}
-	return reconcile.Compare(ctx, truth, recv, reconcile.Config{Expect: j.Expect, Grace: grace}, found)
+	return reconcile.Compare(ctx, truth, recv, reconcile.Config{Expect: j.Expect, Grace: grace, Progress: progress}, found)
 }
 
 // repairEvent is the corrective event for the truth row of a drift: its

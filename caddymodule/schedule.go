@@ -145,7 +145,7 @@ func (a *App) runScheduled(ctx context.Context, j *ReconcileJob, slot time.Time)
 		}
 	}
 	start := time.Now()
-	r, err := j.compare(ctx, found)
+	r, err := j.compare(ctx, found, nil)
 	a.metrics.reconcile.duration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(jobAttr))
 	if err != nil {
 		log.Error("reconcile run failed", zap.Error(err))

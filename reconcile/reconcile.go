@@ -63,6 +63,10 @@ type Config struct {
 	Now time.Time
 	// Samples is how many drifts of each kind the report keeps. Default 20.
 	Samples int
+	// Progress, if set, sees the report so far after every ProgressEvery
+	// rows read (both sides together; default 10,000).
+	Progress      func(*Report)
+	ProgressEvery int
 }
 
 // Report is a comparison's outcome.
@@ -98,6 +102,9 @@ func Compare(ctx context.Context, truth, receiver Source, cfg Config, found func
 	if cfg.Samples == 0 {
 		cfg.Samples = 20
 	}
+	if cfg.ProgressEvery <= 0 {
+		cfg.ProgressEvery = 10_000
+	}
 	r := &Report{Drift: map[Kind]int{Missing: 0, Mismatched: 0, Orphaned: 0}}
 	nextT, stopT := iter.Pull2(truth.Rows(ctx))
 	defer stopT()
@@ -117,6 +124,9 @@ func Compare(ctx context.Context, truth, receiver Source, cfg Config, found func
 		}
 		*prev = row.Key
 		*count++
+		if cfg.Progress != nil && (r.Compared.Truth+r.Compared.Receiver)%cfg.ProgressEvery == 0 {
+			cfg.Progress(r)
+		}
 		return &row, nil
 	}
 	var lastT, lastR string

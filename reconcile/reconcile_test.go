@@ -173,3 +173,29 @@ func BenchmarkCompare(b *testing.B) {
 	}
 	b.ReportMetric(float64(2*len(truth))*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 }
+
+// TestProgress: Progress sees the counts every ProgressEvery rows read,
+// both sides together, with the drift found so far.
+func TestProgress(t *testing.T) {
+	var truth, recv rows
+	for i := range 25 {
+		truth = append(truth, row(fmt.Sprintf("k%03d", i), "confirmed"))
+		if i%5 != 0 {
+			recv = append(recv, row(fmt.Sprintf("k%03d", i), "active"))
+		}
+	}
+	var seen []string
+	cfg := Config{Expect: expect, Now: now, ProgressEvery: 10, Progress: func(r *Report) {
+		seen = append(seen, fmt.Sprintf("%d+%d:%d", r.Compared.Truth, r.Compared.Receiver, r.Total()))
+	}}
+	if _, err := Compare(context.Background(), truth, recv, cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	// 45 rows read: progress at 10, 20, 30, 40. A missing key (every
+	// fifth) is found when the truth side reads past it, ahead of the
+	// receiver side by one row per missing key.
+	want := []string{"6+4:1", "11+9:2", "17+13:4", "23+17:5"}
+	if diff := cmp.Diff(want, seen); diff != "" {
+		t.Errorf("progress (-want +got):\n%s", diff)
+	}
+}
