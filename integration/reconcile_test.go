@@ -149,42 +149,7 @@ func TestReconcileRepair(t *testing.T) {
 	recv := startGateway(t, dedupeSite(up.Addr(), ""), gatewayOptions{})
 	g := startGateway(t, "", gatewayOptions{Global: senderGlobal("store file", recv.URL, "")})
 
-	caddyfile := `{
-	hookgate {
-		reconcile enrollments {
-			truth    postgres {env.TRUTH_DSN} "SELECT id, status, version, updated_at FROM reservations"
-			receiver postgres {env.TRUTH_DSN} "SELECT reservation_id, state, version, updated_at FROM enrollments"
-			expect   confirmed active
-			expect   expired   none
-			repair {
-				destination enrollment
-				event_type  reservation.{state}
-			}
-		}
-	}
-}
-`
-	path := filepath.Join(t.TempDir(), "Caddyfile")
-	os.WriteFile(path, []byte(caddyfile), 0o600)
-	run := func(args ...string) (int, map[string]any) {
-		cmd := exec.Command(binary, append([]string{"reconcile", "--config", path, "--job", "enrollments", "--format", "json", "--address", g.Admin}, args...)...)
-		cmd.Env = append(os.Environ(), "TRUTH_DSN="+srv.DSN())
-		out, err := cmd.Output()
-		code := 0
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			code = exit.ExitCode()
-		}
-		var r map[string]any
-		if err := json.Unmarshal(out, &r); err != nil {
-			t.Fatalf("exit %d, not a JSON report: %v\n%s", code, err, out)
-		}
-		return code, r
-	}
-	drift := func(r map[string]any) string {
-		d := r["drift"].(map[string]any)
-		return fmt.Sprintf("%v/%v/%v", d["missing"], d["mismatched"], d["orphaned"])
-	}
+	run, drift := repairJob(t, srv.DSN(), g.Admin)
 
 	if out, err := cli(t, g, "destinations", "pause", "enrollment"); err != nil {
 		t.Fatalf("pause: %v\n%s", err, out)
@@ -353,5 +318,104 @@ func TestReconcileSchedule(t *testing.T) {
 	}
 	if got := applied(); len(got) != 3 {
 		t.Errorf("after more slots the receiver applied %q; want the three repairs alone", got)
+	}
+}
+
+// repairJob writes a Caddyfile with the enrollments job and its repair
+// block; run runs `hookgate reconcile` on it (JSON report, repairs through
+// admin) and drift formats a report's drift as missing/mismatched/orphaned.
+func repairJob(t *testing.T, dsn, admin string) (run func(args ...string) (int, map[string]any), drift func(map[string]any) string) {
+	caddyfile := `{
+	hookgate {
+		reconcile enrollments {
+			truth    postgres {env.TRUTH_DSN} "SELECT id, status, version, updated_at FROM reservations"
+			receiver postgres {env.TRUTH_DSN} "SELECT reservation_id, state, version, updated_at FROM enrollments"
+			expect   confirmed active
+			expect   expired   none
+			repair {
+				destination enrollment
+				event_type  reservation.{state}
+			}
+		}
+	}
+}
+`
+	path := filepath.Join(t.TempDir(), "Caddyfile")
+	os.WriteFile(path, []byte(caddyfile), 0o600)
+	run = func(args ...string) (int, map[string]any) {
+		cmd := exec.Command(binary, append([]string{"reconcile", "--config", path, "--job", "enrollments", "--format", "json", "--address", admin}, args...)...)
+		cmd.Env = append(os.Environ(), "TRUTH_DSN="+dsn)
+		out, err := cmd.Output()
+		code := 0
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		}
+		var r map[string]any
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatalf("exit %d, not a JSON report: %v\n%s", code, err, out)
+		}
+		return code, r
+	}
+	drift = func(r map[string]any) string {
+		d := r["drift"].(map[string]any)
+		return fmt.Sprintf("%v/%v/%v", d["missing"], d["mismatched"], d["orphaned"])
+	}
+	return run, drift
+}
+
+// TestReconcileRepairAtScale: 100,000 reservations with 300 drifts of
+// each kind; --repair --limit 100 enqueues exactly 100 events, which a
+// hookgate receiver applies; a rerun finds 100 fewer drifts, and the next
+// --repair --limit 100 sends 100 new ones and none of the first.
+func TestReconcileRepairAtScale(t *testing.T) {
+	srv := pgtest.Start(t)
+	conn, err := pgx.Connect(t.Context(), srv.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	for _, sql := range []string{
+		`CREATE TABLE reservations (id text, status text, version bigint, updated_at timestamptz)`,
+		`CREATE TABLE enrollments (reservation_id text PRIMARY KEY, state text, version bigint, updated_at timestamptz)`,
+		// Orphans: i % 333 = 2 (the first 300) are not in the truth.
+		`INSERT INTO reservations SELECT 'r-' || lpad(i::text, 6, '0'), 'confirmed', 1, now() - interval '1 hour'
+		   FROM generate_series(0, 99999) i WHERE NOT (i % 333 = 2 AND i / 333 < 300)`,
+		// Missing: i % 333 = 0; mismatched: i % 333 = 1 (cancelled).
+		`INSERT INTO enrollments SELECT 'r-' || lpad(i::text, 6, '0'),
+		        CASE WHEN i % 333 = 1 AND i / 333 < 300 THEN 'cancelled' ELSE 'active' END, 1, now() - interval '1 hour'
+		   FROM generate_series(0, 99999) i WHERE NOT (i % 333 = 0 AND i / 333 < 300)`,
+	} {
+		if _, err := conn.Exec(t.Context(), sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	up, applied := enrollmentService(t, conn)
+	recv := startGateway(t, dedupeSite(up.Addr(), ""), gatewayOptions{})
+	g := startGateway(t, "", gatewayOptions{Global: senderGlobal("store file", recv.URL, "")})
+	run, drift := repairJob(t, srv.DSN(), g.Admin)
+
+	code, r := run("--repair", "--limit", "100")
+	if code != 1 || r["repaired"] != float64(100) || drift(r) != "300/300/300" {
+		t.Fatalf("first repair: exit %d, repaired %v, drift %s; want 100 and 300/300/300", code, r["repaired"], drift(r))
+	}
+	first := waitRepairs(applied, 100)
+	if len(first) != 100 {
+		t.Fatalf("the receiver applied %d events; want 100", len(first))
+	}
+	if code, r = run(); code != 1 || drift(r) != "250/250/300" {
+		// The first 100 drifts in key order alternate: r-000000 missing,
+		// r-000001 mismatched, r-000333 missing...
+		t.Fatalf("after the first repairs: exit %d, drift %s; want 100 fewer (250/250/300)", code, drift(r))
+	}
+	if code, r = run("--repair", "--limit", "100"); r["repaired"] != float64(100) {
+		t.Fatalf("second repair: repaired %v; want 100 new", r["repaired"])
+	}
+	all := waitRepairs(applied, 200)
+	if len(all) != 200 || len(slices.Compact(slices.Clone(all))) != 200 {
+		t.Fatalf("the receiver applied %d events (%d distinct); want 200, none twice", len(all), len(slices.Compact(slices.Clone(all))))
+	}
+	if code, r = run(); drift(r) != "200/200/300" {
+		t.Fatalf("after the second repairs: drift %s; want 200/200/300", drift(r))
 	}
 }
