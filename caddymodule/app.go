@@ -232,11 +232,16 @@ func (a *App) Validate() error {
 	default:
 		return fmt.Errorf("unknown store backend %q (want file or redis)", a.Store.Backend)
 	}
+	names := map[string]bool{}
 	for _, j := range a.Reconcile {
-		if j.Every == 0 {
-			continue
+		if err := j.validate(); err != nil {
+			return fmt.Errorf("reconcile %s: %w", j.Name, err)
 		}
-		if j.Repair != nil && !a.hasDestination(j.Repair.Destination) {
+		if names[j.Name] {
+			return fmt.Errorf("reconcile %s given twice", j.Name)
+		}
+		names[j.Name] = true
+		if j.Every > 0 && j.Repair != nil && !a.hasDestination(j.Repair.Destination) {
 			return fmt.Errorf("reconcile %s: repair destination %q is not configured", j.Name, j.Repair.Destination)
 		}
 	}

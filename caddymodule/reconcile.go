@@ -391,9 +391,43 @@ func progressLine(f *os.File, job string) (progress func(*reconcile.Report), don
 	return progress, func() { fmt.Fprint(f, "\r\033[K") }
 }
 
+// validate checks what the Caddyfile parser checks, for JSON configs.
+func (j *ReconcileJob) validate() error {
+	switch {
+	case j.Name == "":
+		return fmt.Errorf("a job needs a name")
+	case j.Truth == nil || j.Receiver == nil:
+		return fmt.Errorf("needs a truth and a receiver")
+	case len(j.Expect) == 0:
+		return fmt.Errorf("needs at least one expect")
+	case j.Every < 0 || (j.Every > 0 && time.Duration(j.Every) < time.Second):
+		return fmt.Errorf("every %s: want at least 1s", time.Duration(j.Every))
+	case j.Grace < 0:
+		return fmt.Errorf("grace %s: want a positive duration", time.Duration(j.Grace))
+	case j.Repair != nil && j.Repair.Destination == "":
+		return fmt.Errorf("repair needs a destination")
+	case j.Repair != nil && j.Repair.Limit < 0:
+		return fmt.Errorf("repair limit %d: want a positive integer", j.Repair.Limit)
+	}
+	for side, src := range map[string]*ReconcileSource{"truth": j.Truth, "receiver": j.Receiver} {
+		switch {
+		case src.Kind == "postgres" && (src.DSN == "" || src.Query == ""):
+			return fmt.Errorf("%s: postgres needs a DSN and a query", side)
+		case src.Kind == "http" && src.URL == "":
+			return fmt.Errorf("%s: http needs a URL", side)
+		case src.Kind != "postgres" && src.Kind != "http":
+			return fmt.Errorf("%s: unknown source %q (want postgres or http)", side, src.Kind)
+		}
+	}
+	return nil
+}
+
 // compare runs the job's comparison; found, if set, sees each drift, and
 // progress, if set, the report so far every 10,000 rows.
 func (j *ReconcileJob) compare(ctx context.Context, found func(reconcile.Drift) error, progress func(*reconcile.Report)) (*reconcile.Report, error) {
+	if err := j.validate(); err != nil {
+		return nil, err
+	}
 	truth, err := j.Truth.source()
 	if err != nil {
 		return nil, fmt.Errorf("truth: %w", err)

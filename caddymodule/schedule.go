@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"sync"
 	"time"
@@ -28,6 +29,7 @@ const defaultRepairLimit = 1000
 // reconcileMetrics are the scheduled runs' instruments.
 type reconcileMetrics struct {
 	drift    metric.Int64Gauge
+	lastRun  metric.Float64Gauge
 	duration metric.Float64Histogram
 	runs     metric.Int64Counter
 }
@@ -37,6 +39,10 @@ func newReconcileMetrics(meter metric.Meter) (*reconcileMetrics, error) {
 	var err error
 	if m.drift, err = meter.Int64Gauge("hookgate_reconcile_drift",
 		metric.WithDescription("Drift found by the last scheduled reconcile run, by job and kind (missing, mismatched, orphaned).")); err != nil {
+		return nil, err
+	}
+	if m.lastRun, err = meter.Float64Gauge("hookgate_reconcile_last_run_timestamp_seconds",
+		metric.WithDescription("Unix time of the period of the last scheduled reconcile run this instance completed, by job: with several instances, the drift gauge of the newest is current.")); err != nil {
 		return nil, err
 	}
 	if m.duration, err = meter.Float64Histogram("hookgate_reconcile_duration_seconds",
@@ -85,14 +91,25 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 
 // schedule runs j at the start of each slot until ctx ends.
 func (a *App) schedule(ctx context.Context, j *ReconcileJob, now func() time.Time, sleep func(context.Context, time.Time) bool) {
-	every := time.Duration(j.Every)
+	var last time.Time
 	for {
-		slot := now().Truncate(every).Add(every)
+		slot := nextSlot(now(), time.Duration(j.Every), last)
 		if !sleep(ctx, slot) {
 			return
 		}
 		a.runScheduled(ctx, j, slot)
+		last = slot
 	}
+}
+
+// nextSlot is the start of the period after now, periods counted from the
+// Unix epoch, and after last (a clock stepped back repeats no slot).
+func nextSlot(now time.Time, every time.Duration, last time.Time) time.Time {
+	slot := time.Unix(0, (now.UnixNano()/int64(every)+1)*int64(every))
+	if !last.IsZero() && !slot.After(last) {
+		slot = last.Add(every)
+	}
+	return slot
 }
 
 // runScheduled runs j for slot if this instance claims the slot.
@@ -105,7 +122,7 @@ func (a *App) runScheduled(ctx context.Context, j *ReconcileJob, slot time.Time)
 	key := fmt.Sprintf("\x00reconcile/%s/%d", j.Name, slot.Unix())
 	res, err := a.store.Claim(ctx, key, dedupe.Claim{
 		Fingerprint: dedupe.FingerprintOf([]byte(j.Name)),
-		Token:       fmt.Sprintf("%d", time.Now().UnixNano()),
+		Token:       rand.Text(), // unique: a claim by the same token is a retry, and wins
 		Lease:       time.Duration(j.Every),
 		Retention:   2 * time.Duration(j.Every),
 		Now:         time.Now(),
@@ -138,6 +155,10 @@ func (a *App) runScheduled(ctx context.Context, j *ReconcileJob, slot time.Time)
 			if err != nil {
 				return fmt.Errorf("repairing %s: %w", d.Truth.Key, err)
 			}
+			a.metrics.enqueuedResult(ctx, j.Repair.Destination, r.Duplicate)
+			if r.Mismatch {
+				log.Warn("reconcile: a repair's delivery ID was enqueued before with another payload; not re-sent", zap.String("id", id))
+			}
 			if !r.Duplicate {
 				repaired++
 			}
@@ -155,6 +176,7 @@ func (a *App) runScheduled(ctx context.Context, j *ReconcileJob, slot time.Time)
 	for _, k := range []reconcile.Kind{reconcile.Missing, reconcile.Mismatched, reconcile.Orphaned} {
 		a.metrics.reconcile.drift.Record(ctx, int64(r.Drift[k]), metric.WithAttributes(jobAttr, attribute.String("kind", string(k))))
 	}
+	a.metrics.reconcile.lastRun.Record(ctx, float64(slot.Unix()), metric.WithAttributes(jobAttr))
 	fields := []zap.Field{
 		zap.Int("truth", r.Compared.Truth), zap.Int("receiver", r.Compared.Receiver),
 		zap.Int("missing", r.Drift[reconcile.Missing]), zap.Int("mismatched", r.Drift[reconcile.Mismatched]),

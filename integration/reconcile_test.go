@@ -301,16 +301,19 @@ func TestReconcileSchedule(t *testing.T) {
 	if ranA+ranB != max(triedA, triedB) || runs(ma, "skipped")+runs(mb, "skipped") == 0 {
 		t.Errorf("ran %v+%v times in max(%v, %v) slots; want each slot run once", ranA, ranB, triedA, triedB)
 	}
-	// The gauge of the instance that ran the last slot.
+	// The drift gauge of the instance that ran the last slot.
 	last := ma
-	if metricValue(mb, `hookgate_reconcile_drift{job="enrollments",kind="orphaned"}`) >= 0 &&
-		metricValue(mb, `hookgate_reconcile_drift{job="enrollments",kind="missing"}`) == 0 {
+	if metricValue(mb, `hookgate_reconcile_last_run_timestamp_seconds{job="enrollments"}`) >
+		metricValue(ma, `hookgate_reconcile_last_run_timestamp_seconds{job="enrollments"}`) {
 		last = mb
 	}
 	for kind, n := range map[string]float64{"missing": 0, "mismatched": 0, "orphaned": 1} {
 		if v := metricValue(last, `hookgate_reconcile_drift{job="enrollments",kind="`+kind+`"}`); v != n {
 			t.Errorf("hookgate_reconcile_drift %s = %v, want %v", kind, v, n)
 		}
+	}
+	if metricValue(ma, `hookgate_reconcile_last_run_timestamp_seconds{job="enrollments"}`) <= 0 && metricValue(mb, `hookgate_reconcile_last_run_timestamp_seconds{job="enrollments"}`) <= 0 {
+		t.Error("hookgate_reconcile_last_run_timestamp_seconds is missing")
 	}
 	if metricValue(ma, `hookgate_reconcile_duration_seconds_count{job="enrollments"}`)+
 		metricValue(mb, `hookgate_reconcile_duration_seconds_count{job="enrollments"}`) < 2 {

@@ -1,0 +1,76 @@
+package caddymodule
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestNextSlot(t *testing.T) {
+	at := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, c := range []struct {
+		now   string
+		every time.Duration
+		last  string
+		want  string
+	}{
+		{"2026-11-30T12:07:10Z", 15 * time.Minute, "", "2026-11-30T12:15:00Z"},
+		{"2026-11-30T12:15:00Z", 15 * time.Minute, "", "2026-11-30T12:30:00Z"},
+		// Counted from the Unix epoch, not Go's year 1: 7m periods start
+		// at multiples of 420 Unix seconds.
+		{"2026-11-30T12:07:10Z", 7 * time.Minute, "", time.Unix((at("2026-11-30T12:07:10Z").Unix()/420+1)*420, 0).UTC().Format(time.RFC3339)},
+		// The clock stepped back after the 12:15 run: no slot twice.
+		{"2026-11-30T12:14:59.9Z", 15 * time.Minute, "2026-11-30T12:15:00Z", "2026-11-30T12:30:00Z"},
+	} {
+		var last time.Time
+		if c.last != "" {
+			last = at(c.last)
+		}
+		got := nextSlot(at(c.now), c.every, last)
+		if !got.Equal(at(c.want)) {
+			t.Errorf("nextSlot(%s, %s, %q) = %s, want %s", c.now, c.every, c.last, got.UTC(), c.want)
+		}
+		if got.Unix()%int64(c.every/time.Second) != 0 {
+			t.Errorf("nextSlot(%s, %s) = %s is not a multiple of the period in Unix time", c.now, c.every, got)
+		}
+	}
+}
+
+// TestReconcileJobValidate: a JSON config gets the checks the Caddyfile
+// parser makes, so a scheduled job cannot start without its sources.
+func TestReconcileJobValidate(t *testing.T) {
+	good := func() *ReconcileJob {
+		return &ReconcileJob{
+			Name:     "j",
+			Truth:    &ReconcileSource{Kind: "postgres", DSN: "postgres://x", Query: "SELECT 1"},
+			Receiver: &ReconcileSource{Kind: "http", URL: "http://x"},
+			Expect:   map[string]string{"a": "b"},
+		}
+	}
+	if err := good().validate(); err != nil {
+		t.Fatalf("a good job: %v", err)
+	}
+	for want, mutate := range map[string]func(j *ReconcileJob){
+		"needs a truth":          func(j *ReconcileJob) { j.Truth = nil },
+		"needs at least one":     func(j *ReconcileJob) { j.Expect = nil },
+		"want at least 1s":       func(j *ReconcileJob) { j.Every = -1 },
+		"repair needs":           func(j *ReconcileJob) { j.Repair = &ReconcileRepair{} },
+		"receiver: http needs":   func(j *ReconcileJob) { j.Receiver.URL = "" },
+		"truth: unknown source":  func(j *ReconcileJob) { j.Truth.Kind = "mysql" },
+		"postgres needs a DSN":   func(j *ReconcileJob) { j.Truth.Query = "" },
+		"a job needs a name":     func(j *ReconcileJob) { j.Name = "" },
+		"want a positive durati": func(j *ReconcileJob) { j.Grace = -1 },
+	} {
+		j := good()
+		mutate(j)
+		if err := j.validate(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v", want, err)
+		}
+	}
+}
