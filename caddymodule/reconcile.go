@@ -479,7 +479,7 @@ func enqueueRepair(c *adminClient, rep *ReconcileRepair, t *reconcile.Row) (bool
 
 func printReport(w io.Writer, format string, r reconcileReport) {
 	if format == "json" {
-		b, _ := json.MarshalIndent(r, "", "  ")
+		b, _ := json.Marshal(r) // one line: a cron log of runs is JSON Lines
 		fmt.Fprintln(w, string(b))
 		return
 	}

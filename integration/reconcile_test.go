@@ -101,8 +101,8 @@ func TestReconcileCommand(t *testing.T) {
 		r.Drift["missing"] != 1 || r.Drift["mismatched"] != 2 || r.Drift["orphaned"] != 1 || len(r.Samples) != 4 {
 		t.Fatalf("report = %+v\n%s", r, out)
 	}
-	if !strings.Contains(out, `"truth_state": null`) || !strings.Contains(out, `"receiver_state": null`) {
-		t.Errorf("an absent state is not null in:\n%s", out)
+	if !strings.Contains(out, `"truth_state":null`) || !strings.Contains(out, `"receiver_state":null`) || strings.Count(out, "\n") != 1 {
+		t.Errorf("want one JSON line with an absent state as null:\n%s", out)
 	}
 	if code, out, _ := run("--job", "enrollments"); code != 1 || !strings.Contains(out, "drift: 1 missing, 2 mismatched, 1 orphaned") {
 		t.Errorf("table report: exit %d\n%s", code, out)
