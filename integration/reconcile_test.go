@@ -26,12 +26,7 @@ import (
 // Caddyfile, against a real PostgreSQL: exit 1 with the drift reported,
 // 0 once it is fixed, 2 (and nothing on stdout) on an error.
 func TestReconcileCommand(t *testing.T) {
-	srv := pgtest.Start(t)
-	conn, err := pgx.Connect(t.Context(), srv.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(t.Context())
+	srv, conn := startPostgres(t)
 	for _, sql := range []string{
 		`CREATE TABLE reservations (id text, status text, version bigint, updated_at timestamptz)`,
 		`CREATE TABLE enrollments (reservation_id text, state text, version bigint, updated_at timestamptz)`,
@@ -138,12 +133,7 @@ func TestReconcileCommand(t *testing.T) {
 // deterministic IDs are duplicates); once a hookgate receiver applied
 // them, a run finds two fewer drifts.
 func TestReconcileRepair(t *testing.T) {
-	srv := pgtest.Start(t)
-	conn, err := pgx.Connect(t.Context(), srv.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(t.Context())
+	srv, conn := startPostgres(t)
 	reservationTables(t, conn)
 	up, appliedSoFar := enrollmentService(t, conn)
 	recv := startGateway(t, dedupeSite(up.Addr(), ""), gatewayOptions{})
@@ -250,12 +240,7 @@ func waitRepairs(applied func() []string, n int) []string {
 // (the other counts it skipped); the repairs reach the receiver once
 // each; the drift gauge ends at the orphan alone.
 func TestReconcileSchedule(t *testing.T) {
-	pg := pgtest.Start(t)
-	conn, err := pgx.Connect(t.Context(), pg.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(t.Context())
+	pg, conn := startPostgres(t)
 	reservationTables(t, conn)
 	up, applied := enrollmentService(t, conn)
 	recv := startGateway(t, dedupeSite(up.Addr(), ""), gatewayOptions{})
@@ -372,12 +357,7 @@ func repairJob(t *testing.T, dsn, admin string) (run func(args ...string) (int, 
 // hookgate receiver applies; a rerun finds 100 fewer drifts, and the next
 // --repair --limit 100 sends 100 new ones and none of the first.
 func TestReconcileRepairAtScale(t *testing.T) {
-	srv := pgtest.Start(t)
-	conn, err := pgx.Connect(t.Context(), srv.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(t.Context())
+	srv, conn := startPostgres(t)
 	for _, sql := range []string{
 		`CREATE TABLE reservations (id text, status text, version bigint, updated_at timestamptz)`,
 		`CREATE TABLE enrollments (reservation_id text PRIMARY KEY, state text, version bigint, updated_at timestamptz)`,
@@ -421,4 +401,16 @@ func TestReconcileRepairAtScale(t *testing.T) {
 	if code, r = run(); drift(r) != "200/200/300" {
 		t.Fatalf("after the second repairs: drift %s; want 200/200/300", drift(r))
 	}
+}
+
+// startPostgres starts a PostgreSQL server for the test and connects to
+// it; the connection closes when the test ends.
+func startPostgres(t *testing.T) (*pgtest.Server, *pgx.Conn) {
+	srv := pgtest.Start(t)
+	conn, err := pgx.Connect(t.Context(), srv.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return srv, conn
 }
