@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/http"
+
+	"github.com/hookgate/hookgate/internal/wire"
 )
 
 // A record's stored form, shared by the backends, is compact binary (it is
@@ -36,78 +38,47 @@ func MarshalRecord(rec Record) []byte {
 	b = binary.AppendUvarint(b, uint64(rec.Status))
 	b = binary.AppendUvarint(b, uint64(len(rec.Header)))
 	for k, vs := range rec.Header {
-		b = appendString(b, k)
+		b = wire.AppendString(b, k)
 		b = binary.AppendUvarint(b, uint64(len(vs)))
 		for _, v := range vs {
-			b = appendString(b, v)
+			b = wire.AppendString(b, v)
 		}
 	}
 	return append(b, rec.Body...)
 }
 
-func appendString(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
-}
-
 // UnmarshalRecord decodes what MarshalRecord encoded.
 func UnmarshalRecord(b []byte) (*Record, error) {
-	d := decoder{b: b}
+	d := wire.Decoder{Buf: b}
 	if len(b) < 2 || b[0] != recordVersion {
 		return nil, errBadRecord
 	}
 	rec := &Record{BodyOmitted: b[1]&1 != 0}
-	d.b = b[2:]
-	status := d.uvarint()
-	nh := d.uvarint()
-	if d.err || status > 999 || nh > uint64(len(d.b)) {
+	d.Buf = b[2:]
+	status := d.Uvarint()
+	nh := d.Uvarint()
+	if d.Err || status > 999 || nh > uint64(len(d.Buf)) {
 		return nil, errBadRecord
 	}
 	rec.Status = int(status)
 	rec.Header = make(http.Header, nh)
 	for range nh {
-		k := d.string()
-		nv := d.uvarint()
-		if d.err || nv > uint64(len(d.b)) {
+		k := d.LenString()
+		nv := d.Uvarint()
+		if d.Err || nv > uint64(len(d.Buf)) {
 			return nil, errBadRecord
 		}
 		vs := make([]string, nv)
 		for i := range vs {
-			vs[i] = d.string()
+			vs[i] = d.LenString()
 		}
 		rec.Header[k] = vs
 	}
-	if d.err {
+	if d.Err {
 		return nil, errBadRecord
 	}
-	if len(d.b) > 0 {
-		rec.Body = append([]byte(nil), d.b...)
+	if len(d.Buf) > 0 {
+		rec.Body = append([]byte(nil), d.Buf...)
 	}
 	return rec, nil
-}
-
-type decoder struct {
-	b   []byte
-	err bool
-}
-
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.err = true
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) string() string {
-	n := d.uvarint()
-	if d.err || n > uint64(len(d.b)) {
-		d.err = true
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
 }

@@ -11,6 +11,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/wire"
 )
 
 // Envelope is one event on its way to one destination.
@@ -76,7 +78,7 @@ func MarshalEnvelope(e *Envelope) []byte {
 	b := make([]byte, 0, n)
 	b = append(b, envelopeVersion)
 	for _, s := range []string{e.ID, e.Destination, e.EventType, e.Entity} {
-		b = appendString(b, s)
+		b = wire.AppendString(b, s)
 	}
 	for _, t := range []time.Time{e.EventTime, e.CreatedAt, e.NextAt, e.DeadAt} {
 		b = binary.AppendVarint(b, unixMs(t))
@@ -85,15 +87,15 @@ func MarshalEnvelope(e *Envelope) []byte {
 	b = binary.AppendUvarint(b, uint64(e.LastStatus))
 	b = binary.AppendUvarint(b, uint64(e.Class))
 	for _, s := range []string{e.LastError, e.RedriveID, e.TraceParent, e.TraceState} {
-		b = appendString(b, s)
+		b = wire.AppendString(b, s)
 	}
 	b = binary.AppendUvarint(b, uint64(len(e.Log)))
 	for _, a := range e.Log {
 		b = binary.AppendVarint(b, unixMs(a.At))
 		b = binary.AppendUvarint(b, uint64(a.Status))
-		b = appendString(b, a.Error)
+		b = wire.AppendString(b, a.Error)
 		b = binary.AppendUvarint(b, uint64(a.Latency.Microseconds()))
-		b = appendString(b, a.RedriveID)
+		b = wire.AppendString(b, a.RedriveID)
 	}
 	return append(b, e.Payload...)
 }
@@ -103,37 +105,37 @@ func UnmarshalEnvelope(b []byte) (*Envelope, error) {
 	if len(b) < 1 || b[0] != envelopeVersion {
 		return nil, errBadEnvelope
 	}
-	d := decoder{b: b[1:]}
+	d := wire.Decoder{Buf: b[1:]}
 	e := new(Envelope)
 	for _, s := range []*string{&e.ID, &e.Destination, &e.EventType, &e.Entity} {
-		*s = d.string()
+		*s = d.LenString()
 	}
 	for _, t := range []*time.Time{&e.EventTime, &e.CreatedAt, &e.NextAt, &e.DeadAt} {
-		*t = fromUnixMs(d.varint())
+		*t = fromUnixMs(d.Varint())
 	}
-	e.Attempts = int(d.uvarint())
-	e.LastStatus = int(d.uvarint())
-	e.Class = Class(d.uvarint())
+	e.Attempts = int(d.Uvarint())
+	e.LastStatus = int(d.Uvarint())
+	e.Class = Class(d.Uvarint())
 	for _, s := range []*string{&e.LastError, &e.RedriveID, &e.TraceParent, &e.TraceState} {
-		*s = d.string()
+		*s = d.LenString()
 	}
-	n := d.uvarint()
-	if n > uint64(len(d.b)) { // each attempt takes at least a byte
+	n := d.Uvarint()
+	if n > uint64(len(d.Buf)) { // each attempt takes at least a byte
 		return nil, errBadEnvelope
 	}
 	for range n {
 		var a Attempt
-		a.At = fromUnixMs(d.varint())
-		a.Status = int(d.uvarint())
-		a.Error = d.string()
-		a.Latency = time.Duration(d.uvarint()) * time.Microsecond
-		a.RedriveID = d.string()
+		a.At = fromUnixMs(d.Varint())
+		a.Status = int(d.Uvarint())
+		a.Error = d.LenString()
+		a.Latency = time.Duration(d.Uvarint()) * time.Microsecond
+		a.RedriveID = d.LenString()
 		e.Log = append(e.Log, a)
 	}
-	if d.err {
+	if d.Err {
 		return nil, errBadEnvelope
 	}
-	e.Payload = append([]byte(nil), d.b...)
+	e.Payload = append([]byte(nil), d.Buf...)
 	return e, nil
 }
 
@@ -149,51 +151,6 @@ func fromUnixMs(ms int64) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(ms)
-}
-
-func appendString(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
-}
-
-// decoder reads the stored form; a read past the end sets err.
-type decoder struct {
-	b   []byte
-	err bool
-}
-
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.err = true
-		d.b = nil
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.err = true
-		d.b = nil
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) string() string {
-	n := d.uvarint()
-	if n > uint64(len(d.b)) {
-		d.err = true
-		d.b = nil
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
 }
 
 // Redriven prepares a dead letter for a redrive at now: it is due at once
