@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -139,16 +140,34 @@ func StartCluster(t testing.TB) []string {
 	return addrs
 }
 
-// FreePort returns a loopback port that was free a moment ago (the tests
-// of the hookgate binary use it for their gateways too).
+// handedOut holds every port FreePort has returned in this process.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// FreePort returns a loopback port that was free a moment ago and that it
+// has not returned before in this process (the tests of the hookgate
+// binary use it for their gateways too). The kernel may hand a closed
+// ephemeral port out again, and Caddy listens with SO_REUSEPORT: two
+// gateways given the same port would both bind it and split its
+// connections between them.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // StartSentinel starts a Sentinel monitoring master under the name
