@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/sony/gobreaker/v2"
 	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
 )
 
@@ -81,14 +81,16 @@ func (a *adminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &ae):
-		writeProblem(w, ae.status, ae.reason, ae.err.Error(), 0)
+		problem.Write(w, ae.status, ae.reason, ae.err.Error(), 0)
 	case errors.Is(err, sender.ErrBadFilter):
-		writeProblem(w, http.StatusBadRequest, "bad_request", err.Error(), 0)
+		problem.Write(w, http.StatusBadRequest, "bad_request", err.Error(), 0)
+	case errors.Is(err, sender.ErrUnknownDestination):
+		problem.Write(w, http.StatusNotFound, "unknown_destination", err.Error(), 0)
 	case errors.Is(err, sender.ErrNotFound):
-		writeProblem(w, http.StatusNotFound, "not_found", err.Error(), 0)
+		problem.Write(w, http.StatusNotFound, "not_found", err.Error(), 0)
 	default:
 		a.logger.Error("admin request failed", zap.String("path", r.URL.Path), zap.Error(err))
-		writeProblem(w, http.StatusServiceUnavailable, "store_unavailable", err.Error(), time.Second)
+		problem.Write(w, http.StatusServiceUnavailable, "store_unavailable", err.Error(), time.Second)
 	}
 	return nil
 }
@@ -155,40 +157,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 	return nil
 }
 
-// destinationView is a destination as the API shows it.
-type destinationView struct {
-	Name           string         `json:"name"`
-	State          string         `json:"state"`
-	Breaker        string         `json:"breaker"`
-	Depth          map[string]int `json:"depth"`
-	OldestReadyAge float64        `json:"oldest_ready_age_seconds"`
-}
-
-func (a *adminAPI) destination(r *http.Request, name string) (destinationView, error) {
-	st, err := a.app.sender.Queue().Stats(r.Context(), name, time.Now())
-	if err != nil {
-		return destinationView{}, err
-	}
-	v := destinationView{Name: name, State: "active", Breaker: "closed",
-		Depth:          map[string]int{"queued": st.Queued, "leased": st.Leased, "paused": 0, "dead": st.Dead, "corrupt": st.Corrupt},
-		OldestReadyAge: st.OldestReady.Seconds()}
-	if st.Paused {
-		v.State, v.Depth["queued"], v.Depth["paused"] = "paused", 0, st.Queued
-	}
-	if bs, _ := a.app.sender.BreakerState(name); bs != gobreaker.StateClosed {
-		v.Breaker = map[gobreaker.State]string{gobreaker.StateOpen: "open", gobreaker.StateHalfOpen: "half_open"}[bs]
-	}
-	return v, nil
-}
-
 func (a *adminAPI) listDestinations(w http.ResponseWriter, r *http.Request) error {
-	out := []destinationView{}
-	for _, name := range a.app.sender.Destinations() {
-		v, err := a.destination(r, name)
-		if err != nil {
-			return err
-		}
-		out = append(out, v)
+	out, err := a.app.ops().Destinations(r.Context())
+	if err != nil {
+		return err
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"destinations": out})
 }
@@ -199,14 +171,7 @@ func (a *adminAPI) destinationAction(w http.ResponseWriter, r *http.Request, nam
 	}
 	switch action {
 	case "pause", "resume":
-		if err := a.app.sender.Queue().SetPaused(r.Context(), name, action == "pause"); err != nil {
-			return err
-		}
-		a.logger.Info("destination "+action+"d", zap.String("destination", name), zap.String("by", r.RemoteAddr))
-		if action == "resume" {
-			a.app.sender.Wake(name)
-		}
-		v, err := a.destination(r, name)
+		v, err := a.app.ops().SetPaused(r.Context(), name, action == "pause", "admin api from "+r.RemoteAddr)
 		if err != nil {
 			return err
 		}
@@ -314,7 +279,7 @@ func (a *adminAPI) listDead(w http.ResponseWriter, r *http.Request) error {
 			return fail(http.StatusBadRequest, "bad_request", "limit: want 1 to 1000")
 		}
 	}
-	page, next, err := a.app.dlq.List(r.Context(), f, limit, q.Get("cursor"))
+	page, next, err := a.app.ops().List(r.Context(), f, limit, q.Get("cursor"))
 	if err != nil {
 		return err
 	}
@@ -330,7 +295,7 @@ func (a *adminAPI) summary(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	groups, total, err := a.app.dlq.Summary(r.Context(), f)
+	groups, total, err := a.app.ops().Summary(r.Context(), f)
 	if err != nil {
 		return err
 	}
@@ -350,7 +315,7 @@ type attemptView struct {
 }
 
 func (a *adminAPI) showDead(w http.ResponseWriter, r *http.Request, id string) error {
-	e, state, err := a.app.dlq.Get(r.Context(), r.URL.Query().Get("destination"), id)
+	e, state, err := a.app.ops().Get(r.Context(), r.URL.Query().Get("destination"), id)
 	if err != nil {
 		return err
 	}
@@ -379,14 +344,13 @@ func zeroNil(t time.Time) any {
 
 func (a *adminAPI) deleteDead(w http.ResponseWriter, r *http.Request, id string) error {
 	f := sender.Filter{Destination: r.URL.Query().Get("destination"), IDs: []string{id}}
-	n, err := a.app.dlq.Purge(r.Context(), f)
+	n, err := a.app.ops().Purge(r.Context(), f, "admin api from "+r.RemoteAddr)
 	if err != nil {
 		return err
 	}
 	if n == 0 {
 		return fail(http.StatusNotFound, "not_found", "no dead letter %q", id)
 	}
-	a.logger.Info("dead letter purged", zap.String("id", id), zap.String("by", r.RemoteAddr))
 	return writeJSON(w, http.StatusOK, map[string]int{"removed": n})
 }
 
@@ -425,22 +389,15 @@ func (a *adminAPI) redrive(w http.ResponseWriter, r *http.Request) error {
 	if by == "" {
 		by = "admin api from " + r.RemoteAddr
 	}
-	rd, err := a.app.dlq.Redrive(r.Context(), f, in.Limit, by, in.DryRun)
+	rd, err := a.app.ops().Redrive(r.Context(), f, in.Limit, by, in.DryRun)
 	if err != nil {
 		return err
-	}
-	if !in.DryRun {
-		a.app.metrics.redriven(r.Context(), rd.Letters)
-		a.logger.Info("redrive", zap.String("redrive_id", rd.ID), zap.Int("matched", rd.Matched), zap.Int("moved", rd.Moved), zap.String("by", by))
-		for _, d := range a.app.sender.Destinations() {
-			a.app.sender.Wake(d)
-		}
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"redrive_id": rd.ID, "matched": rd.Matched, "moved": rd.Moved})
 }
 
 func (a *adminAPI) progress(w http.ResponseWriter, r *http.Request, id string) error {
-	rd, err := a.app.dlq.Progress(r.Context(), id)
+	rd, err := a.app.ops().Progress(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -457,11 +414,10 @@ func (a *adminAPI) purge(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	n, err := a.app.dlq.Purge(r.Context(), f)
+	n, err := a.app.ops().Purge(r.Context(), f, "admin api from "+r.RemoteAddr)
 	if err != nil {
 		return err
 	}
-	a.logger.Info("dead letters purged", zap.Int("removed", n), zap.String("by", r.RemoteAddr))
 	return writeJSON(w, http.StatusOK, map[string]int{"removed": n})
 }
 

@@ -15,6 +15,9 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
+
+	"github.com/hookgate/hookgate/internal/problem"
+	"github.com/hookgate/hookgate/sender"
 )
 
 // The dlq and destinations commands speak to a running gateway's admin
@@ -134,7 +137,7 @@ func (c *adminClient) call(method, path string, body, v any) ([]byte, error) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if resp.StatusCode >= 300 {
-		var p problem
+		var p problem.Details
 		if json.Unmarshal(b, &p) == nil && p.Detail != "" {
 			return nil, fmt.Errorf("%s (%d %s)", p.Detail, resp.StatusCode, p.Reason)
 		}
@@ -340,7 +343,7 @@ func cmdDestinations(cmd *cobra.Command, args []string) error {
 	}
 	switch args[0] {
 	case "list":
-		var v struct{ Destinations []destinationView }
+		var v struct{ Destinations []sender.DestinationStatus }
 		raw, err := c.call(http.MethodGet, "/hookgate/destinations", nil, &v)
 		if err != nil {
 			return err
@@ -359,7 +362,7 @@ func cmdDestinations(cmd *cobra.Command, args []string) error {
 		if len(args) != 2 {
 			return fmt.Errorf("%s needs a destination name", args[0])
 		}
-		var d destinationView
+		var d sender.DestinationStatus
 		raw, err := c.call(http.MethodPost, "/hookgate/destinations/"+url.PathEscape(args[1])+"/"+args[0], nil, &d)
 		if err != nil {
 			return err

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -211,7 +212,7 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	if err != nil {
 		reason, status := bodyRejection(err)
 		count(reason)
-		writeProblem(w, status, reason, err.Error(), 0)
+		problem.Write(w, status, reason, err.Error(), 0)
 		return nil
 	}
 	ctx = r.Context()
@@ -219,7 +220,7 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	key, reason, detail := h.key(repl)
 	if reason != "" {
 		count(reason)
-		writeProblem(w, http.StatusBadRequest, reason, detail, 0)
+		problem.Write(w, http.StatusBadRequest, reason, detail, 0)
 		return nil
 	}
 	span.SetAttributes(attribute.String("webhook.id", key))
@@ -237,7 +238,7 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		if h.OnStoreError == "forward" {
 			return next.ServeHTTP(w, r)
 		}
-		writeProblem(w, http.StatusServiceUnavailable, "store_unavailable", "the dedupe store is unavailable; nothing was forwarded", time.Second)
+		problem.Write(w, http.StatusServiceUnavailable, "store_unavailable", "the dedupe store is unavailable; nothing was forwarded", time.Second)
 		return nil
 	}
 	count(dec.Result)
@@ -247,10 +248,10 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		return nil
 	case dedupe.Reject:
 		if errors.Is(dec.Err, dedupe.ErrKeyReused) {
-			writeProblem(w, http.StatusUnprocessableEntity, "key_reused_with_different_payload", dec.Err.Error(), 0)
+			problem.Write(w, http.StatusUnprocessableEntity, "key_reused_with_different_payload", dec.Err.Error(), 0)
 			return nil
 		}
-		writeProblem(w, http.StatusConflict, "in_flight", dec.Err.Error(), max(dec.RetryAfter(h.now()), time.Nanosecond))
+		problem.Write(w, http.StatusConflict, "in_flight", dec.Err.Error(), max(dec.RetryAfter(h.now()), time.Nanosecond))
 		return nil
 	}
 	if dec.Result == "lease_expired" {

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
 )
 
@@ -97,13 +98,13 @@ func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	r, body, err := bufferBody(r, h.MaxBody)
 	if err != nil {
 		reason, status := bodyRejection(err)
-		writeProblem(w, status, reason, err.Error(), 0)
+		problem.Write(w, status, reason, err.Error(), 0)
 		return nil
 	}
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	id, err := h.deliveryID(repl, r, body)
 	if err != nil {
-		writeProblem(w, http.StatusBadRequest, err.Error(), "a delivery ID is required: an Idempotency-Key header, the body's \"id\", or the id placeholder", 0)
+		problem.Write(w, http.StatusBadRequest, err.Error(), "a delivery ID is required: an Idempotency-Key header, the body's \"id\", or the id placeholder", 0)
 		return nil
 	}
 	e := &sender.Envelope{ID: id, Destination: h.Destination, Payload: body}
@@ -118,7 +119,7 @@ func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	if h.EventTime != "" {
 		if raw := repl.ReplaceKnown(h.EventTime, ""); raw != "" {
 			if e.EventTime, err = parseEventTime(raw); err != nil {
-				writeProblem(w, http.StatusBadRequest, "malformed_event_time", err.Error(), 0)
+				problem.Write(w, http.StatusBadRequest, "malformed_event_time", err.Error(), 0)
 				return nil
 			}
 		}
@@ -137,10 +138,10 @@ func writeEnqueued(w http.ResponseWriter, app *App, r *http.Request, e *sender.E
 	switch {
 	case err != nil:
 		logger.Error("enqueue failed", zap.String("destination", e.Destination), zap.String("id", e.ID), zap.Error(err))
-		writeProblem(w, http.StatusServiceUnavailable, "store_unavailable", "the queue is unavailable; nothing was enqueued", time.Second)
+		problem.Write(w, http.StatusServiceUnavailable, "store_unavailable", "the queue is unavailable; nothing was enqueued", time.Second)
 		return
 	case res.Mismatch:
-		writeProblem(w, http.StatusUnprocessableEntity, "key_reused_with_different_payload", "this delivery ID was enqueued with another payload", 0)
+		problem.Write(w, http.StatusUnprocessableEntity, "key_reused_with_different_payload", "this delivery ID was enqueued with another payload", 0)
 		return
 	}
 	app.metrics.enqueuedResult(r.Context(), e.Destination, res.Duplicate)

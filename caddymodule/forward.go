@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/hookgate/hookgate/internal/problem"
 )
 
 // forwardWriter is the response writer that webhook_dedupe and
@@ -172,10 +174,10 @@ func answerAborted(w http.ResponseWriter, fw *forwardWriter, before http.Header,
 		h[k] = v
 	}
 	if errors.Is(fctx.Err(), context.DeadlineExceeded) {
-		writeProblem(w, http.StatusGatewayTimeout, "upstream_timeout", "the upstream's response outlived the forward's deadline (the lease)", 0)
+		problem.Write(w, http.StatusGatewayTimeout, "upstream_timeout", "the upstream's response outlived the forward's deadline (the lease)", 0)
 		return
 	}
-	writeProblem(w, http.StatusBadGateway, "upstream_response_incomplete", "the upstream's response ended before it was complete", 0)
+	problem.Write(w, http.StatusBadGateway, "upstream_response_incomplete", "the upstream's response ended before it was complete", 0)
 }
 
 // minSettle is how long a forward's outcome is written for, at least, even

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/problem"
 )
 
 func init() {
@@ -145,7 +146,7 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	}
 	reject := func(status int, reason, detail string) error {
 		count(reason)
-		writeProblem(w, status, reason, detail, 0)
+		problem.Write(w, status, reason, detail, 0)
 		return nil
 	}
 
@@ -202,12 +203,12 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		// this event waited for its entity: not applied, retry later.
 		count(dedupe.ResultBusy)
 		markNotFinal(ctx)
-		writeProblem(w, http.StatusConflict, "entity_busy", "the wait for this entity ended", time.Second)
+		problem.Write(w, http.StatusConflict, "entity_busy", "the wait for this entity ended", time.Second)
 		return nil
 	case err != nil:
 		count("store_error")
 		h.logger.Error("freshness store failed", zap.String("entity", entity), zap.Error(err))
-		writeProblem(w, http.StatusServiceUnavailable, "store_unavailable", "the freshness store is unavailable; nothing was forwarded", time.Second)
+		problem.Write(w, http.StatusServiceUnavailable, "store_unavailable", "the freshness store is unavailable; nothing was forwarded", time.Second)
 		return nil
 	}
 
@@ -220,7 +221,7 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		}
 		if h.OnStale == "reject" {
 			markNotFinal(ctx) // each retry is judged afresh
-			writeProblem(w, http.StatusConflict, judgement.Result, detail, 0)
+			problem.Write(w, http.StatusConflict, judgement.Result, detail, 0)
 			return nil
 		}
 		body := fmt.Sprintf(`{"status":"stale","reason":%q}`+"\n", judgement.Result)
@@ -232,7 +233,7 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	case dedupe.ResultBusy:
 		count(judgement.Result)
 		markNotFinal(ctx)
-		writeProblem(w, http.StatusConflict, "entity_busy", "another event of this entity is being applied", max(judgement.LeaseUntil.Sub(h.now()), time.Nanosecond))
+		problem.Write(w, http.StatusConflict, "entity_busy", "another event of this entity is being applied", max(judgement.LeaseUntil.Sub(h.now()), time.Nanosecond))
 		return nil
 	}
 

@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -145,7 +146,7 @@ func (v *Verify) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		if c := v.logger.Check(zapcore.DebugLevel, "webhook rejected"); c != nil {
 			c.Write(zap.String("reason", result), zap.String("detail", err.Error()), zap.String("remote", r.RemoteAddr))
 		}
-		writeProblem(w, status, result, err.Error(), 0)
+		problem.Write(w, status, result, err.Error(), 0)
 		return nil
 	}
 	span.SetAttributes(attribute.String("webhook.id", d.ID))

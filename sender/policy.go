@@ -28,6 +28,9 @@ const (
 
 var classNames = [...]string{"", "network", "timeout", "http_5xx", "http_4xx", "http_3xx", "gone"}
 
+// Classes lists the error classes' names.
+func Classes() []string { return append([]string(nil), classNames[1:]...) }
+
 func (c Class) String() string {
 	if int(c) < len(classNames) {
 		return classNames[c]

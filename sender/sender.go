@@ -560,27 +560,7 @@ func (s *Sender) post(ctx context.Context, d *destination, e *Envelope, now time
 	if err != nil {
 		return 0, nil, err
 	}
-	for k, v := range d.Header {
-		req.Header[k] = v
-	}
-	if req.Header.Get("Content-Type") == "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("User-Agent", "hookgate")
-	if d.Signer != nil {
-		for k, v := range d.Signer.Sign(e.ID, now, e.Payload) {
-			req.Header[k] = v
-		}
-	}
-	if e.TraceParent != "" {
-		req.Header.Set("Traceparent", e.TraceParent)
-		if e.TraceState != "" {
-			req.Header.Set("Tracestate", e.TraceState)
-		}
-	}
-	if e.RedriveID != "" {
-		req.Header.Set("Hookgate-Redrive-Id", e.RedriveID)
-	}
+	req.Header = d.header(e, now)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return 0, nil, err
@@ -588,6 +568,34 @@ func (s *Sender) post(ctx context.Context, d *destination, e *Envelope, now time
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	return resp.StatusCode, resp.Header, nil
+}
+
+// header is the header of e's request to d at now: the destination's
+// own, the signature, the trace context and the redrive ID.
+func (d *destination) header(e *Envelope, now time.Time) http.Header {
+	h := make(http.Header, len(d.Header)+6)
+	for k, v := range d.Header {
+		h[k] = v
+	}
+	if h.Get("Content-Type") == "" {
+		h.Set("Content-Type", "application/json")
+	}
+	h.Set("User-Agent", "hookgate")
+	if d.Signer != nil {
+		for k, v := range d.Signer.Sign(e.ID, now, e.Payload) {
+			h[k] = v
+		}
+	}
+	if e.TraceParent != "" {
+		h.Set("Traceparent", e.TraceParent)
+		if e.TraceState != "" {
+			h.Set("Tracestate", e.TraceState)
+		}
+	}
+	if e.RedriveID != "" {
+		h.Set("Hookgate-Redrive-Id", e.RedriveID)
+	}
+	return h
 }
 
 // settleLoop settles outcomes in batches: it takes what has arrived while

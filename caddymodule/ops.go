@@ -1,0 +1,109 @@
+package caddymodule
+
+import (
+	"context"
+	"net/http"
+
+	"go.uber.org/zap"
+
+	"github.com/hookgate/hookgate/sender"
+)
+
+// ops is the one service behind the three doors to the sender's state:
+// the admin API (and the `hookgate dlq` and `destinations` commands, which
+// speak to it) and the webhook_console page. Every state change goes
+// through it, so each is logged, counted and followed by the same wake-up
+// whichever door it came in by.
+type ops struct {
+	app    *App
+	logger *zap.Logger
+}
+
+func (a *App) ops() ops { return ops{app: a, logger: a.logger} }
+
+// Destinations lists every destination's health, in configuration order.
+func (o ops) Destinations(ctx context.Context) ([]sender.DestinationStatus, error) {
+	out := []sender.DestinationStatus{}
+	for _, name := range o.app.sender.Destinations() {
+		v, err := o.app.sender.Status(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// Destination reads one destination's health.
+func (o ops) Destination(ctx context.Context, name string) (sender.DestinationStatus, error) {
+	return o.app.sender.Status(ctx, name)
+}
+
+// SetPaused pauses or resumes a destination; by names who asked.
+func (o ops) SetPaused(ctx context.Context, name string, paused bool, by string) (sender.DestinationStatus, error) {
+	if !o.app.hasDestination(name) {
+		return sender.DestinationStatus{}, sender.ErrUnknownDestination
+	}
+	if err := o.app.sender.Queue().SetPaused(ctx, name, paused); err != nil {
+		return sender.DestinationStatus{}, err
+	}
+	action := "destination resumed"
+	if paused {
+		action = "destination paused"
+	}
+	o.logger.Info(action, zap.String("destination", name), zap.String("by", by))
+	if !paused {
+		o.app.sender.Wake(name)
+	}
+	return o.app.sender.Status(ctx, name)
+}
+
+// Summary groups the dead letters f matches by destination and class.
+func (o ops) Summary(ctx context.Context, f sender.Filter) ([]sender.Group, int, error) {
+	return o.app.dlq.Summary(ctx, f)
+}
+
+// List pages through the dead letters f matches.
+func (o ops) List(ctx context.Context, f sender.Filter, limit int, cursor string) ([]*sender.Envelope, string, error) {
+	return o.app.dlq.List(ctx, f, limit, cursor)
+}
+
+// Get reads one envelope of dest ("" for any destination).
+func (o ops) Get(ctx context.Context, dest, id string) (*sender.Envelope, sender.State, error) {
+	return o.app.dlq.Get(ctx, dest, id)
+}
+
+// HeaderSent is the header e's next attempt carries, secrets redacted.
+func (o ops) HeaderSent(e *sender.Envelope) (http.Header, error) {
+	return o.app.sender.HeaderSent(e)
+}
+
+// Redrive moves up to limit of the dead letters f matches back to the
+// queue under a new redrive ID (a dry run only counts), then wakes the
+// workers.
+func (o ops) Redrive(ctx context.Context, f sender.Filter, limit int, by string, dryRun bool) (*sender.Redrive, error) {
+	rd, err := o.app.dlq.Redrive(ctx, f, limit, by, dryRun)
+	if err != nil || dryRun {
+		return rd, err
+	}
+	o.app.metrics.redriven(ctx, rd.Letters)
+	o.logger.Info("redrive", zap.String("redrive_id", rd.ID), zap.Int("matched", rd.Matched), zap.Int("moved", rd.Moved), zap.String("by", by))
+	for _, d := range o.app.sender.Destinations() {
+		o.app.sender.Wake(d)
+	}
+	return rd, nil
+}
+
+// Progress reads a redrive's audit record and what became of its letters.
+func (o ops) Progress(ctx context.Context, id string) (*sender.Redrive, error) {
+	return o.app.dlq.Progress(ctx, id)
+}
+
+// Purge deletes the dead letters f matches.
+func (o ops) Purge(ctx context.Context, f sender.Filter, by string) (int, error) {
+	n, err := o.app.dlq.Purge(ctx, f)
+	if n > 0 {
+		o.logger.Info("dead letters purged", zap.Int("removed", n), zap.Strings("ids", f.IDs), zap.String("by", by))
+	}
+	return n, err
+}
