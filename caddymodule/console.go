@@ -1,0 +1,176 @@
+package caddymodule
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/hookgate/hookgate/console"
+	"github.com/hookgate/hookgate/internal/problem"
+)
+
+func init() {
+	caddy.RegisterModule(Console{})
+	httpcaddyfile.RegisterHandlerDirective("webhook_console", parseConsole)
+	// A terminal handler: it answers, like respond.
+	httpcaddyfile.RegisterDirectiveOrder("webhook_console", httpcaddyfile.Before, "respond")
+}
+
+// Console is the webhook_console handler: the dead-letter triage page
+// (package console) over the sender of the hookgate app. Mount it with
+// handle_path, so that it sees the paths below its prefix:
+//
+//	handle_path /console/* {
+//		basic_auth { ... }
+//		webhook_console
+//	}
+type Console struct {
+	// Destination scopes the console to one destination: a placeholder
+	// such as {http.auth.user.id}, resolved per request. A request for
+	// which it resolves to nothing, or to no configured destination, is
+	// refused: a scoped console never falls back to every destination.
+	// Empty: the operator's view of every destination.
+	Destination string `json:"destination,omitempty"`
+
+	// MaxRedrive is the most one redrive from the page may move. Default
+	// 100.
+	MaxRedrive int `json:"max_redrive,omitempty"`
+
+	app     *App
+	console *console.Console
+}
+
+// CaddyModule returns the Caddy module information.
+func (Console) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.webhook_console",
+		New: func() caddy.Module { return new(Console) },
+	}
+}
+
+// Provision sets up the handler.
+func (h *Console) Provision(ctx caddy.Context) error {
+	if h.MaxRedrive == 0 {
+		h.MaxRedrive = console.DefaultMaxRedrive
+	}
+	if h.MaxRedrive < 0 {
+		return errors.New("webhook_console: max_redrive must be positive")
+	}
+	app, err := appFrom(ctx)
+	if err != nil {
+		return err
+	}
+	if len(app.Destinations) == 0 {
+		return errors.New("webhook_console: no sender to show: configure a destination in the hookgate global option")
+	}
+	if h.Destination != "" && !strings.Contains(h.Destination, "{") && !app.hasDestination(h.Destination) {
+		return fmt.Errorf("webhook_console: destination %q is not configured in the hookgate global option", h.Destination)
+	}
+	h.app = app
+	h.console = console.New(app.ops(), nil)
+	h.console.MaxRedrive = h.MaxRedrive
+	return nil
+}
+
+// ServeHTTP serves the console's pages; it never calls next.
+func (h *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	if h.app.sender == nil {
+		problem.Write(w, http.StatusServiceUnavailable, "sender_not_running", "the sender is not running yet", 0)
+		return nil
+	}
+	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	v := console.View{Base: mountPath(r)}
+	if h.Destination != "" {
+		v.Scope = repl.ReplaceAll(h.Destination, "")
+		if v.Scope == "" || !h.app.hasDestination(v.Scope) {
+			problem.Write(w, http.StatusForbidden, "console_scope_unknown", "this console is scoped to a destination, and this request names none that is configured", 0)
+			return nil
+		}
+	}
+	v.By = "console"
+	if user, _ := repl.GetString("http.auth.user.id"); user != "" {
+		v.By += " user " + strconv.Quote(user)
+	}
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		v.By += " from " + host
+	}
+	h.console.Serve(w, r, v)
+	return nil
+}
+
+// mountPath is the prefix handle_path stripped from the request's path:
+// the original path less the path left.
+func mountPath(r *http.Request) string {
+	orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request)
+	if !ok {
+		return ""
+	}
+	rest := strings.TrimSuffix(r.URL.EscapedPath(), "/")
+	base, found := strings.CutSuffix(strings.TrimSuffix(orig.URL.EscapedPath(), "/"), rest)
+	if !found {
+		return ""
+	}
+	return base
+}
+
+func parseConsole(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	c := new(Console)
+	err := c.UnmarshalCaddyfile(h.Dispenser)
+	return c, err
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
+//
+//	webhook_console {
+//		destination <placeholder>
+//		max_redrive <n>
+//	}
+func (h *Console) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	seen := map[string]bool{}
+	for d.NextBlock(0) {
+		sub := d.Val()
+		if seen[sub] {
+			return d.Errf("%s given twice", sub)
+		}
+		seen[sub] = true
+		args := d.RemainingArgs()
+		switch sub {
+		case "destination":
+			v, err := oneArg(d, args)
+			if err != nil {
+				return err
+			}
+			h.Destination = v
+		case "max_redrive":
+			v, err := oneArg(d, args)
+			if err != nil {
+				return err
+			}
+			if h.MaxRedrive, err = strconv.Atoi(v); err != nil || h.MaxRedrive < 1 {
+				return d.Errf("max_redrive: want a positive whole number, got %q", v)
+			}
+		default:
+			return d.Errf("unknown webhook_console subdirective %q", sub)
+		}
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Console)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Console)(nil)
+	_ caddyfile.Unmarshaler       = (*Console)(nil)
+)

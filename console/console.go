@@ -1,0 +1,604 @@
+// Package console is the dead-letter triage page: a server-rendered web
+// console over the sender's state, for the person who decides what to
+// redrive. It shows the dead letters grouped by destination and error
+// class, a filtered and paged list, an envelope's detail with its attempt
+// log, a replay button and a bounded redrive (previewed, then confirmed),
+// each followed by the live outcome of what it moved, and the queue's
+// health with pause and resume.
+//
+// Reading works without JavaScript; a small script refreshes the health
+// table. A console can be scoped to one destination: everything it shows
+// and does is then that destination's, so the page can be handed to a
+// subscriber. State changes are POSTs that carry a CSRF token (a
+// double-submit cookie) and pass Go's cross-origin protection.
+//
+// The package imports no Caddy: the webhook_console handler resolves the
+// scope and the mount path and calls Serve.
+package console
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hookgate/hookgate/internal/problem"
+	"github.com/hookgate/hookgate/sender"
+)
+
+// Service is what the console needs of the sender: the same service the
+// admin API and the CLI use.
+type Service interface {
+	Destinations(ctx context.Context) ([]sender.DestinationStatus, error)
+	Destination(ctx context.Context, name string) (sender.DestinationStatus, error)
+	SetPaused(ctx context.Context, name string, paused bool, by string) (sender.DestinationStatus, error)
+	Summary(ctx context.Context, f sender.Filter) ([]sender.Group, int, error)
+	List(ctx context.Context, f sender.Filter, limit int, cursor string) ([]*sender.Envelope, string, error)
+	Get(ctx context.Context, dest, id string) (*sender.Envelope, sender.State, error)
+	HeaderSent(e *sender.Envelope) (http.Header, error)
+	Redrive(ctx context.Context, f sender.Filter, limit int, by string, dryRun bool) (*sender.Redrive, error)
+	Progress(ctx context.Context, id string) (*sender.Redrive, error)
+}
+
+// View is who is asking and where the console is mounted, per request.
+type View struct {
+	// Base is the path the console is mounted at, without a trailing
+	// slash ("" at the root); links and form actions start with it.
+	Base string
+	// Scope is the one destination this request may see and act on; ""
+	// is the operator's view of every destination.
+	Scope string
+	// By names who acts, for the audit record of a redrive.
+	By string
+}
+
+// Console serves the pages.
+type Console struct {
+	svc Service
+	// MaxRedrive is the most one redrive may move.
+	MaxRedrive int
+	// PageSize is how many dead letters a list page shows.
+	PageSize int
+	now      func() time.Time
+	pages    map[string]*template.Template
+	cross    *http.CrossOriginProtection
+}
+
+// DefaultMaxRedrive is the most one redrive moves unless configured.
+const DefaultMaxRedrive = 100
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed assets
+var assetFS embed.FS
+
+// New returns a console over svc; now is its clock (nil: time.Now).
+func New(svc Service, now func() time.Time) *Console {
+	if now == nil {
+		now = time.Now
+	}
+	c := &Console{svc: svc, MaxRedrive: DefaultMaxRedrive, PageSize: 50, now: now, pages: map[string]*template.Template{},
+		cross: http.NewCrossOriginProtection()}
+	funcs := template.FuncMap{
+		"age":    func(t time.Time) string { return age(c.now(), t) },
+		"when":   func(t time.Time) string { return when(t) },
+		"secs":   func(s float64) string { return age(c.now(), c.now().Add(-time.Duration(s*float64(time.Second)))) },
+		"path":   url.PathEscape,
+		"status": statusText,
+		"inc":    func(i int) int { return i + 1 },
+		"ms":     func(d time.Duration) string { return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) },
+	}
+	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html"))
+	names, _ := fs.Glob(templateFS, "templates/*.html")
+	for _, n := range names {
+		if n == "templates/layout.html" {
+			continue
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
+		c.pages[name] = template.Must(template.Must(layout.Clone()).ParseFS(templateFS, n))
+	}
+	return c
+}
+
+// page is what every template gets.
+type page struct {
+	View
+	Title   string
+	CSRF    string
+	Refresh int // seconds; 0: no meta refresh
+	Data    any
+}
+
+// Serve answers one request; r.URL.Path is relative to v.Base.
+func (c *Console) Serve(w http.ResponseWriter, r *http.Request, v View) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Cache-Control", "no-store")
+	if err := c.cross.Check(r); err != nil {
+		c.fail(w, r, v, http.StatusForbidden, "cross_origin_request", "this console accepts changes only from its own pages")
+		return
+	}
+	parts := segments(r.URL)
+	get, post := r.Method == http.MethodGet || r.Method == http.MethodHead, r.Method == http.MethodPost
+	if post {
+		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		if !c.tokenOK(r) {
+			c.fail(w, r, v, http.StatusForbidden, "csrf_token_invalid", "the form's CSRF token is missing or wrong: reload the page and try again")
+			return
+		}
+	}
+	var err error
+	switch {
+	case len(parts) == 0 && get:
+		err = c.overview(w, r, v)
+	case len(parts) == 2 && parts[0] == "assets" && get:
+		c.asset(w, r, parts[1])
+	case len(parts) == 1 && parts[0] == "dead" && get:
+		err = c.list(w, r, v)
+	case len(parts) == 2 && parts[0] == "dead" && get:
+		err = c.detail(w, r, v, parts[1])
+	case len(parts) == 3 && parts[0] == "dead" && parts[2] == "replay" && post:
+		err = c.replay(w, r, v, parts[1])
+	case len(parts) == 1 && parts[0] == "redrive" && post:
+		err = c.redrive(w, r, v)
+	case len(parts) == 2 && parts[0] == "redrives" && get:
+		err = c.progress(w, r, v, parts[1])
+	case len(parts) == 3 && parts[0] == "destinations" && (parts[2] == "pause" || parts[2] == "resume") && post:
+		err = c.setPaused(w, r, v, parts[1], parts[2] == "pause")
+	case known(parts):
+		c.fail(w, r, v, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed here")
+		return
+	default:
+		c.fail(w, r, v, http.StatusNotFound, "not_found", "no such page")
+		return
+	}
+	if err != nil {
+		c.failErr(w, r, v, err)
+	}
+}
+
+// known reports a path the console serves with some method.
+func known(parts []string) bool {
+	switch len(parts) {
+	case 0:
+		return true
+	case 1:
+		return parts[0] == "dead" || parts[0] == "redrive"
+	case 2:
+		return parts[0] == "dead" || parts[0] == "redrives"
+	case 3:
+		return (parts[0] == "dead" && parts[2] == "replay") ||
+			(parts[0] == "destinations" && (parts[2] == "pause" || parts[2] == "resume"))
+	}
+	return false
+}
+
+// segments splits the escaped path, then unescapes each segment: a
+// delivery ID may hold a slash.
+func segments(u *url.URL) []string {
+	p := strings.Trim(u.EscapedPath(), "/")
+	if p == "" {
+		return []string{}
+	}
+	parts := strings.Split(p, "/")
+	for i, s := range parts {
+		if v, err := url.PathUnescape(s); err == nil {
+			parts[i] = v
+		}
+	}
+	return parts
+}
+
+// consoleError is a refusal with its status and reason code.
+type consoleError struct {
+	status int
+	reason string
+	detail string
+}
+
+func (e consoleError) Error() string { return e.detail }
+
+func refuse(status int, reason, format string, args ...any) error {
+	return consoleError{status: status, reason: reason, detail: fmt.Sprintf(format, args...)}
+}
+
+func (c *Console) failErr(w http.ResponseWriter, r *http.Request, v View, err error) {
+	var ce consoleError
+	switch {
+	case errors.As(err, &ce):
+		c.fail(w, r, v, ce.status, ce.reason, ce.detail)
+	case errors.Is(err, sender.ErrBadFilter):
+		c.fail(w, r, v, http.StatusBadRequest, "bad_request", err.Error())
+	case errors.Is(err, sender.ErrNotFound):
+		c.fail(w, r, v, http.StatusNotFound, "not_found", "no such dead letter")
+	case errors.Is(err, sender.ErrUnknownDestination):
+		c.fail(w, r, v, http.StatusNotFound, "unknown_destination", "no such destination")
+	case errors.Is(err, context.Canceled):
+		// The client left; nobody reads the answer.
+	default:
+		w.Header().Set("Retry-After", "1")
+		c.fail(w, r, v, http.StatusServiceUnavailable, "store_unavailable", "the queue's store did not answer: try again shortly")
+	}
+}
+
+// fail answers a refusal: an HTML page for a browser, problem+json for
+// anything else. detail must hold no secret.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, v View, status int, reason, detail string) {
+	if !strings.Contains(r.Header.Get("Accept"), "text/html") {
+		problem.Write(w, status, reason, detail, 0)
+		return
+	}
+	c.render(w, r, v, status, "error", "Error", map[string]any{"Status": status, "StatusText": http.StatusText(status), "Reason": reason, "Detail": detail})
+}
+
+// render executes a page into a buffer, so a template error never sends
+// half a page.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, v View, status int, name, title string, data any) {
+	c.renderRefresh(w, r, v, status, name, title, 0, data)
+}
+
+func (c *Console) renderRefresh(w http.ResponseWriter, r *http.Request, v View, status int, name, title string, refresh int, data any) {
+	var buf bytes.Buffer
+	p := page{View: v, Title: title, CSRF: c.token(w, r, v), Refresh: refresh, Data: data}
+	if err := c.pages[name].ExecuteTemplate(&buf, "layout.html", p); err != nil {
+		problem.Write(w, http.StatusInternalServerError, "render_failed", "the page could not be rendered", 0)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	if r.Method != http.MethodHead {
+		w.Write(buf.Bytes())
+	}
+}
+
+func (c *Console) asset(w http.ResponseWriter, r *http.Request, name string) {
+	b, err := assetFS.ReadFile("assets/" + name)
+	if err != nil {
+		c.fail(w, r, View{}, http.StatusNotFound, "not_found", "no such asset")
+		return
+	}
+	switch {
+	case strings.HasSuffix(name, ".css"):
+		w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	case strings.HasSuffix(name, ".js"):
+		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+	}
+	w.Header().Set("Cache-Control", "max-age=300")
+	w.Write(b)
+}
+
+// filterOf reads a dead-letter filter from a form or a query: in a scoped
+// view the destination is always the scope's.
+func filterOf(v View, q url.Values) (sender.Filter, error) {
+	f := sender.Filter{Destination: q.Get("destination"), Class: q.Get("class")}
+	if v.Scope != "" {
+		f.Destination = v.Scope
+	}
+	for _, k := range []string{"since", "until"} {
+		s := q.Get(k)
+		if s == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			return f, refuse(http.StatusBadRequest, "bad_request", "%s: want an RFC 3339 time, got %q", k, s)
+		}
+		if k == "since" {
+			f.Since = t
+		} else {
+			f.Until = t
+		}
+	}
+	return f, nil
+}
+
+// filterQuery is f as a query string, for links (encoded here, so the
+// template takes it as is).
+func filterQuery(f sender.Filter) template.URL {
+	q := url.Values{}
+	for k, v := range map[string]string{"destination": f.Destination, "class": f.Class} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if !f.Since.IsZero() {
+		q.Set("since", f.Since.Format(time.RFC3339))
+	}
+	if !f.Until.IsZero() {
+		q.Set("until", f.Until.Format(time.RFC3339))
+	}
+	return template.URL(q.Encode())
+}
+
+// overview is the front page: queue health and the dead letters grouped.
+func (c *Console) overview(w http.ResponseWriter, r *http.Request, v View) error {
+	var dests []sender.DestinationStatus
+	if v.Scope != "" {
+		d, err := c.svc.Destination(r.Context(), v.Scope)
+		if err != nil {
+			return err
+		}
+		dests = []sender.DestinationStatus{d}
+	} else {
+		var err error
+		if dests, err = c.svc.Destinations(r.Context()); err != nil {
+			return err
+		}
+	}
+	groups, total, err := c.svc.Summary(r.Context(), sender.Filter{Destination: v.Scope})
+	if err != nil {
+		return err
+	}
+	type groupRow struct {
+		sender.Group
+		Query template.URL
+	}
+	rows := make([]groupRow, 0, len(groups))
+	for _, g := range groups {
+		rows = append(rows, groupRow{g, filterQuery(sender.Filter{Destination: g.Destination, Class: g.Class})})
+	}
+	c.render(w, r, v, http.StatusOK, "overview", "Dead letters", map[string]any{
+		"Destinations": dests, "Groups": rows, "Total": total,
+	})
+	return nil
+}
+
+// list is a filtered page of dead letters, with the bounded redrive form.
+func (c *Console) list(w http.ResponseWriter, r *http.Request, v View) error {
+	q := r.URL.Query()
+	f, err := filterOf(v, q)
+	if err != nil {
+		return err
+	}
+	entries, next, err := c.svc.List(r.Context(), f, c.PageSize, q.Get("cursor"))
+	if err != nil {
+		return err
+	}
+	_, matched, err := c.svc.Summary(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	var dests []string
+	if v.Scope == "" {
+		ds, err := c.svc.Destinations(r.Context())
+		if err != nil {
+			return err
+		}
+		for _, d := range ds {
+			dests = append(dests, d.Name)
+		}
+	}
+	var nextQuery template.URL
+	if next != "" {
+		nq := url.Values{}
+		for k, vs := range q {
+			nq[k] = vs
+		}
+		nq.Set("cursor", next)
+		nextQuery = template.URL(nq.Encode())
+	}
+	c.render(w, r, v, http.StatusOK, "list", "Dead letters", map[string]any{
+		"Filter": f, "Since": q.Get("since"), "Until": q.Get("until"),
+		"Entries": entries, "Matched": matched, "Next": nextQuery, "Destinations": dests, "Classes": sender.Classes(),
+		"Limit": min(10, c.MaxRedrive), "MaxRedrive": c.MaxRedrive,
+	})
+	return nil
+}
+
+// header is one header line of an envelope's request.
+type header struct{ Name, Value string }
+
+// detail is one envelope: payload, the header it is sent with, and its
+// attempt log.
+func (c *Console) detail(w http.ResponseWriter, r *http.Request, v View, id string) error {
+	dest := r.URL.Query().Get("destination")
+	if v.Scope != "" {
+		dest = v.Scope
+	}
+	e, state, err := c.svc.Get(r.Context(), dest, id)
+	if err != nil {
+		return err
+	}
+	h, err := c.svc.HeaderSent(e)
+	if err != nil {
+		return err
+	}
+	var headers []header
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range h {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		for _, val := range h[k] {
+			headers = append(headers, header{k, val})
+		}
+	}
+	payload, note := showPayload(e.Payload)
+	c.render(w, r, v, http.StatusOK, "detail", "Dead letter "+e.ID, map[string]any{
+		"E": e, "State": string(state), "Dead": state == sender.StateDead, "Headers": headers,
+		"Payload": payload, "PayloadNote": note,
+	})
+	return nil
+}
+
+// maxShown bounds the payload a detail page shows.
+const maxShown = 64 << 10
+
+// showPayload is a payload as text for a person: JSON indented, other
+// UTF-8 as is, anything else as a note; long ones cut.
+func showPayload(p []byte) (string, string) {
+	note := fmt.Sprintf("%d bytes", len(p))
+	if json.Valid(p) {
+		var buf bytes.Buffer
+		if json.Indent(&buf, p, "", "  ") == nil {
+			p = buf.Bytes()
+			note += ", JSON (indented here; delivered byte for byte as enqueued)"
+		}
+	}
+	if !utf8.Valid(p) {
+		return "", note + ", not UTF-8 text: not shown"
+	}
+	if len(p) > maxShown {
+		cut := maxShown
+		for cut > 0 && !utf8.RuneStart(p[cut]) {
+			cut--
+		}
+		return string(p[:cut]), note + fmt.Sprintf(", the first %d KiB shown", maxShown>>10)
+	}
+	return string(p), note
+}
+
+// replay redrives one dead letter and shows its live outcome.
+func (c *Console) replay(w http.ResponseWriter, r *http.Request, v View, id string) error {
+	dest := r.PostFormValue("destination")
+	if v.Scope != "" {
+		dest = v.Scope
+	}
+	if dest == "" {
+		return refuse(http.StatusBadRequest, "bad_request", "a replay names the envelope's destination")
+	}
+	rd, err := c.svc.Redrive(r.Context(), sender.Filter{Destination: dest, IDs: []string{id}}, 1, v.By, false)
+	if err != nil {
+		return err
+	}
+	if rd.Moved == 0 {
+		return refuse(http.StatusNotFound, "not_found", "no such dead letter: it may have been replayed or purged already")
+	}
+	http.Redirect(w, r, v.Base+"/redrives/"+url.PathEscape(rd.ID), http.StatusSeeOther)
+	return nil
+}
+
+// redrive is the bounded redrive of a filter: without confirm=yes it
+// previews (a dry run: how many match, how many would move), with it it
+// moves them and shows the live outcome.
+func (c *Console) redrive(w http.ResponseWriter, r *http.Request, v View) error {
+	if err := r.ParseForm(); err != nil {
+		return refuse(http.StatusBadRequest, "bad_request", "the form did not parse")
+	}
+	f, err := filterOf(v, r.PostForm)
+	if err != nil {
+		return err
+	}
+	limit, err := strconv.Atoi(r.PostForm.Get("limit"))
+	if err != nil || limit < 1 || limit > c.MaxRedrive {
+		return refuse(http.StatusBadRequest, "bad_limit", "limit: want a whole number from 1 to %d", c.MaxRedrive)
+	}
+	if r.PostForm.Get("confirm") != "yes" {
+		rd, err := c.svc.Redrive(r.Context(), f, limit, v.By, true)
+		if err != nil {
+			return err
+		}
+		c.render(w, r, v, http.StatusOK, "confirm", "Confirm the redrive", map[string]any{
+			"Filter": f, "Since": r.PostForm.Get("since"), "Until": r.PostForm.Get("until"),
+			"Limit": limit, "Matched": rd.Matched, "Moves": min(rd.Matched, limit), "Query": filterQuery(f),
+		})
+		return nil
+	}
+	rd, err := c.svc.Redrive(r.Context(), f, limit, v.By, false)
+	if err != nil {
+		return err
+	}
+	http.Redirect(w, r, v.Base+"/redrives/"+url.PathEscape(rd.ID), http.StatusSeeOther)
+	return nil
+}
+
+// progress shows a redrive's audit record and what became of what it
+// moved; the page refreshes itself while any is pending.
+func (c *Console) progress(w http.ResponseWriter, r *http.Request, v View, id string) error {
+	rd, err := c.svc.Progress(r.Context(), id)
+	if errors.Is(err, sender.ErrNotFound) {
+		return refuse(http.StatusNotFound, "not_found", "no such redrive")
+	}
+	if err != nil {
+		return err
+	}
+	if v.Scope != "" && rd.Filter.Destination != v.Scope {
+		return refuse(http.StatusNotFound, "not_found", "no such redrive")
+	}
+	refresh := 0
+	if rd.Pending > 0 {
+		refresh = 1
+	}
+	// What became of each letter, for the first page of them.
+	type letter struct {
+		sender.Letter
+		State, LastError string
+	}
+	var letters []letter
+	for _, l := range rd.Letters[:min(len(rd.Letters), c.PageSize)] {
+		e, state, err := c.svc.Get(r.Context(), l.Destination, l.ID)
+		switch {
+		case errors.Is(err, sender.ErrNotFound):
+			letters = append(letters, letter{l, "delivered", ""})
+		case err != nil:
+			return err
+		case state == sender.StateDead && e.RedriveID == rd.ID:
+			letters = append(letters, letter{l, "dead again", e.LastError})
+		default:
+			letters = append(letters, letter{l, "pending", ""})
+		}
+	}
+	c.renderRefresh(w, r, v, http.StatusOK, "redrive", "Redrive "+rd.ID, refresh, map[string]any{"R": rd, "Letters": letters, "More": len(rd.Letters) - len(letters)})
+	return nil
+}
+
+// setPaused pauses or resumes a destination, then goes back to the front
+// page.
+func (c *Console) setPaused(w http.ResponseWriter, r *http.Request, v View, name string, paused bool) error {
+	if v.Scope != "" && name != v.Scope {
+		return refuse(http.StatusNotFound, "unknown_destination", "no such destination")
+	}
+	if _, err := c.svc.SetPaused(r.Context(), name, paused, v.By); err != nil {
+		return err
+	}
+	http.Redirect(w, r, v.Base+"/", http.StatusSeeOther)
+	return nil
+}
+
+// age is how long before now t was, to the second, for a person.
+func age(now, t time.Time) string {
+	if t.IsZero() {
+		return "–"
+	}
+	d := max(now.Sub(t), 0)
+	switch s := int(d.Seconds()); {
+	case s < 60:
+		return fmt.Sprintf("%ds", s)
+	case s < 3600:
+		return fmt.Sprintf("%dm", s/60)
+	case s < 48*3600:
+		return fmt.Sprintf("%dh%02dm", s/3600, s%3600/60)
+	default:
+		return fmt.Sprintf("%dd", s/86400)
+	}
+}
+
+func when(t time.Time) string {
+	if t.IsZero() {
+		return "–"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+func statusText(s int) string {
+	if s == 0 {
+		return "no response"
+	}
+	return strconv.Itoa(s)
+}
