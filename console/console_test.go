@@ -1,0 +1,319 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/sender"
+)
+
+// fakeService is the sender's state in memory, for the page logic: it
+// records every destination the console asked about.
+type fakeService struct {
+	dead    map[string]*sender.Envelope // by destination/ID
+	asked   []string                    // destinations named in calls
+	redrive []sender.Filter
+}
+
+func newFake() *fakeService {
+	f := &fakeService{dead: map[string]*sender.Envelope{}}
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for _, d := range []string{"a", "b"} {
+		for _, id := range []string{"1", "x/y", "<b>"} {
+			f.dead[d+"/"+id] = &sender.Envelope{ID: id, Destination: d, Class: sender.ClassHTTP4xx, LastStatus: 400,
+				LastError: "<script>alert(1)</script>", DeadAt: t0, Payload: []byte(`{"html":"<script>x</script>"}`),
+				Log: []sender.Attempt{{At: t0, Status: 400, Error: "Bad Request"}}}
+		}
+	}
+	return f
+}
+
+func (f *fakeService) note(dest string) { f.asked = append(f.asked, dest) }
+
+func (f *fakeService) Destinations(ctx context.Context) ([]sender.DestinationStatus, error) {
+	f.note("")
+	return []sender.DestinationStatus{{Name: "a", State: "active", Breaker: "closed", Depth: map[string]int{}},
+		{Name: "b", State: "active", Breaker: "closed", Depth: map[string]int{}}}, nil
+}
+
+func (f *fakeService) Destination(ctx context.Context, name string) (sender.DestinationStatus, error) {
+	f.note(name)
+	return sender.DestinationStatus{Name: name, State: "active", Breaker: "closed", Depth: map[string]int{}}, nil
+}
+
+func (f *fakeService) SetPaused(ctx context.Context, name string, paused bool, by string) (sender.DestinationStatus, error) {
+	f.note(name)
+	return f.Destination(ctx, name)
+}
+
+func (f *fakeService) matching(fl sender.Filter) []*sender.Envelope {
+	var out []*sender.Envelope
+	for _, e := range f.dead {
+		if fl.Destination == "" || e.Destination == fl.Destination {
+			if len(fl.IDs) == 0 || fl.IDs[0] == e.ID {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
+func (f *fakeService) Summary(ctx context.Context, fl sender.Filter) ([]sender.Group, int, error) {
+	f.note(fl.Destination)
+	n := len(f.matching(fl))
+	return []sender.Group{{Destination: fl.Destination, Class: "http_4xx", Count: n}}, n, nil
+}
+
+func (f *fakeService) List(ctx context.Context, fl sender.Filter, limit int, cursor string) ([]*sender.Envelope, string, error) {
+	f.note(fl.Destination)
+	return f.matching(fl), "", nil
+}
+
+func (f *fakeService) Get(ctx context.Context, dest, id string) (*sender.Envelope, sender.State, error) {
+	f.note(dest)
+	if e, ok := f.dead[dest+"/"+id]; ok {
+		return e, sender.StateDead, nil
+	}
+	return nil, "", sender.ErrNotFound
+}
+
+func (f *fakeService) HeaderSent(e *sender.Envelope) (http.Header, error) {
+	return http.Header{"Webhook-Id": {e.ID}}, nil
+}
+
+func (f *fakeService) Redrive(ctx context.Context, fl sender.Filter, limit int, by string, dryRun bool) (*sender.Redrive, error) {
+	f.note(fl.Destination)
+	f.redrive = append(f.redrive, fl)
+	m := f.matching(fl)
+	r := &sender.Redrive{Filter: fl, Limit: limit, Matched: len(m), By: by}
+	if !dryRun {
+		r.ID, r.Moved = "rd_1", min(len(m), limit)
+	}
+	return r, nil
+}
+
+func (f *fakeService) Progress(ctx context.Context, id string) (*sender.Redrive, error) {
+	if id != "rd_1" {
+		return nil, sender.ErrNotFound
+	}
+	return &sender.Redrive{ID: id, Filter: sender.Filter{Destination: "b"}}, nil
+}
+
+// request serves one request; a POST carries the form with a valid token
+// unless the form sets csrf itself.
+func request(c *Console, v View, method, target string, form url.Values) *httptest.ResponseRecorder {
+	const token = "TOKENTOKENTOKENTOKENTOKEN1"
+	var r *http.Request
+	if method == http.MethodPost {
+		if form == nil {
+			form = url.Values{}
+		}
+		if _, ok := form["csrf"]; !ok {
+			form.Set("csrf", token)
+		}
+		r = httptest.NewRequest(method, target, strings.NewReader(form.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	} else {
+		r = httptest.NewRequest(method, target, nil)
+	}
+	r.AddCookie(&http.Cookie{Name: csrfCookie, Value: token})
+	r.Header.Set("Accept", "text/html")
+	w := httptest.NewRecorder()
+	c.Serve(w, r, v)
+	return w
+}
+
+func TestPagesEscapeWhatTheyShow(t *testing.T) {
+	c := New(newFake(), nil)
+	for _, target := range []string{"/dead", "/dead/%3Cb%3E?destination=a"} {
+		w := request(c, View{}, "GET", target, nil)
+		body := w.Body.String()
+		if w.Code != 200 || strings.Contains(body, "<script>") || strings.Contains(body, "<b>") || !strings.Contains(body, "&lt;script&gt;") {
+			t.Errorf("GET %s: %d; want markup escaped:\n%s", target, w.Code, body)
+		}
+		if !strings.Contains(w.Header().Get("Content-Security-Policy"), "script-src 'self'") {
+			t.Errorf("GET %s: no CSP", target)
+		}
+	}
+	// An ID with a slash is one segment, escaped in links.
+	w := request(c, View{Base: "/console"}, "GET", "/dead?destination=a", nil)
+	if !strings.Contains(w.Body.String(), `href="/console/dead/x%2fy?destination=a"`) && !strings.Contains(w.Body.String(), `href="/console/dead/x%2Fy?destination=a"`) {
+		t.Errorf("no escaped link to x/y:\n%s", w.Body.String())
+	}
+	if w := request(c, View{}, "GET", "/dead/x%2Fy?destination=a", nil); w.Code != 200 {
+		t.Errorf("GET x/y: %d", w.Code)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	c := New(newFake(), nil)
+	for _, tt := range []struct {
+		method, target string
+		form           url.Values
+		status         int
+		reason         string
+	}{
+		{"GET", "/nowhere", nil, 404, "not_found"},
+		{"DELETE", "/dead", nil, 405, "method_not_allowed"},
+		{"POST", "/", nil, 405, "method_not_allowed"},
+		{"GET", "/dead/replay", nil, 404, "not_found"},
+		{"GET", "/dead/1/replay", nil, 405, "method_not_allowed"},
+		{"GET", "/dead/missing?destination=a", nil, 404, "not_found"},
+		{"GET", "/dead?since=yesterday", nil, 400, "bad_request"},
+		{"GET", "/redrives/rd_2", nil, 404, "not_found"},
+		{"POST", "/redrive", url.Values{"limit": {"0"}}, 400, "bad_limit"},
+		{"POST", "/redrive", url.Values{"limit": {"101"}}, 400, "bad_limit"},
+		{"POST", "/redrive", url.Values{"limit": {"ten"}}, 400, "bad_limit"},
+		{"POST", "/dead/1/replay", url.Values{}, 400, "bad_request"},
+		{"POST", "/dead/1/replay", url.Values{"destination": {"a"}, "csrf": {""}}, 403, "csrf_token_invalid"},
+		{"POST", "/dead/1/replay", url.Values{"destination": {"a"}, "csrf": {"TOKENTOKENTOKENTOKENTOKEN2"}}, 403, "csrf_token_invalid"},
+	} {
+		w := request(c, View{}, tt.method, tt.target, tt.form)
+		if w.Code != tt.status || !strings.Contains(w.Body.String(), tt.reason) {
+			t.Errorf("%s %s: %d, want %d %s:\n%s", tt.method, tt.target, w.Code, tt.status, tt.reason, w.Body.String())
+		}
+	}
+	// Not a browser: problem+json.
+	r := httptest.NewRequest("GET", "/nowhere", nil)
+	w := httptest.NewRecorder()
+	c.Serve(w, r, View{})
+	if w.Code != 404 || w.Header().Get("Content-Type") != "application/problem+json" {
+		t.Errorf("a non-browser 404: %d %s", w.Code, w.Header().Get("Content-Type"))
+	}
+}
+
+// TestScopeHolds: every call a scoped console makes names its scope,
+// whatever the request asks for.
+func TestScopeHolds(t *testing.T) {
+	f := newFake()
+	c := New(f, nil)
+	v := View{Scope: "a", By: "console"}
+	for _, tt := range []struct {
+		method, target string
+		form           url.Values
+		status         int
+	}{
+		{"GET", "/", nil, 200},
+		{"GET", "/dead?destination=b", nil, 200},
+		{"GET", "/dead/1?destination=b", nil, 200}, // a's envelope 1, not b's
+		{"POST", "/dead/1/replay", url.Values{"destination": {"b"}}, 303},
+		{"POST", "/redrive", url.Values{"destination": {"b"}, "limit": {"5"}}, 200},
+		{"POST", "/redrive", url.Values{"destination": {"b"}, "limit": {"5"}, "confirm": {"yes"}}, 303},
+		{"POST", "/destinations/b/pause", nil, 404},
+		{"GET", "/redrives/rd_1", nil, 404}, // b's redrive
+	} {
+		if w := request(c, v, tt.method, tt.target, tt.form); w.Code != tt.status {
+			t.Errorf("%s %s: %d, want %d:\n%s", tt.method, tt.target, w.Code, tt.status, w.Body.String())
+		}
+	}
+	for _, d := range f.asked {
+		if d != "a" {
+			t.Fatalf("a console scoped to a asked the service about %q (all: %q)", d, f.asked)
+		}
+	}
+	if w := request(c, v, "GET", "/dead", nil); strings.Contains(w.Body.String(), `<option value="b"`) {
+		t.Error("a scoped list offers other destinations")
+	}
+}
+
+func TestRedriveIsPreviewedThenConfirmed(t *testing.T) {
+	f := newFake()
+	c := New(f, nil)
+	w := request(c, View{Base: "/c"}, "POST", "/redrive", url.Values{"destination": {"b"}, "limit": {"2"}})
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `id="matched">3<`) || !strings.Contains(w.Body.String(), `id="moves">2<`) {
+		t.Fatalf("preview: %d\n%s", w.Code, w.Body.String())
+	}
+	w = request(c, View{Base: "/c"}, "POST", "/redrive", url.Values{"destination": {"b"}, "limit": {"2"}, "confirm": {"yes"}})
+	if w.Code != 303 || w.Header().Get("Location") != "/c/redrives/rd_1" {
+		t.Fatalf("confirmed: %d %q", w.Code, w.Header().Get("Location"))
+	}
+}
+
+func TestCrossOriginPostRefused(t *testing.T) {
+	c := New(newFake(), nil)
+	r := httptest.NewRequest("POST", "http://gw.example/dead/1/replay", strings.NewReader("destination=a"))
+	r.Header.Set("Sec-Fetch-Site", "cross-site")
+	w := httptest.NewRecorder()
+	c.Serve(w, r, View{})
+	if w.Code != 403 || !strings.Contains(w.Body.String(), "cross_origin_request") {
+		t.Fatalf("cross-site POST: %d %s", w.Code, w.Body.String())
+	}
+}
+
+func TestAge(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for d, want := range map[time.Duration]string{
+		0: "0s", 59 * time.Second: "59s", 61 * time.Second: "1m", 90 * time.Minute: "1h30m",
+		47 * time.Hour: "47h00m", 72 * time.Hour: "3d", -time.Hour: "0s",
+	} {
+		if got := age(now, now.Add(-d)); got != want {
+			t.Errorf("age(%s) = %q, want %q", d, got, want)
+		}
+	}
+	if age(now, time.Time{}) != "–" {
+		t.Error("a zero time has an age")
+	}
+}
+
+func TestShowPayload(t *testing.T) {
+	if s, note := showPayload([]byte{0xff, 0xfe}); s != "" || !strings.Contains(note, "not UTF-8") {
+		t.Errorf("binary: %q %q", s, note)
+	}
+	big := []byte(strings.Repeat("é", maxShown)) // 2 bytes each: cut mid-rune
+	s, note := showPayload(big)
+	if len(s) > maxShown || !strings.Contains(note, "first 64 KiB") || !strings.HasSuffix(s, "é") {
+		t.Errorf("long payload: %d bytes shown, %q", len(s), note)
+	}
+}
+
+// FuzzServe: no request makes the console panic, answer outside its
+// statuses, or ask the service about a destination outside its scope.
+func FuzzServe(f *testing.F) {
+	f.Add("GET", "/dead/1", "destination=b")
+	f.Add("POST", "/dead/x%2Fy/replay", "destination=b")
+	f.Add("POST", "/redrive", "destination=b&limit=3&confirm=yes&since=2026-01-01T00:00:00Z")
+	f.Add("POST", "/destinations/b/resume", "")
+	f.Add("GET", "/redrives/rd_1", "")
+	f.Add("GET", "/dead?cursor=0|1:x&class=gone", "")
+	f.Fuzz(func(t *testing.T, method, target, form string) {
+		if !strings.HasPrefix(target, "/") {
+			return
+		}
+		u, err := url.ParseRequestURI(target)
+		if err != nil || strings.ContainsAny(method, " \t\r\n") || method == "" || !validMethod(method) {
+			return
+		}
+		fake := newFake()
+		c := New(fake, nil)
+		r := httptest.NewRequest("GET", "/", strings.NewReader(form))
+		r.Method, r.URL, r.RequestURI = method, u, target
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.AddCookie(&http.Cookie{Name: csrfCookie, Value: "TOKENTOKENTOKENTOKENTOKEN1"})
+		w := httptest.NewRecorder()
+		c.Serve(w, r, View{Scope: "a"})
+		switch w.Code {
+		case 200, 303, 400, 403, 404, 405:
+		default:
+			t.Fatalf("%s %s %q: status %d", method, target, form, w.Code)
+		}
+		for _, d := range fake.asked {
+			if d != "a" {
+				t.Fatalf("%s %s %q: asked about %q", method, target, form, d)
+			}
+		}
+	})
+}
+
+func validMethod(m string) bool {
+	for _, c := range m {
+		if c < 'A' || c > 'Z' {
+			return false
+		}
+	}
+	return true
+}
