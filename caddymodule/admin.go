@@ -390,6 +390,10 @@ func (a *adminAPI) redrive(w http.ResponseWriter, r *http.Request) error {
 		by = "admin api from " + r.RemoteAddr
 	}
 	rd, err := a.app.ops().Redrive(r.Context(), f, in.Limit, by, in.DryRun)
+	if err != nil && rd != nil && rd.Moved > 0 {
+		return fail(http.StatusServiceUnavailable, "redrive_incomplete",
+			"redrive %s moved %d before the store failed (%v): see GET /hookgate/redrives/%s before redriving again", rd.ID, rd.Moved, err, rd.ID)
+	}
 	if err != nil {
 		return err
 	}
@@ -397,7 +401,7 @@ func (a *adminAPI) redrive(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *adminAPI) progress(w http.ResponseWriter, r *http.Request, id string) error {
-	rd, err := a.app.ops().Progress(r.Context(), id)
+	rd, err := a.app.ops().Progress(r.Context(), id, "")
 	if err != nil {
 		return err
 	}

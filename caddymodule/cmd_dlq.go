@@ -297,6 +297,10 @@ func cmdDLQ(cmd *cobra.Command, args []string) error {
 			fmt.Fprintf(c.out, "dry run: %d dead letters match; nothing moved\n", v.Matched)
 			return nil
 		}
+		if v.ID == "" {
+			fmt.Fprintf(c.out, "no dead letter matches; nothing moved\n")
+			return nil
+		}
 		fmt.Fprintf(c.out, "redrive %s: %d matched, %d moved back to the queue\nwatch: hookgate dlq redrive --status %s\n", v.ID, v.Matched, v.Moved, v.ID)
 	case "purge":
 		in, err := redriveBody(cmd)

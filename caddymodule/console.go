@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 
@@ -107,15 +108,17 @@ func (h *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 }
 
 // mountPath is the prefix handle_path stripped from the request's path:
-// the original path less the path left.
+// the original path less the path left, both cleaned as Caddy's matchers
+// clean them. It always starts with exactly one slash, or is "" (the
+// root): links and redirects built on it never leave the host.
 func mountPath(r *http.Request) string {
 	orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request)
 	if !ok {
 		return ""
 	}
-	rest := strings.TrimSuffix(r.URL.EscapedPath(), "/")
-	base, found := strings.CutSuffix(strings.TrimSuffix(orig.URL.EscapedPath(), "/"), rest)
-	if !found {
+	clean := func(p string) string { return strings.TrimSuffix(path.Clean("/"+p), "/") }
+	base, found := strings.CutSuffix(clean(orig.URL.EscapedPath()), clean(r.URL.EscapedPath()))
+	if !found || strings.HasPrefix(base, "//") || (base != "" && base[0] != '/') {
 		return ""
 	}
 	return base

@@ -63,6 +63,11 @@ func (o ops) Summary(ctx context.Context, f sender.Filter) ([]sender.Group, int,
 	return o.app.dlq.Summary(ctx, f)
 }
 
+// Count counts the dead letters f matches, up to upTo.
+func (o ops) Count(ctx context.Context, f sender.Filter, upTo int) (int, bool, error) {
+	return o.app.dlq.Count(ctx, f, upTo)
+}
+
 // List pages through the dead letters f matches.
 func (o ops) List(ctx context.Context, f sender.Filter, limit int, cursor string) ([]*sender.Envelope, string, error) {
 	return o.app.dlq.List(ctx, f, limit, cursor)
@@ -83,20 +88,20 @@ func (o ops) HeaderSent(e *sender.Envelope) (http.Header, error) {
 // workers.
 func (o ops) Redrive(ctx context.Context, f sender.Filter, limit int, by string, dryRun bool) (*sender.Redrive, error) {
 	rd, err := o.app.dlq.Redrive(ctx, f, limit, by, dryRun)
-	if err != nil || dryRun {
-		return rd, err
+	if rd != nil && rd.Moved > 0 {
+		o.app.metrics.redriven(ctx, rd.Letters)
+		o.logger.Info("redrive", zap.String("redrive_id", rd.ID), zap.Int("matched", rd.Matched), zap.Int("moved", rd.Moved), zap.String("by", by), zap.Error(err))
+		for _, d := range o.app.sender.Destinations() {
+			o.app.sender.Wake(d)
+		}
 	}
-	o.app.metrics.redriven(ctx, rd.Letters)
-	o.logger.Info("redrive", zap.String("redrive_id", rd.ID), zap.Int("matched", rd.Matched), zap.Int("moved", rd.Moved), zap.String("by", by))
-	for _, d := range o.app.sender.Destinations() {
-		o.app.sender.Wake(d)
-	}
-	return rd, nil
+	return rd, err
 }
 
-// Progress reads a redrive's audit record and what became of its letters.
-func (o ops) Progress(ctx context.Context, id string) (*sender.Redrive, error) {
-	return o.app.dlq.Progress(ctx, id)
+// Progress reads a redrive's audit record and what became of its letters;
+// with a scope, only a redrive confined to that destination.
+func (o ops) Progress(ctx context.Context, id, scope string) (*sender.Redrive, error) {
+	return o.app.dlq.Progress(ctx, id, scope)
 }
 
 // Purge deletes the dead letters f matches.

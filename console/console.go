@@ -44,11 +44,14 @@ type Service interface {
 	Destination(ctx context.Context, name string) (sender.DestinationStatus, error)
 	SetPaused(ctx context.Context, name string, paused bool, by string) (sender.DestinationStatus, error)
 	Summary(ctx context.Context, f sender.Filter) ([]sender.Group, int, error)
+	Count(ctx context.Context, f sender.Filter, upTo int) (int, bool, error)
 	List(ctx context.Context, f sender.Filter, limit int, cursor string) ([]*sender.Envelope, string, error)
 	Get(ctx context.Context, dest, id string) (*sender.Envelope, sender.State, error)
 	HeaderSent(e *sender.Envelope) (http.Header, error)
 	Redrive(ctx context.Context, f sender.Filter, limit int, by string, dryRun bool) (*sender.Redrive, error)
-	Progress(ctx context.Context, id string) (*sender.Redrive, error)
+	// Progress reads a redrive's record; with a scope, only one confined
+	// to that destination (else sender.ErrNotFound).
+	Progress(ctx context.Context, id, scope string) (*sender.Redrive, error)
 }
 
 // View is who is asking and where the console is mounted, per request.
@@ -77,6 +80,10 @@ type Console struct {
 
 // DefaultMaxRedrive is the most one redrive moves unless configured.
 const DefaultMaxRedrive = 100
+
+// countCap bounds the count a list page makes: past it the page says
+// "more than".
+const countCap = 10000
 
 //go:embed templates/*.html
 var templateFS embed.FS
@@ -136,6 +143,15 @@ func (c *Console) Serve(w http.ResponseWriter, r *http.Request, v View) {
 	get, post := r.Method == http.MethodGet || r.Method == http.MethodHead, r.Method == http.MethodPost
 	if post {
 		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		if err := r.ParseForm(); err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				c.fail(w, r, v, http.StatusRequestEntityTooLarge, "body_too_large", "a console form is at most 64 KiB")
+			} else {
+				c.fail(w, r, v, http.StatusBadRequest, "bad_request", "the form did not parse")
+			}
+			return
+		}
 		if !c.tokenOK(r) {
 			c.fail(w, r, v, http.StatusForbidden, "csrf_token_invalid", "the form's CSRF token is missing or wrong: reload the page and try again")
 			return
@@ -145,8 +161,10 @@ func (c *Console) Serve(w http.ResponseWriter, r *http.Request, v View) {
 	switch {
 	case len(parts) == 0 && get:
 		err = c.overview(w, r, v)
+	case len(parts) == 1 && parts[0] == "health" && get:
+		err = c.health(w, r, v)
 	case len(parts) == 2 && parts[0] == "assets" && get:
-		c.asset(w, r, parts[1])
+		c.asset(w, r, v, parts[1])
 	case len(parts) == 1 && parts[0] == "dead" && get:
 		err = c.list(w, r, v)
 	case len(parts) == 2 && parts[0] == "dead" && get:
@@ -159,7 +177,8 @@ func (c *Console) Serve(w http.ResponseWriter, r *http.Request, v View) {
 		err = c.progress(w, r, v, parts[1])
 	case len(parts) == 3 && parts[0] == "destinations" && (parts[2] == "pause" || parts[2] == "resume") && post:
 		err = c.setPaused(w, r, v, parts[1], parts[2] == "pause")
-	case known(parts):
+	case allowed(parts) != "":
+		w.Header().Set("Allow", allowed(parts))
 		c.fail(w, r, v, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed here")
 		return
 	default:
@@ -171,20 +190,20 @@ func (c *Console) Serve(w http.ResponseWriter, r *http.Request, v View) {
 	}
 }
 
-// known reports a path the console serves with some method.
-func known(parts []string) bool {
-	switch len(parts) {
-	case 0:
-		return true
-	case 1:
-		return parts[0] == "dead" || parts[0] == "redrive"
-	case 2:
-		return parts[0] == "dead" || parts[0] == "redrives"
-	case 3:
-		return (parts[0] == "dead" && parts[2] == "replay") ||
-			(parts[0] == "destinations" && (parts[2] == "pause" || parts[2] == "resume"))
+// allowed is the Allow header of a path the console serves, "" for one
+// it does not.
+func allowed(parts []string) string {
+	switch {
+	case len(parts) == 0,
+		len(parts) == 1 && (parts[0] == "dead" || parts[0] == "health"),
+		len(parts) == 2 && (parts[0] == "dead" || parts[0] == "redrives" || parts[0] == "assets"):
+		return "GET, HEAD"
+	case len(parts) == 1 && parts[0] == "redrive",
+		len(parts) == 3 && parts[0] == "dead" && parts[2] == "replay",
+		len(parts) == 3 && parts[0] == "destinations" && (parts[2] == "pause" || parts[2] == "resume"):
+		return "POST"
 	}
-	return false
+	return ""
 }
 
 // segments splits the escaped path, then unescapes each segment: a
@@ -265,10 +284,10 @@ func (c *Console) renderRefresh(w http.ResponseWriter, r *http.Request, v View, 
 	}
 }
 
-func (c *Console) asset(w http.ResponseWriter, r *http.Request, name string) {
+func (c *Console) asset(w http.ResponseWriter, r *http.Request, v View, name string) {
 	b, err := assetFS.ReadFile("assets/" + name)
 	if err != nil {
-		c.fail(w, r, View{}, http.StatusNotFound, "not_found", "no such asset")
+		c.fail(w, r, v, http.StatusNotFound, "not_found", "no such asset")
 		return
 	}
 	switch {
@@ -324,20 +343,31 @@ func filterQuery(f sender.Filter) template.URL {
 	return template.URL(q.Encode())
 }
 
+// destinations is the queue health of what v may see.
+func (c *Console) destinations(ctx context.Context, v View) ([]sender.DestinationStatus, error) {
+	if v.Scope != "" {
+		d, err := c.svc.Destination(ctx, v.Scope)
+		return []sender.DestinationStatus{d}, err
+	}
+	return c.svc.Destinations(ctx)
+}
+
+// health is the queue health table alone: what the overview's script
+// refreshes, without the dead-letter scan of the overview.
+func (c *Console) health(w http.ResponseWriter, r *http.Request, v View) error {
+	dests, err := c.destinations(r.Context(), v)
+	if err != nil {
+		return err
+	}
+	c.render(w, r, v, http.StatusOK, "health", "Queue health", map[string]any{"Destinations": dests})
+	return nil
+}
+
 // overview is the front page: queue health and the dead letters grouped.
 func (c *Console) overview(w http.ResponseWriter, r *http.Request, v View) error {
-	var dests []sender.DestinationStatus
-	if v.Scope != "" {
-		d, err := c.svc.Destination(r.Context(), v.Scope)
-		if err != nil {
-			return err
-		}
-		dests = []sender.DestinationStatus{d}
-	} else {
-		var err error
-		if dests, err = c.svc.Destinations(r.Context()); err != nil {
-			return err
-		}
+	dests, err := c.destinations(r.Context(), v)
+	if err != nil {
+		return err
 	}
 	groups, total, err := c.svc.Summary(r.Context(), sender.Filter{Destination: v.Scope})
 	if err != nil {
@@ -368,7 +398,7 @@ func (c *Console) list(w http.ResponseWriter, r *http.Request, v View) error {
 	if err != nil {
 		return err
 	}
-	_, matched, err := c.svc.Summary(r.Context(), f)
+	matched, more, err := c.svc.Count(r.Context(), f, countCap)
 	if err != nil {
 		return err
 	}
@@ -393,7 +423,7 @@ func (c *Console) list(w http.ResponseWriter, r *http.Request, v View) error {
 	}
 	c.render(w, r, v, http.StatusOK, "list", "Dead letters", map[string]any{
 		"Filter": f, "Since": q.Get("since"), "Until": q.Get("until"),
-		"Entries": entries, "Matched": matched, "Next": nextQuery, "Destinations": dests, "Classes": sender.Classes(),
+		"Entries": entries, "Matched": matched, "More": more, "Next": nextQuery, "Destinations": dests, "Classes": sender.Classes(),
 		"Limit": min(10, c.MaxRedrive), "MaxRedrive": c.MaxRedrive,
 	})
 	return nil
@@ -475,7 +505,7 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request, v View, id stri
 	}
 	rd, err := c.svc.Redrive(r.Context(), sender.Filter{Destination: dest, IDs: []string{id}}, 1, v.By, false)
 	if err != nil {
-		return err
+		return incomplete(rd, err)
 	}
 	if rd.Moved == 0 {
 		return refuse(http.StatusNotFound, "not_found", "no such dead letter: it may have been replayed or purged already")
@@ -512,49 +542,43 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request, v View) error 
 	}
 	rd, err := c.svc.Redrive(r.Context(), f, limit, v.By, false)
 	if err != nil {
-		return err
+		return incomplete(rd, err)
+	}
+	if rd.ID == "" {
+		return refuse(http.StatusNotFound, "not_found", "no dead letter matches any more: nothing moved")
 	}
 	http.Redirect(w, r, v.Base+"/redrives/"+url.PathEscape(rd.ID), http.StatusSeeOther)
 	return nil
 }
 
+// incomplete is the error of a redrive that failed: one that moved some
+// envelopes before the store failed says so, with its ID, so nobody
+// retries it blindly past its limit.
+func incomplete(rd *sender.Redrive, err error) error {
+	if rd != nil && rd.ID != "" && rd.Moved > 0 {
+		return refuse(http.StatusServiceUnavailable, "redrive_incomplete",
+			"redrive %s moved %d envelopes, then the store failed: open its outcome page before redriving again", rd.ID, rd.Moved)
+	}
+	return err
+}
+
 // progress shows a redrive's audit record and what became of what it
 // moved; the page refreshes itself while any is pending.
 func (c *Console) progress(w http.ResponseWriter, r *http.Request, v View, id string) error {
-	rd, err := c.svc.Progress(r.Context(), id)
+	rd, err := c.svc.Progress(r.Context(), id, v.Scope)
 	if errors.Is(err, sender.ErrNotFound) {
 		return refuse(http.StatusNotFound, "not_found", "no such redrive")
 	}
 	if err != nil {
 		return err
 	}
-	if v.Scope != "" && rd.Filter.Destination != v.Scope {
-		return refuse(http.StatusNotFound, "not_found", "no such redrive")
-	}
 	refresh := 0
 	if rd.Pending > 0 {
-		refresh = 1
+		refresh = 2
 	}
-	// What became of each letter, for the first page of them.
-	type letter struct {
-		sender.Letter
-		State, LastError string
-	}
-	var letters []letter
-	for _, l := range rd.Letters[:min(len(rd.Letters), c.PageSize)] {
-		e, state, err := c.svc.Get(r.Context(), l.Destination, l.ID)
-		switch {
-		case errors.Is(err, sender.ErrNotFound):
-			letters = append(letters, letter{l, "delivered", ""})
-		case err != nil:
-			return err
-		case state == sender.StateDead && e.RedriveID == rd.ID:
-			letters = append(letters, letter{l, "dead again", e.LastError})
-		default:
-			letters = append(letters, letter{l, "pending", ""})
-		}
-	}
-	c.renderRefresh(w, r, v, http.StatusOK, "redrive", "Redrive "+rd.ID, refresh, map[string]any{"R": rd, "Letters": letters, "More": len(rd.Letters) - len(letters)})
+	shown := rd.Letters[:min(len(rd.Letters), c.PageSize)]
+	c.renderRefresh(w, r, v, http.StatusOK, "redrive", "Redrive "+rd.ID, refresh, map[string]any{
+		"R": rd, "Letters": shown, "More": len(rd.Letters) - len(shown)})
 	return nil
 }
 

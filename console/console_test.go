@@ -69,6 +69,12 @@ func (f *fakeService) Summary(ctx context.Context, fl sender.Filter) ([]sender.G
 	return []sender.Group{{Destination: fl.Destination, Class: "http_4xx", Count: n}}, n, nil
 }
 
+func (f *fakeService) Count(ctx context.Context, fl sender.Filter, upTo int) (int, bool, error) {
+	f.note(fl.Destination)
+	n := len(f.matching(fl))
+	return min(n, upTo), n > upTo, nil
+}
+
 func (f *fakeService) List(ctx context.Context, fl sender.Filter, limit int, cursor string) ([]*sender.Envelope, string, error) {
 	f.note(fl.Destination)
 	return f.matching(fl), "", nil
@@ -97,11 +103,13 @@ func (f *fakeService) Redrive(ctx context.Context, fl sender.Filter, limit int, 
 	return r, nil
 }
 
-func (f *fakeService) Progress(ctx context.Context, id string) (*sender.Redrive, error) {
-	if id != "rd_1" {
+func (f *fakeService) Progress(ctx context.Context, id, scope string) (*sender.Redrive, error) {
+	f.note(scope)
+	if id != "rd_1" || (scope != "" && scope != "b") {
 		return nil, sender.ErrNotFound
 	}
-	return &sender.Redrive{ID: id, Filter: sender.Filter{Destination: "b"}}, nil
+	return &sender.Redrive{ID: id, Filter: sender.Filter{Destination: "b"}, By: "operator from 10.0.0.1",
+		Letters: []sender.Letter{{Destination: "b", ID: "1", Outcome: "dead_again", LastError: "<i>no</i>"}}}, nil
 }
 
 // request serves one request; a POST carries the form with a valid token
@@ -160,6 +168,9 @@ func TestRefusals(t *testing.T) {
 	}{
 		{"GET", "/nowhere", nil, 404, "not_found"},
 		{"DELETE", "/dead", nil, 405, "method_not_allowed"},
+		{"GET", "/redrive", nil, 405, "method_not_allowed"},
+		{"GET", "/assets/nope.css", nil, 404, "not_found"},
+		{"POST", "/redrive", url.Values{"limit": {"1"}, "pad": {strings.Repeat("x", 70<<10)}}, 413, "body_too_large"},
 		{"POST", "/", nil, 405, "method_not_allowed"},
 		{"GET", "/dead/replay", nil, 404, "not_found"},
 		{"GET", "/dead/1/replay", nil, 405, "method_not_allowed"},
@@ -178,9 +189,23 @@ func TestRefusals(t *testing.T) {
 			t.Errorf("%s %s: %d, want %d %s:\n%s", tt.method, tt.target, w.Code, tt.status, tt.reason, w.Body.String())
 		}
 	}
+	if w := request(c, View{}, "DELETE", "/dead", nil); w.Header().Get("Allow") != "GET, HEAD" {
+		t.Errorf("405 Allow = %q", w.Header().Get("Allow"))
+	}
+	if w := request(c, View{}, "GET", "/redrive", nil); w.Header().Get("Allow") != "POST" {
+		t.Errorf("405 Allow = %q", w.Header().Get("Allow"))
+	}
+	// The outcome page escapes a letter's error and names who only to the operator.
+	w := request(c, View{}, "GET", "/redrives/rd_1", nil)
+	if body := w.Body.String(); w.Code != 200 || strings.Contains(body, "<i>") || !strings.Contains(body, "dead again") || !strings.Contains(body, "operator from") {
+		t.Errorf("outcome page: %d\n%s", w.Code, body)
+	}
+	if w := request(c, View{Scope: "b"}, "GET", "/redrives/rd_1", nil); w.Code != 200 || strings.Contains(w.Body.String(), "operator from") {
+		t.Errorf("a subscriber's outcome page names the operator: %d", w.Code)
+	}
 	// Not a browser: problem+json.
 	r := httptest.NewRequest("GET", "/nowhere", nil)
-	w := httptest.NewRecorder()
+	w = httptest.NewRecorder()
 	c.Serve(w, r, View{})
 	if w.Code != 404 || w.Header().Get("Content-Type") != "application/problem+json" {
 		t.Errorf("a non-browser 404: %d %s", w.Code, w.Header().Get("Content-Type"))
@@ -297,7 +322,7 @@ func FuzzServe(f *testing.F) {
 		w := httptest.NewRecorder()
 		c.Serve(w, r, View{Scope: "a"})
 		switch w.Code {
-		case 200, 303, 400, 403, 404, 405:
+		case 200, 303, 400, 403, 404, 405, 413:
 		default:
 			t.Fatalf("%s %s %q: status %d", method, target, form, w.Code)
 		}

@@ -311,6 +311,28 @@ func TestConsole(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) || text(t, ctx, "#total") != "30" {
 		t.Fatalf("summary %v, total %s; want %v, 30", got, text(t, ctx, "#total"), want)
 	}
+	// The three doors agree: the admin API and the CLI count the same.
+	var api struct {
+		Groups []struct {
+			Destination, Class string
+			Count              int
+		}
+	}
+	f.adminGet(t, "/hookgate/dlq/summary", &api)
+	fromAPI := map[string]string{}
+	for _, g := range api.Groups {
+		fromAPI[g.Destination+"/"+g.Class] = fmt.Sprint(g.Count)
+	}
+	out, err := cli(t, f.g, "dlq", "summary", "--format", "json")
+	var fromCLI struct {
+		Groups []struct {
+			Destination, Class string
+			Count              int
+		}
+	}
+	if err != nil || json.Unmarshal([]byte(out), &fromCLI) != nil || fmt.Sprint(fromAPI) != fmt.Sprint(want) || len(fromCLI.Groups) != len(api.Groups) {
+		t.Fatalf("the admin API counts %v, the CLI %s (%v); the console %v", fromAPI, out, err, got)
+	}
 	if s := text(t, ctx, `#health tr[data-destination="b"] .breaker`); s != "closed" {
 		t.Errorf("b's breaker shows %q", s)
 	}

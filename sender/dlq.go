@@ -55,10 +55,14 @@ type Redrive struct {
 	Pending   int `json:"pending"`
 }
 
-// Letter names one envelope.
+// Letter names one envelope a redrive moved. Outcome and LastError are
+// computed when the record is read (Progress), never stored.
 type Letter struct {
 	Destination string `json:"destination"`
 	ID          string `json:"id"`
+	// Outcome is delivered, dead_again or pending.
+	Outcome   string `json:"outcome,omitempty"`
+	LastError string `json:"last_error,omitempty"`
 }
 
 // Audit keeps redrive records; both queues provide it.
@@ -121,6 +125,9 @@ const scanPage = 500
 // each calls fn for every dead letter of dests that f matches, in
 // dead-at order per destination, until fn returns false.
 func (s *DLQ) each(ctx context.Context, dests []string, f Filter, fn func(*Envelope) bool) error {
+	if len(f.IDs) > 0 {
+		return s.eachID(ctx, dests, f, fn)
+	}
 	for _, dest := range dests {
 		cursor := ""
 		for {
@@ -137,6 +144,33 @@ func (s *DLQ) each(ctx context.Context, dests []string, f Filter, fn func(*Envel
 				break
 			}
 			cursor = next
+		}
+	}
+	return nil
+}
+
+// eachID is each for a filter that names its IDs: a read per ID and
+// destination, not a scan of every dead letter.
+func (s *DLQ) eachID(ctx context.Context, dests []string, f Filter, fn func(*Envelope) bool) error {
+	for _, dest := range dests {
+		var found []*Envelope
+		for _, id := range slices.Compact(slices.Sorted(slices.Values(f.IDs))) {
+			e, state, err := s.queue.Get(ctx, dest, id)
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if state == StateDead && f.matches(e) {
+				found = append(found, e)
+			}
+		}
+		slices.SortStableFunc(found, func(a, b *Envelope) int { return a.DeadAt.Compare(b.DeadAt) })
+		for _, e := range found {
+			if !fn(e) {
+				return nil
+			}
 		}
 	}
 	return nil
@@ -167,6 +201,24 @@ func (s *DLQ) Summary(ctx context.Context, f Filter) ([]Group, int, error) {
 		return true
 	})
 	return groups, total, err
+}
+
+// Count counts the dead letters f matches, stopping at upTo: more reports
+// that there are more than upTo.
+func (s *DLQ) Count(ctx context.Context, f Filter, upTo int) (n int, more bool, err error) {
+	dests, err := s.check(f)
+	if err != nil {
+		return 0, false, err
+	}
+	err = s.each(ctx, dests, f, func(*Envelope) bool {
+		if n == upTo {
+			more = true
+			return false
+		}
+		n++
+		return true
+	})
+	return n, more, err
 }
 
 // List pages through the dead letters f matches: up to limit from after
@@ -252,10 +304,17 @@ func (s *DLQ) Redrive(ctx context.Context, f Filter, limit int, by string, dryRu
 		}
 		return true
 	})
-	if err != nil || dryRun {
+	if err != nil || dryRun || len(picked) == 0 {
 		return r, err
 	}
 	r.ID = newRedriveID()
+	// The record is written before anything moves, so a redrive that
+	// fails half-way is on record under its ID, and a store that refuses
+	// the record moves nothing.
+	if err := s.queue.PutRedrive(ctx, r); err != nil {
+		r.ID = ""
+		return r, err
+	}
 	byDest := map[string][]string{}
 	for _, l := range picked {
 		byDest[l.Destination] = append(byDest[l.Destination], l.ID)
@@ -284,26 +343,34 @@ func (s *DLQ) Redrive(ctx context.Context, f Filter, limit int, by string, dryRu
 	return r, nil
 }
 
-// Progress reads a redrive's record and counts what became of the
-// envelopes it moved: delivered (gone from the queue), dead again (under
-// this redrive), or pending.
-func (s *DLQ) Progress(ctx context.Context, id string) (*Redrive, error) {
+// Progress reads a redrive's record and what became of each envelope it
+// moved: delivered (gone from the queue), dead again (under this
+// redrive), or pending. With a scope, a record of a redrive that was not
+// confined to that destination is ErrNotFound, before any letter is read.
+func (s *DLQ) Progress(ctx context.Context, id, scope string) (*Redrive, error) {
 	r, err := s.queue.GetRedrive(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	if scope != "" && r.Filter.Destination != scope {
+		return nil, ErrNotFound
+	}
 	r.Delivered, r.DeadAgain, r.Pending = 0, 0, 0
-	for _, l := range r.Letters {
+	for i := range r.Letters {
+		l := &r.Letters[i]
 		e, state, err := s.queue.Get(ctx, l.Destination, l.ID)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			r.Delivered++
+			l.Outcome = "delivered"
 		case err != nil:
 			return nil, err
 		case state == StateDead && e.RedriveID == id:
 			r.DeadAgain++
+			l.Outcome, l.LastError = "dead_again", e.LastError
 		default:
 			r.Pending++
+			l.Outcome = "pending"
 		}
 	}
 	return r, nil

@@ -1,13 +1,14 @@
 // Progressive enhancement: the overview's health table refreshes itself
-// every five seconds. Everything works without it.
+// every five seconds from the health page. Everything works without it.
 (function () {
   "use strict";
   var table = document.getElementById("health");
-  if (!table || !window.fetch || !window.DOMParser) {
+  if (!table || !table.dataset.src || !window.fetch || !window.DOMParser) {
     return;
   }
+  var src = table.dataset.src;
   setInterval(function () {
-    fetch(window.location.href, { headers: { Accept: "text/html" }, credentials: "same-origin" })
+    fetch(src, { headers: { Accept: "text/html" }, credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
         if (!html) { return; }

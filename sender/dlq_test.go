@@ -1,0 +1,106 @@
+package sender_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/sender"
+)
+
+// countingQueue counts the scans and audit writes the DLQ makes, and
+// fails Redrive when told to.
+type countingQueue struct {
+	sender.AuditedQueue
+	scans, puts int
+	failRedrive bool
+}
+
+func (q *countingQueue) Dead(ctx context.Context, dest, cursor string, limit int) ([]*sender.Envelope, string, error) {
+	q.scans++
+	return q.AuditedQueue.Dead(ctx, dest, cursor, limit)
+}
+
+func (q *countingQueue) PutRedrive(ctx context.Context, r *sender.Redrive) error {
+	q.puts++
+	return q.AuditedQueue.PutRedrive(ctx, r)
+}
+
+func (q *countingQueue) Redrive(ctx context.Context, dest string, ids []string, redriveID string, now time.Time) ([]string, error) {
+	if q.failRedrive {
+		return nil, errors.New("store down")
+	}
+	return q.AuditedQueue.Redrive(ctx, dest, ids, redriveID, now)
+}
+
+// deadLetters makes n dead letters d-0..d-(n-1) on destination d.
+func deadLetters(t *testing.T, n int) *countingQueue {
+	rcv := newReceiver(t, func(string, int) int { return 400 })
+	q := &countingQueue{AuditedQueue: newQueue(t).(sender.AuditedQueue)}
+	s, _ := sender.New(q, fast, []sender.Destination{{Name: "d", URL: rcv.URL, Signer: signer(t), Header: http.Header{}}}, sender.Options{})
+	cancel := start(t, s)
+	for i := range n {
+		enqueue(t, s, "d", fmt.Sprint("d-", i))
+	}
+	eventually(t, "all dead", func() bool {
+		st, _ := q.Stats(t.Context(), "d", time.Now())
+		return st.Dead == n
+	})
+	cancel()
+	return q
+}
+
+// TestRedriveByIDReadsOnlyThoseIDs: a replay of one envelope reads it,
+// not every dead letter; an ID that matches nothing writes no audit
+// record and gets no redrive ID.
+func TestRedriveByIDReadsOnlyThoseIDs(t *testing.T) {
+	q := deadLetters(t, 20)
+	dlq := sender.NewDLQ(q, []string{"d"}, nil)
+	q.scans, q.puts = 0, 0
+	r, err := dlq.Redrive(t.Context(), sender.Filter{Destination: "d", IDs: []string{"d-7", "d-7", "absent"}}, 5, "test", false)
+	if err != nil || r.Matched != 1 || r.Moved != 1 || r.ID == "" || q.scans != 0 {
+		t.Fatalf("redrive of d-7: %+v, %v, %d scans", r, err, q.scans)
+	}
+	q.puts = 0
+	r, err = dlq.Redrive(t.Context(), sender.Filter{Destination: "d", IDs: []string{"absent"}}, 1, "test", false)
+	if err != nil || r.ID != "" || r.Moved != 0 || q.puts != 0 {
+		t.Fatalf("redrive of nothing: %+v, %v, %d records written", r, err, q.puts)
+	}
+	if n, more, err := dlq.Count(t.Context(), sender.Filter{}, 10); n != 10 || !more || err != nil {
+		t.Fatalf("Count up to 10 of 19: %d %v %v", n, more, err)
+	}
+	if n, more, _ := dlq.Count(t.Context(), sender.Filter{}, 100); n != 19 || more {
+		t.Fatalf("Count of 19: %d %v", n, more)
+	}
+}
+
+// TestRedriveIsOnRecordBeforeItMoves: a redrive whose move fails is on
+// record under its ID, and Progress of it is scoped.
+func TestRedriveIsOnRecordBeforeItMoves(t *testing.T) {
+	q := deadLetters(t, 3)
+	dlq := sender.NewDLQ(q, []string{"d"}, nil)
+	q.failRedrive = true
+	r, err := dlq.Redrive(t.Context(), sender.Filter{Destination: "d"}, 2, "test", false)
+	if err == nil || r.ID == "" {
+		t.Fatalf("a failed move: %+v, %v; want an error and a redrive ID", r, err)
+	}
+	got, err := dlq.Progress(t.Context(), r.ID, "")
+	if err != nil || got.Moved != 0 || got.By != "test" {
+		t.Fatalf("record of the failed redrive: %+v, %v", got, err)
+	}
+	if _, err := dlq.Progress(t.Context(), r.ID, "other"); !errors.Is(err, sender.ErrNotFound) {
+		t.Fatalf("Progress scoped to another destination: %v", err)
+	}
+	q.failRedrive = false
+	r, err = dlq.Redrive(t.Context(), sender.Filter{Destination: "d"}, 2, "test", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = dlq.Progress(t.Context(), r.ID, "d")
+	if err != nil || got.Moved != 2 || len(got.Letters) != 2 || got.Letters[0].Outcome == "" {
+		t.Fatalf("scoped progress: %+v, %v", got, err)
+	}
+}
