@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -82,6 +83,8 @@ func (a *adminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	case errors.As(err, &ae):
 		problem.Write(w, ae.status, ae.reason, ae.err.Error(), 0)
+	case errors.Is(err, sender.ErrBadLimit):
+		problem.Write(w, http.StatusBadRequest, "bad_limit", err.Error(), 0)
 	case errors.Is(err, sender.ErrBadFilter):
 		problem.Write(w, http.StatusBadRequest, "bad_request", err.Error(), 0)
 	case errors.Is(err, sender.ErrUnknownDestination):
@@ -146,14 +149,19 @@ func (a *adminAPI) route(w http.ResponseWriter, r *http.Request) error {
 	return fail(http.StatusNotFound, "not_found", "no such endpoint: %s %s", method, r.URL.Path)
 }
 
+// writeJSON answers v as JSON. Payloads and errors go out as they are
+// (no \u003c for "<"): the API is not HTML, and a payload is shown byte
+// for byte.
 func writeJSON(w http.ResponseWriter, status int, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	w.Write(buf.Bytes())
 	return nil
 }
 
@@ -402,6 +410,9 @@ func (a *adminAPI) redrive(w http.ResponseWriter, r *http.Request) error {
 
 func (a *adminAPI) progress(w http.ResponseWriter, r *http.Request, id string) error {
 	rd, err := a.app.ops().Progress(r.Context(), id, "")
+	if errors.Is(err, sender.ErrNotFound) {
+		return fail(http.StatusNotFound, "not_found", "no redrive %q", id)
+	}
 	if err != nil {
 		return err
 	}

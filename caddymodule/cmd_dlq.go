@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/user"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -78,7 +79,7 @@ Documentation: README.md, "The sender", at github.com/hookgate/hookgate.`,
 
 func addAdminFlags(cmd *cobra.Command) {
 	cmd.Flags().String("address", "", "the admin API's host:port (default: Caddy's, localhost:2019)")
-	cmd.Flags().String("format", "table", "table or json")
+	cmd.Flags().String("format", "table", "table or json (show and --status always print JSON)")
 }
 
 // exitOnError prints err and exits 1: usage is not printed for a failed
@@ -275,7 +276,7 @@ func cmdDLQ(cmd *cobra.Command, args []string) error {
 			return err
 		}
 		if in.Limit <= 0 && !in.DryRun {
-			return fmt.Errorf("redrive needs --limit: release a bounded batch, then watch it")
+			return fmt.Errorf("redrive needs --limit N, N at least 1: release a bounded batch, then watch it")
 		}
 		if in.Limit <= 0 {
 			in.Limit = 1
@@ -332,11 +333,14 @@ func redriveBody(cmd *cobra.Command) (redriveRequest, error) {
 	in.IDs, _ = cmd.Flags().GetStringArray("id")
 	in.Limit, _ = cmd.Flags().GetInt("limit")
 	in.DryRun, _ = cmd.Flags().GetBool("dry-run")
-	user := os.Getenv("USER")
-	if user == "" {
-		user = "unknown"
+	who := os.Getenv("USER")
+	if u, err := user.Current(); who == "" && err == nil {
+		who = u.Username
 	}
-	in.By = "cli: " + user
+	if who == "" {
+		who = "unknown"
+	}
+	in.By = "cli: " + who
 	return in, nil
 }
 

@@ -40,6 +40,7 @@ import (
 //
 // Once healthy is set, every receiver applies what it gets.
 type consoleFixture struct {
+	redis   *redistest.Server
 	g       *gateway
 	up      *upstream
 	healthy atomic.Bool
@@ -49,7 +50,7 @@ type consoleFixture struct {
 
 func newConsoleFixture(t *testing.T) *consoleFixture {
 	srv := redistest.Start(t)
-	f := &consoleFixture{applied: map[string]int{}}
+	f := &consoleFixture{redis: srv, applied: map[string]int{}}
 	f.up = newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		id := r.Header.Get("Webhook-Id")
 		if !f.healthy.Load() {
@@ -438,6 +439,16 @@ func TestConsole(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#health tr[data-destination="c"] .state.paused`)),
 		chromedp.Click(chromedp.CSS(`#health tr[data-destination="c"] button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#health tr[data-destination="c"] .state.active`)))
+
+	// Redis goes away: each page says so, 503 store_unavailable, and
+	// nothing hangs.
+	f.redis.Stop()
+	for _, page := range []string{"/", "/dead?destination=a", "/dead/a-4xx-11?destination=a", "/health"} {
+		run(t, ctx, chromedp.Navigate(base+page), chromedp.WaitVisible(chromedp.CSS("#reason")))
+		if st, r := text(t, ctx, "#error-status"), text(t, ctx, "#reason"); !strings.HasPrefix(st, "503") || r != "store_unavailable" {
+			t.Fatalf("%s with Redis down: %s %s", page, st, r)
+		}
+	}
 }
 
 // TestConsoleScoped: a console scoped to the signed-in subscriber shows

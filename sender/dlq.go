@@ -104,6 +104,9 @@ func NewDLQ(q AuditedQueue, dests []string, now func() time.Time) *DLQ {
 // ErrBadFilter means a filter names an unknown destination or class.
 var ErrBadFilter = errors.New("bad filter")
 
+// ErrBadLimit means a redrive without a positive limit.
+var ErrBadLimit = errors.New("a redrive needs a positive limit")
+
 func (s *DLQ) check(f Filter) ([]string, error) {
 	if f.Class != "" {
 		if _, err := ParseClass(f.Class); err != nil {
@@ -293,7 +296,7 @@ func (s *DLQ) Redrive(ctx context.Context, f Filter, limit int, by string, dryRu
 		return nil, err
 	}
 	if limit <= 0 {
-		return nil, fmt.Errorf("%w: a redrive needs a positive limit", ErrBadFilter)
+		return nil, ErrBadLimit
 	}
 	r := &Redrive{Filter: f, Limit: limit, By: by, At: s.now()}
 	var picked []Letter

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hookgate/hookgate/sender"
 )
@@ -102,5 +105,28 @@ func TestRedriveIsOnRecordBeforeItMoves(t *testing.T) {
 	got, err = dlq.Progress(t.Context(), r.ID, "d")
 	if err != nil || got.Moved != 2 || len(got.Letters) != 2 || got.Letters[0].Outcome == "" {
 		t.Fatalf("scoped progress: %+v, %v", got, err)
+	}
+}
+
+// TestDeadLetterKeepsWhatTheReceiverSaid: the start of a failed answer's
+// body is kept with the attempt, on one line, bounded.
+func TestDeadLetterKeepsWhatTheReceiverSaid(t *testing.T) {
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(422)
+		fmt.Fprint(w, "rejected:\n\tschema <b>seat</b> missing\x00"+strings.Repeat("é", 300))
+	}))
+	t.Cleanup(rcv.Close)
+	q := newQueue(t)
+	s, _ := sender.New(q, fast, []sender.Destination{{Name: "d", URL: rcv.URL, Signer: signer(t), Header: http.Header{}}}, sender.Options{})
+	start(t, s)
+	enqueue(t, s, "d", "m")
+	eventually(t, "dead", func() bool {
+		_, state, _ := q.Get(t.Context(), "d", "m")
+		return state == sender.StateDead
+	})
+	e, _, _ := q.Get(t.Context(), "d", "m")
+	want := "Unprocessable Entity: rejected: schema <b>seat</b> missing é"
+	if !strings.HasPrefix(e.LastError, want) || !utf8.ValidString(e.LastError) || len(e.LastError) > 240 || e.Log[0].Error != e.LastError {
+		t.Fatalf("last error %q (%d bytes); want it to start %q, valid UTF-8, bounded", e.LastError, len(e.LastError), want)
 	}
 }

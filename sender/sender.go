@@ -8,9 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/sony/gobreaker/v2"
 	"golang.org/x/time/rate"
@@ -529,7 +531,7 @@ const maxErrorText = 512
 func (s *Sender) attempt(d *destination, e *Envelope, start time.Time) Result {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 	defer cancel()
-	status, header, err := s.post(ctx, d, e, start)
+	status, header, said, err := s.post(ctx, d, e, start)
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) && err != nil {
 		err = fmt.Errorf("%w after %s", errTimeout, s.cfg.Timeout)
 	}
@@ -541,9 +543,12 @@ func (s *Sender) attempt(d *destination, e *Envelope, start time.Time) Result {
 		a.Error = err.Error()
 	case !res.Delivered:
 		a.Error = http.StatusText(status)
+		if said != "" {
+			a.Error += ": " + said
+		}
 	}
 	if len(a.Error) > maxErrorText {
-		a.Error = a.Error[:maxErrorText]
+		a.Error = strings.ToValidUTF8(a.Error[:maxErrorText], "")
 	}
 	e.Log = append(e.Log, a)
 	if !res.Delivered {
@@ -554,20 +559,42 @@ func (s *Sender) attempt(d *destination, e *Envelope, start time.Time) Result {
 
 // post sends e's payload, signed, and reads the answer's status and
 // headers (the body is drained, up to a bound, so the connection is
-// reused).
-func (s *Sender) post(ctx context.Context, d *destination, e *Envelope, now time.Time) (int, http.Header, error) {
+// reused). Of a failure's body it keeps the start, as one line of text:
+// what the receiver said is what a person triaging needs.
+func (s *Sender) post(ctx context.Context, d *destination, e *Envelope, now time.Time) (int, http.Header, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.URL, bytes.NewReader(e.Payload))
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, "", err
 	}
 	req.Header = d.header(e, now)
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, "", err
 	}
 	defer resp.Body.Close()
+	said := ""
+	if resp.StatusCode >= 300 {
+		head := make([]byte, maxSaid)
+		n, _ := io.ReadFull(resp.Body, head)
+		said = oneLine(head[:n])
+	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	return resp.StatusCode, resp.Header, nil
+	return resp.StatusCode, resp.Header, said, nil
+}
+
+// maxSaid is how much of a failed answer's body an attempt keeps.
+const maxSaid = 200
+
+// oneLine is b as printable, valid UTF-8 on one line: control characters
+// become spaces, runs of space one, a rune cut at the end dropped.
+func oneLine(b []byte) string {
+	s := strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || unicode.IsSpace(r) {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(string(b), ""))
+	return strings.Join(strings.Fields(s), " ")
 }
 
 // header is the header of e's request to d at now: the destination's

@@ -66,6 +66,10 @@ func (s *Sender) HeaderSent(e *Envelope) (http.Header, error) {
 			h[k] = []string{Redacted}
 		}
 	}
+	if !e.DeadAt.IsZero() {
+		// A dead letter is sent again only by a redrive, under its ID.
+		h.Set("Hookgate-Redrive-Id", "(the ID of the redrive that sends it)")
+	}
 	if d.Signer != nil {
 		for k, vs := range d.Signer.Sign(e.ID, s.now(), e.Payload) {
 			if len(vs) != 1 || vs[0] != e.ID {
