@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -270,6 +271,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, v View, status 
 	c.renderRefresh(w, r, v, status, name, title, 0, data)
 }
 
+// renderRefresh is render with a meta refresh every refresh seconds.
 func (c *Console) renderRefresh(w http.ResponseWriter, r *http.Request, v View, status int, name, title string, refresh int, data any) {
 	var buf bytes.Buffer
 	p := page{View: v, Title: title, CSRF: c.token(w, r, v), Refresh: refresh, Data: data}
@@ -448,19 +450,13 @@ func (c *Console) detail(w http.ResponseWriter, r *http.Request, v View, id stri
 		return err
 	}
 	var headers []header
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range h {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(h)) {
 		for _, val := range h[k] {
 			headers = append(headers, header{k, val})
 		}
 	}
 	payload, note := showPayload(e.Payload)
-	c.render(w, r, v, http.StatusOK, "detail", "Dead letter "+e.ID, map[string]any{
+	c.render(w, r, v, http.StatusOK, "detail", "Delivery "+e.ID, map[string]any{
 		"E": e, "State": string(state), "Dead": state == sender.StateDead, "Headers": headers,
 		"Payload": payload, "PayloadNote": note,
 	})
