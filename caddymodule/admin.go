@@ -303,7 +303,7 @@ func (a *adminAPI) summary(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	groups, total, err := a.app.ops().Summary(r.Context(), f)
+	groups, total, _, err := a.app.ops().Summary(r.Context(), f, 0)
 	if err != nil {
 		return err
 	}

@@ -58,9 +58,10 @@ func (o ops) SetPaused(ctx context.Context, name string, paused bool, by string)
 	return o.app.sender.Status(ctx, name)
 }
 
-// Summary groups the dead letters f matches by destination and class.
-func (o ops) Summary(ctx context.Context, f sender.Filter) ([]sender.Group, int, error) {
-	return o.app.dlq.Summary(ctx, f)
+// Summary groups the dead letters f matches by destination and class, at
+// most upTo of them when upTo is above 0.
+func (o ops) Summary(ctx context.Context, f sender.Filter, upTo int) ([]sender.Group, int, bool, error) {
+	return o.app.dlq.Summary(ctx, f, upTo)
 }
 
 // Count counts the dead letters f matches, up to upTo.

@@ -44,7 +44,7 @@ type Service interface {
 	Destinations(ctx context.Context) ([]sender.DestinationStatus, error)
 	Destination(ctx context.Context, name string) (sender.DestinationStatus, error)
 	SetPaused(ctx context.Context, name string, paused bool, by string) (sender.DestinationStatus, error)
-	Summary(ctx context.Context, f sender.Filter) ([]sender.Group, int, error)
+	Summary(ctx context.Context, f sender.Filter, upTo int) ([]sender.Group, int, bool, error)
 	Count(ctx context.Context, f sender.Filter, upTo int) (int, bool, error)
 	List(ctx context.Context, f sender.Filter, limit int, cursor string) ([]*sender.Envelope, string, error)
 	Get(ctx context.Context, dest, id string) (*sender.Envelope, sender.State, error)
@@ -83,8 +83,11 @@ type Console struct {
 const DefaultMaxRedrive = 100
 
 // countCap bounds the count a list page makes: past it the page says
-// "more than".
-const countCap = 10000
+// "more than". summaryCap bounds the dead letters the overview groups.
+const (
+	countCap   = 10000
+	summaryCap = 100000
+)
 
 //go:embed templates/*.html
 var templateFS embed.FS
@@ -371,7 +374,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, v View) error
 	if err != nil {
 		return err
 	}
-	groups, total, err := c.svc.Summary(r.Context(), sender.Filter{Destination: v.Scope})
+	groups, total, more, err := c.svc.Summary(r.Context(), sender.Filter{Destination: v.Scope}, summaryCap)
 	if err != nil {
 		return err
 	}
@@ -384,7 +387,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, v View) error
 		rows = append(rows, groupRow{g, filterQuery(sender.Filter{Destination: g.Destination, Class: g.Class})})
 	}
 	c.render(w, r, v, http.StatusOK, "overview", "Dead letters", map[string]any{
-		"Destinations": dests, "Groups": rows, "Total": total,
+		"Destinations": dests, "Groups": rows, "Total": total, "More": more, "Cap": summaryCap,
 	})
 	return nil
 }

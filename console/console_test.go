@@ -63,10 +63,10 @@ func (f *fakeService) matching(fl sender.Filter) []*sender.Envelope {
 	return out
 }
 
-func (f *fakeService) Summary(ctx context.Context, fl sender.Filter) ([]sender.Group, int, error) {
+func (f *fakeService) Summary(ctx context.Context, fl sender.Filter, upTo int) ([]sender.Group, int, bool, error) {
 	f.note(fl.Destination)
 	n := len(f.matching(fl))
-	return []sender.Group{{Destination: fl.Destination, Class: "http_4xx", Count: n}}, n, nil
+	return []sender.Group{{Destination: fl.Destination, Class: "http_4xx", Count: min(n, upTo)}}, min(n, upTo), n > upTo, nil
 }
 
 func (f *fakeService) Count(ctx context.Context, fl sender.Filter, upTo int) (int, bool, error) {

@@ -179,16 +179,20 @@ func (s *DLQ) eachID(ctx context.Context, dests []string, f Filter, fn func(*Env
 	return nil
 }
 
-// Summary groups the dead letters by destination and class.
-func (s *DLQ) Summary(ctx context.Context, f Filter) ([]Group, int, error) {
+// Summary groups the dead letters by destination and class. With upTo
+// above 0 it groups at most that many, the oldest of each destination
+// first, and more reports that there are others.
+func (s *DLQ) Summary(ctx context.Context, f Filter, upTo int) (groups []Group, total int, more bool, err error) {
 	dests, err := s.check(f)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
-	var groups []Group
 	index := map[[2]string]int{}
-	total := 0
 	err = s.each(ctx, dests, f, func(e *Envelope) bool {
+		if upTo > 0 && total == upTo {
+			more = true
+			return false
+		}
 		k := [2]string{e.Destination, e.Class.String()}
 		i, ok := index[k]
 		if !ok {
@@ -203,7 +207,7 @@ func (s *DLQ) Summary(ctx context.Context, f Filter) ([]Group, int, error) {
 		total++
 		return true
 	})
-	return groups, total, err
+	return groups, total, more, err
 }
 
 // Count counts the dead letters f matches, stopping at upTo: more reports

@@ -78,6 +78,12 @@ func TestRedriveByIDReadsOnlyThoseIDs(t *testing.T) {
 	if n, more, _ := dlq.Count(t.Context(), sender.Filter{}, 100); n != 19 || more {
 		t.Fatalf("Count of 19: %d %v", n, more)
 	}
+	if g, total, more, err := dlq.Summary(t.Context(), sender.Filter{}, 10); err != nil || total != 10 || !more || len(g) != 1 || g[0].Count != 10 {
+		t.Fatalf("Summary up to 10 of 19: %+v %d %v %v", g, total, more, err)
+	}
+	if g, total, more, _ := dlq.Summary(t.Context(), sender.Filter{}, 0); total != 19 || more || g[0].Count != 19 {
+		t.Fatalf("Summary of all 19: %+v %d %v", g, total, more)
+	}
 }
 
 // TestRedriveIsOnRecordBeforeItMoves: a redrive whose move fails is on
