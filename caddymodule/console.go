@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/console"
 	"github.com/hookgate/hookgate/internal/problem"
@@ -75,10 +76,25 @@ func (h *Console) Provision(ctx caddy.Context) error {
 	if h.Destination != "" && !strings.Contains(h.Destination, "{") && !app.hasDestination(h.Destination) {
 		return fmt.Errorf("webhook_console: destination %q is not configured in the hookgate global option", h.Destination)
 	}
+	if clientChosen(h.Destination) {
+		ctx.Logger().Warn("webhook_console is scoped by a placeholder the client chooses: anyone can name any destination; scope by an authenticated identity such as {http.auth.user.id}",
+			zap.String("destination", h.Destination))
+	}
 	h.app = app
 	h.console = console.New(app.ops(), nil)
 	h.console.MaxRedrive = h.MaxRedrive
 	return nil
+}
+
+// clientChosen reports a scope placeholder whose value the client sets:
+// a header, the query, a cookie or the path.
+func clientChosen(p string) bool {
+	for _, prefix := range []string{"{http.request.header.", "{http.request.uri", "{http.request.cookie.", "{query.", "{header.", "{cookie.", "{path", "{http.request.orig_uri"} {
+		if strings.Contains(p, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // ServeHTTP serves the console's pages; it never calls next.

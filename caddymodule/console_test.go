@@ -33,3 +33,19 @@ func TestMountPath(t *testing.T) {
 		t.Errorf("no original request: %q", got)
 	}
 }
+
+func TestClientChosenScope(t *testing.T) {
+	for p, want := range map[string]bool{
+		"{http.auth.user.id}":                false,
+		"enrollment":                         false,
+		"{http.request.header.X-Subscriber}": true,
+		"{query.dest}":                       true,
+		"{http.request.cookie.who}":          true,
+		"{http.request.uri.path.1}":          true,
+		"sub-{http.request.header.Host}":     true,
+	} {
+		if got := clientChosen(p); got != want {
+			t.Errorf("clientChosen(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
