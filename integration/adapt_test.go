@@ -151,6 +151,10 @@ func TestAdaptErrors(t *testing.T) {
 		{"unknown option", "{\n hookgate {\n  stor file\n }\n}\n:80", `unknown hookgate subdirective "stor"`},
 		{"reconcile without a receiver", "{\n hookgate {\n  reconcile j {\n   truth postgres x \"SELECT 1\"\n   expect a b\n  }\n }\n}\n:80", "needs a truth and a receiver"},
 		{"reconcile bad source", "{\n hookgate {\n  reconcile j {\n   truth mysql x y\n  }\n }\n}\n:80", "want postgres <dsn> <query>, or http <url>"},
+		{"console inline arg", ":80 {\n webhook_console x\n}", "wrong argument count"},
+		{"console unknown subdirective", ":80 {\n webhook_console {\n  scope a\n }\n}", `unknown webhook_console subdirective "scope"`},
+		{"console bad max_redrive", ":80 {\n webhook_console {\n  max_redrive 0\n }\n}", "max_redrive: want a positive whole number"},
+		{"console destination twice", ":80 {\n webhook_console {\n  destination a\n  destination b\n }\n}", "destination given twice"},
 		{"reconcile without expect", "{\n hookgate {\n  reconcile j {\n   truth postgres x y\n   receiver http http://h\n  }\n }\n}\n:80", "needs at least one expect"},
 	}
 	for _, tt := range tests {
@@ -180,6 +184,8 @@ func TestValidateErrors(t *testing.T) {
 		{"redis URL with a password option", "webhook_verify github {\n secret s\n}", "unexpected option: password"},
 		{"redis URL with a token as user", "webhook_verify github {\n secret s\n}", "invalid URL path"},
 		{"redis URL with a bad option value", "webhook_verify github {\n secret s\n}", "invalid dial_timeout"},
+		{"console without a sender", "webhook_console", "no sender to show"},
+		{"console of an unknown destination", "webhook_console {\n destination nowhere\n}", `destination \"nowhere\" is not configured`},
 		{"empty env secret", "webhook_verify github {\n secret {env.HOOKGATE_TEST_UNSET}\n}", "{env.HOOKGATE_TEST_UNSET} is empty"},
 	}
 	for _, tt := range tests {
@@ -191,6 +197,8 @@ func TestValidateErrors(t *testing.T) {
 				global = "hookgate {\n store redis redis://:s3cr3t-value%zz@127.0.0.1:6379\n }\n"
 			case "redis URL not redis":
 				global = "hookgate {\n store redis http://:s3cr3t-value@127.0.0.1:6379\n }\n"
+			case "console of an unknown destination":
+				global = "hookgate {\n destination d {\n  url http://127.0.0.1:1\n  secret whsec_c2VjcmV0\n }\n }\n"
 			case "sender lease under two timeouts":
 				global = "hookgate {\n sender {\n  timeout 10s\n  lease 15s\n }\n destination d {\n  url http://127.0.0.1:1\n  secret whsec_c2VjcmV0\n }\n }\n"
 			case "redis URL with a password option":
