@@ -3,16 +3,17 @@
 # and hookgate (verify + dedupe) on Redis (with and without the replay cache)
 # and on the embedded store, in front of the same upstream,
 # with unique delivery IDs and with duplicates. Each round runs every
-# configuration once (interleaved, so drift touches all alike); prints each
-# run's line, then the median requests/s per configuration, its range, the
-# ratio of medians to plain reverse_proxy, and Redis round trips per request.
+# configuration once at each concurrency (interleaved, so drift touches all
+# alike); prints each run's line, then per concurrency the median
+# requests/s, p50 and p99 of each configuration, the ratio of medians to
+# plain reverse_proxy, and the Redis commands and round trips per request.
 #
-#   bash bench/run.sh                      # 3 rounds of 10s runs, 32 clients
-#   ROUNDS=5 DURATION=30s CONC=64 bash bench/run.sh
+#   bash bench/run.sh                      # 3 rounds of 10s runs, 32 and 128 clients
+#   ROUNDS=5 DURATION=30s CONCS="64" bash bench/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10s}
-CONC=${CONC:-32}
+CONCS=${CONCS:-${CONC:-32 128}}
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
@@ -52,14 +53,27 @@ CADDY
 	gw_url="http://127.0.0.1:$port/"
 }
 
+# bench runs loadgen and appends its line, with the Redis commands and
+# round trips the run cost, to the results.
 bench() { # label, mode
-	"$work/loadgen" -url "$gw_url" -mode "$2" -c "$CONC" -d "$DURATION" -label "$1" | tee -a "$work/results"
+	local before after
+	before=$(redis_counts)
+	"$work/loadgen" -url "$gw_url" -mode "$2" -c "$conc" -d "$DURATION" -label "$1@$conc" > "$work/line"
+	after=$(redis_counts)
+	echo "$(cat "$work/line") $(echo "$before $after" | awk '{printf "redis_cmds=%d redis_reads=%d", $3 - $1, $4 - $2}')" | tee -a "$work/results"
 }
 
-# Round trips to Redis: top-level calls (scripts and plain commands the
-# client sends; the bench path sends only scripts), not the commands a
-# script runs inside Redis. The dup run's priming request costs 2.
-redis_calls() { redis-cli -p "$redis_port" info commandstats | awk -F'[:=,]' '/^cmdstat_(evalsha|eval)/ {n += $3} END {print n+0}'; }
+# Redis counters: top-level commands the clients sent (scripts and plain
+# commands, not the ones a script runs inside Redis), and read events
+# (total_reads_processed: one per socket read, so a pipeline read at once
+# counts one): the round trips. The dup run's priming request and the
+# redis-cli calls themselves add a handful.
+redis_counts() {
+	redis-cli -p "$redis_port" info all | tr -d '\r' | awk -F'[:=,]' '
+		/^cmdstat_(evalsha|eval)/ {n += $3}
+		/^total_reads_processed:/ {r = $2}
+		END {print n+0, r+0}'
+}
 
 verify_dedupe="webhook_verify {
 		secret $secret
@@ -67,7 +81,7 @@ verify_dedupe="webhook_verify {
 	webhook_dedupe"
 
 ROUNDS=${ROUNDS:-3}
-echo "# $(date -u +%FT%TZ) $(nproc) cores, $CONC clients, $DURATION per run, 1 KiB bodies, $ROUNDS rounds (interleaved; medians below)"
+echo "# $(date -u +%FT%TZ) $(nproc) cores, $CONCS clients, $DURATION per run, 1 KiB bodies, $ROUNDS rounds (interleaved; medians below)"
 
 # All three gateways run side by side (idle when not under load); each
 # round measures every configuration once, so drift on a noisy machine
@@ -94,38 +108,40 @@ redisnc_url=$gw_url
 run_gateway file "" "$verify_dedupe"
 file_url=$gw_url
 
-calls_unique=0 calls_dup=0 calls_nc=0
 for round in $(seq "$ROUNDS"); do
-	gw_url=$plain_url; bench plain-unique unique
-	gw_url=$verify_url; bench verify-only unique
-	gw_url=$redis_url
-	c0=$(redis_calls); bench redis-unique unique; c1=$(redis_calls)
-	bench redis-dup dup; c2=$(redis_calls)
-	gw_url=$redisnc_url; bench redis-dup-nocache dup; c3=$(redis_calls)
-	calls_unique=$((calls_unique + c1 - c0)); calls_dup=$((calls_dup + c2 - c1 - 2)); calls_nc=$((calls_nc + c3 - c2 - 2))
-	gw_url=$file_url; bench file-unique unique; bench file-dup dup
+	for conc in $CONCS; do
+		gw_url=$plain_url; bench plain-unique unique
+		gw_url=$verify_url; bench verify-only unique
+		gw_url=$redis_url; bench redis-unique unique; bench redis-dup dup
+		gw_url=$redisnc_url; bench redis-dup-nocache dup
+		gw_url=$file_url; bench file-unique unique; bench file-dup dup
+	done
 done
 
 echo
-awk -v cu="$calls_unique" -v cd="$calls_dup" -v cn="$calls_nc" '
-	function median(name,   n, i, j, t, a) {
+awk '
+	function median(name, field,   n, i, j, t, a) {
 		n = cnt[name]
-		for (i = 1; i <= n; i++) a[i] = rps[name, i]
+		for (i = 1; i <= n; i++) a[i] = val[name, field, i]
 		for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
 		return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 	}
 	{
 		for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
 		if (!($1 in cnt)) names[++n] = $1
-		c = ++cnt[$1]; rps[$1, c] = v["rps"]; p99[$1, c] = v["p99_ms"]; reqs[$1] += v["requests"]
+		c = ++cnt[$1]
+		val[$1, "rps", c] = v["rps"]; val[$1, "p50", c] = v["p50_ms"]; val[$1, "p99", c] = v["p99_ms"]
+		reqs[$1] += v["requests"]; cmds[$1] += v["redis_cmds"]; reads[$1] += v["redis_reads"]
 	}
 	END {
-		base = median("plain-unique")
-		printf "%-18s %14s %12s %14s\n", "run", "median req/s", "range", "vs plain"
+		printf "%-24s %12s %13s %9s %9s %9s %10s %10s\n", "run", "median req/s", "range", "vs plain", "p50 ms", "p99 ms", "cmds/req", "trips/req"
 		for (i = 1; i <= n; i++) {
-			lo = hi = rps[names[i], 1]
-			for (j = 2; j <= cnt[names[i]]; j++) { r = rps[names[i], j]; if (r < lo) lo = r; if (r > hi) hi = r }
-			printf "%-18s %14.0f %5.0f-%-6.0f %13.2fx\n", names[i], median(names[i]), lo, hi, median(names[i]) / base
+			name = names[i]; split(name, parts, "@")
+			base = median("plain-unique@" parts[2], "rps")
+			lo = hi = val[name, "rps", 1]
+			for (j = 2; j <= cnt[name]; j++) { r = val[name, "rps", j]; if (r < lo) lo = r; if (r > hi) hi = r }
+			trips = "-"; cpr = "-"
+			if (name ~ /^redis/) { cpr = sprintf("%.2f", cmds[name] / reqs[name]); trips = sprintf("%.3f", reads[name] / reqs[name]) }
+			printf "%-24s %12.0f %6.0f-%-6.0f %8.2fx %9.2f %9.2f %10s %10s\n", name, median(name, "rps"), lo, hi, median(name, "rps") / base, median(name, "p50"), median(name, "p99"), cpr, trips
 		}
-		printf "\nRedis round trips per request: unique IDs %.2f, duplicates %.4f (replay cache), %.2f (cache off)\n", cu / reqs["redis-unique"], cd / reqs["redis-dup"], cn / reqs["redis-dup-nocache"]
 	}' "$work/results"
