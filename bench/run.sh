@@ -10,6 +10,7 @@
 #
 #   bash bench/run.sh                      # 3 rounds of 10s runs, 32 and 128 clients
 #   ROUNDS=5 DURATION=30s CONCS="64" bash bench/run.sh
+#   PROFILE=/tmp/prof ROUNDS=1 bash bench/run.sh  # and a CPU profile of each run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10s}
@@ -51,14 +52,21 @@ CADDY
 	gw_pid=$!; pids+=($gw_pid)
 	for _ in $(seq 100); do curl -fs "http://127.0.0.1:$admin/config/" >/dev/null 2>&1 && break; sleep 0.1; done
 	gw_url="http://127.0.0.1:$port/"
+	admin_of[$gw_url]=$admin
 }
+declare -A admin_of
 
 # bench runs loadgen and appends its line, with the Redis commands and
 # round trips the run cost, to the results.
 bench() { # label, mode
-	local before after
+	local before after prof=
 	before=$(redis_counts)
+	if [ -n "${PROFILE:-}" ]; then # a CPU profile of the gateway under load, second 1 to the end
+		mkdir -p "$PROFILE"
+		(sleep 1; curl -fs -o "$PROFILE/$1@$conc.pprof" "http://127.0.0.1:${admin_of[$gw_url]}/debug/pprof/profile?seconds=$((${DURATION%s} - 2))") & prof=$!
+	fi
 	"$work/loadgen" -url "$gw_url" -mode "$2" -c "$conc" -d "$DURATION" -label "$1@$conc" > "$work/line"
+	[ -z "$prof" ] || wait "$prof" || true
 	after=$(redis_counts)
 	echo "$(cat "$work/line") $(echo "$before $after" | awk '{printf "redis_cmds=%d redis_reads=%d", $3 - $1, $4 - $2}')" | tee -a "$work/results"
 }
