@@ -63,10 +63,14 @@ bench() { # label, mode
 	before=$(redis_counts)
 	if [ -n "${PROFILE:-}" ]; then # a CPU profile of the gateway under load, second 1 to the end
 		mkdir -p "$PROFILE"
+		curl -fs -o "$PROFILE/$1@$conc.allocs0" "http://127.0.0.1:${admin_of[$gw_url]}/debug/pprof/allocs" || true
 		(sleep 1; curl -fs -o "$PROFILE/$1@$conc.pprof" "http://127.0.0.1:${admin_of[$gw_url]}/debug/pprof/profile?seconds=$((${DURATION%s} - 2))") & prof=$!
 	fi
 	"$work/loadgen" -url "$gw_url" -mode "$2" -c "$conc" -d "$DURATION" -label "$1@$conc" > "$work/line"
-	[ -z "$prof" ] || wait "$prof" || true
+	if [ -n "$prof" ]; then # and what it allocated: go tool pprof -diff_base X.allocs0 X.allocs1
+		wait "$prof" || true
+		curl -fs -o "$PROFILE/$1@$conc.allocs1" "http://127.0.0.1:${admin_of[$gw_url]}/debug/pprof/allocs" || true
+	fi
 	after=$(redis_counts)
 	echo "$(cat "$work/line") $(echo "$before $after" | awk '{printf "redis_cmds=%d redis_reads=%d", $3 - $1, $4 - $2}')" | tee -a "$work/results"
 }
