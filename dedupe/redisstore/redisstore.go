@@ -1,8 +1,9 @@
 // Package redisstore is the Redis dedupe.Store: one go-redis
 // UniversalClient (single node, Sentinel or Cluster), every multi-step
 // change one Lua script, times passed from the caller's clock. The claim,
-// record, release and get of concurrent requests share pipelines (see
-// internal/pipeline): under load a round trip serves many requests.
+// record, release, get, acquire and finish of concurrent requests share
+// pipelines (see internal/pipeline): under load a round trip serves many
+// requests.
 package redisstore
 
 import (
