@@ -102,7 +102,7 @@ func BenchmarkForward(b *testing.B) {
 			delay time.Duration
 		}{{"group", 0}, {"batch1ms", time.Millisecond}} {
 			b.Run(fmt.Sprintf("%s/c%d", mode.name, conc), func(b *testing.B) {
-				db, err := bolt.Open(filepath.Join(b.TempDir(), "state.db"), 0o600, nil)
+				db, err := bolt.Open(filepath.Join(b.TempDir(), "state.db"), 0o600, &bolt.Options{NoFreelistSync: true, FreelistType: bolt.FreelistMapType}) // as OpenFile
 				if err != nil {
 					b.Fatal(err)
 				}
