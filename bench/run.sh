@@ -6,7 +6,10 @@
 # configuration once at each concurrency (interleaved, so drift touches all
 # alike); prints each run's line, then per concurrency the median
 # requests/s, p50 and p99 of each configuration, the ratio of medians to
-# plain reverse_proxy, and the Redis commands and round trips per request.
+# plain reverse_proxy, the Redis commands and round trips per request, and
+# where the CPU went: microseconds of CPU per request of the gateway under
+# load, of redis-server and of the upstream, and how busy the machine was
+# (every process's CPU, the load generator's too, over all cores).
 #
 #   bash bench/run.sh                      # 3 rounds of 10s runs, 32 and 128 clients
 #   ROUNDS=5 DURATION=30s CONCS="64" bash bench/run.sh
@@ -27,7 +30,9 @@ go build -o "$work/loadgen" ./bench/loadgen
 
 up_port=$(free_port); redis_port=$(free_port)
 "$work/loadgen" upstream -addr "127.0.0.1:$up_port" & pids+=($!)
+up_pid=$!
 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" --logfile "$work/redis.log" & pids+=($!)
+redis_pid=$!
 sleep 0.5
 
 secret=whsec_aG9va2dhdGUtZGV2LXNlY3JldC1uZXZlci11c2UtaW4tcHJvZA==
@@ -53,14 +58,21 @@ CADDY
 	for _ in $(seq 100); do curl -fs "http://127.0.0.1:$admin/config/" >/dev/null 2>&1 && break; sleep 0.1; done
 	gw_url="http://127.0.0.1:$port/"
 	admin_of[$gw_url]=$admin
+	pid_of[$gw_url]=$gw_pid
 }
-declare -A admin_of
+declare -A admin_of pid_of
+
+# CPU time of a process (clock ticks, user + system), and of the machine
+# (busy and total ticks, every process's, the load generator's too).
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+machine() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat; }
 
 # bench runs loadgen and appends its line, with the Redis commands and
 # round trips the run cost, to the results.
 bench() { # label, mode
-	local before after prof=
+	local before after prof= cpu0 cpu1
 	before=$(redis_counts)
+	cpu0="$(ticks "${pid_of[$gw_url]}") $(ticks "$redis_pid") $(ticks "$up_pid") $(machine)"
 	if [ -n "${PROFILE:-}" ]; then # a CPU profile of the gateway under load, second 1 to the end
 		mkdir -p "$PROFILE"
 		curl -fs -o "$PROFILE/$1@$conc.allocs0" "http://127.0.0.1:${admin_of[$gw_url]}/debug/pprof/allocs" || true
@@ -71,20 +83,27 @@ bench() { # label, mode
 		wait "$prof" || true
 		curl -fs -o "$PROFILE/$1@$conc.allocs1" "http://127.0.0.1:${admin_of[$gw_url]}/debug/pprof/allocs" || true
 	fi
+	cpu1="$(ticks "${pid_of[$gw_url]}") $(ticks "$redis_pid") $(ticks "$up_pid") $(machine)"
 	after=$(redis_counts)
-	echo "$(cat "$work/line") $(echo "$before $after" | awk '{printf "redis_cmds=%d redis_reads=%d", $3 - $1, $4 - $2}')" | tee -a "$work/results"
+	echo "$(cat "$work/line") $(echo "$before $after" | awk '{printf "redis_cmds=%d redis_reads=%d redis_script_usec=%d", $4 - $1, $5 - $2, $6 - $3}')" \
+		"$(echo "$cpu0 $cpu1" | awk -v hz="$(getconf CLK_TCK)" -v line="$(cat "$work/line")" '{
+			match(line, /requests=[0-9]+/); n = substr(line, RSTART + 9, RLENGTH - 9) + 0; if (n == 0) n = 1
+			us = 1e6 / hz / n
+			printf "gw_us=%.0f redis_us=%.0f up_us=%.0f busy_pct=%.0f", ($6 - $1) * us, ($7 - $2) * us, ($8 - $3) * us, 100 * ($9 - $4) / ($10 - $5)
+		}')" | tee -a "$work/results"
 }
 
 # Redis counters: top-level commands the clients sent (scripts and plain
-# commands, not the ones a script runs inside Redis), and read events
+# commands, not the ones a script runs inside Redis), the microseconds
+# Redis spent running the scripts, and read events
 # (total_reads_processed: one per socket read, so a pipeline read at once
 # counts one): the round trips. The dup run's priming request and the
 # redis-cli calls themselves add a handful.
 redis_counts() {
 	redis-cli -p "$redis_port" info all | tr -d '\r' | awk -F'[:=,]' '
-		/^cmdstat_(evalsha|eval)/ {n += $3}
+		/^cmdstat_(evalsha|eval)/ {n += $3; u += $5}
 		/^total_reads_processed:/ {r = $2}
-		END {print n+0, r+0}'
+		END {print n+0, r+0, u+0}'
 }
 
 verify_dedupe="webhook_verify {
@@ -143,17 +162,18 @@ awk '
 		if (!($1 in cnt)) names[++n] = $1
 		c = ++cnt[$1]
 		val[$1, "rps", c] = v["rps"]; val[$1, "p50", c] = v["p50_ms"]; val[$1, "p99", c] = v["p99_ms"]
-		reqs[$1] += v["requests"]; cmds[$1] += v["redis_cmds"]; reads[$1] += v["redis_reads"]
+		reqs[$1] += v["requests"]; cmds[$1] += v["redis_cmds"]; reads[$1] += v["redis_reads"]; lua[$1] += v["redis_script_usec"]
+		val[$1, "gw", c] = v["gw_us"]; val[$1, "redis", c] = v["redis_us"]; val[$1, "up", c] = v["up_us"]; val[$1, "busy", c] = v["busy_pct"]
 	}
 	END {
-		printf "%-24s %12s %13s %9s %9s %9s %10s %10s\n", "run", "median req/s", "range", "vs plain", "p50 ms", "p99 ms", "cmds/req", "trips/req"
+		printf "%-22s %7s %13s %6s %7s %7s %5s %6s %6s %6s %6s %6s %5s\n", "run", "req/s", "range", "plain", "p50 ms", "p99 ms", "cmds", "trips", "gw µs", "rds µs", "lua µs", "up µs", "busy"
 		for (i = 1; i <= n; i++) {
 			name = names[i]; split(name, parts, "@")
 			base = median("plain-unique@" parts[2], "rps")
 			lo = hi = val[name, "rps", 1]
 			for (j = 2; j <= cnt[name]; j++) { r = val[name, "rps", j]; if (r < lo) lo = r; if (r > hi) hi = r }
-			trips = "-"; cpr = "-"
-			if (name ~ /^redis/) { cpr = sprintf("%.2f", cmds[name] / reqs[name]); trips = sprintf("%.3f", reads[name] / reqs[name]) }
-			printf "%-24s %12.0f %6.0f-%-6.0f %8.2fx %9.2f %9.2f %10s %10s\n", name, median(name, "rps"), lo, hi, median(name, "rps") / base, median(name, "p50"), median(name, "p99"), cpr, trips
+			trips = "-"; cpr = "-"; lus = "-"
+			if (name ~ /^redis/) { cpr = sprintf("%.2f", cmds[name] / reqs[name]); trips = sprintf("%.2f", reads[name] / reqs[name]); lus = sprintf("%.0f", lua[name] / reqs[name]) }
+			printf "%-22s %7.0f %6.0f-%-6.0f %5.2fx %7.2f %7.2f %5s %6s %6.0f %6.0f %6s %6.0f %4.0f%%\n", name, median(name, "rps"), lo, hi, median(name, "rps") / base, median(name, "p50"), median(name, "p99"), cpr, trips, median(name, "gw"), median(name, "redis"), lus, median(name, "up"), median(name, "busy")
 		}
 	}' "$work/results"

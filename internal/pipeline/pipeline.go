@@ -24,6 +24,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -148,9 +149,24 @@ func (b *Batcher) take() []*call {
 	return batch
 }
 
-// exec sends one pipeline of batch's commands and answers its calls.
+// exec sends one pipeline of batch's commands and answers its calls. A
+// panic in the client fails the batch's commands with an error, as it
+// would have failed each caller's request: it must not take the process
+// down from a goroutine no handler recovers, nor leave the callers waiting.
 func (b *Batcher) exec(batch []*call) {
+	defer func() {
+		p := recover()
+		for _, c := range batch {
+			if p != nil {
+				for _, cmd := range c.cmds {
+					cmd.SetErr(fmt.Errorf("redis pipeline panicked: %v", p))
+				}
+			}
+			close(c.done)
+		}
+	}()
 	ctx, cancel := pipelineContext(batch)
+	defer cancel()
 	pipe := b.client.Pipeline()
 	n := 0
 	for _, c := range batch {
@@ -159,14 +175,10 @@ func (b *Batcher) exec(batch []*call) {
 			n++
 		}
 	}
-	// Exec sets each command's own error; its return value is the first.
-	pipe.Exec(ctx)
-	cancel()
 	b.pipelines.Add(1)
 	b.commands.Add(int64(n))
-	for _, c := range batch {
-		close(c.done)
-	}
+	// Exec sets each command's own error; its return value is the first.
+	pipe.Exec(ctx)
 }
 
 // pipelineContext is the context of a pipeline: detached from every

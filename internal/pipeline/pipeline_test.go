@@ -326,3 +326,24 @@ func TestEndedContextIsNotSent(t *testing.T) {
 		t.Fatalf("sent %v, want nothing", got)
 	}
 }
+
+// TestPanicInClientFailsItsBatch: a client that panics fails the commands
+// of the pipeline it was sending, and the Batcher goes on with the next.
+func TestPanicInClientFailsItsBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		b := New(f, 0)
+		a := do(t.Context(), b, "a")
+		synctest.Wait()
+		f.gate <- func([]redis.Cmder) { panic("client bug") }
+		if r := <-a; r.err == nil {
+			t.Fatal("the call whose pipeline panicked succeeded")
+		}
+		c := do(t.Context(), b, "c")
+		synctest.Wait()
+		f.answer()
+		if r := <-c; r.err != nil || !cmp.Equal(r.vals, []string{"c"}) {
+			t.Errorf("next call: Do = %v, %v; want [c], nil", r.vals, r.err)
+		}
+	})
+}
