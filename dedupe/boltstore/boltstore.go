@@ -112,6 +112,11 @@ type Options struct {
 	BatchDelay time.Duration
 }
 
+// DefaultBatchDelay is the MaxBatchDelay New gives the file for the other
+// users of bbolt's Batch on it (the sender's queue): bbolt's own default,
+// 10ms, suits bulk loads, not requests.
+const DefaultBatchDelay = 1 * time.Millisecond
+
 // New returns a Store on db, creating its buckets, and starts the purge.
 // Close stops the purge; the caller closes db.
 func New(db *bolt.DB, opts Options) (*Store, error) {
@@ -142,6 +147,7 @@ func New(db *bolt.DB, opts Options) (*Store, error) {
 		db.MaxBatchDelay = opts.BatchDelay
 		s.write = db.Batch
 	} else {
+		db.MaxBatchDelay = DefaultBatchDelay
 		s.write = (&committer{db: db, maxGroup: maxGroup}).update
 	}
 	s.done.Go(func() { s.purgeLoop(opts.PurgeEvery) })
