@@ -71,7 +71,7 @@ type Verify struct {
 	verifier *verify.Verifier
 	now      func() time.Time
 	metrics  *metrics
-	attrs    *sync.Map // result -> metric.AddOption of this scheme, built once
+	attrs    *sync.Map // result -> []metric.AddOption of this scheme, built once
 	logger   *zap.Logger
 }
 
@@ -139,12 +139,12 @@ func (v *Verify) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 
 	r = withContext(r, ctx)
 	result, status, d, r, err := v.check(r)
-	opt, ok := v.attrs.Load(result)
+	opts, ok := v.attrs.Load(result)
 	if !ok {
-		opt, _ = v.attrs.LoadOrStore(result, metric.WithAttributeSet(attribute.NewSet(
-			attribute.String("scheme", v.Scheme), attribute.String("result", result))))
+		opts, _ = v.attrs.LoadOrStore(result, []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(
+			attribute.String("scheme", v.Scheme), attribute.String("result", result)))})
 	}
-	v.metrics.verifyRequests.Add(ctx, 1, opt.(metric.AddOption))
+	v.metrics.verifyRequests.Add(ctx, 1, opts.([]metric.AddOption)...)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("hookgate.result", result))
 	}
