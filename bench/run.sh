@@ -3,16 +3,21 @@
 # and hookgate (verify + dedupe) on Redis (with and without the replay cache)
 # and on the embedded store, in front of the same upstream,
 # with unique delivery IDs and with duplicates. Each round runs every
-# configuration once (interleaved, so drift touches all alike); prints each
-# run's line, then the median requests/s per configuration, its range, the
-# ratio of medians to plain reverse_proxy, and Redis round trips per request.
+# configuration once at each concurrency (interleaved, so drift touches all
+# alike); prints each run's line, then per concurrency the median
+# requests/s, p50 and p99 of each configuration, the ratio of medians to
+# plain reverse_proxy, the Redis commands and round trips per request, and
+# where the CPU went: microseconds of CPU per request of the gateway under
+# load, of redis-server and of the upstream, and how busy the machine was
+# (every process's CPU, the load generator's too, over all cores).
 #
-#   bash bench/run.sh                      # 3 rounds of 10s runs, 32 clients
-#   ROUNDS=5 DURATION=30s CONC=64 bash bench/run.sh
+#   bash bench/run.sh                      # 3 rounds of 10s runs, 32 and 128 clients
+#   ROUNDS=5 DURATION=30s CONCS="64" bash bench/run.sh
+#   PROFILE=/tmp/prof ROUNDS=1 bash bench/run.sh  # and a CPU profile of each run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10s}
-CONC=${CONC:-32}
+CONCS=${CONCS:-${CONC:-32 128}}
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
@@ -25,7 +30,9 @@ go build -o "$work/loadgen" ./bench/loadgen
 
 up_port=$(free_port); redis_port=$(free_port)
 "$work/loadgen" upstream -addr "127.0.0.1:$up_port" & pids+=($!)
+up_pid=$!
 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" --logfile "$work/redis.log" & pids+=($!)
+redis_pid=$!
 sleep 0.5
 
 secret=whsec_aG9va2dhdGUtZGV2LXNlY3JldC1uZXZlci11c2UtaW4tcHJvZA==
@@ -50,16 +57,54 @@ CADDY
 	gw_pid=$!; pids+=($gw_pid)
 	for _ in $(seq 100); do curl -fs "http://127.0.0.1:$admin/config/" >/dev/null 2>&1 && break; sleep 0.1; done
 	gw_url="http://127.0.0.1:$port/"
+	admin_of[$gw_url]=$admin
+	pid_of[$gw_url]=$gw_pid
 }
+declare -A admin_of pid_of
 
+# CPU time of a process (clock ticks, user + system), and of the machine
+# (busy and total ticks, every process's, the load generator's too).
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+machine() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat; }
+
+# bench runs loadgen and appends its line, with the Redis commands and
+# round trips the run cost, to the results.
 bench() { # label, mode
-	"$work/loadgen" -url "$gw_url" -mode "$2" -c "$CONC" -d "$DURATION" -label "$1" | tee -a "$work/results"
+	local before after prof= cpu0 cpu1
+	before=$(redis_counts)
+	cpu0="$(ticks "${pid_of[$gw_url]}") $(ticks "$redis_pid") $(ticks "$up_pid") $(machine)"
+	if [ -n "${PROFILE:-}" ]; then # a CPU profile of the gateway under load, second 1 to the end
+		mkdir -p "$PROFILE"
+		curl -fs -o "$PROFILE/$1@$conc.allocs0" "http://127.0.0.1:${admin_of[$gw_url]}/debug/pprof/allocs" || true
+		(sleep 1; curl -fs -o "$PROFILE/$1@$conc.pprof" "http://127.0.0.1:${admin_of[$gw_url]}/debug/pprof/profile?seconds=$((${DURATION%s} - 2))") & prof=$!
+	fi
+	"$work/loadgen" -url "$gw_url" -mode "$2" -c "$conc" -d "$DURATION" -label "$1@$conc" > "$work/line"
+	if [ -n "$prof" ]; then # and what it allocated: go tool pprof -diff_base X.allocs0 X.allocs1
+		wait "$prof" || true
+		curl -fs -o "$PROFILE/$1@$conc.allocs1" "http://127.0.0.1:${admin_of[$gw_url]}/debug/pprof/allocs" || true
+	fi
+	cpu1="$(ticks "${pid_of[$gw_url]}") $(ticks "$redis_pid") $(ticks "$up_pid") $(machine)"
+	after=$(redis_counts)
+	echo "$(cat "$work/line") $(echo "$before $after" | awk '{printf "redis_cmds=%d redis_reads=%d redis_script_usec=%d", $4 - $1, $5 - $2, $6 - $3}')" \
+		"$(echo "$cpu0 $cpu1" | awk -v hz="$(getconf CLK_TCK)" -v line="$(cat "$work/line")" '{
+			match(line, /requests=[0-9]+/); n = substr(line, RSTART + 9, RLENGTH - 9) + 0; if (n == 0) n = 1
+			us = 1e6 / hz / n
+			printf "gw_us=%.0f redis_us=%.0f up_us=%.0f busy_pct=%.0f", ($6 - $1) * us, ($7 - $2) * us, ($8 - $3) * us, 100 * ($9 - $4) / ($10 - $5)
+		}')" | tee -a "$work/results"
 }
 
-# Round trips to Redis: top-level calls (scripts and plain commands the
-# client sends; the bench path sends only scripts), not the commands a
-# script runs inside Redis. The dup run's priming request costs 2.
-redis_calls() { redis-cli -p "$redis_port" info commandstats | awk -F'[:=,]' '/^cmdstat_(evalsha|eval)/ {n += $3} END {print n+0}'; }
+# Redis counters: top-level commands the clients sent (scripts and plain
+# commands, not the ones a script runs inside Redis), the microseconds
+# Redis spent running the scripts, and read events
+# (total_reads_processed: one per socket read, so a pipeline read at once
+# counts one): the round trips. The dup run's priming request and the
+# redis-cli calls themselves add a handful.
+redis_counts() {
+	redis-cli -p "$redis_port" info all | tr -d '\r' | awk -F'[:=,]' '
+		/^cmdstat_(evalsha|eval)/ {n += $3; u += $5}
+		/^total_reads_processed:/ {r = $2}
+		END {print n+0, r+0, u+0}'
+}
 
 verify_dedupe="webhook_verify {
 		secret $secret
@@ -67,7 +112,7 @@ verify_dedupe="webhook_verify {
 	webhook_dedupe"
 
 ROUNDS=${ROUNDS:-3}
-echo "# $(date -u +%FT%TZ) $(nproc) cores, $CONC clients, $DURATION per run, 1 KiB bodies, $ROUNDS rounds (interleaved; medians below)"
+echo "# $(date -u +%FT%TZ) $(nproc) cores, $CONCS clients, $DURATION per run, 1 KiB bodies, $ROUNDS rounds (interleaved; medians below)"
 
 # All three gateways run side by side (idle when not under load); each
 # round measures every configuration once, so drift on a noisy machine
@@ -94,38 +139,41 @@ redisnc_url=$gw_url
 run_gateway file "" "$verify_dedupe"
 file_url=$gw_url
 
-calls_unique=0 calls_dup=0 calls_nc=0
 for round in $(seq "$ROUNDS"); do
-	gw_url=$plain_url; bench plain-unique unique
-	gw_url=$verify_url; bench verify-only unique
-	gw_url=$redis_url
-	c0=$(redis_calls); bench redis-unique unique; c1=$(redis_calls)
-	bench redis-dup dup; c2=$(redis_calls)
-	gw_url=$redisnc_url; bench redis-dup-nocache dup; c3=$(redis_calls)
-	calls_unique=$((calls_unique + c1 - c0)); calls_dup=$((calls_dup + c2 - c1 - 2)); calls_nc=$((calls_nc + c3 - c2 - 2))
-	gw_url=$file_url; bench file-unique unique; bench file-dup dup
+	for conc in $CONCS; do
+		gw_url=$plain_url; bench plain-unique unique
+		gw_url=$verify_url; bench verify-only unique
+		gw_url=$redis_url; bench redis-unique unique; bench redis-dup dup
+		gw_url=$redisnc_url; bench redis-dup-nocache dup
+		gw_url=$file_url; bench file-unique unique; bench file-dup dup
+	done
 done
 
 echo
-awk -v cu="$calls_unique" -v cd="$calls_dup" -v cn="$calls_nc" '
-	function median(name,   n, i, j, t, a) {
+awk '
+	function median(name, field,   n, i, j, t, a) {
 		n = cnt[name]
-		for (i = 1; i <= n; i++) a[i] = rps[name, i]
+		for (i = 1; i <= n; i++) a[i] = val[name, field, i]
 		for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
 		return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 	}
 	{
 		for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
 		if (!($1 in cnt)) names[++n] = $1
-		c = ++cnt[$1]; rps[$1, c] = v["rps"]; p99[$1, c] = v["p99_ms"]; reqs[$1] += v["requests"]
+		c = ++cnt[$1]
+		val[$1, "rps", c] = v["rps"]; val[$1, "p50", c] = v["p50_ms"]; val[$1, "p99", c] = v["p99_ms"]
+		reqs[$1] += v["requests"]; cmds[$1] += v["redis_cmds"]; reads[$1] += v["redis_reads"]; lua[$1] += v["redis_script_usec"]
+		val[$1, "gw", c] = v["gw_us"]; val[$1, "redis", c] = v["redis_us"]; val[$1, "up", c] = v["up_us"]; val[$1, "busy", c] = v["busy_pct"]
 	}
 	END {
-		base = median("plain-unique")
-		printf "%-18s %14s %12s %14s\n", "run", "median req/s", "range", "vs plain"
+		printf "%-22s %7s %13s %6s %7s %7s %5s %6s %6s %6s %6s %6s %5s\n", "run", "req/s", "range", "plain", "p50 ms", "p99 ms", "cmds", "trips", "gw µs", "rds µs", "lua µs", "up µs", "busy"
 		for (i = 1; i <= n; i++) {
-			lo = hi = rps[names[i], 1]
-			for (j = 2; j <= cnt[names[i]]; j++) { r = rps[names[i], j]; if (r < lo) lo = r; if (r > hi) hi = r }
-			printf "%-18s %14.0f %5.0f-%-6.0f %13.2fx\n", names[i], median(names[i]), lo, hi, median(names[i]) / base
+			name = names[i]; split(name, parts, "@")
+			base = median("plain-unique@" parts[2], "rps")
+			lo = hi = val[name, "rps", 1]
+			for (j = 2; j <= cnt[name]; j++) { r = val[name, "rps", j]; if (r < lo) lo = r; if (r > hi) hi = r }
+			trips = "-"; cpr = "-"; lus = "-"
+			if (name ~ /^redis/) { cpr = sprintf("%.2f", cmds[name] / reqs[name]); trips = sprintf("%.2f", reads[name] / reqs[name]); lus = sprintf("%.0f", lua[name] / reqs[name]) }
+			printf "%-22s %7.0f %6.0f-%-6.0f %5.2fx %7.2f %7.2f %5s %6s %6.0f %6.0f %6s %6.0f %4.0f%%\n", name, median(name, "rps"), lo, hi, median(name, "rps") / base, median(name, "p50"), median(name, "p99"), cpr, trips, median(name, "gw"), median(name, "redis"), lus, median(name, "up"), median(name, "busy")
 		}
-		printf "\nRedis round trips per request: unique IDs %.2f, duplicates %.4f (replay cache), %.2f (cache off)\n", cu / reqs["redis-unique"], cd / reqs["redis-dup"], cn / reqs["redis-dup-nocache"]
 	}' "$work/results"

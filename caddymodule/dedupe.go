@@ -199,16 +199,18 @@ func (h *Dedupe) key(repl *caddy.Replacer) (key, reason, detail string) {
 
 // ServeHTTP dedupes the request.
 func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	ctx, span := tracer(r.Context()).Start(r.Context(), "webhook_dedupe")
+	ctx, span := startSpan(r.Context(), "webhook_dedupe")
 	defer span.End()
 	count := func(result string) {
 		h.metrics.dedupeResult(ctx, result)
-		span.SetAttributes(attribute.String("hookgate.result", result))
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String("hookgate.result", result))
+		}
 	}
 
 	// The body webhook_verify read (within its max_body) is used as is;
 	// without verify, dedupe reads at most DefaultMaxBody itself.
-	r, body, err := bufferBody(r.WithContext(ctx), DefaultMaxBody)
+	r, body, err := bufferBody(withContext(r, ctx), DefaultMaxBody)
 	if err != nil {
 		reason, status := bodyRejection(err)
 		count(reason)
@@ -223,9 +225,11 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		problem.Write(w, http.StatusBadRequest, reason, detail, 0)
 		return nil
 	}
-	span.SetAttributes(attribute.String("webhook.id", key))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("webhook.id", key))
+	}
 
-	cctx, claimSpan := tracer(ctx).Start(ctx, "webhook_dedupe.claim")
+	cctx, claimSpan := startSpan(ctx, "webhook_dedupe.claim")
 	dec, err := h.deduper.Begin(cctx, key, dedupe.FingerprintOf(body))
 	claimSpan.End()
 	if err != nil && ctx.Err() != nil {
@@ -306,7 +310,7 @@ func (h *Dedupe) forward(ctx context.Context, w http.ResponseWriter, r *http.Req
 	} else {
 		// A status was received: final ones are recorded, without the
 		// body when it streamed or did not arrive whole.
-		rctx, recordSpan := tracer(detached).Start(detached, "webhook_dedupe.record")
+		rctx, recordSpan := startSpan(detached, "webhook_dedupe.record")
 		rctx, cancelRecord := context.WithDeadline(rctx, settleDeadline(dec.LeaseUntil))
 		recorded, ferr := h.deduper.Finish(rctx, key, dec, dedupe.Response{
 			Status:   status,
@@ -327,7 +331,9 @@ func (h *Dedupe) forward(ctx context.Context, w http.ResponseWriter, r *http.Req
 		if c := h.logger.Check(zapcore.DebugLevel, "forwarded"); c != nil {
 			c.Write(zap.String("key", key), zap.Int("status", status), zap.Bool("recorded", recorded))
 		}
-		trace.SpanFromContext(ctx).SetAttributes(attribute.Int("http.response.status_code", status), attribute.Bool("hookgate.recorded", recorded))
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			span.SetAttributes(attribute.Int("http.response.status_code", status), attribute.Bool("hookgate.recorded", recorded))
+		}
 	}
 	if fw.clientErr != nil {
 		h.logger.Debug("the client left before the response ended; the forward ran to its end", zap.String("key", key), zap.Error(fw.clientErr))

@@ -138,11 +138,13 @@ func (h *Freshness) validate() error {
 
 // ServeHTTP judges the event and forwards it, or answers it as stale.
 func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	ctx, span := tracer(r.Context()).Start(r.Context(), "webhook_freshness")
+	ctx, span := startSpan(r.Context(), "webhook_freshness")
 	defer span.End()
 	count := func(result string) {
 		h.metrics.freshnessResult(ctx, result)
-		span.SetAttributes(attribute.String("hookgate.result", result))
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String("hookgate.result", result))
+		}
 	}
 	reject := func(status int, reason, detail string) error {
 		count(reason)
@@ -152,7 +154,7 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 
 	// The body an earlier handler read is used as is; alone, freshness
 	// reads it itself, so that {webhook.json.*} resolves.
-	r, _, err := bufferBody(r.WithContext(ctx), DefaultMaxBody)
+	r, _, err := bufferBody(withContext(r, ctx), DefaultMaxBody)
 	if err != nil {
 		reason, status := bodyRejection(err)
 		return reject(status, reason, err.Error())

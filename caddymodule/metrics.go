@@ -21,7 +21,7 @@ type metrics struct {
 	dedupeRequests  metric.Int64Counter
 	storeOpDuration metric.Float64Histogram
 	freshness       metric.Int64Counter
-	dedupeAttrs     sync.Map // result -> metric.AddOption, built once
+	dedupeAttrs     sync.Map // result -> []metric.AddOption, built once
 	freshnessAttrs  sync.Map
 	sender          *senderMetrics
 	reconcile       *reconcileMetrics
@@ -84,11 +84,12 @@ func (m *metrics) freshnessResult(ctx context.Context, result string) {
 // countResult adds one to counter with a result label; the results are
 // fixed codes, so the attribute sets are built once each.
 func countResult(ctx context.Context, counter metric.Int64Counter, cache *sync.Map, result string) {
-	opt, ok := cache.Load(result)
+	opts, ok := cache.Load(result)
 	if !ok {
-		opt, _ = cache.LoadOrStore(result, metric.WithAttributeSet(attribute.NewSet(attribute.String("result", result))))
+		// A slice, so that Add's variadic argument is not an allocation.
+		opts, _ = cache.LoadOrStore(result, []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("result", result)))})
 	}
-	counter.Add(ctx, 1, opt.(metric.AddOption))
+	counter.Add(ctx, 1, opts.([]metric.AddOption)...)
 }
 
 func (m *metrics) shutdown() error {

@@ -281,19 +281,19 @@ func zapslogLogger(l *zap.Logger) *slog.Logger { return slog.New(zapslog.NewHand
 type instrumentedStore struct {
 	backend
 	duration metric.Float64Histogram
-	attrs    map[string]metric.MeasurementOption // by operation, built once
+	attrs    map[string][]metric.RecordOption // by operation, built once (a slice, so Record's variadic argument is not one more allocation)
 }
 
 func newInstrumentedStore(s backend, name string, duration metric.Float64Histogram) instrumentedStore {
-	is := instrumentedStore{backend: s, duration: duration, attrs: map[string]metric.MeasurementOption{}}
+	is := instrumentedStore{backend: s, duration: duration, attrs: map[string][]metric.RecordOption{}}
 	for _, op := range []string{"claim", "record", "release", "get", "acquire_entity", "finish_entity"} {
-		is.attrs[op] = metric.WithAttributeSet(attribute.NewSet(attribute.String("backend", name), attribute.String("op", op)))
+		is.attrs[op] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("backend", name), attribute.String("op", op)))}
 	}
 	return is
 }
 
 func (s instrumentedStore) observe(ctx context.Context, op string, start time.Time) {
-	s.duration.Record(ctx, time.Since(start).Seconds(), s.attrs[op])
+	s.duration.Record(ctx, time.Since(start).Seconds(), s.attrs[op]...)
 }
 
 func (s instrumentedStore) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.ClaimResult, error) {

@@ -72,6 +72,7 @@ type Verify struct {
 	verifier *verify.Verifier
 	now      func() time.Time
 	metrics  *metrics
+	attrs    *sync.Map // result -> []metric.AddOption of this scheme, built once
 	logger   *zap.Logger
 }
 
@@ -127,20 +128,27 @@ func (v *Verify) Provision(ctx caddy.Context) error {
 		return err
 	}
 	v.metrics = app.metrics
+	v.attrs = new(sync.Map)
 	return nil
 }
 
 // ServeHTTP verifies the request and hands it on, or rejects it.
 func (v *Verify) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	ctx, span := tracer(r.Context()).Start(r.Context(), "webhook_verify",
+	ctx, span := startSpan(r.Context(), "webhook_verify",
 		trace.WithAttributes(attribute.String("hookgate.scheme", v.Scheme)))
 	defer span.End()
 
-	r = r.WithContext(ctx)
+	r = withContext(r, ctx)
 	result, status, d, r, err := v.check(r)
-	v.metrics.verifyRequests.Add(ctx, 1, metric.WithAttributes(
-		attribute.String("scheme", v.Scheme), attribute.String("result", result)))
-	span.SetAttributes(attribute.String("hookgate.result", result))
+	opts, ok := v.attrs.Load(result)
+	if !ok {
+		opts, _ = v.attrs.LoadOrStore(result, []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(
+			attribute.String("scheme", v.Scheme), attribute.String("result", result)))})
+	}
+	v.metrics.verifyRequests.Add(ctx, 1, opts.([]metric.AddOption)...)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("hookgate.result", result))
+	}
 	if err != nil {
 		span.SetStatus(codes.Error, result)
 		if c := v.logger.Check(zapcore.DebugLevel, "webhook rejected"); c != nil {
@@ -149,7 +157,9 @@ func (v *Verify) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		problem.Write(w, status, result, err.Error(), 0)
 		return nil
 	}
-	span.SetAttributes(attribute.String("webhook.id", d.ID))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("webhook.id", d.ID))
+	}
 
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	repl.Set("webhook.id", d.ID)
@@ -235,7 +245,10 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > 0 {
 		// Trust the client's Content-Length only so far: a forger could
 		// otherwise pin max_body of memory per connection without sending it.
-		buf.Grow(int(min(r.ContentLength, initialBodyBuffer)))
+		// ReadFrom wants MinRead bytes free to read the EOF: without them
+		// a body of exactly Content-Length would be copied to a buffer
+		// twice the size.
+		buf.Grow(int(min(r.ContentLength, initialBodyBuffer)) + bytes.MinRead)
 	}
 	n, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1))
 	if tooBig := new(http.MaxBytesError); errors.As(err, &tooBig) {
@@ -270,10 +283,26 @@ func bodyPlaceholders(body []byte) caddy.ReplacerFunc {
 	}
 }
 
-// tracer returns hookgate's tracer from the span in ctx: Caddy does not set
-// a global provider, its tracing handler puts the span in the context.
-func tracer(ctx context.Context) trace.Tracer {
-	return trace.SpanFromContext(ctx).TracerProvider().Tracer("github.com/hookgate/hookgate")
+// startSpan starts a child span of ctx's with hookgate's tracer from the
+// span's provider: Caddy does not set a global provider, its tracing
+// handler puts the span in the context. Without tracing (no span in
+// ctx, so its provider is the no-op one) it returns ctx and its no-op span
+// as they are: a no-op child would record nothing either, and would cost
+// a context and a request copy per handler.
+func startSpan(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	parent := trace.SpanFromContext(ctx)
+	if !parent.SpanContext().IsValid() && !parent.IsRecording() {
+		return ctx, parent
+	}
+	return parent.TracerProvider().Tracer("github.com/hookgate/hookgate").Start(ctx, name, opts...)
+}
+
+// withContext is r.WithContext, without the copy when ctx is r's already.
+func withContext(r *http.Request, ctx context.Context) *http.Request {
+	if ctx == r.Context() {
+		return r
+	}
+	return r.WithContext(ctx)
 }
 
 // Interface guards

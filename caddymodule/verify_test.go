@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,7 +32,7 @@ func newTestVerify(t *testing.T, secret string) *Verify {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.shutdown() })
-	return &Verify{Scheme: "standard", MaxBody: DefaultMaxBody, verifier: v, now: time.Now, metrics: m, logger: zap.NewNop()}
+	return &Verify{Scheme: "standard", MaxBody: DefaultMaxBody, verifier: v, now: time.Now, metrics: m, attrs: new(sync.Map), logger: zap.NewNop()}
 }
 
 // TestVerifySpanAndPlaceholders checks the handler starts its span under

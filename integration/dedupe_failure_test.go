@@ -3,15 +3,19 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/hookgate/hookgate/internal/redistest"
 )
@@ -208,5 +212,130 @@ func TestValidateWhileRunning(t *testing.T) {
 	// Had validate opened the store, it would fail on the file's lock.
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("validate: %v\n%s", err, out)
+	}
+}
+
+// TestDedupeRedisStoppedUnderLoad sends 500 concurrent copies (250
+// deliveries, two copies each; the second copy of every other delivery
+// only once the first is answered) through a gateway whose Redis commands
+// share pipelines, and kills Redis once 150 copies have been answered.
+// Redis writes its append-only file before it answers (appendfsync
+// always), so after a restart it holds every claim it confirmed. Every
+// copy is answered: 200 (forwarded, or replayed), 409 in_flight, or 503
+// store_unavailable; no delivery reaches the upstream twice; and every
+// delivery the upstream saw has its claim in Redis: nothing was forwarded
+// unclaimed.
+func TestDedupeRedisStoppedUnderLoad(t *testing.T) {
+	srv := redistest.StartWith(t, "--appendonly", "yes", "--appendfsync", "always")
+	const (
+		deliveries = 250
+		stopAfter  = 150 // copies answered before Redis is killed
+		lateFrom   = 200 // deliveries from here on are first sent once it is down
+	)
+	stopped := make(chan struct{})
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		fmt.Fprint(w, `{"ok":true}`)
+	})
+	prefix := randomID("it")
+	global := fmt.Sprintf("hookgate {\n\t\tstore redis %s\n\t\tkey_prefix %s\n\t}", srv.URL(), prefix)
+	g := startGateway(t, dedupeSite(up.Addr(), "lease 3s"), gatewayOptions{Global: global})
+	s := signer(t, "standard", devSecret)
+	body := []byte(`{"type":"reservation.confirmed"}`)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 500}}
+	send := func(h http.Header) string {
+		req, _ := http.NewRequest(http.MethodPost, g.URL, strings.NewReader(string(body)))
+		req.Header = h.Clone()
+		resp, err := client.Do(req)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		defer resp.Body.Close()
+		got, _ := io.ReadAll(resp.Body)
+		switch {
+		case resp.StatusCode == 200 && resp.Header.Get("Idempotent-Replayed") == "true":
+			return "replayed"
+		case resp.StatusCode == 200:
+			return "forwarded"
+		case resp.StatusCode == 409 && strings.Contains(string(got), "in_flight"):
+			return "409 in_flight"
+		case resp.StatusCode == 503 && strings.Contains(string(got), "store_unavailable"):
+			return "503 store_unavailable"
+		}
+		return fmt.Sprintf("%d %s", resp.StatusCode, got)
+	}
+
+	var (
+		mu       sync.Mutex
+		outcomes = map[string]int{}
+		wg       sync.WaitGroup
+	)
+	answered := 0
+	answer := func(h http.Header) {
+		got := send(h)
+		mu.Lock()
+		defer mu.Unlock()
+		outcomes[got]++
+		if answered++; answered == stopAfter {
+			srv.Stop()
+			close(stopped)
+		}
+	}
+	for i := range deliveries {
+		h := s.Sign(fmt.Sprintf("msg_load_%03d", i), time.Now(), body)
+		late := i >= lateFrom
+		wg.Go(func() {
+			if late {
+				<-stopped
+			}
+			if i%2 == 0 {
+				answer(h) // the duplicate follows the first copy's answer
+				answer(h)
+				return
+			}
+			var pair sync.WaitGroup
+			pair.Go(func() { answer(h) })
+			pair.Go(func() { answer(h) })
+			pair.Wait()
+		})
+	}
+	wg.Wait()
+
+	t.Logf("outcomes: %v", outcomes)
+	total := 0
+	for got, n := range outcomes {
+		total += n
+		switch got {
+		case "forwarded", "replayed", "409 in_flight", "503 store_unavailable":
+		default:
+			t.Errorf("%d copies answered %q", n, got)
+		}
+	}
+	if total != 2*deliveries {
+		t.Fatalf("%d copies answered, want %d", total, 2*deliveries)
+	}
+	if outcomes["forwarded"] == 0 || outcomes["503 store_unavailable"] == 0 {
+		t.Fatalf("outcomes %v: want forwards before the stop and 503s after it", outcomes)
+	}
+	if n := up.count(); n != outcomes["forwarded"] {
+		t.Errorf("the upstream saw %d copies, %d were answered as forwarded", n, outcomes["forwarded"])
+	}
+	perID := map[string]int{}
+	for _, r := range up.received() {
+		perID[r.Header.Get("Webhook-Id")]++
+	}
+	for id, n := range perID {
+		if n > 1 {
+			t.Errorf("delivery %s reached the upstream %d times", id, n)
+		}
+	}
+
+	srv.Restart()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	for id := range perID {
+		tok, err := rdb.HGet(t.Context(), prefix+":dedupe:{"+id+"}", "tok").Result()
+		if err != nil || tok == "" {
+			t.Errorf("delivery %s reached the upstream, but Redis holds no claim of it (%v): forwarded unclaimed", id, err)
+		}
 	}
 }

@@ -1,6 +1,6 @@
 // Package boltstore is the embedded dedupe.Store: one bbolt file, every
 // change one transaction, durable (fsync) before it returns, concurrent
-// writes group-committed with bbolt's Batch. A replay or an in-flight
+// writes group-committed (see committer). A replay or an in-flight
 // answer is read in a read-only transaction and never writes. Expired
 // entries are absent at once and purged in the background.
 package boltstore
@@ -90,6 +90,7 @@ func unmarshalEntry(b []byte) (*entry, error) {
 // Store is a dedupe.Store on a bbolt file.
 type Store struct {
 	db     *bolt.DB
+	write  func(func(*bolt.Tx) error) error // a group-committed update
 	now    func() time.Time
 	logger *slog.Logger
 	stop   chan struct{}
@@ -104,14 +105,16 @@ type Options struct {
 	Now func() time.Time
 	// Logger logs purge failures. Default slog.Default().
 	Logger *slog.Logger
-	// BatchDelay is how long a write waits for others to share its commit
-	// (and its fsync). Default DefaultBatchDelay.
+	// BatchDelay, when set, groups writes with bbolt's Batch, which waits
+	// that long for others to share a commit, instead of the default group
+	// commit, which waits for nothing but the commit in progress (see
+	// committer). For comparison: bench/RESULTS.md.
 	BatchDelay time.Duration
 }
 
-// DefaultBatchDelay is the default Options.BatchDelay. bbolt's own default,
-// 10ms, suits bulk loads; a request waits for it twice (claim, record), so
-// hookgate takes a shorter one: see bench/RESULTS.md.
+// DefaultBatchDelay is the MaxBatchDelay New gives the file for the other
+// users of bbolt's Batch on it (the sender's queue): bbolt's own default,
+// 10ms, suits bulk loads, not requests.
 const DefaultBatchDelay = 1 * time.Millisecond
 
 // New returns a Store on db, creating its buckets, and starts the purge.
@@ -126,10 +129,6 @@ func New(db *bolt.DB, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.BatchDelay == 0 {
-		opts.BatchDelay = DefaultBatchDelay
-	}
-	db.MaxBatchDelay = opts.BatchDelay
 	err := db.Update(func(tx *bolt.Tx) error {
 		for _, pair := range expiring {
 			for _, b := range pair {
@@ -144,6 +143,13 @@ func New(db *bolt.DB, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("creating buckets: %w", err)
 	}
 	s := &Store{db: db, now: opts.Now, logger: opts.Logger, stop: make(chan struct{})}
+	if opts.BatchDelay > 0 {
+		db.MaxBatchDelay = opts.BatchDelay
+		s.write = db.Batch
+	} else {
+		db.MaxBatchDelay = DefaultBatchDelay
+		s.write = (&committer{db: db, maxGroup: maxGroup}).update
+	}
 	s.done.Go(func() { s.purgeLoop(opts.PurgeEvery) })
 	return s, nil
 }
@@ -259,7 +265,7 @@ func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.C
 	if err != nil || res.Status != 0 {
 		return res, err
 	}
-	err = s.db.Batch(func(tx *bolt.Tx) error {
+	err = s.write(func(tx *bolt.Tx) error {
 		e, err := load(tx, key, c.Now)
 		if err != nil {
 			return err
@@ -289,7 +295,7 @@ func (s *Store) Record(ctx context.Context, key, token string, rec dedupe.Record
 	// A lost claim is carried out of the transaction, not returned from
 	// it: an error from a Batch function rolls back the whole group.
 	var lost bool
-	err := s.db.Batch(func(tx *bolt.Tx) error {
+	err := s.write(func(tx *bolt.Tx) error {
 		e := raw(tx, key)
 		if lost = e == nil || e.Token != token; lost {
 			return nil
@@ -310,7 +316,7 @@ func (s *Store) Record(ctx context.Context, key, token string, rec dedupe.Record
 
 // Release implements dedupe.Store.
 func (s *Store) Release(ctx context.Context, key, token string) error {
-	err := s.db.Batch(func(tx *bolt.Tx) error {
+	err := s.write(func(tx *bolt.Tx) error {
 		e := raw(tx, key)
 		if e == nil || !e.claimed() || e.Token != token {
 			return nil

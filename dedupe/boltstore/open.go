@@ -24,7 +24,14 @@ var (
 // page. A lock held elsewhere is ErrLocked; a file that does not open or
 // check as sound is ErrCorrupt.
 func OpenFile(path string, timeout time.Duration, readOnly bool) (*bolt.DB, error) {
-	db, err := openRecovered(path, &bolt.Options{Timeout: timeout, ReadOnly: readOnly})
+	db, err := openRecovered(path, &bolt.Options{
+		Timeout: timeout, ReadOnly: readOnly,
+		// A commit does not write the free page list (fewer pages written
+		// and synced per request); opening rebuilds it by reading every
+		// page, which the Check below does anyway. As etcd runs bbolt.
+		NoFreelistSync: true,
+		FreelistType:   bolt.FreelistMapType,
+	})
 	switch {
 	case errors.Is(err, bolt.ErrTimeout):
 		return nil, fmt.Errorf("%w: %v", ErrLocked, err)

@@ -1,6 +1,9 @@
 // Package redisstore is the Redis dedupe.Store: one go-redis
 // UniversalClient (single node, Sentinel or Cluster), every multi-step
-// change one Lua script, times passed from the caller's clock.
+// change one Lua script, times passed from the caller's clock. The claim,
+// record, release, get, acquire and finish of concurrent requests share
+// pipelines (see internal/pipeline): under load a round trip serves many
+// requests.
 package redisstore
 
 import (
@@ -13,17 +16,54 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/pipeline"
 )
 
 // Store is a dedupe.Store on Redis.
 type Store struct {
 	rdb    redis.UniversalClient
 	prefix string
+	batch  *pipeline.Batcher
 }
 
 // New returns a Store whose keys start with prefix.
 func New(rdb redis.UniversalClient, prefix string) *Store {
-	return &Store{rdb: rdb, prefix: prefix}
+	return &Store{rdb: rdb, prefix: prefix, batch: pipeline.New(rdb, 0)}
+}
+
+// Stats counts the pipelines (round trips) and commands the Store's
+// batcher has sent.
+func (s *Store) Stats() pipeline.Stats { return s.batch.Stats() }
+
+// eval runs script in the next shared pipeline, as EVALSHA. A Redis that
+// does not hold the script (restarted, or SCRIPT FLUSH) answers NOSCRIPT
+// without running it; the script is then run on its own, EVALSHA then
+// EVAL, which loads it for the next pipelines.
+func (s *Store) eval(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	cmd := evalSha(ctx, script, keys, args)
+	err := s.batch.Do(ctx, cmd)
+	switch {
+	case err == nil:
+		return cmd
+	case ctx.Err() != nil && err == ctx.Err():
+		// The pipeline may still answer cmd: hand back a command of our own.
+		failed := redis.NewCmd(ctx)
+		failed.SetErr(err)
+		return failed
+	case redis.HasErrorPrefix(err, "NOSCRIPT"):
+		return script.Run(ctx, s.rdb, keys, args...)
+	}
+	return cmd
+}
+
+// evalSha builds, without sending it, the EVALSHA of script.
+func evalSha(ctx context.Context, script *redis.Script, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, "evalsha", script.Hash(), len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	return redis.NewCmd(ctx, append(a, args...)...)
 }
 
 // gcSlack is how long after its logical expiry Redis drops an entry.
@@ -77,7 +117,7 @@ return {3, e[3]}
 // Claim implements dedupe.Store.
 func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.ClaimResult, error) {
 	gc := c.Retention + gcSlack
-	v, err := claimScript.Run(ctx, s.rdb, []string{entryKey(s.prefix, key)},
+	v, err := s.eval(ctx, claimScript, []string{entryKey(s.prefix, key)},
 		c.Fingerprint.String(), c.Token, ms(c.Now), c.Lease.Milliseconds(), c.Retention.Milliseconds(), gc.Milliseconds()).Slice()
 	if err != nil {
 		return dedupe.ClaimResult{}, fmt.Errorf("redis claim: %w", err)
@@ -130,7 +170,7 @@ return 1
 // Record implements dedupe.Store.
 func (s *Store) Record(ctx context.Context, key, token string, rec dedupe.Record, retention time.Duration, now time.Time) error {
 	b := dedupe.MarshalRecord(rec)
-	n, err := recordScript.Run(ctx, s.rdb, []string{entryKey(s.prefix, key)},
+	n, err := s.eval(ctx, recordScript, []string{entryKey(s.prefix, key)},
 		token, b, ms(now.Add(retention)), (retention + gcSlack).Milliseconds()).Int()
 	if err != nil {
 		return fmt.Errorf("redis record: %w", err)
@@ -157,7 +197,7 @@ return 0
 
 // Release implements dedupe.Store.
 func (s *Store) Release(ctx context.Context, key, token string) error {
-	if err := releaseScript.Run(ctx, s.rdb, []string{entryKey(s.prefix, key)}, token).Err(); err != nil {
+	if err := s.eval(ctx, releaseScript, []string{entryKey(s.prefix, key)}, token).Err(); err != nil {
 		return fmt.Errorf("redis release: %w", err)
 	}
 	return nil
@@ -165,7 +205,11 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 
 // Get implements dedupe.Store.
 func (s *Store) Get(ctx context.Context, key string, now time.Time) (dedupe.Entry, error) {
-	v, err := s.rdb.HMGet(ctx, entryKey(s.prefix, key), "s", "fp", "lu", "exp", "rec").Result()
+	cmd := redis.NewSliceCmd(ctx, "hmget", entryKey(s.prefix, key), "s", "fp", "lu", "exp", "rec")
+	if err := s.batch.Do(ctx, cmd); err != nil {
+		return dedupe.Entry{}, fmt.Errorf("redis get: %w", err)
+	}
+	v, err := cmd.Result()
 	if err != nil {
 		return dedupe.Entry{}, fmt.Errorf("redis get: %w", err)
 	}

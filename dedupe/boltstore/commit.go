@@ -1,0 +1,120 @@
+package boltstore
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// committer group-commits concurrent writes: one transaction, and one
+// fsync, for every write that arrived while the previous commit was on
+// disk. It replaces bbolt's Batch, which gathers writes for a fixed delay
+// and then queues its transaction behind the one in progress: under load
+// the batches stay one delay long and line up, one fsync each, and the
+// latency grows with the queue. Here a write that finds no commit in
+// progress is committed at once (no delay at low load); the writes that
+// arrive during a commit go together in the next one, however many (up to
+// maxGroup), so a group grows with the load and its fsync is shared.
+//
+// As with Batch, a function that fails is taken out of its group and run
+// again in a transaction of its own, whose error its caller gets, and the
+// rest of the group is committed without it; so functions may be called
+// more than once and must only change the transaction.
+type committer struct {
+	db       *bolt.DB
+	maxGroup int
+
+	mu    sync.Mutex
+	queue []*write
+	busy  bool // a commit is in progress, or its goroutine takes the next group
+}
+
+// write is one update waiting for its commit.
+type write struct {
+	fn   func(*bolt.Tx) error
+	done chan error // buffered: errSolo, or the group's commit error
+}
+
+// maxGroup bounds the writes in one transaction (bbolt's default
+// MaxBatchSize).
+const maxGroup = 1000
+
+// errSolo tells a caller to run its function in a transaction of its own.
+var errSolo = errors.New("run alone")
+
+// update runs fn in a write transaction shared with the concurrent
+// writes, and returns once it is committed (fsync'd) or failed.
+func (c *committer) update(fn func(*bolt.Tx) error) error {
+	w := &write{fn: fn, done: make(chan error, 1)}
+	c.mu.Lock()
+	c.queue = append(c.queue, w)
+	if !c.busy {
+		c.busy = true
+		go c.drain()
+	}
+	c.mu.Unlock()
+	err := <-w.done
+	if err == errSolo {
+		err = c.db.Update(fn)
+	}
+	return err
+}
+
+// drain commits the queue, group by group, until it is empty.
+func (c *committer) drain() {
+	for {
+		c.mu.Lock()
+		n := min(len(c.queue), c.maxGroup)
+		if n == 0 {
+			c.busy = false
+			c.mu.Unlock()
+			return
+		}
+		group := make([]*write, n)
+		copy(group, c.queue)
+		rest := copy(c.queue, c.queue[n:])
+		clear(c.queue[rest:])
+		c.queue = c.queue[:rest]
+		c.mu.Unlock()
+		c.commit(group)
+	}
+}
+
+// commit runs group in one transaction. A function that fails is sent to
+// run alone and the rest retried without it.
+func (c *committer) commit(group []*write) {
+	for len(group) > 0 {
+		failed := -1
+		err := c.db.Update(func(tx *bolt.Tx) error {
+			for i, w := range group {
+				if err := safelyCall(w.fn, tx); err != nil {
+					failed = i
+					return err
+				}
+			}
+			return nil
+		})
+		if failed >= 0 {
+			group[failed].done <- errSolo
+			group = append(group[:failed], group[failed+1:]...)
+			continue
+		}
+		for _, w := range group {
+			w.done <- err
+		}
+		return
+	}
+}
+
+// safelyCall calls fn, turning a panic into an error: the function is then
+// run alone, on its caller's goroutine, where the panic is its own.
+func safelyCall(fn func(*bolt.Tx) error, tx *bolt.Tx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return fn(tx)
+}

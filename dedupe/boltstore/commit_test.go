@@ -1,0 +1,139 @@
+package boltstore
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+func openDB(tb testing.TB) *bolt.DB {
+	tb.Helper()
+	db, err := bolt.Open(filepath.Join(tb.TempDir(), "state.db"), 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	if err := db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket([]byte("b")); return err }); err != nil {
+		tb.Fatal(err)
+	}
+	return db
+}
+
+// TestCommitterFailureIsItsCallersOnly: among many concurrent writes, the
+// ones whose function fails get their own error and leave no trace; every
+// other write is committed.
+func TestCommitterFailureIsItsCallersOnly(t *testing.T) {
+	db := openDB(t)
+	c := &committer{db: db, maxGroup: 7}
+	boom := errors.New("boom")
+	const n = 200
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			errs[i] = c.update(func(tx *bolt.Tx) error {
+				if err := tx.Bucket([]byte("b")).Put(fmt.Appendf(nil, "k%d", i), []byte("v")); err != nil {
+					return err
+				}
+				if i%10 == 3 {
+					return boom
+				}
+				return nil
+			})
+		})
+	}
+	wg.Wait()
+	db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("b"))
+		for i := range n {
+			failing := i%10 == 3
+			if failing != errors.Is(errs[i], boom) {
+				t.Errorf("write %d: err = %v", i, errs[i])
+			}
+			if stored := b.Get(fmt.Appendf(nil, "k%d", i)) != nil; stored == failing {
+				t.Errorf("write %d: stored %v, its function failed %v", i, stored, failing)
+			}
+		}
+		return nil
+	})
+}
+
+// TestCommitterPanicIsTheCallers: a function that panics panics on its
+// caller's goroutine (run alone, as bbolt's Batch does), not on the
+// committer's, and the others are committed.
+func TestCommitterPanicIsTheCallers(t *testing.T) {
+	db := openDB(t)
+	c := &committer{db: db, maxGroup: maxGroup}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		c.update(func(tx *bolt.Tx) error { return tx.Bucket([]byte("b")).Put([]byte("ok"), []byte("v")) })
+	})
+	func() {
+		defer func() {
+			if p := recover(); p == nil {
+				t.Error("the panicking write returned")
+			}
+		}()
+		c.update(func(*bolt.Tx) error { panic("in a write") })
+	}()
+	wg.Wait()
+	db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket([]byte("b")).Get([]byte("ok")) == nil {
+			t.Error("the other write was not committed")
+		}
+		return nil
+	})
+}
+
+// BenchmarkForward is a unique delivery's writes (claim, then record)
+// from 32 and 128 goroutines at once, on a file with fsync, grouped by
+// the committer or by bbolt's Batch with the delay hookgate used before.
+func BenchmarkForward(b *testing.B) {
+	for _, conc := range []int{32, 128} {
+		for _, mode := range []struct {
+			name  string
+			delay time.Duration
+		}{{"group", 0}, {"batch1ms", time.Millisecond}} {
+			b.Run(fmt.Sprintf("%s/c%d", mode.name, conc), func(b *testing.B) {
+				db, err := bolt.Open(filepath.Join(b.TempDir(), "state.db"), 0o600, &bolt.Options{NoFreelistSync: true, FreelistType: bolt.FreelistMapType}) // as OpenFile
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer db.Close()
+				s, err := New(db, Options{PurgeEvery: time.Hour, BatchDelay: mode.delay})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				now := time.Now()
+				fp := dedupe.FingerprintOf([]byte("x"))
+				rec := dedupe.Record{Status: 200, Body: []byte(`{"ok":true}`)}
+				var mu sync.Mutex
+				seq := 0
+				b.SetParallelism(conc / 2) // GOMAXPROCS is 2 on the bench machine
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						mu.Lock()
+						seq++
+						key := fmt.Sprintf("k%d", seq)
+						mu.Unlock()
+						if _, err := s.Claim(b.Context(), key, dedupe.Claim{Fingerprint: fp, Token: "t", Lease: time.Minute, Retention: time.Hour, Now: now}); err != nil {
+							b.Fatal(err)
+						}
+						if err := s.Record(b.Context(), key, "t", rec, time.Hour, now); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			})
+		}
+	}
+}
