@@ -24,14 +24,17 @@ var (
 // page. A lock held elsewhere is ErrLocked; a file that does not open or
 // check as sound is ErrCorrupt.
 func OpenFile(path string, timeout time.Duration, readOnly bool) (*bolt.DB, error) {
-	db, err := openRecovered(path, &bolt.Options{
-		Timeout: timeout, ReadOnly: readOnly,
-		// A commit does not write the free page list (fewer pages written
-		// and synced per request); opening rebuilds it by reading every
-		// page, which the Check below does anyway. As etcd runs bbolt.
-		NoFreelistSync: true,
-		FreelistType:   bolt.FreelistMapType,
-	})
+	// The free page list is written with each commit (bbolt's default):
+	// with NoFreelistSync, opening and checking a file rebuild it by a
+	// walk of every page on a goroutine of bbolt's own, where a broken
+	// page is a panic no recover reaches. The map free list is faster to
+	// allocate from.
+	return openChecked(path, &bolt.Options{Timeout: timeout, ReadOnly: readOnly, FreelistType: bolt.FreelistMapType})
+}
+
+// openChecked opens path with opts, then checks its size and its pages.
+func openChecked(path string, opts *bolt.Options) (*bolt.DB, error) {
+	db, err := openRecovered(path, opts)
 	switch {
 	case errors.Is(err, bolt.ErrTimeout):
 		return nil, fmt.Errorf("%w: %v", ErrLocked, err)

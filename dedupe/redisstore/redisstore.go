@@ -40,6 +40,8 @@ func (s *Store) Stats() pipeline.Stats { return s.batch.Stats() }
 // without running it; the script is then run on its own, EVALSHA then
 // EVAL, which loads it for the next pipelines.
 func (s *Store) eval(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	cmd := evalSha(ctx, script, keys, args)
 	err := s.batch.Do(ctx, cmd)
 	switch {
@@ -54,6 +56,22 @@ func (s *Store) eval(ctx context.Context, script *redis.Script, keys []string, a
 		return script.Run(ctx, s.rdb, keys, args...)
 	}
 	return cmd
+}
+
+// Timeout bounds how long a call waits for Redis when its context has no
+// earlier deadline: a Redis that sleeps or hangs answers the request with
+// an error (503) after it, never a request held for as long as Redis is
+// away. A shared pipeline retries as the client is configured; this keeps
+// each call to the bound the gateway's client gives a lone command (a 2 s
+// read timeout, one retry).
+const Timeout = 4 * time.Second
+
+// bounded is ctx with a deadline no later than Timeout from now.
+func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= Timeout {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, Timeout)
 }
 
 // evalSha builds, without sending it, the EVALSHA of script.
@@ -205,6 +223,8 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 
 // Get implements dedupe.Store.
 func (s *Store) Get(ctx context.Context, key string, now time.Time) (dedupe.Entry, error) {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	cmd := redis.NewSliceCmd(ctx, "hmget", entryKey(s.prefix, key), "s", "fp", "lu", "exp", "rec")
 	if err := s.batch.Do(ctx, cmd); err != nil {
 		return dedupe.Entry{}, fmt.Errorf("redis get: %w", err)
