@@ -127,8 +127,9 @@ type FreshnessConfig struct {
 // Freshness runs the freshness rule over an EntityStore.
 type Freshness struct {
 	deps
-	store EntityStore
-	cfg   FreshnessConfig
+	store    EntityStore
+	cfg      FreshnessConfig
+	releases chan struct{} // the lost leases being released (maxLostReleases)
 }
 
 // NewFreshness returns a Freshness over store.
@@ -142,7 +143,7 @@ func NewFreshness(store EntityStore, cfg FreshnessConfig, opts ...Option) (*Fres
 	if cfg.Lease < time.Second || cfg.MaxAge < 0 || cfg.Wait < 0 || cfg.Retention < cfg.Lease {
 		return nil, fmt.Errorf("freshness: lease must be at least 1s, retention at least the lease, max_age and wait not negative")
 	}
-	return &Freshness{deps: newDeps(opts), store: store, cfg: cfg}, nil
+	return &Freshness{deps: newDeps(opts), store: store, cfg: cfg, releases: make(chan struct{}, maxLostReleases)}, nil
 }
 
 // Judgement is Check's answer.
@@ -182,6 +183,11 @@ func (f *Freshness) check(ctx context.Context, key string, mark int64) (Judgemen
 		token, now := f.token(), f.now()
 		res, err := f.store.AcquireEntity(ctx, key, Acquire{Mark: mark, Token: token, Lease: f.cfg.Lease, Now: now})
 		if err != nil {
+			// The lease may have been taken although the reply was lost
+			// (a timeout, the client leaving): it would hold back every
+			// event of the entity until it ends. Let it go once the store
+			// answers again.
+			f.releaseLost(key, token, now.Add(f.cfg.Lease))
 			return Judgement{}, err
 		}
 		switch res.Status {
@@ -202,6 +208,24 @@ func (f *Freshness) check(ctx context.Context, key string, mark int64) (Judgemen
 			return Judgement{}, fmt.Errorf("store answered acquire status %d", res.Status)
 		}
 	}
+}
+
+// releaseLost frees, in the background, an entity lease whose acquire
+// failed, if it holds it; the watermark is left as it is.
+func (f *Freshness) releaseLost(key, token string, leaseUntil time.Time) {
+	select {
+	case f.releases <- struct{}{}:
+	default:
+		return // too many at once: this one is left to its lease
+	}
+	go func() {
+		defer func() { <-f.releases }()
+		ctx, cancel := context.WithDeadline(context.Background(), leaseUntil)
+		defer cancel()
+		retry(ctx, f.sleep, func() error {
+			return f.store.FinishEntity(ctx, key, token, Finish{Retention: f.cfg.Retention, Now: f.now()})
+		})
+	}()
 }
 
 // DoneTime ends an applied event judged by CheckTime: the watermark moves

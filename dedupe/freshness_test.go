@@ -1,6 +1,7 @@
 package dedupe_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"testing/synctest"
@@ -93,5 +94,44 @@ func TestFreshnessSequence(t *testing.T) {
 		if j, _ := f.CheckTime(ctx, "r-1", time.Unix(1, 0)); j.Result != dedupe.ResultApplied {
 			t.Errorf("event time on an entity with a sequence watermark: %+v", j)
 		}
+	})
+}
+
+// lostAcquireStore takes an entity lease, then reports a failure, as a
+// store whose reply was lost (a stalled Redis past the caller's deadline)
+// would.
+type lostAcquireStore struct {
+	dedupe.EntityStore
+	lose bool
+}
+
+func (s *lostAcquireStore) AcquireEntity(ctx context.Context, key string, a dedupe.Acquire) (dedupe.AcquireResult, error) {
+	res, err := s.EntityStore.AcquireEntity(ctx, key, a)
+	if s.lose {
+		s.lose = false
+		return dedupe.AcquireResult{}, errors.New("i/o timeout")
+	}
+	return res, err
+}
+
+// TestLostEntityLeaseIsReleased: a lease taken although Check failed is
+// let go, so the entity's next event is judged at once, not answered
+// entity_busy until the lease ends; the watermark does not move.
+func TestLostEntityLeaseIsReleased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &lostAcquireStore{EntityStore: newStore(t).(dedupe.EntityStore), lose: true}
+		f, err := dedupe.NewFreshness(store, dedupe.FreshnessConfig{Lease: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.CheckSequence(t.Context(), "r-1", 5); err == nil {
+			t.Fatal("Check with a lost reply succeeded")
+		}
+		time.Sleep(time.Second)
+		j, err := f.CheckSequence(t.Context(), "r-1", 4)
+		if err != nil || j.Result != dedupe.ResultApplied {
+			t.Fatalf("the next event a second later = %+v, %v; want applied (the lost lease let go, the watermark unmoved)", j, err)
+		}
+		synctest.Wait()
 	})
 }
