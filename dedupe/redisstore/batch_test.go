@@ -142,8 +142,9 @@ func TestBatchedRequestsWithRedisStoppedMidway(t *testing.T) {
 // TestClaimsOnClusterShareSplitPipelines: concurrent claims of keys in
 // every slot go through the batcher on a three-master Cluster, where
 // go-redis splits each pipeline by node; every claim lands on its key's
-// node and answers for its own key.
-func TestClaimsOnClusterShareSplitPipelines(t *testing.T) {
+// TestClaimsOnCluster: 300 concurrent claims over a three-master Cluster
+// each land on their own key with their own token.
+func TestClaimsOnCluster(t *testing.T) {
 	addrs := redistest.StartCluster(t)
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	t.Cleanup(func() { rdb.Close() })
@@ -181,8 +182,50 @@ func TestClaimsOnClusterShareSplitPipelines(t *testing.T) {
 			t.Errorf("%s: token %q (%v), want tok-%s", key, tok, err, key)
 		}
 	}
-	if st := store.Stats(); st.Commands < 2*n {
-		t.Errorf("batcher sent %d commands, want at least %d (a claim and a get per key)", st.Commands, 2*n)
+}
+
+// TestClusterSlowMasterHoldsOnlyItsKeys: with one master paused, a claim
+// of a key on another master answers at once; on a shared pipeline it
+// would wait for the paused one.
+func TestClusterSlowMasterHoldsOnlyItsKeys(t *testing.T) {
+	addrs := redistest.StartCluster(t)
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	t.Cleanup(func() { rdb.Close() })
+	store := redisstore.New(rdb, prefix())
+	ctx := t.Context()
+	claim := func(ctx context.Context, key string) error {
+		_, err := store.Claim(ctx, key, dedupe.Claim{Fingerprint: dedupe.FingerprintOf([]byte(key)), Token: "t", Lease: time.Minute, Retention: time.Hour, Now: time.Now()})
+		return err
+	}
+	// Warm every master's connection and scripts.
+	for i := range 30 {
+		if err := claim(ctx, fmt.Sprint("warm-", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	master := func(key string) *redis.Client {
+		m, err := rdb.MasterForKey(ctx, "x:{"+key+"}") // the slot of the store's key
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	slowKey, slow := "slow", master("slow")
+	var other string
+	for i := 0; other == ""; i++ {
+		if key := fmt.Sprint("other-", i); master(key).Options().Addr != slow.Options().Addr {
+			other = key
+		}
+	}
+	if err := slow.Do(ctx, "CLIENT", "PAUSE", "3000", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	go claim(ctx, slowKey) // held by the pause
+	time.Sleep(50 * time.Millisecond)
+	c, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := claim(c, other); err != nil {
+		t.Fatalf("a claim on a healthy master while another is paused: %v", err)
 	}
 }
 

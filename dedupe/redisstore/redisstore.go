@@ -27,13 +27,35 @@ type Store struct {
 }
 
 // New returns a Store whose keys start with prefix.
+//
+// On a single node (or through Sentinel) concurrent calls share pipelines
+// (package pipeline). On a Cluster each call goes on its own: a pipeline
+// spanning several masters waits for the slowest, so one stalled master
+// would hold every request, where alone it holds only its own keys.
 func New(rdb redis.UniversalClient, prefix string) *Store {
-	return &Store{rdb: rdb, prefix: prefix, batch: pipeline.New(rdb, 0)}
+	s := &Store{rdb: rdb, prefix: prefix}
+	if _, cluster := rdb.(*redis.ClusterClient); !cluster {
+		s.batch = pipeline.New(rdb, 0)
+	}
+	return s
 }
 
 // Stats counts the pipelines (round trips) and commands the Store's
-// batcher has sent.
-func (s *Store) Stats() pipeline.Stats { return s.batch.Stats() }
+// batcher has sent: none on a Cluster, where it has no batcher.
+func (s *Store) Stats() pipeline.Stats {
+	if s.batch == nil {
+		return pipeline.Stats{}
+	}
+	return s.batch.Stats()
+}
+
+// do sends cmd, in a shared pipeline when the Store has a batcher.
+func (s *Store) do(ctx context.Context, cmd redis.Cmder) error {
+	if s.batch == nil {
+		return s.rdb.Process(ctx, cmd)
+	}
+	return s.batch.Do(ctx, cmd)
+}
 
 // eval runs script in the next shared pipeline, as EVALSHA. A Redis that
 // does not hold the script (restarted, or SCRIPT FLUSH) answers NOSCRIPT
@@ -42,6 +64,9 @@ func (s *Store) Stats() pipeline.Stats { return s.batch.Stats() }
 func (s *Store) eval(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
+	if s.batch == nil {
+		return script.Run(ctx, s.rdb, keys, args...)
+	}
 	cmd := evalSha(ctx, script, keys, args)
 	err := s.batch.Do(ctx, cmd)
 	switch {
@@ -226,7 +251,7 @@ func (s *Store) Get(ctx context.Context, key string, now time.Time) (dedupe.Entr
 	ctx, cancel := bounded(ctx)
 	defer cancel()
 	cmd := redis.NewSliceCmd(ctx, "hmget", entryKey(s.prefix, key), "s", "fp", "lu", "exp", "rec")
-	if err := s.batch.Do(ctx, cmd); err != nil {
+	if err := s.do(ctx, cmd); err != nil {
 		return dedupe.Entry{}, fmt.Errorf("redis get: %w", err)
 	}
 	v, err := cmd.Result()
