@@ -147,16 +147,34 @@ http://127.0.0.1:%d {
 	if out, err := cli(t, g, "dlq", "redrive", "--destination", "bad", "--limit", "1"); err != nil {
 		t.Fatalf("redrive: %v\n%s", err, out)
 	}
+	// The redriven letter dies again before the outage: this Redis keeps
+	// nothing across a restart.
+	deadline = time.Now().Add(20 * time.Second)
+	for metricValue(m, `hookgate_sender_deliveries_total{destination="bad",outcome="dead"}`) < 6 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the redrive did not settle:\n%s", grepLines(m, "hookgate_sender"))
+		}
+		time.Sleep(100 * time.Millisecond)
+		m = g.Metrics()
+	}
 	srv.Stop()
 	post(t, receiver, s.Sign("msg_outage", time.Now(), []byte(`{}`)), []byte(`{}`))
 	post(t, g.URL+"/enqueue/ok", http.Header{"Idempotency-Key": {"ok-outage"}}, []byte(`{}`))
-	time.Sleep(1500 * time.Millisecond)
+	// Down until the sender has counted a failed lease (its idle poll is at
+	// most a second; go-redis's own dial retries hide a shorter outage).
+	deadline = time.Now().Add(15 * time.Second)
+	for !strings.Contains(g.Metrics(), "hookgate_sender_store_errors_total{") {
+		if time.Now().After(deadline) {
+			t.Fatal("the sender counted no store error while Redis was down")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	srv.Restart()
 	deadline = time.Now().Add(20 * time.Second)
-	for metricValue(m, `hookgate_sender_deliveries_total{destination="bad",outcome="dead"}`) < 6 ||
-		metricValue(m, `hookgate_sender_queue_depth{destination="ok",state="queued"}`) != 0 {
+	m = g.Metrics()
+	for metricValue(m, `hookgate_sender_queue_depth{destination="ok",state="queued"}`) != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the redrive and the outage did not settle:\n%s", grepLines(m, "hookgate_sender"))
+			t.Fatalf("the outage did not settle:\n%s", grepLines(m, "hookgate_sender"))
 		}
 		time.Sleep(100 * time.Millisecond)
 		m = g.Metrics()
