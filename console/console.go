@@ -517,10 +517,7 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request, v View, id stri
 // previews (a dry run: how many match, how many would move), with it it
 // moves them and shows the live outcome.
 func (c *Console) redrive(w http.ResponseWriter, r *http.Request, v View) error {
-	if err := r.ParseForm(); err != nil {
-		return refuse(http.StatusBadRequest, "bad_request", "the form did not parse")
-	}
-	f, err := filterOf(v, r.PostForm)
+	f, err := filterOf(v, r.PostForm) // Serve parsed the form
 	if err != nil {
 		return err
 	}
