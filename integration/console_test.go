@@ -97,6 +97,9 @@ func newConsoleFixture(t *testing.T) *consoleFixture {
 			backoff 10ms 20ms
 			timeout 2s
 			lease 5s
+			breaker {
+				failures 1000 # a's six 503s must not open it: the last would wait out its 30s
+			}
 		}
 		destination a {
 			url %s
