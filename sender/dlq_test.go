@@ -122,15 +122,7 @@ func TestDeadLetterKeepsWhatTheReceiverSaid(t *testing.T) {
 		fmt.Fprint(w, "rejected:\n\tschema <b>seat</b> missing\x00"+strings.Repeat("é", 300))
 	}))
 	t.Cleanup(rcv.Close)
-	q := newQueue(t)
-	s, _ := sender.New(q, fast, []sender.Destination{{Name: "d", URL: rcv.URL, Signer: signer(t), Header: http.Header{}}}, sender.Options{})
-	start(t, s)
-	enqueue(t, s, "d", "m")
-	eventually(t, "dead", func() bool {
-		_, state, _ := q.Get(t.Context(), "d", "m")
-		return state == sender.StateDead
-	})
-	e, _, _ := q.Get(t.Context(), "d", "m")
+	e := deadLetterOf(t, rcv.URL, "m")
 	want := "Unprocessable Entity: rejected: schema <b>seat</b> missing é"
 	if !strings.HasPrefix(e.LastError, want) || !utf8.ValidString(e.LastError) || len(e.LastError) > 240 || e.Log[0].Error != e.LastError {
 		t.Fatalf("last error %q (%d bytes); want it to start %q, valid UTF-8, bounded", e.LastError, len(e.LastError), want)

@@ -161,19 +161,27 @@ func TestDeliversEachOnceSigned(t *testing.T) {
 // all, the first included; then the envelope is dead, with its log.
 func TestAttemptsCountEveryDelivery(t *testing.T) {
 	rcv := newReceiver(t, func(string, int) int { return 503 })
-	q := newQueue(t)
-	s, _ := sender.New(q, fast, []sender.Destination{{Name: "d", URL: rcv.URL, Signer: signer(t)}}, sender.Options{})
-	start(t, s)
-	enqueue(t, s, "d", "msg_503")
-	eventually(t, "dead", func() bool {
-		_, state, _ := q.Get(t.Context(), "d", "msg_503")
-		return state == sender.StateDead
-	})
-	e, _, _ := q.Get(t.Context(), "d", "msg_503")
+	e := deadLetterOf(t, rcv.URL, "msg_503")
 	if rcv.count("msg_503") != 3 || len(e.Log) != 3 || e.Attempts != 3 || e.LastStatus != 503 || e.Class != sender.ClassHTTP5xx {
 		t.Fatalf("delivered %d times; dead letter attempts %d, log %d, last %d %s; want 3, 3, 3, 503 http_5xx",
 			rcv.count("msg_503"), e.Attempts, len(e.Log), e.LastStatus, e.Class)
 	}
+}
+
+// deadLetterOf sends one event, id, to a destination at url and returns
+// its dead letter once it has died.
+func deadLetterOf(t *testing.T, url, id string) *sender.Envelope {
+	t.Helper()
+	q := newQueue(t)
+	s, _ := sender.New(q, fast, []sender.Destination{{Name: "d", URL: url, Signer: signer(t), Header: http.Header{}}}, sender.Options{})
+	start(t, s)
+	enqueue(t, s, "d", id)
+	eventually(t, "dead", func() bool {
+		_, state, _ := q.Get(t.Context(), "d", id)
+		return state == sender.StateDead
+	})
+	e, _, _ := q.Get(t.Context(), "d", id)
+	return e
 }
 
 func TestPermanentFailuresGoStraightToTheDLQ(t *testing.T) {
@@ -183,15 +191,7 @@ func TestPermanentFailuresGoStraightToTheDLQ(t *testing.T) {
 	}{{400, sender.ClassHTTP4xx}, {302, sender.ClassHTTP3xx}, {409, sender.ClassHTTP4xx}} {
 		t.Run(fmt.Sprint(tt.status), func(t *testing.T) {
 			rcv := newReceiver(t, func(string, int) int { return tt.status })
-			q := newQueue(t)
-			s, _ := sender.New(q, fast, []sender.Destination{{Name: "d", URL: rcv.URL, Signer: signer(t), Header: http.Header{}}}, sender.Options{})
-			start(t, s)
-			enqueue(t, s, "d", "m")
-			eventually(t, "dead", func() bool {
-				_, state, _ := q.Get(t.Context(), "d", "m")
-				return state == sender.StateDead
-			})
-			e, _, _ := q.Get(t.Context(), "d", "m")
+			e := deadLetterOf(t, rcv.URL, "m")
 			if rcv.count("m") != 1 || e.Class != tt.class {
 				t.Fatalf("%d: delivered %d times, class %s; want once, %s", tt.status, rcv.count("m"), e.Class, tt.class)
 			}
