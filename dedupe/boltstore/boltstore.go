@@ -1,6 +1,6 @@
 // Package boltstore is the embedded dedupe.Store: one bbolt file, every
 // change one transaction, durable (fsync) before it returns, concurrent
-// writes group-committed (see committer). A replay or an in-flight
+// writes group-committed (internal/boltcommit). A replay or an in-flight
 // answer is read in a read-only transaction and never writes. Expired
 // entries are absent at once and purged in the background.
 package boltstore
@@ -18,6 +18,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/boltcommit"
 )
 
 // Buckets: entries by key, and an expiry index whose keys are the 8-byte
@@ -90,7 +91,7 @@ func unmarshalEntry(b []byte) (*entry, error) {
 // Store is a dedupe.Store on a bbolt file.
 type Store struct {
 	db     *bolt.DB
-	write  func(func(*bolt.Tx) error) error // a group-committed update
+	write  func(func(*bolt.Tx) error) error // a group-committed update (boltcommit)
 	now    func() time.Time
 	logger *slog.Logger
 	stop   chan struct{}
@@ -105,17 +106,7 @@ type Options struct {
 	Now func() time.Time
 	// Logger logs purge failures. Default slog.Default().
 	Logger *slog.Logger
-	// BatchDelay, when set, groups writes with bbolt's Batch, which waits
-	// that long for others to share a commit, instead of the default group
-	// commit, which waits for nothing but the commit in progress (see
-	// committer). For comparison: bench/RESULTS.md.
-	BatchDelay time.Duration
 }
-
-// DefaultBatchDelay is the MaxBatchDelay New gives the file for the other
-// users of bbolt's Batch on it (the sender's queue): bbolt's own default,
-// 10ms, suits bulk loads, not requests.
-const DefaultBatchDelay = 1 * time.Millisecond
 
 // New returns a Store on db, creating its buckets, and starts the purge.
 // Close stops the purge; the caller closes db.
@@ -142,14 +133,7 @@ func New(db *bolt.DB, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating buckets: %w", err)
 	}
-	s := &Store{db: db, now: opts.Now, logger: opts.Logger, stop: make(chan struct{})}
-	if opts.BatchDelay > 0 {
-		db.MaxBatchDelay = opts.BatchDelay
-		s.write = db.Batch
-	} else {
-		db.MaxBatchDelay = DefaultBatchDelay
-		s.write = (&committer{db: db, maxGroup: maxGroup}).update
-	}
+	s := &Store{db: db, write: boltcommit.New(db).Update, now: opts.Now, logger: opts.Logger, stop: make(chan struct{})}
 	s.done.Go(func() { s.purgeLoop(opts.PurgeEvery) })
 	return s, nil
 }
@@ -293,7 +277,8 @@ func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.C
 func (s *Store) Record(ctx context.Context, key, token string, rec dedupe.Record, retention time.Duration, now time.Time) error {
 	b := dedupe.MarshalRecord(rec)
 	// A lost claim is carried out of the transaction, not returned from
-	// it: an error from a Batch function rolls back the whole group.
+	// it: a grouped function that fails is run again in a transaction of
+	// its own.
 	var lost bool
 	err := s.write(func(tx *bolt.Tx) error {
 		e := raw(tx, key)

@@ -1,6 +1,6 @@
 // Package boltqueue is the embedded sender.Queue: one bbolt file, each
 // change one transaction, durable (fsync) before it returns, concurrent
-// writes group-committed with bbolt's Batch.
+// writes group-committed (internal/boltcommit).
 package boltqueue
 
 import (
@@ -16,6 +16,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/hookgate/hookgate/internal/boltcommit"
 	"github.com/hookgate/hookgate/sender"
 )
 
@@ -49,6 +50,7 @@ const trimBatch = 100
 // Queue is a sender.Queue on a bbolt file.
 type Queue struct {
 	db        *bolt.DB
+	write     func(func(*bolt.Tx) error) error // a group-committed update (boltcommit)
 	retention time.Duration
 }
 
@@ -68,7 +70,7 @@ func New(db *bolt.DB, retention time.Duration) (*Queue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating buckets: %w", err)
 	}
-	return &Queue{db: db, retention: retention}, nil
+	return &Queue{db: db, write: boltcommit.New(db).Update, retention: retention}, nil
 }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
@@ -177,7 +179,7 @@ func (d *dest) paused() bool { return d.b.Get(pausedKey) != nil }
 func (q *Queue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.EnqueueResult, error) {
 	fp := sender.Fingerprint(e.Payload)
 	var res sender.EnqueueResult
-	err := q.db.Batch(func(tx *bolt.Tx) error {
+	err := q.write(func(tx *bolt.Tx) error {
 		d, err := destOf(tx, e.Destination)
 		if err != nil {
 			return err
@@ -226,8 +228,8 @@ const expiredLeases = 1000
 func (q *Queue) Lease(ctx context.Context, name string, n int, now time.Time, lease time.Duration) ([]sender.Leased, error) {
 	until := ms(now.Add(lease))
 	var out []sender.Leased
-	err := q.db.Batch(func(tx *bolt.Tx) error {
-		out = out[:0] // a Batch function may run twice
+	err := q.write(func(tx *bolt.Tx) error {
+		out = out[:0] // a grouped function may run twice
 		d, err := destOf(tx, name)
 		if err != nil || d.paused() {
 			return err
@@ -299,7 +301,7 @@ func (q *Queue) Settle(ctx context.Context, name string, outcomes []sender.Outco
 		return 0, nil
 	}
 	skipped := 0
-	err := q.db.Batch(func(tx *bolt.Tx) error {
+	err := q.write(func(tx *bolt.Tx) error {
 		skipped = 0
 		d, err := destOf(tx, name)
 		if err != nil {
@@ -511,7 +513,7 @@ func (q *Queue) Get(ctx context.Context, name, id string) (*sender.Envelope, sen
 // Redrive implements sender.Queue.
 func (q *Queue) Redrive(ctx context.Context, name string, ids []string, redriveID string, now time.Time) ([]string, error) {
 	var moved []string
-	err := q.db.Batch(func(tx *bolt.Tx) error {
+	err := q.write(func(tx *bolt.Tx) error {
 		moved = moved[:0]
 		d, err := destOf(tx, name)
 		if err != nil {
@@ -546,7 +548,7 @@ func (q *Queue) Redrive(ctx context.Context, name string, ids []string, redriveI
 // Purge implements sender.Queue.
 func (q *Queue) Purge(ctx context.Context, name string, ids []string) (int, error) {
 	removed := 0
-	err := q.db.Batch(func(tx *bolt.Tx) error {
+	err := q.write(func(tx *bolt.Tx) error {
 		removed = 0
 		d, err := destOf(tx, name)
 		if err != nil {
@@ -581,7 +583,7 @@ func (q *Queue) PutRedrive(ctx context.Context, r *sender.Redrive) error {
 	if err != nil {
 		return err
 	}
-	err = q.db.Batch(func(tx *bolt.Tx) error { return tx.Bucket(redrivesB).Put([]byte(r.ID), b) })
+	err = q.write(func(tx *bolt.Tx) error { return tx.Bucket(redrivesB).Put([]byte(r.ID), b) })
 	if err != nil {
 		return fmt.Errorf("bolt put redrive: %w", err)
 	}

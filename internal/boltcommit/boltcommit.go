@@ -1,4 +1,7 @@
-package boltstore
+// Package boltcommit group-commits concurrent bbolt writes: one
+// transaction, and one fsync, for every write that arrived while the
+// previous commit was on disk.
+package boltcommit
 
 import (
 	"errors"
@@ -8,9 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// committer group-commits concurrent writes: one transaction, and one
-// fsync, for every write that arrived while the previous commit was on
-// disk. It replaces bbolt's Batch, which gathers writes for a fixed delay
+// Committer group-commits the writes to one file. It replaces bbolt's Batch, which gathers writes for a fixed delay
 // and then queues its transaction behind the one in progress: under load
 // the batches stay one delay long and line up, one fsync each, and the
 // latency grows with the queue. Here a write that finds no commit in
@@ -22,7 +23,7 @@ import (
 // again in a transaction of its own, whose error its caller gets, and the
 // rest of the group is committed without it; so functions may be called
 // more than once and must only change the transaction.
-type committer struct {
+type Committer struct {
 	db       *bolt.DB
 	maxGroup int
 
@@ -37,16 +38,20 @@ type write struct {
 	done chan error // buffered: errSolo, or the group's commit error
 }
 
-// maxGroup bounds the writes in one transaction (bbolt's default
+// MaxGroup bounds the writes in one transaction (bbolt's default
 // MaxBatchSize).
-const maxGroup = 1000
+const MaxGroup = 1000
+
+// New returns a Committer of db's writes, up to MaxGroup a transaction.
+func New(db *bolt.DB) *Committer { return &Committer{db: db, maxGroup: MaxGroup} }
 
 // errSolo tells a caller to run its function in a transaction of its own.
 var errSolo = errors.New("run alone")
 
-// update runs fn in a write transaction shared with the concurrent
-// writes, and returns once it is committed (fsync'd) or failed.
-func (c *committer) update(fn func(*bolt.Tx) error) error {
+// Update runs fn in a write transaction shared with the concurrent
+// writes, and returns once it is committed (fsync'd) or failed. fn may be
+// called more than once (see Committer).
+func (c *Committer) Update(fn func(*bolt.Tx) error) error {
 	w := &write{fn: fn, done: make(chan error, 1)}
 	c.mu.Lock()
 	c.queue = append(c.queue, w)
@@ -63,7 +68,7 @@ func (c *committer) update(fn func(*bolt.Tx) error) error {
 }
 
 // drain commits the queue, group by group, until it is empty.
-func (c *committer) drain() {
+func (c *Committer) drain() {
 	for {
 		c.mu.Lock()
 		n := min(len(c.queue), c.maxGroup)
@@ -84,7 +89,7 @@ func (c *committer) drain() {
 
 // commit runs group in one transaction. A function that fails is sent to
 // run alone and the rest retried without it.
-func (c *committer) commit(group []*write) {
+func (c *Committer) commit(group []*write) {
 	for len(group) > 0 {
 		failed := -1
 		err := c.db.Update(func(tx *bolt.Tx) error {
