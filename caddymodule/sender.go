@@ -177,6 +177,7 @@ func (a *App) startSender() error {
 	if err := a.metrics.observeQueues(s); err != nil {
 		return fmt.Errorf("sender metrics: %w", err)
 	}
+	a.metrics.sender.zero(s.Destinations())
 	ctx, cancel := context.WithCancel(context.Background())
 	a.sender, a.stopSender, a.senderDone = s, cancel, new(sync.WaitGroup)
 	a.dlq = sender.NewDLQ(q, s.Destinations(), nil)
@@ -296,6 +297,26 @@ func (m *senderMetrics) labels(kv ...string) metric.MeasurementOption {
 	}
 	v, _ := m.attrs.LoadOrStore(key, metric.WithAttributeSet(attribute.NewSet(as...)))
 	return v.(metric.MeasurementOption)
+}
+
+// zero starts each destination's counters at 0, so that every series a
+// rule or panel divides by exists from the start: a destination that never
+// dead-lettered still has deliveries_total{outcome="dead"}, and its error
+// ratio is 0, not absent.
+func (m *senderMetrics) zero(dests []string) {
+	ctx := context.Background()
+	for _, d := range dests {
+		for _, outcome := range []string{"delivered", "dead"} {
+			m.deliveries.Add(ctx, 0, m.labels("destination", d, "outcome", outcome))
+		}
+		for _, result := range []string{"2xx", "transient", "permanent"} {
+			m.attempts.Add(ctx, 0, m.labels("destination", d, "result", result))
+		}
+		for _, result := range []string{"queued", "duplicate"} {
+			m.enqueued.Add(ctx, 0, m.labels("destination", d, "result", result))
+		}
+		m.redriven.Add(ctx, 0, m.labels("destination", d))
+	}
 }
 
 // senderObserver adapts the metrics to sender.Observer.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -193,7 +194,23 @@ http://127.0.0.1:%d {
 		if count <= 0 || within != count {
 			t.Errorf("%s: %v of %v dead letters quarantined within 1s, want all", dest, within, count)
 		}
+		// Two attempts apart: never no time at all.
+		if sum := metricValue(m, fmt.Sprintf(`hookgate_sender_time_to_dlq_seconds_sum{destination=%q}`, dest)); sum <= 0 {
+			t.Errorf("%s: time to DLQ sums to %v, want > 0", dest, sum)
+		}
 	}
+	// Every destination's counters exist from the start, at 0 where
+	// nothing happened: a rule that divides by them is never empty.
+	for _, series := range []string{
+		`hookgate_sender_deliveries_total{destination="ok",outcome="dead"}`,
+		`hookgate_sender_deliveries_total{destination="bad",outcome="delivered"}`,
+		`hookgate_sender_attempts_total{destination="ok",result="permanent"}`,
+	} {
+		if v := metricValue(m, series); v != 0 {
+			t.Errorf("%s = %v, want 0 (exported from the start)", series, v)
+		}
+	}
+	rulesOverScrape(t, m, []string{"bad", "down", "ok"})
 	if metricValue(m, `hookgate_dedupe_requests_total{result="replayed"}`) < 1 || metricValue(m, `hookgate_freshness_total{result="applied"}`) < 30 {
 		t.Errorf("receiver metrics missing:\n%s", grepLines(m, "hookgate_dedupe")+grepLines(m, "hookgate_freshness"))
 	}
@@ -231,23 +248,79 @@ http://127.0.0.1:%d {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var dash struct {
-		Panels []struct {
-			Title   string
-			Targets []struct{ Expr string }
-		}
+	type panel struct {
+		Title   string
+		Targets []struct{ Expr string }
+		Panels  []panel // a collapsed row's
 	}
+	var dash struct{ Panels []panel }
 	if err := json.Unmarshal(raw, &dash); err != nil {
 		t.Fatalf("the dashboard is not JSON: %v", err)
 	}
 	queries := 0
-	for _, p := range dash.Panels {
-		for _, tg := range p.Targets {
-			queries++
-			check("panel "+p.Title, tg.Expr)
+	var walk func([]panel)
+	walk = func(ps []panel) {
+		for _, p := range ps {
+			for _, tg := range p.Targets {
+				queries++
+				check("panel "+p.Title, tg.Expr)
+			}
+			walk(p.Panels)
 		}
 	}
+	walk(dash.Panels)
 	if queries < 20 {
 		t.Errorf("the dashboard has %d queries, want its two rows' worth", queries)
 	}
+}
+
+// rulesOverScrape evaluates the recording rules with promtool over the
+// series of a real scrape, each made a steady ramp (so every counter has
+// a rate), and checks that each SLI ratio exists for every destination:
+// a rule that needs a series hookgate does not export would be empty.
+func rulesOverScrape(t *testing.T, scrape string, dests []string) {
+	t.Helper()
+	var series strings.Builder
+	for _, line := range strings.Split(scrape, "\n") {
+		if !strings.HasPrefix(line, "hookgate_") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil || v < 0 {
+			continue
+		}
+		fmt.Fprintf(&series, "      - series: '%s'\n        values: '0+%sx90'\n", line[:i], strconv.FormatFloat(v, 'f', -1, 64))
+	}
+	var want strings.Builder
+	for _, d := range dests {
+		fmt.Fprintf(&want, "          - labels: '{destination=%q}'\n            value: 1\n", d)
+	}
+	rules, err := filepath.Abs("../deploy/prometheus/hookgate-rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	test := fmt.Sprintf(`rule_files: [%q]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+%s    promql_expr_test:
+      - expr: count by (destination) (hookgate:sender_delivery_errors:ratio_rate1h >= 0)
+        eval_time: 80m
+        exp_samples:
+%s      - expr: count by (destination) (hookgate:sender_attempts_per_delivery:ratio_rate1h >= 0)
+        eval_time: 80m
+        exp_samples:
+%s      - expr: count(hookgate:dedupe_replays_per_forward:ratio_rate1h >= 0)
+        eval_time: 80m
+        exp_samples:
+          - labels: '{}'
+            value: 1
+`, rules, series.String(), want.String(), want.String())
+	file := filepath.Join(t.TempDir(), "scrape.test.yml")
+	if err := os.WriteFile(file, []byte(test), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	promtool(t, "test", "rules", file)
 }
