@@ -40,6 +40,30 @@ func TestPrometheusRules(t *testing.T) {
 	if out := promtool(t, "test", "rules", "hookgate-rules.test.yml"); !strings.Contains(out, "SUCCESS") {
 		t.Fatalf("promtool test rules:\n%s", out)
 	}
+
+	// Every alert has a runbook link, to a section of docs/runbook.md.
+	rules, err := os.ReadFile("../deploy/prometheus/hookgate-rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runbook, err := os.ReadFile("../docs/runbook.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^## (\S+)$`).FindAllStringSubmatch(string(runbook), -1) {
+		sections[strings.ToLower(m[1])] = true // GitHub's anchor of a one-word heading
+	}
+	alerts := regexp.MustCompile(`(?m)^\s*- alert: (\S+)$`).FindAllStringSubmatch(string(rules), -1)
+	links := regexp.MustCompile(`runbook: docs/runbook\.md#(\S+)`).FindAllStringSubmatch(string(rules), -1)
+	if len(alerts) == 0 || len(links) != len(alerts) {
+		t.Fatalf("%d alerts, %d runbook links: want one each", len(alerts), len(links))
+	}
+	for i, a := range alerts {
+		if anchor := links[i][1]; anchor != strings.ToLower(a[1]) || !sections[anchor] {
+			t.Errorf("alert %s links to docs/runbook.md#%s: want its own section, ## %s", a[1], anchor, a[1])
+		}
+	}
 }
 
 // metricValue reads one sample from a /metrics text; -1 when absent.
