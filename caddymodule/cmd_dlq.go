@@ -25,7 +25,7 @@ import (
 // API: the same dead-letter service as the admin endpoints.
 
 func init() {
-	caddycmd.RegisterCommand(caddycmd.Command{
+	registerCommand(caddycmd.Command{
 		Name:  "dlq",
 		Usage: "summary|list|show <id>|redrive|purge [--destination <name>] [--class <class>] [--since <time>] [--until <time>] [--id <id>]... [--limit <n>] [--dry-run]",
 		Short: "Inspects, redrives and purges the sender's dead letters",
@@ -57,7 +57,7 @@ Documentation: README.md, "Dead letters", at github.com/hookgate/hookgate.`,
 			}
 		},
 	})
-	caddycmd.RegisterCommand(caddycmd.Command{
+	registerCommand(caddycmd.Command{
 		Name:  "destinations",
 		Usage: "list|pause <name>|resume <name>",
 		Short: "Lists, pauses and resumes the sender's destinations",
@@ -387,7 +387,7 @@ func cmdDestinations(cmd *cobra.Command, args []string) error {
 }
 
 func init() {
-	caddycmd.RegisterCommand(caddycmd.Command{
+	registerCommand(caddycmd.Command{
 		Name:  "dedupe",
 		Usage: "show|forget <key>",
 		Short: "Shows or forgets what the gateway remembers of a delivery",
@@ -408,7 +408,7 @@ Documentation: README.md, "What the gateway remembers".`,
 			}
 		},
 	})
-	caddycmd.RegisterCommand(caddycmd.Command{
+	registerCommand(caddycmd.Command{
 		Name:  "freshness",
 		Usage: "show <entity>",
 		Short: "Shows an entity's freshness watermarks",

@@ -20,7 +20,7 @@ import (
 )
 
 func init() {
-	caddycmd.RegisterCommand(caddycmd.Command{
+	registerCommand(caddycmd.Command{
 		Name:  "sign",
 		Usage: "[--scheme <scheme>] [--secret <secret>] [--id <id>] [--timestamp <unix>] [--send <url> [-H 'Name: value']... [--content-type <type>]] <body|@file|@->",
 		Short: "Signs a webhook body as a genuine sender would, and optionally sends it",

@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	caddycmd.RegisterCommand(caddycmd.Command{
+	registerCommand(caddycmd.Command{
 		Name:  "store",
 		Usage: "check [<file or directory>]",
 		Short: "Checks the embedded store's file for corruption",

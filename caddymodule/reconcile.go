@@ -213,7 +213,7 @@ func (j *ReconcileJob) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 }
 
 func init() {
-	caddycmd.RegisterCommand(caddycmd.Command{
+	registerCommand(caddycmd.Command{
 		Name:  "reconcile",
 		Usage: "--config <Caddyfile> --job <name> [--repair] [--limit <n>] [--format table|json] [--address <host:port>]",
 		Short: "Compares a source of truth with a receiver's state and reports the drift",

@@ -2,6 +2,9 @@ package caddymodule
 
 import (
 	"runtime/debug"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
 )
 
 // Version is hookgate's version, from the build information: the module
@@ -56,12 +59,35 @@ hookgate is a full Caddy: run, start, stop, reload, adapt, validate and
 list-modules behave as Caddy's. Its own commands:
 
 	hookgate sign          sign a webhook body (and send it) as a sender would
+	hookgate dedupe        show or forget what the gateway remembers of a delivery
+	hookgate freshness     show an entity's freshness watermark and lease
 	hookgate dlq           inspect, redrive and purge dead letters
 	hookgate destinations  list, pause and resume the sender's destinations
+	hookgate reconcile     compare a source of truth with a receiver, report and repair drift
 	hookgate store check   check the embedded store's file
+
+"hookgate help <command>" describes each. The Examples below, and the
+help of Caddy's own commands, are Caddy's: read "caddy" as "hookgate".
 
 To run the quickstart gateway:
 
 	$ hookgate run --config caddyfiles/quickstart.Caddyfile
 
 Documentation: README.md at https://github.com/hookgate/hookgate`
+
+// registerCommand registers one of hookgate's commands. Its help ends with
+// hookgate's documentation, where Caddy's own commands point to Caddy's.
+func registerCommand(c caddycmd.Command) {
+	setup := c.CobraFunc
+	c.CobraFunc = func(cmd *cobra.Command) {
+		setup(cmd)
+		cmd.SetHelpTemplate(helpTemplate)
+	}
+	caddycmd.RegisterCommand(c)
+}
+
+// helpTemplate is cobra's default help template, then hookgate's docs.
+var helpTemplate = (&cobra.Command{}).HelpTemplate() + `
+Full documentation is available at:
+https://github.com/hookgate/hookgate#readme
+`

@@ -26,9 +26,22 @@ func TestCLIKnowsItsName(t *testing.T) {
 	if !strings.Contains(string(out), "hookgate sign [--scheme") || strings.Contains(string(out), "caddy sign") {
 		t.Errorf("hookgate help sign:\n%s", out)
 	}
-	out, _ = exec.Command(binary, "--help").CombinedOutput()
-	if !strings.HasPrefix(string(out), "hookgate is a webhook reliability layer") || !strings.Contains(string(out), "hookgate dlq") {
-		t.Errorf("hookgate --help:\n%s", out)
+	root, _ := exec.Command(binary, "--help").CombinedOutput()
+	if !strings.HasPrefix(string(root), "hookgate is a webhook reliability layer") {
+		t.Errorf("hookgate --help:\n%s", root)
+	}
+	// Each of hookgate's commands: listed in the root's help, its own help
+	// names it as hookgate's and points to hookgate's docs.
+	for _, name := range []string{"sign", "dedupe", "freshness", "dlq", "destinations", "reconcile", "store"} {
+		if !strings.Contains(string(root), "\thookgate "+name+" ") {
+			t.Errorf("hookgate --help does not describe hookgate %s", name)
+		}
+		out, _ := exec.Command(binary, "help", name).CombinedOutput()
+		help := string(out)
+		if !strings.Contains(help, "hookgate "+name+" ") || strings.Contains(help, "caddy "+name) ||
+			!strings.Contains(help, "github.com/hookgate/hookgate") || strings.Contains(help, "caddyserver.com") {
+			t.Errorf("hookgate help %s:\n%s", name, help)
+		}
 	}
 }
 
