@@ -1,9 +1,14 @@
 package verify
 
 import (
+	"crypto/ed25519"
+	"encoding/base64"
 	"errors"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
 // checkVerify runs Verify and checks it either succeeds or fails with one of
@@ -15,6 +20,13 @@ func checkVerify(t *testing.T, scheme string, h http.Header, body []byte) {
 		t.Fatal(err)
 	}
 	_, err = v.Verify(h, body, t0)
+	checkErr(t, err)
+}
+
+// checkErr fails on an error of Verify that is not one of the documented
+// sentinels.
+func checkErr(t *testing.T, err error) {
+	t.Helper()
 	switch {
 	case err == nil,
 		errors.Is(err, ErrMissingHeader),
@@ -29,16 +41,29 @@ func checkVerify(t *testing.T, scheme string, h http.Header, body []byte) {
 func FuzzStandardHeaders(f *testing.F) {
 	f.Add("msg_1", "1700000000", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", []byte(`{"test": 2432232314}`))
 	f.Add("msg_1", "1700000000", "v1a,abc v1,AAAA v2,x", []byte(`{}`))
-	f.Add("msg_p5jXN8AQM9LWM0D4loKWxJek", "1614265330", "v1a,tQ9V2XOqn7jL/DQenEFpqIugdBVtiMmER5mhSkXBNwM0mkATuDe6KYYUuxqtaiHeYGb7KaaBRdM5WqyeFiL8Ag==", []byte(`{"test": 2432232314}`))
+	f.Add(v1aMsgID, "1614265330", v1aExpected, []byte(v1aPayload))
 	f.Add("", "-1", "v1,", []byte(nil))
 	f.Add("msg_1", "01700000000", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", []byte(`{"test": 2432232314}`))
 	f.Add("msg_1", "+1700000000", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", []byte(`{}`))
+	// An HMAC secret and the v1a vector's public key: v1 entries reach the
+	// MAC, v1a entries ed25519.Verify.
+	seed, _ := base64.StdEncoding.DecodeString(v1aSeed)
+	pub := ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)
+	v, err := New("standard", []string{testSecret("standard", 0), "whpk_" + base64.StdEncoding.EncodeToString(pub)}, Options{})
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, id, ts, sig string, body []byte) {
 		h := http.Header{}
 		h.Set("Webhook-Id", id)
 		h.Set("Webhook-Timestamp", ts)
 		h.Set("Webhook-Signature", sig)
-		checkVerify(t, "standard", h, body)
+		now := t0
+		if n, err := strconv.ParseInt(ts, 10, 64); err == nil && n > 0 && n < 1<<40 {
+			now = time.Unix(n, 0) // in the window: the signature is checked
+		}
+		_, err := v.Verify(h, body, now)
+		checkErr(t, err)
 	})
 }
 
@@ -96,59 +121,99 @@ func FuzzHookgateHeaders(f *testing.F) {
 	})
 }
 
-// FuzzSignVerify checks that whatever a scheme signs, it verifies, and that
-// the same headers over a different body do not.
+// signers are the signing configurations FuzzSignVerify picks from: every
+// named scheme with an HMAC secret, standard with a v1a private key, and
+// the generic hmac in several shapes.
+var signers = []struct {
+	scheme string
+	secret string
+	hmac   *HMAC
+}{
+	{scheme: "standard", secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
+	{scheme: "stripe", secret: "whsec_test_secret"},
+	{scheme: "github", secret: "It's a Secret to Everybody"},
+	{scheme: "shopify", secret: "It's a Secret to Everybody"},
+	{scheme: "slack", secret: "It's a Secret to Everybody"},
+	{scheme: "hookgate", secret: "It's a Secret to Everybody"},
+	{scheme: "standard", secret: "whsk_" + v1aSeed},
+	{scheme: "hmac", secret: "It's a Secret to Everybody", hmac: &testHMAC},
+	{scheme: "hmac", secret: "mysecret", hmac: &HMAC{SignatureHeader: "X-Hub-Signature", Algorithm: "sha1", Prefix: "sha1="}},
+	{scheme: "hmac", secret: "SamplePrimaryKey", hmac: &HMAC{IDHeader: "Box-Delivery-Id", TimestampHeader: "Box-Delivery-Timestamp",
+		TimestampFormat: "rfc3339", SignatureHeader: "Box-Signature-Primary", Encoding: "base64", Content: "{body}{timestamp}"}},
+}
+
+// FuzzSignVerify checks that whatever a signer signs, it verifies (and, for
+// v1a, its public key does), and that the same headers over a different
+// body do not.
 func FuzzSignVerify(f *testing.F) {
-	f.Add(uint8(0), "msg_1", int64(1700000000), []byte(`{"id":"evt"}`))
+	for i := range signers {
+		f.Add(uint8(i), "msg_1", int64(1700000000), []byte(`{"id":"evt"}`))
+	}
 	f.Add(uint8(4), "", int64(0), []byte(nil))
 	f.Fuzz(func(t *testing.T, n uint8, id string, ts int64, body []byte) {
 		if id == "" || ts < 0 || ts > 1<<40 {
 			return
 		}
-		scheme := Schemes()[int(n)%len(Schemes())]
-		v, err := New(scheme, []string{testSecret(scheme, 0)}, Options{})
+		sc := signers[int(n)%len(signers)]
+		signer, err := New(sc.scheme, []string{sc.secret}, Options{HMAC: sc.hmac})
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := v.Sign(id, unixTime(ts), body)
+		verifiers := []*Verifier{signer}
+		if strings.HasPrefix(sc.secret, "whsk_") {
+			seed, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(sc.secret, "whsk_"))
+			pub := ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)
+			v, err := New(sc.scheme, []string{"whpk_" + base64.StdEncoding.EncodeToString(pub)}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			verifiers = append(verifiers, v)
+		}
+		h := signer.Sign(id, unixTime(ts), body)
 		// Header values cannot hold every byte; skip ids net/http would refuse.
 		if !validHeaderValue(id) {
 			return
 		}
-		if _, err := v.Verify(h, body, unixTime(ts)); err != nil {
-			t.Fatalf("%s: own signature rejected: %v", scheme, err)
-		}
-		if _, err := v.Verify(h, append(body, 'x'), unixTime(ts)); !errors.Is(err, ErrBadSignature) {
-			t.Fatalf("%s: extended body: err = %v, want ErrBadSignature", scheme, err)
+		for _, v := range verifiers {
+			if _, err := v.Verify(h, body, unixTime(ts)); err != nil {
+				t.Fatalf("%s: own signature rejected: %v", sc.scheme, err)
+			}
+			if _, err := v.Verify(h, append(body, 'x'), unixTime(ts)); !errors.Is(err, ErrBadSignature) {
+				t.Fatalf("%s: extended body: err = %v, want ErrBadSignature", sc.scheme, err)
+			}
 		}
 	})
 }
 
+// hmacShapes are the generic scheme's configurations FuzzHMACHeaders
+// parses with: each algorithm, each encoding, with and without a prefix and
+// a timestamp.
+var hmacShapes = []HMAC{
+	{IDHeader: "X-Id", TimestampHeader: "X-Ts", SignatureHeader: "X-Sig", Encoding: "base64", Prefix: "v1=", Content: "{id}.{timestamp}.{body}"},
+	{SignatureHeader: "X-Sig", Algorithm: "sha1", Prefix: "sha1="},
+	{IDHeader: "X-Id", SignatureHeader: "X-Sig", Algorithm: "sha512", Content: "{id}{body}"},
+	{TimestampHeader: "X-Ts", SignatureHeader: "X-Sig", Encoding: "base64", Content: "{body}{timestamp}"},
+}
+
 func FuzzHMACHeaders(f *testing.F) {
-	f.Add("msg_1", "1700000000", "v1=AAAA", []byte(`{}`))
-	f.Add("", "2026-11-30T10:00:00Z", "v1=", []byte(nil))
-	f.Add("x", "+1700000000", "sha256=zz", []byte(`x`))
-	f.Fuzz(func(t *testing.T, id, ts, sig string, body []byte) {
-		v, err := New("hmac", []string{"secret one", "secret two"}, Options{HMAC: &HMAC{
-			IDHeader: "X-Id", TimestampHeader: "X-Ts", SignatureHeader: "X-Sig",
-			Encoding: "base64", Prefix: "v1=", Content: "{id}.{timestamp}.{body}",
-		}})
+	f.Add(uint8(0), "msg_1", "1700000000", "v1=AAAA", []byte(`{}`))
+	f.Add(uint8(3), "", "2026-11-30T10:00:00Z", "AAAA", []byte(nil))
+	f.Add(uint8(1), "x", "+1700000000", "sha1=d03207e4b030cf234e3447bac4d93add4c6643d8", []byte(`{"foo":"bar"}`))
+	f.Add(uint8(2), "x", "", "zz", []byte(`x`))
+	verifiers := make([]*Verifier, len(hmacShapes))
+	for i := range hmacShapes {
+		v, err := New("hmac", []string{"secret one", "mysecret"}, Options{HMAC: &hmacShapes[i]})
 		if err != nil {
-			t.Fatal(err)
+			f.Fatal(err)
 		}
+		verifiers[i] = v
+	}
+	f.Fuzz(func(t *testing.T, shape uint8, id, ts, sig string, body []byte) {
 		h := http.Header{}
 		h.Set("X-Id", id)
 		h.Set("X-Ts", ts)
 		h.Set("X-Sig", sig)
-		_, err = v.Verify(h, body, t0)
-		switch {
-		case err == nil,
-			errors.Is(err, ErrMissingHeader),
-			errors.Is(err, ErrMalformedHeader),
-			errors.Is(err, ErrBadSignature),
-			errors.Is(err, ErrTimestampOutOfTolerance):
-		default:
-			t.Fatalf("Verify returned an undocumented error: %v", err)
-		}
+		_, err := verifiers[int(shape)%len(verifiers)].Verify(h, body, t0)
+		checkErr(t, err)
 	})
 }

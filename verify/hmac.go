@@ -26,6 +26,10 @@ type HMAC struct {
 	// 3339); optional. When set, it is required, signed as it is written,
 	// and checked against the tolerance.
 	TimestampHeader string `json:"timestamp_header,omitempty"`
+	// TimestampFormat is how Sign writes the timestamp: unix (seconds,
+	// the default) or rfc3339 (in the signing time's zone, as Box does).
+	// Verify reads either, so webhook_verify has no use for it.
+	TimestampFormat string `json:"timestamp_format,omitempty"`
 	// SignatureHeader names the signature's header. Required.
 	SignatureHeader string `json:"signature_header"`
 	// Algorithm is sha1, sha256 or sha512. Default sha256.
@@ -67,6 +71,15 @@ func newHMACScheme(cfg HMAC) (*hmacScheme, error) {
 	case "", "hex", "base64":
 	default:
 		return nil, fmt.Errorf("scheme hmac: encoding %q: want hex or base64", cfg.Encoding)
+	}
+	switch cfg.TimestampFormat {
+	case "", "unix":
+	case "rfc3339":
+		if cfg.TimestampHeader == "" {
+			return nil, errors.New("scheme hmac: timestamp_format rfc3339: timestamp_header is required")
+		}
+	default:
+		return nil, fmt.Errorf("scheme hmac: timestamp_format %q: want unix or rfc3339", cfg.TimestampFormat)
 	}
 	content := cfg.Content
 	if content == "" {
@@ -185,12 +198,24 @@ func (s *hmacScheme) mac(key []byte, p parsed, body []byte) []byte {
 	return m.Sum(nil)
 }
 
+// stamp is the timestamp as Sign writes it and signs it.
+func (s *hmacScheme) stamp(t time.Time) string {
+	if s.cfg.TimestampFormat == "rfc3339" {
+		return t.Format(time.RFC3339)
+	}
+	return strconv.FormatInt(t.Unix(), 10)
+}
+
 func (s *hmacScheme) header(h http.Header, p parsed, mac []byte) {
 	if s.cfg.IDHeader != "" && p.id != "" {
 		h.Set(s.cfg.IDHeader, p.id)
 	}
 	if s.cfg.TimestampHeader != "" {
-		h.Set(s.cfg.TimestampHeader, strconv.FormatInt(p.ts, 10))
+		ts := p.rawTS
+		if ts == "" {
+			ts = strconv.FormatInt(p.ts, 10)
+		}
+		h.Set(s.cfg.TimestampHeader, ts)
 	}
 	enc := hex.EncodeToString(mac)
 	if s.cfg.Encoding == "base64" {

@@ -221,13 +221,14 @@ func TestHMACProviderVectors(t *testing.T) {
 		headers      map[string]string
 		body         string
 		now          time.Time
+		signedAt     time.Time // when the provider signed, in its zone; zero: now
 	}{
 		{
 			// box/box-python-sdk, test/box_sdk_gen/test/webhooks.py,
 			// testWebhookValidation: the primary key's signature.
 			name:   "box",
 			source: "box-python-sdk webhooks.py",
-			cfg: HMAC{IDHeader: "BOX-DELIVERY-ID", TimestampHeader: "BOX-DELIVERY-TIMESTAMP", SignatureHeader: "BOX-SIGNATURE-PRIMARY",
+			cfg: HMAC{IDHeader: "BOX-DELIVERY-ID", TimestampHeader: "BOX-DELIVERY-TIMESTAMP", TimestampFormat: "rfc3339", SignatureHeader: "BOX-SIGNATURE-PRIMARY",
 				Algorithm: "sha256", Encoding: "base64", Content: "{body}{timestamp}"},
 			secret: "SamplePrimaryKey",
 			headers: map[string]string{
@@ -235,14 +236,15 @@ func TestHMACProviderVectors(t *testing.T) {
 				"BOX-DELIVERY-TIMESTAMP": "2020-01-01T00:00:00-07:00",
 				"BOX-SIGNATURE-PRIMARY":  "6TfeAW3A1PASkgboxxA5yqHNKOwFyMWuEXny/FPD5hI=",
 			},
-			body: `{"type":"webhook_event","webhook":{"id":"1234567890"},"trigger":"FILE.UPLOADED","source":{"id":"1234567890","type":"file","name":"Test.txt"}}`,
-			now:  time.Date(2020, 1, 1, 7, 1, 0, 0, time.UTC),
+			body:     `{"type":"webhook_event","webhook":{"id":"1234567890"},"trigger":"FILE.UPLOADED","source":{"id":"1234567890","type":"file","name":"Test.txt"}}`,
+			now:      time.Date(2020, 1, 1, 7, 1, 0, 0, time.UTC),
+			signedAt: time.Date(2020, 1, 1, 0, 0, 0, 0, time.FixedZone("", -7*3600)),
 		},
 		{
 			// The same test, the secondary key's signature header.
 			name:   "box secondary",
 			source: "box-python-sdk webhooks.py",
-			cfg: HMAC{IDHeader: "BOX-DELIVERY-ID", TimestampHeader: "BOX-DELIVERY-TIMESTAMP", SignatureHeader: "BOX-SIGNATURE-SECONDARY",
+			cfg: HMAC{IDHeader: "BOX-DELIVERY-ID", TimestampHeader: "BOX-DELIVERY-TIMESTAMP", TimestampFormat: "rfc3339", SignatureHeader: "BOX-SIGNATURE-SECONDARY",
 				Algorithm: "sha256", Encoding: "base64", Content: "{body}{timestamp}"},
 			secret: "SampleSecondaryKey",
 			headers: map[string]string{
@@ -250,8 +252,9 @@ func TestHMACProviderVectors(t *testing.T) {
 				"BOX-DELIVERY-TIMESTAMP":  "2020-01-01T00:00:00-07:00",
 				"BOX-SIGNATURE-SECONDARY": "v+1CD1Jdo3muIcbpv5lxxgPglOqMfsNHPV899xWYydo=",
 			},
-			body: `{"type":"webhook_event","webhook":{"id":"1234567890"},"trigger":"FILE.UPLOADED","source":{"id":"1234567890","type":"file","name":"Test.txt"}}`,
-			now:  time.Date(2020, 1, 1, 7, 1, 0, 0, time.UTC),
+			body:     `{"type":"webhook_event","webhook":{"id":"1234567890"},"trigger":"FILE.UPLOADED","source":{"id":"1234567890","type":"file","name":"Test.txt"}}`,
+			now:      time.Date(2020, 1, 1, 7, 1, 0, 0, time.UTC),
+			signedAt: time.Date(2020, 1, 1, 0, 0, 0, 0, time.FixedZone("", -7*3600)),
 		},
 		{
 			// square/square-python-sdk, tests/integration/
@@ -275,6 +278,20 @@ func TestHMACProviderVectors(t *testing.T) {
 			body:    `{"data":{"type":"webhooks","id":">id<"}}`,
 			now:     t0,
 		},
+		{
+			// GitHub's legacy X-Hub-Signature (HMAC-SHA1, hex, "sha1="),
+			// which the github scheme does not read: octokit/
+			// webhooks-methods.js, README.md, sign({secret: "mysecret",
+			// algorithm: "sha1"}, eventPayload), eventPayload {foo: "bar"}
+			// as JSON. Also the hex encoding and a prefix.
+			name:    "github sha1",
+			source:  "octokit/webhooks-methods.js README",
+			cfg:     HMAC{SignatureHeader: "X-Hub-Signature", Algorithm: "sha1", Prefix: "sha1="},
+			secret:  "mysecret",
+			headers: map[string]string{"X-Hub-Signature": "sha1=d03207e4b030cf234e3447bac4d93add4c6643d8"},
+			body:    `{"foo":"bar"}`,
+			now:     t0,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -294,13 +311,17 @@ func TestHMACProviderVectors(t *testing.T) {
 			if _, err := v.Verify(h, []byte(tt.body+" "), tt.now); !errors.Is(err, ErrBadSignature) {
 				t.Errorf("another body: err = %v, want ErrBadSignature", err)
 			}
-			// Sign: the same MAC (with the timestamp written as Box does,
-			// the verify side signs it as written; signing writes unix
-			// seconds, so compare through Verify).
+			// Sign: the provider's very headers, then they verify.
 			signer := mustNew(t, "hmac", []string{tt.secret}, Options{HMAC: &cfg, Future: time.Hour})
-			signed := signer.Sign(tt.headers[cfg.IDHeader], tt.now, []byte(tt.body))
-			if cfg.TimestampHeader == "" && signed.Get(cfg.SignatureHeader) != tt.headers[cfg.SignatureHeader] {
-				t.Errorf("signed %q, want the published %q", signed.Get(cfg.SignatureHeader), tt.headers[cfg.SignatureHeader])
+			at := tt.signedAt
+			if at.IsZero() {
+				at = tt.now
+			}
+			signed := signer.Sign(tt.headers[cfg.IDHeader], at, []byte(tt.body))
+			for k, want := range tt.headers {
+				if got := signed.Get(k); got != want {
+					t.Errorf("signed %s: %q, want the published %q", k, got, want)
+				}
 			}
 			if _, err := v.Verify(signed, []byte(tt.body), tt.now); err != nil {
 				t.Errorf("verifying our own signature: %v", err)

@@ -171,6 +171,9 @@ func (v *Verifier) Verify(h http.Header, body []byte, now time.Time) (Delivery, 
 // first secret. id and ts are used by the schemes that carry them.
 func (v *Verifier) Sign(id string, ts time.Time, body []byte) http.Header {
 	p := parsed{id: id, ts: ts.Unix(), hasTS: true}
+	if hs, ok := v.scheme.(*hmacScheme); ok {
+		p.rawTS = hs.stamp(ts)
+	}
 	if v.signsV1a || len(v.keys) == 0 {
 		h := make(http.Header)
 		if v.private != nil {

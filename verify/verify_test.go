@@ -398,6 +398,8 @@ func TestHMACConfigErrors(t *testing.T) {
 		{HMAC{SignatureHeader: "S", Content: "{timestamp}.{body}"}, "timestamp_header is required"},
 		{HMAC{SignatureHeader: "S", Content: "{nonce}{body}"}, "unknown field {nonce}"},
 		{HMAC{SignatureHeader: "S", Content: "{body"}, "an unclosed {"},
+		{HMAC{SignatureHeader: "S", TimestampFormat: "rfc3339"}, "timestamp_header is required"},
+		{HMAC{SignatureHeader: "S", TimestampHeader: "T", TimestampFormat: "iso"}, `timestamp_format "iso"`},
 	}
 	for _, tt := range tests {
 		cfg := tt.cfg
