@@ -376,3 +376,44 @@ func TestReplayCacheBounds(t *testing.T) {
 		}
 	})
 }
+
+// TestForgetReachesEveryInstance: two instances share a store. One forgets
+// a record; the other, which replays it from its cache, lets it go within
+// ReplayCacheTTL, and the next copy is then forwarded once, by one of them.
+func TestForgetReachesEveryInstance(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newStore(t)
+		a := newDeduper(t, store, dedupe.Config{Retention: 24 * time.Hour})
+		b := newDeduper(t, store, dedupe.Config{Retention: 24 * time.Hour})
+		dec, err := a.Begin(t.Context(), "k", fp)
+		if err != nil || dec.Action != dedupe.Forward {
+			t.Fatalf("first copy: %+v, %v", dec, err)
+		}
+		a.Finish(t.Context(), "k", dec, dedupe.Response{Status: 200, Body: []byte("applied")})
+		if dec, _ := b.Begin(t.Context(), "k", fp); dec.Action != dedupe.Replay {
+			t.Fatalf("b, before the forget: %+v, want a replay (now in b's cache)", dec)
+		}
+
+		if found, err := a.Forget(t.Context(), "k"); !found || err != nil {
+			t.Fatalf("Forget = %v, %v", found, err)
+		}
+		// Within the bound b may still replay from memory; the store is
+		// not asked.
+		time.Sleep(dedupe.ReplayCacheTTL - time.Second)
+		if dec, _ := b.Begin(t.Context(), "k", fp); dec.Action != dedupe.Replay {
+			t.Fatalf("b, within ReplayCacheTTL: %+v, want its cached replay", dec)
+		}
+		time.Sleep(time.Second)
+		// Past it, b has let it go: b forwards it, and nobody again.
+		dec, err = b.Begin(t.Context(), "k", fp)
+		if err != nil || dec.Action != dedupe.Forward {
+			t.Fatalf("b, past ReplayCacheTTL: %+v, %v; want a forward", dec, err)
+		}
+		b.Finish(t.Context(), "k", dec, dedupe.Response{Status: 200})
+		for _, d := range []*dedupe.Deduper{a, b} {
+			if dec, _ := d.Begin(t.Context(), "k", fp); dec.Action != dedupe.Replay {
+				t.Errorf("after the new forward: %+v, want a replay", dec)
+			}
+		}
+	})
+}

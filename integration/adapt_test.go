@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -44,16 +46,30 @@ func adapt(t *testing.T, caddyfile []byte) ([]byte, error) {
 // TestAdaptExamples adapts every Caddyfile under caddyfiles/ and compares
 // the JSON with its golden under testdata/adapt (go test -update rewrites).
 func TestAdaptExamples(t *testing.T) {
-	// Examples default secrets from the environment; adapt with it unset.
-	for _, env := range os.Environ() {
-		if name, _, _ := strings.Cut(env, "="); strings.HasPrefix(name, "HOOKGATE_") {
-			t.Setenv(name, "")
-			os.Unsetenv(name)
-		}
-	}
 	files, err := filepath.Glob("../caddyfiles/*.Caddyfile")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no Caddyfiles found: %v", err)
+	}
+	// The examples take ports, addresses and secrets from the environment,
+	// with defaults: adapt with every variable they read unset, so the
+	// goldens hold the defaults whatever the caller's environment.
+	unset := func(name string) {
+		t.Setenv(name, "")
+		os.Unsetenv(name)
+	}
+	for _, env := range os.Environ() {
+		if name, _, _ := strings.Cut(env, "="); strings.HasPrefix(name, "HOOKGATE_") {
+			unset(name)
+		}
+	}
+	for _, file := range files {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`\{\$([A-Za-z_][A-Za-z0-9_]*)`).FindAllStringSubmatch(string(src), -1) {
+			unset(m[1])
+		}
 	}
 	for _, file := range files {
 		name := strings.TrimSuffix(filepath.Base(file), ".Caddyfile")
@@ -267,5 +283,16 @@ func TestDevSecretWarns(t *testing.T) {
 		gatewayOptions{Env: []string{"HOOKGATE_SECRET=" + devSecret}})
 	if !strings.Contains(g.logs.String(), "public development secret") {
 		t.Errorf("no warning about the development secret:\n%s", g.logs.String())
+	}
+
+	// A destination that signs with it: warned too, by name.
+	global := fmt.Sprintf("hookgate {\n\t\tstore file %s\n\t\tdestination billing {\n\t\t\turl %s\n\t\t\tsecret {env.HOOKGATE_SECRET}\n\t\t}\n\t}",
+		t.TempDir(), up.URL)
+	g = startGateway(t, "respond 200", gatewayOptions{Global: global, Env: []string{"HOOKGATE_SECRET=" + devSecret}})
+	if logs := g.logs.String(); !strings.Contains(logs, "destination signs with the public development secret") || !strings.Contains(logs, `"destination":"billing"`) {
+		t.Errorf("no warning about the destination's development secret:\n%s", logs)
+	}
+	if strings.Contains(g.logs.String(), devSecret) {
+		t.Error("the logs print the secret")
 	}
 }

@@ -1,11 +1,14 @@
 package integration
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/hookgate/hookgate/dedupe"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -124,7 +127,13 @@ func TestStartupLogNamesTheStore(t *testing.T) {
 // next copy is forwarded again, once.
 func TestDedupeLookupAndForget(t *testing.T) {
 	backends(t, func(t *testing.T, global string) {
-		up := newUpstream(t, nil)
+		hold := make(chan struct{})
+		up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+			if bytes.Contains(body, []byte("r-held")) {
+				<-hold
+			}
+			w.WriteHeader(http.StatusOK)
+		})
 		g := startGateway(t, freshSite(up.Addr(), ""), gatewayOptions{Global: global})
 		s := signer(t, "standard", devSecret)
 		id, r := randomID("msg_"), randomID("r-")
@@ -134,7 +143,8 @@ func TestDedupeLookupAndForget(t *testing.T) {
 			t.Fatalf("first: %d %s", st, got)
 		}
 		out, err := cli(t, g, "dedupe", "show", id)
-		if err != nil || !strings.Contains(out, `"state": "recorded"`) || !strings.Contains(out, `"status": 200`) || !strings.Contains(out, `"expires_at"`) {
+		if err != nil || !strings.Contains(out, `"state": "recorded"`) || !strings.Contains(out, `"status": 200`) || !strings.Contains(out, `"expires_at"`) ||
+			!strings.Contains(out, `"fingerprint": "`+dedupe.FingerprintOf(body).String()+`"`) {
 			t.Fatalf("dedupe show: %v\n%s", err, out)
 		}
 		out, err = cli(t, g, "freshness", "show", r)
@@ -162,6 +172,31 @@ func TestDedupeLookupAndForget(t *testing.T) {
 		if out, err := cli(t, g, "dedupe", "forget", "msg_never_seen"); err == nil || !strings.Contains(out, "holds nothing") {
 			t.Errorf("forget of an unknown key: %v\n%s", err, out)
 		}
+
+		// A delivery in flight: claimed, with its lease; its entity leased.
+		heldID, held := randomID("msg_"), randomID("r-held-")
+		heldBody := event("reservation.confirmed", held, at)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			post(t, g.URL, s.Sign(heldID, time.Now(), heldBody), heldBody)
+		}()
+		for deadline := time.Now().Add(10 * time.Second); up.count() < 3; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the held delivery did not reach the upstream")
+			}
+		}
+		out, err = cli(t, g, "dedupe", "show", heldID)
+		if err != nil || !strings.Contains(out, `"state": "claimed"`) || !strings.Contains(out, `"lease_until": "`) ||
+			!strings.Contains(out, `"fingerprint": "`+dedupe.FingerprintOf(heldBody).String()+`"`) {
+			t.Errorf("dedupe show, in flight: %v\n%s", err, out)
+		}
+		out, err = cli(t, g, "freshness", "show", held)
+		if err != nil || !strings.Contains(out, `"lease_until": "`) {
+			t.Errorf("freshness show, in flight: %v\n%s", err, out)
+		}
+		close(hold)
+		<-done
 	})
 }
 
