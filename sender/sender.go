@@ -358,6 +358,14 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 					continue
 				}
 				busy.Add(1)
+				// The destination's rate first, then a global slot: a
+				// worker waiting for its rate holds nothing the other
+				// destinations need.
+				if d.limiter != nil && d.limiter.Wait(ctx) != nil {
+					outcomes <- Outcome{Kind: Release, ID: l.ID, LeaseUntil: l.LeaseUntil}
+					busy.Add(-1)
+					continue
+				}
 				select {
 				case s.slots <- struct{}{}:
 					outcomes <- s.deliver(ctx, d, l)
@@ -456,11 +464,6 @@ var errTransient = errors.New("transient failure")
 
 // deliver makes one attempt and returns its outcome.
 func (s *Sender) deliver(ctx context.Context, d *destination, l Leased) Outcome {
-	if d.limiter != nil {
-		if err := d.limiter.Wait(ctx); err != nil {
-			return Outcome{Kind: Release, ID: l.ID, LeaseUntil: l.LeaseUntil}
-		}
-	}
 	if d.state() == gobreaker.StateOpen {
 		// Opened (maybe by another instance) since the lease: not
 		// attempted, back to due, no attempt charged.

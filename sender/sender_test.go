@@ -399,3 +399,76 @@ func TestHalfOpenWithMoreTrialsThanWorkers(t *testing.T) {
 		return st.Queued == 0 && st.Leased == 0
 	})
 }
+
+// TestRateLimitedDestinationHoldsNoSlot: with one worker in all, a
+// destination limited to one attempt per 10s does not hold that worker
+// while it waits for its rate: a healthy destination delivers 50 events
+// meanwhile, and the limited one is attempted at its rate.
+func TestRateLimitedDestinationHoldsNoSlot(t *testing.T) {
+	rcv := newReceiver(t, func(string, int) int { return 200 })
+	q := newQueue(t)
+	cfg := fast
+	cfg.Workers = 1
+	s, err := sender.New(q, cfg, []sender.Destination{
+		{Name: "slow", URL: rcv.URL, Signer: signer(t), Rate: 0.1, Burst: 1},
+		{Name: "healthy", URL: rcv.URL, Signer: signer(t)},
+	}, sender.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		enqueue(t, s, "slow", fmt.Sprint("slow", i))
+	}
+	const n = 50
+	for i := range n {
+		enqueue(t, s, "healthy", fmt.Sprint("ok", i))
+	}
+	start(t, s)
+	eventually(t, "the healthy destination's events delivered", func() bool {
+		for i := range n {
+			if rcv.count(fmt.Sprint("ok", i)) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	slow := 0
+	for i := range 5 {
+		slow += rcv.count(fmt.Sprint("slow", i))
+	}
+	if slow > 2 {
+		t.Errorf("the limited destination was attempted %d times while the other delivered %d: want its rate (1 per 10s)", slow, n)
+	}
+}
+
+// TestRedirectsAreNotFollowed: a 302 with a Location is a permanent
+// failure; the Location is never requested.
+func TestRedirectsAreNotFollowed(t *testing.T) {
+	var followed atomic.Int64
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { followed.Add(1) }))
+	t.Cleanup(target.Close)
+	rcv := newReceiver(t, func(string, int) int { return 302 })
+	rcv.Config.Handler = redirectTo(rcv.Config.Handler, target.URL)
+	q := newQueue(t)
+	s, err := sender.New(q, fast, []sender.Destination{{Name: "d", URL: rcv.URL, Signer: signer(t)}}, sender.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, s)
+	enqueue(t, s, "d", "moved")
+	eventually(t, "the dead letter", func() bool {
+		_, state, err := q.Get(t.Context(), "d", "moved")
+		return err == nil && state == sender.StateDead
+	})
+	if rcv.count("moved") != 1 || followed.Load() != 0 {
+		t.Errorf("attempts %d, redirect followed %d times; want 1 and 0", rcv.count("moved"), followed.Load())
+	}
+}
+
+// redirectTo sets a Location on h's answers.
+func redirectTo(h http.Handler, location string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", location)
+		h.ServeHTTP(w, r)
+	})
+}
