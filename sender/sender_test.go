@@ -448,7 +448,7 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { followed.Add(1) }))
 	t.Cleanup(target.Close)
 	rcv := newReceiver(t, func(string, int) int { return 302 })
-	rcv.Config.Handler = redirectTo(rcv.Config.Handler, target.URL)
+	rcv.Config.Handler = withHeader(rcv.Config.Handler, "Location", target.URL)
 	q := newQueue(t)
 	s, err := sender.New(q, fast, []sender.Destination{{Name: "d", URL: rcv.URL, Signer: signer(t)}}, sender.Options{})
 	if err != nil {
@@ -465,10 +465,49 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 	}
 }
 
-// redirectTo sets a Location on h's answers.
-func redirectTo(h http.Handler, location string) http.Handler {
+// TestRetryAfterIsHonouredWithinTheCap: a 429 with Retry-After is retried
+// no sooner than it asks, and no later than the backoff cap.
+func TestRetryAfterIsHonouredWithinTheCap(t *testing.T) {
+	for _, tt := range []struct {
+		retryAfter string
+		want       time.Duration // from the attempt to the envelope's next time
+	}{
+		{"30", 30 * time.Second},
+		{"7200", time.Minute}, // asks for 2h; the cap is 1m
+	} {
+		t.Run(tt.retryAfter, func(t *testing.T) {
+			rcv := newReceiver(t, func(string, int) int { return 429 })
+			rcv.Config.Handler = withHeader(rcv.Config.Handler, "Retry-After", tt.retryAfter)
+			q := newQueue(t)
+			t0 := time.Now().Truncate(time.Millisecond)
+			cfg := fast
+			cfg.Backoff = sender.Backoff{Base: time.Millisecond, Cap: time.Minute}
+			s, err := sender.New(q, cfg, []sender.Destination{{Name: "d", URL: rcv.URL, Signer: signer(t)}},
+				sender.Options{Now: func() time.Time { return t0 }}) // one instant: the delay is exact
+			if err != nil {
+				t.Fatal(err)
+			}
+			enqueue(t, s, "d", "busy")
+			start(t, s)
+			eventually(t, "the retry scheduled", func() bool {
+				e, state, err := q.Get(t.Context(), "d", "busy")
+				return err == nil && state == sender.StateQueued && e.Attempts == 1
+			})
+			e, _, _ := q.Get(t.Context(), "d", "busy")
+			if wait := e.NextAt.Sub(t0); wait != tt.want {
+				t.Errorf("Retry-After %s: retried after %s, want %s", tt.retryAfter, wait, tt.want)
+			}
+			if rcv.count("busy") != 1 {
+				t.Errorf("attempted %d times, want once", rcv.count("busy"))
+			}
+		})
+	}
+}
+
+// withHeader sets a header on h's answers.
+func withHeader(h http.Handler, name, value string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Location", location)
+		w.Header().Set(name, value)
 		h.ServeHTTP(w, r)
 	})
 }
