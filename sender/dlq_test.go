@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/hookgate/hookgate/sender"
+	"github.com/hookgate/hookgate/sender/boltqueue"
 )
 
 // countingQueue counts the scans and audit writes the DLQ makes, and
@@ -126,5 +130,86 @@ func TestDeadLetterKeepsWhatTheReceiverSaid(t *testing.T) {
 	want := "Unprocessable Entity: rejected: schema <b>seat</b> missing é"
 	if !strings.HasPrefix(e.LastError, want) || !utf8.ValidString(e.LastError) || len(e.LastError) > 240 || e.Log[0].Error != e.LastError {
 		t.Fatalf("last error %q (%d bytes); want it to start %q, valid UTF-8, bounded", e.LastError, len(e.LastError), want)
+	}
+}
+
+// deadAt makes n dead letters on destination d of a queue without fsync,
+// through the queue's own calls: letter i dead at base plus i minutes.
+func deadAt(t *testing.T, n int, base time.Time) sender.AuditedQueue {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, &bolt.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	q, err := boltqueue.New(db, 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		e := &sender.Envelope{ID: fmt.Sprintf("d-%04d", i), Destination: "d", CreatedAt: base, NextAt: base, Payload: []byte(`{}`)}
+		if _, err := q.Enqueue(t.Context(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for done := 0; done < n; {
+		leased, err := q.Lease(t.Context(), "d", 200, base, time.Hour)
+		if err != nil || len(leased) == 0 {
+			t.Fatalf("lease: %d, %v", len(leased), err)
+		}
+		outs := make([]sender.Outcome, len(leased))
+		for j, l := range leased {
+			var i int
+			fmt.Sscanf(l.ID, "d-%d", &i)
+			dead := *l.Envelope
+			dead.Attempts, dead.Class, dead.LastStatus = 1, sender.ClassHTTP4xx, 400
+			dead.DeadAt = base.Add(time.Duration(i) * time.Minute)
+			outs[j] = sender.Outcome{Kind: sender.Dead, ID: l.ID, LeaseUntil: l.LeaseUntil, Envelope: &dead}
+		}
+		if _, err := q.Settle(t.Context(), "d", outs, base); err != nil {
+			t.Fatal(err)
+		}
+		done += len(leased)
+	}
+	return q
+}
+
+// TestRedriveActsBeyondOnePage: a redrive reads past the first page of
+// dead letters, and moves what the filter matches up to its limit,
+// whatever page it is on; the time range selects by dead-letter time.
+func TestRedriveActsBeyondOnePage(t *testing.T) {
+	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	const n = 1300 // more than two pages of the scan
+	q := deadAt(t, n, base)
+	dlq := sender.NewDLQ(q, []string{"d"}, nil)
+
+	r, err := dlq.Redrive(t.Context(), sender.Filter{Destination: "d"}, 5000, "test", true)
+	if err != nil || r.Matched != n || r.Moved != 0 {
+		t.Fatalf("dry run of all: %+v, %v; want %d matched, none moved", r, err, n)
+	}
+	// Letters 1100..1199: on the third page.
+	window := sender.Filter{Destination: "d", Since: base.Add(1100 * time.Minute), Until: base.Add(1200 * time.Minute)}
+	if r, err := dlq.Redrive(t.Context(), window, 5000, "test", true); err != nil || r.Matched != 100 {
+		t.Fatalf("dry run of the window: %+v, %v; want 100 matched", r, err)
+	}
+	r, err = dlq.Redrive(t.Context(), window, 60, "test", false)
+	if err != nil || r.Matched != 100 || r.Moved != 60 {
+		t.Fatalf("redrive of 60 in the window: %+v, %v", r, err)
+	}
+	for _, l := range r.Letters {
+		var i int
+		fmt.Sscanf(l.ID, "d-%d", &i)
+		if i < 1100 || i >= 1200 {
+			t.Errorf("moved %s, outside the window", l.ID)
+		}
+	}
+	st, _ := q.Stats(t.Context(), "d", base)
+	if st.Dead != n-60 || st.Queued != 60 {
+		t.Errorf("after the redrive: %d dead, %d queued; want %d and 60", st.Dead, st.Queued, n-60)
+	}
+	// A limit larger than one page moves that many.
+	r, err = dlq.Redrive(t.Context(), sender.Filter{Destination: "d"}, 1000, "test", false)
+	if err != nil || r.Moved != 1000 {
+		t.Fatalf("redrive of 1000: moved %d, %v", r.Moved, err)
 	}
 }
