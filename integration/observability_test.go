@@ -182,6 +182,21 @@ http://127.0.0.1:%d {
 		time.Sleep(100 * time.Millisecond)
 		m = g.Metrics()
 	}
+	// The DLQ's size and its oldest letter's age (before the outage: this
+	// Redis keeps nothing across its restart).
+	// The counter counts a dead letter as it dies; the queue holds it once
+	// settled.
+	deadline = time.Now().Add(10 * time.Second)
+	for metricValue(m, `hookgate_sender_queue_depth{destination="bad",state="dead"}`) != 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("bad's DLQ size is not its 5 dead letters:\n%s", grepLines(m, "hookgate_sender_queue_depth"))
+		}
+		time.Sleep(50 * time.Millisecond)
+		m = g.Metrics()
+	}
+	if age := metricValue(m, `hookgate_sender_dlq_oldest_age_seconds{destination="bad"}`); age <= 0 {
+		t.Errorf("bad's oldest dead letter is %v s old, want > 0", age)
+	}
 	srv.Stop()
 	post(t, receiver, s.Sign("msg_outage", time.Now(), []byte(`{}`)), []byte(`{}`))
 	post(t, g.URL+"/enqueue/ok", http.Header{"Idempotency-Key": {"ok-outage"}}, []byte(`{}`))
