@@ -96,13 +96,15 @@ var fast = sender.Config{
 	Breaker: sender.BreakerConfig{Failures: 1000},
 }
 
-// start runs s until the test ends, and waits for Run to return then.
-func start(t *testing.T, s *sender.Sender) context.CancelFunc {
+// start runs s until the test ends, or until the returned stop, which
+// waits for Run to return.
+func start(t *testing.T, s *sender.Sender) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return cancel
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
 }
 
 // eventually polls cond for up to 20 seconds.
@@ -211,9 +213,21 @@ func TestGonePausesTheDestination(t *testing.T) {
 		}
 		return 200
 	})
-	q := newQueue(t)
+	path := filepath.Join(t.TempDir(), "state.db")
+	open := func() (*bolt.DB, sender.Queue) {
+		db, err := bolt.Open(path, 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := boltqueue.New(db, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db, q
+	}
+	db, q := open()
 	s, _ := sender.New(q, fast, []sender.Destination{{Name: "d", URL: rcv.URL, Signer: signer(t)}}, sender.Options{})
-	start(t, s)
+	stop := start(t, s)
 	enqueue(t, s, "d", "first")
 	eventually(t, "paused", func() bool {
 		st, _ := q.Stats(t.Context(), "d", time.Now())
@@ -223,6 +237,18 @@ func TestGonePausesTheDestination(t *testing.T) {
 	res, err := s.Enqueue(t.Context(), &sender.Envelope{ID: "kept", Destination: "d", Payload: []byte(`{}`)})
 	if err != nil || res.State != sender.StatePaused {
 		t.Fatalf("enqueue while paused = %+v, %v; want paused", res, err)
+	}
+
+	// A restart: the file closed and opened again, a new sender. Still
+	// paused: nothing is delivered until an operator resumes.
+	stop()
+	db.Close()
+	db, q = open()
+	t.Cleanup(func() { db.Close() })
+	s, _ = sender.New(q, fast, []sender.Destination{{Name: "d", URL: rcv.URL, Signer: signer(t)}}, sender.Options{})
+	start(t, s)
+	if st, _ := q.Stats(t.Context(), "d", time.Now()); !st.Paused || st.Queued != 1 {
+		t.Fatalf("after a restart: %+v; want paused, the event kept", st)
 	}
 	time.Sleep(200 * time.Millisecond)
 	if rcv.count("kept") != 0 {
