@@ -144,7 +144,6 @@ func writeEnqueued(w http.ResponseWriter, app *App, r *http.Request, e *sender.E
 		problem.Write(w, http.StatusUnprocessableEntity, "key_reused_with_different_payload", "this delivery ID was enqueued with another payload", 0)
 		return
 	}
-	app.metrics.enqueuedResult(r.Context(), e.Destination, res.Duplicate)
 	b, _ := json.Marshal(enqueueAnswer{ID: e.ID, Destination: e.Destination, State: string(res.State), Duplicate: res.Duplicate})
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))

@@ -155,7 +155,6 @@ func (a *App) runScheduled(ctx context.Context, j *ReconcileJob, slot time.Time)
 			if err != nil {
 				return fmt.Errorf("repairing %s: %w", d.Truth.Key, err)
 			}
-			a.metrics.enqueuedResult(ctx, j.Repair.Destination, r.Duplicate)
 			if r.Mismatch {
 				log.Warn("reconcile: a repair's delivery ID was enqueued before with another payload; not re-sent", zap.String("id", id))
 			}

@@ -201,7 +201,11 @@ func (a *App) Enqueue(ctx context.Context, e *sender.Envelope) (sender.EnqueueRe
 	if a.sender == nil {
 		return sender.EnqueueResult{}, errors.New("the sender is not running")
 	}
-	return a.sender.Enqueue(ctx, e)
+	res, err := a.sender.Enqueue(ctx, e)
+	if err == nil {
+		a.metrics.enqueuedResult(ctx, e.Destination, res.Duplicate)
+	}
+	return res, err
 }
 
 // hasDestination reports whether name is a configured destination.
