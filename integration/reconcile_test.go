@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,6 +46,41 @@ func TestReconcileCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The same enrollments over HTTP, a page of two rows at a time, for a
+	// bearer token only.
+	enrollAPI := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer s3cret-token" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		after := r.URL.Query().Get("cursor")
+		rows, err := conn.Query(r.Context(), `SELECT reservation_id, state, version, updated_at FROM enrollments
+			WHERE reservation_id > $1 ORDER BY reservation_id COLLATE "C" LIMIT 2`, after)
+		if err != nil {
+			w.WriteHeader(500)
+			return
+		}
+		type item struct {
+			Key       string    `json:"key"`
+			State     string    `json:"state"`
+			Version   int64     `json:"version"`
+			UpdatedAt time.Time `json:"updated_at"`
+		}
+		var page struct {
+			Items []item `json:"items"`
+			Next  string `json:"next,omitempty"`
+		}
+		for rows.Next() {
+			var it item
+			rows.Scan(&it.Key, &it.State, &it.Version, &it.UpdatedAt)
+			page.Items = append(page.Items, it)
+		}
+		if len(page.Items) == 2 {
+			page.Next = page.Items[1].Key
+		}
+		json.NewEncoder(w).Encode(page)
+	}))
+	defer enrollAPI.Close()
 	caddyfile := `{
 	hookgate {
 		reconcile enrollments {
@@ -54,6 +90,14 @@ func TestReconcileCommand(t *testing.T) {
 			expect   expired   none
 			grace    2m
 		}
+		reconcile enrollments-api {
+			truth    postgres {env.TRUTH_DSN} "SELECT id, status, version, updated_at FROM reservations"
+			receiver http ` + enrollAPI.URL + ` {
+				header Authorization "Bearer {env.ENROLL_TOKEN}"
+			}
+			expect   confirmed active
+			expect   expired   none
+		}
 	}
 }
 `
@@ -61,7 +105,7 @@ func TestReconcileCommand(t *testing.T) {
 	os.WriteFile(path, []byte(caddyfile), 0o600)
 	run := func(args ...string) (int, string, string) {
 		cmd := exec.Command(binary, append([]string{"reconcile", "--config", path}, args...)...)
-		cmd.Env = append(os.Environ(), "TRUTH_DSN="+srv.DSN())
+		cmd.Env = append(os.Environ(), "TRUTH_DSN="+srv.DSN(), "ENROLL_TOKEN=s3cret-token")
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
@@ -101,6 +145,11 @@ func TestReconcileCommand(t *testing.T) {
 	}
 	if code, out, _ := run("--job", "enrollments"); code != 1 || !strings.Contains(out, "drift: 1 missing, 2 mismatched, 1 orphaned") {
 		t.Errorf("table report: exit %d\n%s", code, out)
+	}
+	// The receiver over HTTP (paged, its token from the environment): the
+	// same report.
+	if code, out, errOut := run("--job", "enrollments-api"); code != 1 || !strings.Contains(out, "drift: 1 missing, 2 mismatched, 1 orphaned") {
+		t.Errorf("the HTTP receiver: exit %d\n%s%s", code, out, errOut)
 	}
 
 	for _, sql := range []string{
