@@ -450,6 +450,10 @@ func TestReconcileRepairAtScale(t *testing.T) {
 	if code, r = run(); drift(r) != "200/200/300" {
 		t.Fatalf("after the second repairs: drift %s; want 200/200/300", drift(r))
 	}
+	// Two repairs of 100: 200 events ever queued, none re-sent.
+	if n := metricValue(g.Metrics(), `hookgate_sender_enqueued_total{destination="enrollment",result="queued"}`); n != 200 {
+		t.Errorf("the sender queued %v repair events, want 200", n)
+	}
 }
 
 // startPostgres starts a PostgreSQL server for the test and connects to
