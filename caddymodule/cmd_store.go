@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
+
+	"github.com/hookgate/hookgate/dedupe/boltstore"
 )
 
 func init() {
@@ -22,7 +25,9 @@ file (state.db), read-only. Run it on a stopped gateway's file: a running
 gateway holds the file's lock. The argument is the file, or the directory
 of "store file <dir>"; the default is the default store's file,
 ` + "`$XDG_DATA_HOME/caddy/hookgate/state.db`" + `. The exit code is 0 when the file
-is sound, 1 otherwise. Documentation: README.md, "The embedded store".`,
+is sound, 1 otherwise. The check runs in a child process: damage that
+crashes it, or makes it loop past --timeout, is reported as corruption.
+Documentation: README.md, "The embedded store".`,
 		CobraFunc: func(cmd *cobra.Command) {
 			check := &cobra.Command{
 				Use:   "check [<file or directory>]",
@@ -33,7 +38,12 @@ is sound, 1 otherwise. Documentation: README.md, "The embedded store".`,
 					if len(args) == 1 {
 						path = args[0]
 					}
-					if err := cmdStoreCheck(path); err != nil {
+					limit, _ := cmd.Flags().GetDuration("timeout")
+					if here, _ := cmd.Flags().GetBool("here"); here {
+						lockTimeout, _ := cmd.Flags().GetDuration("lock-timeout")
+						checkHere(cmd, path, lockTimeout) // exits
+					}
+					if err := cmdStoreCheck(path, limit); err != nil {
 						fmt.Fprintln(cmd.ErrOrStderr(), err)
 						os.Exit(1)
 					}
@@ -41,14 +51,20 @@ is sound, 1 otherwise. Documentation: README.md, "The embedded store".`,
 					return nil
 				},
 			}
+			check.Flags().Duration("timeout", 0, "give up, and call the file corrupt, after this long (default a minute, and 30s per GiB)")
+			// The child the check runs in (checkStateFile).
+			check.Flags().Bool("here", false, "check in this process")
+			check.Flags().Duration("lock-timeout", time.Second, "wait this long for the file's lock")
+			check.Flags().MarkHidden("here")
+			check.Flags().MarkHidden("lock-timeout")
 			cmd.AddCommand(check)
 		},
 	})
 }
 
 // cmdStoreCheck checks the store file at path (or state.db in the
-// directory path).
-func cmdStoreCheck(path string) error {
+// directory path), in a child process given up to limit.
+func cmdStoreCheck(path string, limit time.Duration) error {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return fmt.Errorf("store file: %w", err)
@@ -59,9 +75,27 @@ func cmdStoreCheck(path string) error {
 			return fmt.Errorf("store file: %w", err)
 		}
 	}
-	db, err := openStateFile(path, time.Second, true)
+	db, err := openStateFile(path, time.Second, limit, true)
 	if err != nil {
 		return err
 	}
 	return db.Close()
+}
+
+// checkHere is the child of checkStateFile: it checks the file in this
+// process, and exits 0 when it is sound, checkExitLocked or
+// checkExitCorrupt, or 1, with the error on stderr.
+func checkHere(cmd *cobra.Command, path string, lockTimeout time.Duration) {
+	err := checkStateFileHere(path, lockTimeout)
+	if err == nil {
+		os.Exit(0)
+	}
+	fmt.Fprintln(cmd.ErrOrStderr(), err)
+	switch {
+	case errors.Is(err, boltstore.ErrLocked):
+		os.Exit(checkExitLocked)
+	case errors.Is(err, boltstore.ErrCorrupt):
+		os.Exit(checkExitCorrupt)
+	}
+	os.Exit(1)
 }

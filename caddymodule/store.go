@@ -1,16 +1,20 @@
 package caddymodule
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -72,7 +76,7 @@ func (a *App) openStore(logger *zap.Logger) (opened, string, error) {
 				return nil, fmt.Errorf("store file: %w", err)
 			}
 			path := filepath.Join(a.Store.Dir, stateFile)
-			db, err := openStateFile(path, 5*time.Second, false)
+			db, err := openStateFile(path, 5*time.Second, 0, false)
 			if err != nil {
 				return nil, err
 			}
@@ -172,10 +176,15 @@ func checkEvictionPolicy(rdb redis.UniversalClient, logger *zap.Logger) {
 // stateFile is the embedded store's file name in its directory.
 const stateFile = "state.db"
 
-// openStateFile opens and checks the embedded store's file, with errors
-// that name the file and the remedy.
-func openStateFile(path string, timeout time.Duration, readOnly bool) (*bolt.DB, error) {
-	db, err := boltstore.OpenFile(path, timeout, readOnly)
+// openStateFile checks the embedded store's file (checkStateFile, within
+// limit; 0: by its size), then opens it, with errors that name the file
+// and the remedy.
+func openStateFile(path string, timeout, limit time.Duration, readOnly bool) (*bolt.DB, error) {
+	err := checkStateFile(path, timeout, limit)
+	var db *bolt.DB
+	if err == nil {
+		db, err = boltstore.OpenFile(path, timeout, readOnly, false)
+	}
 	switch {
 	case errors.Is(err, boltstore.ErrLocked):
 		return nil, fmt.Errorf("store file %s: still locked after %s: is another hookgate using it? Stop it, or give this one its own store directory", path, timeout)
@@ -187,6 +196,77 @@ func openStateFile(path string, timeout time.Duration, readOnly bool) (*bolt.DB,
 		return nil, fmt.Errorf("store file %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// Exit codes of `hookgate store check --here`, the child checkStateFile
+// runs.
+const (
+	checkExitLocked  = 3
+	checkExitCorrupt = 4
+)
+
+// checkStateFile runs bbolt's consistency check of the file at path, if
+// there is one, in a child process (hookgate store check --here): some
+// damage makes bbolt's check fault on a goroutine of its own, where no
+// recover reaches, or loop for ever. In the child, either ends the child:
+// a crash, or a check not done within limit (0: a minute, and 30s per
+// GiB), is ErrCorrupt. A test binary, which cannot run the command,
+// checks in process.
+func checkStateFile(path string, lockTimeout, limit time.Duration) error {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // a new store
+	}
+	if err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil || testing.Testing() {
+		return checkStateFileHere(path, lockTimeout)
+	}
+	if limit <= 0 {
+		limit = time.Minute + time.Duration(fi.Size()>>30)*30*time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, exe, "store", "check", "--here", "--lock-timeout", lockTimeout.String(), path)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	msg := strings.TrimSpace(stderr.String())
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("%w: its check did not finish within %s (damaged pages that lead back to each other?)", boltstore.ErrCorrupt, limit)
+	case !errors.As(err, &exit):
+		return fmt.Errorf("running the store check: %w", err)
+	case exit.ExitCode() == checkExitLocked:
+		return fmt.Errorf("%w: %s", boltstore.ErrLocked, msg)
+	case exit.ExitCode() == checkExitCorrupt:
+		return fmt.Errorf("%w: %s", boltstore.ErrCorrupt, strings.TrimPrefix(msg, boltstore.ErrCorrupt.Error()+": "))
+	case exit.ExitCode() == 1:
+		return errors.New(msg)
+	}
+	// Killed by a fault reading a damaged page: name it, not the dump.
+	why := "it crashed"
+	for line := range strings.Lines(msg) {
+		if strings.HasPrefix(line, "fatal error:") || strings.HasPrefix(line, "panic:") || strings.HasPrefix(line, "unexpected fault") {
+			why += ": " + strings.TrimSpace(line)
+			break
+		}
+	}
+	return fmt.Errorf("%w: its check read a damaged page and %s", boltstore.ErrCorrupt, why)
+}
+
+// checkStateFileHere checks the file in this process.
+func checkStateFileHere(path string, lockTimeout time.Duration) error {
+	db, err := boltstore.OpenFile(path, lockTimeout, true, true)
+	if err != nil {
+		return err
+	}
+	return db.Close()
 }
 
 // redisOptions turns the store URLs into go-redis options: one URL is a

@@ -5,6 +5,7 @@ package integration
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -335,6 +336,51 @@ func TestCorruptStateFile(t *testing.T) {
 			}
 		})
 	}
+	// Two files damaged at random that bbolt's own check cannot survive:
+	// on one it faults on a goroutine of its own (no recover reaches it),
+	// on the other its page walk never ends. The check runs in a child
+	// process: the crash and the loop end the child, and are corruption.
+	unzip := func(t *testing.T, fixture, data string) string {
+		t.Helper()
+		f, err := os.Open(filepath.Join("testdata", "corrupt", fixture+".db.gz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(data, "caddy", "hookgate", "state.db")
+		os.MkdirAll(filepath.Dir(file), 0o700)
+		if err := os.WriteFile(file, raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return file
+	}
+	t.Run("a fault in bbolt's check", func(t *testing.T) {
+		data := t.TempDir()
+		file := unzip(t, "fault", data)
+		if out, err := storeCheck(t, data); err == nil || !strings.Contains(out, "is corrupt") || !strings.Contains(out, "crashed") || strings.Contains(out, "goroutine ") {
+			t.Errorf("store check: %v\n%s", err, out)
+		}
+		out, err := runGatewayToExit(t, site, data)
+		if err == nil || !strings.Contains(out, file) || !strings.Contains(out, "is corrupt") || strings.Contains(out, "goroutine ") {
+			t.Errorf("the gateway's start: %v\n%s", err, out)
+		}
+	})
+	t.Run("a loop in bbolt's check", func(t *testing.T) {
+		data := t.TempDir()
+		unzip(t, "loop", data)
+		out, err := storeCheck(t, data, "--timeout", "3s")
+		if err == nil || !strings.Contains(out, "is corrupt") || !strings.Contains(out, "did not finish within 3s") {
+			t.Errorf("store check: %v\n%s", err, out)
+		}
+	})
 	t.Run("locked", func(t *testing.T) {
 		data := t.TempDir()
 		g := startGateway(t, site, gatewayOptions{DataDir: data})

@@ -19,21 +19,23 @@ var (
 )
 
 // OpenFile opens the bbolt file at path, waiting up to timeout for its
-// lock, and checks its consistency (Check), so that a corrupt file is an
-// error at start, never a panic on the first request that reads a broken
-// page. A lock held elsewhere is ErrLocked; a file that does not open or
-// check as sound is ErrCorrupt.
-func OpenFile(path string, timeout time.Duration, readOnly bool) (*bolt.DB, error) {
+// lock, checks that its pages fit in the file, and, with check, checks
+// its consistency (Check), so that a corrupt file is an error at start,
+// never a panic on the first request that reads a broken page. A lock
+// held elsewhere is ErrLocked; a file that does not open or check as
+// sound is ErrCorrupt.
+//
+// Check runs bbolt's check, which walks the pages on a goroutine of its
+// own: some damage there is a fault no recover reaches, or a loop. A
+// caller that must survive any file checks it in another process first
+// (hookgate store check does), then opens it here without check.
+func OpenFile(path string, timeout time.Duration, readOnly, check bool) (*bolt.DB, error) {
 	// The free page list is written with each commit (bbolt's default):
 	// with NoFreelistSync, opening and checking a file rebuild it by a
 	// walk of every page on a goroutine of bbolt's own, where a broken
 	// page is a panic no recover reaches. The map free list is faster to
 	// allocate from.
-	return openChecked(path, &bolt.Options{Timeout: timeout, ReadOnly: readOnly, FreelistType: bolt.FreelistMapType})
-}
-
-// openChecked opens path with opts, then checks its size and its pages.
-func openChecked(path string, opts *bolt.Options) (*bolt.DB, error) {
+	opts := &bolt.Options{Timeout: timeout, ReadOnly: readOnly, FreelistType: bolt.FreelistMapType}
 	db, err := openRecovered(path, opts)
 	switch {
 	case errors.Is(err, bolt.ErrTimeout):
@@ -45,9 +47,11 @@ func openChecked(path string, opts *bolt.Options) (*bolt.DB, error) {
 		db.Close()
 		return nil, err
 	}
-	if err := Check(db); err != nil {
-		db.Close()
-		return nil, err
+	if check {
+		if err := Check(db); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	return db, nil
 }
