@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -115,6 +116,38 @@ func TestForwardSettlesTruncatedResponse(t *testing.T) {
 		}
 		if n := up.count(id); n != 1 {
 			t.Fatalf("upstream received %d copies, want 1", n)
+		}
+	})
+}
+
+// TestBrokenRetryableAnswerIsReleased: an answer that is not final (a
+// 503) and breaks off mid-body is not recorded, and its claim is released
+// at once: the next copy is forwarded at once, not refused 409 until the
+// lease ends.
+func TestBrokenRetryableAnswerIsReleased(t *testing.T) {
+	backends(t, func(t *testing.T, global string) {
+		var copies atomic.Int64
+		up := newRawUpstream(t, func(_ int, _ *http.Request, _ []byte, c net.Conn) bool {
+			if copies.Add(1) == 1 {
+				io.WriteString(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 1000\r\n\r\n{\"retry")
+				return false
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			return true
+		})
+		g := startGateway(t, dedupeSite(up.Addr(), ""), gatewayOptions{Global: global})
+		s := signer(t, "standard", devSecret)
+		body := []byte(`{"type":"reservation.confirmed"}`)
+		id := randomID("msg_")
+		if st, hdr, got := post(t, g.URL, s.Sign(id, time.Now(), body), body); st != 502 || problemBody(t, st, hdr, got) != "upstream_response_incomplete" {
+			t.Fatalf("broken 503: %d %s; want 502 upstream_response_incomplete", st, got)
+		}
+		st, hdr, got := post(t, g.URL, s.Sign(id, time.Now(), body), body)
+		if st != 200 || hdr.Get("Idempotent-Replayed") != "" || string(got) != "ok" {
+			t.Fatalf("the next copy: %d replayed %q %q; want it forwarded at once (200 ok)", st, hdr.Get("Idempotent-Replayed"), got)
+		}
+		if n := up.count(id); n != 2 {
+			t.Fatalf("upstream received %d copies, want 2", n)
 		}
 	})
 }
