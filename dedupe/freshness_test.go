@@ -135,3 +135,47 @@ func TestLostEntityLeaseIsReleased(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// failingFinishStore refuses the first fails FinishEntity calls, as a
+// store that refuses writes for a while.
+type failingFinishStore struct {
+	dedupe.EntityStore
+	fails int
+	calls int
+}
+
+func (s *failingFinishStore) FinishEntity(ctx context.Context, key, token string, f dedupe.Finish) error {
+	s.calls++
+	if s.calls <= s.fails {
+		return errors.New("READONLY You can't write against a read only replica")
+	}
+	return s.EntityStore.FinishEntity(ctx, key, token, f)
+}
+
+// TestWatermarkWriteIsRetried: the upstream applied the event, and the
+// store refuses the watermark's write for a while: it is retried until it
+// lands (within the lease), so an older event is then superseded.
+func TestWatermarkWriteIsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &failingFinishStore{EntityStore: newStore(t).(dedupe.EntityStore), fails: 5}
+		f, err := dedupe.NewFreshness(store, dedupe.FreshnessConfig{Lease: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, err := f.CheckSequence(t.Context(), "r-1", 5)
+		if err != nil || j.Result != dedupe.ResultApplied {
+			t.Fatalf("first event: %+v, %v", j, err)
+		}
+		ctx, cancel := context.WithDeadline(t.Context(), j.LeaseUntil)
+		defer cancel()
+		if err := f.DoneSequence(ctx, "r-1", j.Token, 5, true); err != nil {
+			t.Fatalf("DoneSequence with the store refusing 5 writes: %v", err)
+		}
+		if store.calls != 6 {
+			t.Errorf("FinishEntity called %d times, want 6 (5 refused, then written)", store.calls)
+		}
+		if j, err := f.CheckSequence(t.Context(), "r-1", 4); err != nil || j.Result != dedupe.ResultSuperseded {
+			t.Errorf("an older event after: %+v, %v; want superseded", j, err)
+		}
+	})
+}
