@@ -49,10 +49,16 @@ func (c *boltConn) Destruct() error {
 	return c.db.Close()
 }
 
-// redisConn is an open Redis client.
-type redisConn struct{ rdb redis.UniversalClient }
+// redisConn is an open Redis client, and the start-up check of it.
+type redisConn struct {
+	rdb       redis.UniversalClient
+	stopCheck context.CancelFunc
+}
 
-func (c *redisConn) Destruct() error { return c.rdb.Close() }
+func (c *redisConn) Destruct() error {
+	c.stopCheck()
+	return c.rdb.Close()
+}
 
 // opened is the app's open store: the dedupe and freshness backend, and
 // the sender's queue on the same connection.
@@ -103,8 +109,9 @@ func (a *App) openStore(logger *zap.Logger) (opened, string, error) {
 				return nil, err
 			}
 			rdb := redis.NewUniversalClient(opts)
-			go checkRedis(rdb, redisAddrs(a.Store), logger)
-			return &redisConn{rdb: rdb}, nil
+			ctx, stop := context.WithCancel(context.Background())
+			go checkRedis(ctx, rdb, redisAddrs(a.Store), logger)
+			return &redisConn{rdb: rdb, stopCheck: stop}, nil
 		})
 		if err != nil {
 			return opened{}, "", err
@@ -126,28 +133,38 @@ func redisAddrs(sc *StoreConfig) []string {
 	return opts.Addrs
 }
 
-// checkRedis logs, once a Redis client is made, whether Redis answers
-// (a warning when it does not: requests get 503 until it does), then
-// checks its eviction policy.
-func checkRedis(rdb redis.UniversalClient, addrs []string, logger *zap.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	err := rdb.Ping(ctx).Err()
-	cancel()
-	if err != nil {
+// checkRedis logs, once a Redis client is made, whether Redis answers (a
+// warning when it does not: requests get 503 until it does), then checks
+// its eviction policy; when Redis is down at start, once it answers.
+func checkRedis(ctx context.Context, rdb redis.UniversalClient, addrs []string, logger *zap.Logger) {
+	ping := func() error {
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		return rdb.Ping(ctx).Err()
+	}
+	if err := ping(); err != nil {
 		logger.Warn("store: Redis does not answer at start; until it does, webhooks get 503 store_unavailable and the sender waits",
 			zap.String("backend", "redis"), zap.Strings("addrs", addrs), zap.Bool("answered", false), zap.Error(err))
-		return
+		for wait := time.Second; ping() != nil; wait = min(2*wait, time.Minute) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		logger.Info("store: Redis answers now", zap.String("backend", "redis"), zap.Strings("addrs", addrs), zap.Bool("answered", true))
+	} else {
+		logger.Info("store: Redis", zap.String("backend", "redis"), zap.Strings("addrs", addrs), zap.Bool("answered", true))
 	}
-	logger.Info("store: Redis", zap.String("backend", "redis"), zap.Strings("addrs", addrs), zap.Bool("answered", true))
-	checkEvictionPolicy(rdb, logger)
+	checkEvictionPolicy(ctx, rdb, logger)
 }
 
 // checkEvictionPolicy logs a warning unless every Redis master evicts
 // nothing. Every hookgate key has a TTL, so the volatile-* policies evict
 // exactly hookgate's records, and allkeys-* as readily: a record evicted is
 // a duplicate forwarded again.
-func checkEvictionPolicy(rdb redis.UniversalClient, logger *zap.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+func checkEvictionPolicy(ctx context.Context, rdb redis.UniversalClient, logger *zap.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	check := func(ctx context.Context, c *redis.Client) error {
 		v, err := c.ConfigGet(ctx, "maxmemory-policy").Result()

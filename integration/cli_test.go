@@ -120,6 +120,19 @@ func TestStartupLogNamesTheStore(t *testing.T) {
 			t.Errorf("the log shows the Redis password:\n%s", logs)
 		}
 	})
+	t.Run("redis down, then up", func(t *testing.T) {
+		// Down at start, then up: the gateway says so, and checks the
+		// eviction policy then.
+		srv := redistest.StartWith(t, "--maxmemory-policy", "allkeys-lru")
+		srv.Stop()
+		g := startGateway(t, site, gatewayOptions{Global: redisGlobal(srv.URL())})
+		waitLog(g, "Redis does not answer at start")
+		srv.Restart()
+		logs := waitLog(g, `"maxmemory-policy":"allkeys-lru"`)
+		if !strings.Contains(logs, `"msg":"store: Redis answers now"`) {
+			t.Errorf("no line that Redis answers now:\n%s", logs)
+		}
+	})
 }
 
 // TestDedupeLookupAndForget: an operator looks up what the gateway
