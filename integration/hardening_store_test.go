@@ -417,3 +417,37 @@ func TestStoreCheckOfATruncatedCopy(t *testing.T) {
 		}
 	}
 }
+
+// TestEvictionForgetsRecords: why noeviction is the only safe policy, on
+// a real Redis whose memory fills under volatile-lru: Redis evicts
+// hookgate's records (every one has a TTL), and their duplicates reach the
+// upstream again; the start-up warning names that consequence. (Under
+// noeviction a full Redis refuses writes instead: claims get 503, and a
+// refused record is retried, TestRecordRetriedWhileRedisRefusesWrites.)
+func TestEvictionForgetsRecords(t *testing.T) {
+	const n = 1500 // about 3 MB of records, where 2 MB fit
+	answer := bytes.Repeat([]byte("x"), 2<<10)
+	srv := redistest.StartWith(t, "--maxmemory", "2mb", "--maxmemory-policy", "volatile-lru")
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) { w.Write(answer) })
+	g := startGateway(t, dedupeSite(up.Addr(), "replay_cache off"), gatewayOptions{Global: redisGlobal(srv.URL())})
+	s := signer(t, "standard", devSecret)
+	body := []byte(`{"type":"reservation.confirmed"}`)
+	for i := range n {
+		id := fmt.Sprintf("msg_%04d", i)
+		if st, _, got := post(t, g.URL, s.Sign(id, time.Now(), body), body); st != 200 {
+			t.Fatalf("%s: %d %s", id, st, got)
+		}
+	}
+	for i := range n {
+		id := fmt.Sprintf("msg_%04d", i)
+		post(t, g.URL, s.Sign(id, time.Now(), body), body)
+	}
+	again := up.count() - n
+	if again == 0 {
+		t.Errorf("no duplicate forwarded again: Redis evicted nothing (its memory did not fill?)")
+	}
+	t.Logf("volatile-lru: %d of %d duplicates forwarded again", again, n)
+	if !strings.Contains(g.logs.String(), "an evicted dedupe record lets its duplicates through to the upstream again") {
+		t.Errorf("no warning naming the consequence:\n%s", grepLines(g.logs.String(), "maxmemory"))
+	}
+}
