@@ -41,13 +41,14 @@ Documentation: README.md, "The embedded store".`,
 					limit, _ := cmd.Flags().GetDuration("timeout")
 					if here, _ := cmd.Flags().GetBool("here"); here {
 						lockTimeout, _ := cmd.Flags().GetDuration("lock-timeout")
-						checkHere(cmd, path, lockTimeout) // exits
+						checkHere(cmd, path, lockTimeout, limit) // exits
 					}
-					if err := cmdStoreCheck(path, limit); err != nil {
+					verdict, err := cmdStoreCheck(path, limit)
+					if err != nil {
 						fmt.Fprintln(cmd.ErrOrStderr(), err)
 						os.Exit(1)
 					}
-					fmt.Fprintf(cmd.OutOrStdout(), "%s: sound\n", path)
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", path, verdict)
 					return nil
 				},
 			}
@@ -63,29 +64,37 @@ Documentation: README.md, "The embedded store".`,
 }
 
 // cmdStoreCheck checks the store file at path (or state.db in the
-// directory path), in a child process given up to limit.
-func cmdStoreCheck(path string, limit time.Duration) error {
+// directory path), in a child process given up to limit, and says what it
+// found: sound, or empty (a new store, which hookgate initialises).
+func cmdStoreCheck(path string, limit time.Duration) (string, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return fmt.Errorf("store file: %w", err)
+		return "", fmt.Errorf("store file: %w", err)
 	}
 	if fi.IsDir() {
 		path = filepath.Join(path, stateFile)
-		if _, err := os.Stat(path); err != nil {
-			return fmt.Errorf("store file: %w", err)
+		if fi, err = os.Stat(path); err != nil {
+			return "", fmt.Errorf("store file: %w", err)
 		}
+	}
+	if fi.Size() == 0 {
+		return "empty (a new store: hookgate initialises it at start)", nil
 	}
 	db, err := openStateFile(path, time.Second, limit, true)
 	if err != nil {
-		return err
+		return "", err
 	}
-	return db.Close()
+	return "sound", db.Close()
 }
 
 // checkHere is the child of checkStateFile: it checks the file in this
 // process, and exits 0 when it is sound, checkExitLocked or
-// checkExitCorrupt, or 1, with the error on stderr.
-func checkHere(cmd *cobra.Command, path string, lockTimeout time.Duration) {
+// checkExitCorrupt, or 1, with the error on stderr; checkExitTimeout when
+// the check, its lock wait aside, takes longer than limit.
+func checkHere(cmd *cobra.Command, path string, lockTimeout, limit time.Duration) {
+	if limit > 0 {
+		time.AfterFunc(lockTimeout+limit, func() { os.Exit(checkExitTimeout) })
+	}
 	err := checkStateFileHere(path, lockTimeout)
 	if err == nil {
 		os.Exit(0)

@@ -208,7 +208,8 @@ func openStateFile(path string, timeout, limit time.Duration, readOnly bool) (*b
 	case errors.Is(err, boltstore.ErrCorrupt):
 		return nil, fmt.Errorf("store file %s is corrupt (%v). "+
 			"Stop hookgate and move the file aside, or restore it from a backup: a fresh file starts empty, "+
-			"so duplicates of deliveries recorded in it are forwarded again; `hookgate store check %s` checks a file", path, err, path)
+			"so duplicates of deliveries recorded in it are forwarded again, and the sender's events queued in it are not sent; "+
+			"`hookgate store check %s` checks a file", path, err, path)
 	case err != nil:
 		return nil, fmt.Errorf("store file %s: %w", path, err)
 	}
@@ -220,6 +221,7 @@ func openStateFile(path string, timeout, limit time.Duration, readOnly bool) (*b
 const (
 	checkExitLocked  = 3
 	checkExitCorrupt = 4
+	checkExitTimeout = 5
 )
 
 // checkStateFile runs bbolt's consistency check of the file at path, if
@@ -231,8 +233,8 @@ const (
 // checks in process.
 func checkStateFile(path string, lockTimeout, limit time.Duration) error {
 	fi, err := os.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil // a new store
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && fi.Size() == 0) {
+		return nil // a new store (bbolt initialises an empty file)
 	}
 	if err != nil {
 		return err
@@ -244,21 +246,30 @@ func checkStateFile(path string, lockTimeout, limit time.Duration) error {
 	if limit <= 0 {
 		limit = time.Minute + time.Duration(fi.Size()>>30)*30*time.Second
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	// The child stops itself at the limit (a parent killed meanwhile
+	// leaves no check running); the parent kills it a little later.
+	ctx, cancel := context.WithTimeout(context.Background(), lockTimeout+limit+5*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, exe, "store", "check", "--here", "--lock-timeout", lockTimeout.String(), path)
+	cmd := exec.CommandContext(ctx, exe, "store", "check", "--here",
+		"--lock-timeout", lockTimeout.String(), "--timeout", limit.String(), "--", path)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err = cmd.Run()
 	msg := strings.TrimSpace(stderr.String())
+	if len(msg) > 1000 {
+		msg = msg[:1000] + "…"
+	}
 	var exit *exec.ExitError
 	switch {
 	case err == nil:
 		return nil
-	case ctx.Err() != nil:
-		return fmt.Errorf("%w: its check did not finish within %s (damaged pages that lead back to each other?)", boltstore.ErrCorrupt, limit)
+	case ctx.Err() != nil, errors.As(err, &exit) && exit.ExitCode() == checkExitTimeout:
+		return fmt.Errorf("%w: its check did not finish within %s: damaged pages that lead back to each other, "+
+			"or a disk too slow for the limit (`hookgate store check --timeout <longer>` tells them apart)", boltstore.ErrCorrupt, limit)
 	case !errors.As(err, &exit):
-		return fmt.Errorf("running the store check: %w", err)
+		// The check could not run in a child (the binary is gone, exec is
+		// not allowed): check here.
+		return checkStateFileHere(path, lockTimeout)
 	case exit.ExitCode() == checkExitLocked:
 		return fmt.Errorf("%w: %s", boltstore.ErrLocked, msg)
 	case exit.ExitCode() == checkExitCorrupt:

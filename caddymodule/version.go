@@ -79,6 +79,9 @@ Documentation: README.md at https://github.com/hookgate/hookgate`
 // hookgate's documentation, where Caddy's own commands point to Caddy's.
 func registerCommand(c caddycmd.Command) {
 	setup := c.CobraFunc
+	if setup == nil {
+		panic("hookgate command " + c.Name + ": CobraFunc is required")
+	}
 	c.CobraFunc = func(cmd *cobra.Command) {
 		setup(cmd)
 		cmd.SetHelpTemplate(helpTemplate)

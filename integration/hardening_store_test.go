@@ -381,6 +381,22 @@ func TestCorruptStateFile(t *testing.T) {
 			t.Errorf("store check: %v\n%s", err, out)
 		}
 	})
+	t.Run("empty", func(t *testing.T) {
+		// A file created and never written (a crash before bbolt's first
+		// sync, a touch): a new store, not a corrupt one.
+		data := t.TempDir()
+		file := filepath.Join(data, "caddy", "hookgate", "state.db")
+		os.MkdirAll(filepath.Dir(file), 0o700)
+		os.WriteFile(file, nil, 0o600)
+		if out, err := storeCheck(t, data); err != nil || !strings.Contains(out, "empty") {
+			t.Errorf("store check of an empty file: %v\n%s", err, out)
+		}
+		g := startGateway(t, site, gatewayOptions{DataDir: data})
+		body := []byte(`{}`)
+		if st, _, got := post(t, g.URL, s.Sign(randomID("msg_"), time.Now(), body), body); st != 200 {
+			t.Errorf("a gateway on an empty file: %d %s", st, got)
+		}
+	})
 	t.Run("locked", func(t *testing.T) {
 		data := t.TempDir()
 		g := startGateway(t, site, gatewayOptions{DataDir: data})
