@@ -358,19 +358,10 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 					continue
 				}
 				busy.Add(1)
-				// The destination's rate first, then a global slot: a
-				// worker waiting for its rate holds nothing the other
-				// destinations need.
-				if d.limiter != nil && d.limiter.Wait(ctx) != nil {
-					outcomes <- Outcome{Kind: Release, ID: l.ID, LeaseUntil: l.LeaseUntil}
-					busy.Add(-1)
-					continue
-				}
-				select {
-				case s.slots <- struct{}{}:
+				if s.takeSlot(ctx, d) {
 					outcomes <- s.deliver(ctx, d, l)
 					<-s.slots
-				case <-ctx.Done():
+				} else {
 					outcomes <- Outcome{Kind: Release, ID: l.ID, LeaseUntil: l.LeaseUntil}
 				}
 				busy.Add(-1)
@@ -431,6 +422,38 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 		idle = 10 * time.Millisecond
 		for _, l := range leased {
 			ready <- l // there is room: only this loop fills it
+		}
+	}
+}
+
+// takeSlot takes a global worker slot, and a token of d's rate while it
+// holds the slot, so that no more than the rate is ever sent, even when
+// slots were scarce. A worker waiting for the rate gives its slot back
+// meanwhile: it holds nothing the other destinations need. False when ctx
+// ends first.
+func (s *Sender) takeSlot(ctx context.Context, d *destination) bool {
+	for {
+		select {
+		case s.slots <- struct{}{}:
+		case <-ctx.Done():
+			return false
+		}
+		if d.limiter == nil {
+			return true
+		}
+		r := d.limiter.Reserve()
+		wait := r.Delay()
+		if wait == 0 {
+			return true
+		}
+		r.Cancel()
+		<-s.slots
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false
 		}
 	}
 }
