@@ -235,15 +235,30 @@ func (q *Queue) Lease(ctx context.Context, name string, n int, now time.Time, le
 			return err
 		}
 		// Expired leases go back to due.
-		var expired []string
+		var expired [][]byte
 		c := d.leased.Cursor()
 		for k, _ := c.First(); k != nil && len(expired) < expiredLeases && int64(binary.BigEndian.Uint64(k[:8])) <= ms(now); k, _ = c.Next() {
-			expired = append(expired, string(k[8:]))
+			expired = append(expired, append([]byte(nil), k...))
 		}
-		for _, id := range expired {
+		for _, k := range expired {
+			id := string(k[8:])
 			e, ok, err := d.load(id)
-			if err != nil || !ok {
-				return err
+			if !ok {
+				// A stale index entry, or an entry that does not decode:
+				// set aside, as on the due index, so that it does not stop
+				// every lease of the destination.
+				if err := d.leased.Delete(k); err != nil {
+					return err
+				}
+				if err != nil {
+					if err := tx.Bucket(corruptB).Put([]byte(name+"\x00"+id), append([]byte(nil), d.env.Get([]byte(id))...)); err != nil {
+						return err
+					}
+					if err := d.env.Delete([]byte(id)); err != nil {
+						return err
+					}
+				}
+				continue
 			}
 			next := e
 			next.state, next.score = 'q', ms(now)

@@ -67,3 +67,50 @@ func TestCorruptEntryIsSetAside(t *testing.T) {
 		t.Errorf("a second lease = %v, want nothing", got)
 	}
 }
+
+// TestBrokenExpiredLeaseIsSetAside: among leases that expired, an entry
+// that does not decode, and an index entry whose envelope is gone, are set
+// aside; the others come back and are leased again. (Either one stopped
+// every lease of its destination.)
+func TestBrokenExpiredLeaseIsSetAside(t *testing.T) {
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	q, err := boltqueue.New(db, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.UnixMilli(1_800_000_000_000)
+	for _, id := range []string{"a", "b", "c"} {
+		if _, err := q.Enqueue(t.Context(), &sender.Envelope{ID: id, Destination: "d", CreatedAt: t0, NextAt: t0, Payload: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := q.Lease(t.Context(), "d", 10, t0, time.Minute); err != nil || len(got) != 3 {
+		t.Fatalf("Lease = %d, %v", len(got), err)
+	}
+	// The leases are lost (a crash). Damage a's envelope; b's is gone.
+	err = db.Update(func(tx *bolt.Tx) error {
+		env := tx.Bucket([]byte("sender")).Bucket([]byte("d")).Bucket([]byte("env"))
+		v := append([]byte(nil), env.Get([]byte("a"))...)
+		v[17] = 0xff
+		if err := env.Put([]byte("a"), v); err != nil {
+			return err
+		}
+		return env.Delete([]byte("b"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := t0.Add(2 * time.Minute)
+	got, err := q.Lease(t.Context(), "d", 10, later, time.Minute)
+	if err != nil || len(got) != 1 || got[0].ID != "c" {
+		t.Fatalf("Lease after the leases expired = %v, %v; want c alone", got, err)
+	}
+	st, _ := q.Stats(t.Context(), "d", later)
+	if st.Corrupt != 1 || st.Leased != 1 {
+		t.Errorf("Stats = %+v, want 1 corrupt (a), 1 leased (c)", st)
+	}
+}
