@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,8 +9,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
-
-	"github.com/hookgate/hookgate/dedupe/boltstore"
 )
 
 func init() {
@@ -39,10 +36,6 @@ Documentation: README.md, "The embedded store".`,
 						path = args[0]
 					}
 					limit, _ := cmd.Flags().GetDuration("timeout")
-					if here, _ := cmd.Flags().GetBool("here"); here {
-						lockTimeout, _ := cmd.Flags().GetDuration("lock-timeout")
-						checkHere(cmd, path, lockTimeout, limit) // exits
-					}
 					verdict, err := cmdStoreCheck(path, limit)
 					if err != nil {
 						fmt.Fprintln(cmd.ErrOrStderr(), err)
@@ -53,11 +46,6 @@ Documentation: README.md, "The embedded store".`,
 				},
 			}
 			check.Flags().Duration("timeout", 0, "give up, and call the file corrupt, after this long (default a minute, and 30s per GiB)")
-			// The child the check runs in (checkStateFile).
-			check.Flags().Bool("here", false, "check in this process")
-			check.Flags().Duration("lock-timeout", time.Second, "wait this long for the file's lock")
-			check.Flags().MarkHidden("here")
-			check.Flags().MarkHidden("lock-timeout")
 			cmd.AddCommand(check)
 		},
 	})
@@ -85,26 +73,4 @@ func cmdStoreCheck(path string, limit time.Duration) (string, error) {
 		return "", err
 	}
 	return "sound", db.Close()
-}
-
-// checkHere is the child of checkStateFile: it checks the file in this
-// process, and exits 0 when it is sound, checkExitLocked or
-// checkExitCorrupt, or 1, with the error on stderr; checkExitTimeout when
-// the check, its lock wait aside, takes longer than limit.
-func checkHere(cmd *cobra.Command, path string, lockTimeout, limit time.Duration) {
-	if limit > 0 {
-		time.AfterFunc(lockTimeout+limit, func() { os.Exit(checkExitTimeout) })
-	}
-	err := checkStateFileHere(path, lockTimeout)
-	if err == nil {
-		os.Exit(0)
-	}
-	fmt.Fprintln(cmd.ErrOrStderr(), err)
-	switch {
-	case errors.Is(err, boltstore.ErrLocked):
-		os.Exit(checkExitLocked)
-	case errors.Is(err, boltstore.ErrCorrupt):
-		os.Exit(checkExitCorrupt)
-	}
-	os.Exit(1)
 }

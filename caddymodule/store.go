@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -216,21 +215,61 @@ func openStateFile(path string, timeout, limit time.Duration, readOnly bool) (*b
 	return db, nil
 }
 
-// Exit codes of `hookgate store check --here`, the child checkStateFile
-// runs.
+// The store check's child: checkStateFile runs this very binary again with
+// checkChildEnv set to "<lock timeout>,<limit>,<path>". Any binary that
+// links this package (hookgate, a Caddy built with xcaddy, a program of
+// yours, a test binary) runs the check in init, before its own main, and
+// exits with one of these codes.
 const (
+	checkChildEnv    = "HOOKGATE_STORE_CHECK_CHILD"
 	checkExitLocked  = 3
 	checkExitCorrupt = 4
 	checkExitTimeout = 5
 )
 
+func init() {
+	if v, ok := os.LookupEnv(checkChildEnv); ok {
+		checkChild(v) // exits
+	}
+}
+
+// checkChild checks the file that checkStateFile named, and exits 0 when
+// it is sound, checkExitLocked or checkExitCorrupt, or 1, with the error
+// on stderr; checkExitTimeout when the check, its lock wait aside, takes
+// longer than its limit.
+func checkChild(v string) {
+	parts := strings.SplitN(v, ",", 3)
+	var lockTimeout, limit time.Duration
+	var err error
+	if len(parts) == 3 {
+		if lockTimeout, err = time.ParseDuration(parts[0]); err == nil {
+			limit, err = time.ParseDuration(parts[1])
+		}
+	}
+	if len(parts) != 3 || err != nil {
+		fmt.Fprintf(os.Stderr, "%s: want <lock timeout>,<limit>,<path>\n", checkChildEnv)
+		os.Exit(1)
+	}
+	time.AfterFunc(lockTimeout+limit, func() { os.Exit(checkExitTimeout) })
+	err = checkStateFileHere(parts[2], lockTimeout)
+	if err == nil {
+		os.Exit(0)
+	}
+	fmt.Fprintln(os.Stderr, err)
+	switch {
+	case errors.Is(err, boltstore.ErrLocked):
+		os.Exit(checkExitLocked)
+	case errors.Is(err, boltstore.ErrCorrupt):
+		os.Exit(checkExitCorrupt)
+	}
+	os.Exit(1)
+}
+
 // checkStateFile runs bbolt's consistency check of the file at path, if
-// there is one, in a child process (hookgate store check --here): some
-// damage makes bbolt's check fault on a goroutine of its own, where no
-// recover reaches, or loop for ever. In the child, either ends the child:
-// a crash, or a check not done within limit (0: a minute, and 30s per
-// GiB), is ErrCorrupt. A test binary, which cannot run the command,
-// checks in process.
+// there is one, in a child process (checkChild): some damage makes bbolt's
+// check fault on a goroutine of its own, where no recover reaches, or loop
+// for ever. In the child, either ends the child: a crash, or a check not
+// done within limit (0: a minute, and 30s per GiB), is ErrCorrupt.
 func checkStateFile(path string, lockTimeout, limit time.Duration) error {
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) || (err == nil && fi.Size() == 0) {
@@ -240,7 +279,7 @@ func checkStateFile(path string, lockTimeout, limit time.Duration) error {
 		return err
 	}
 	exe, err := os.Executable()
-	if err != nil || testing.Testing() {
+	if err != nil {
 		return checkStateFileHere(path, lockTimeout)
 	}
 	if limit <= 0 {
@@ -250,8 +289,8 @@ func checkStateFile(path string, lockTimeout, limit time.Duration) error {
 	// leaves no check running); the parent kills it a little later.
 	ctx, cancel := context.WithTimeout(context.Background(), lockTimeout+limit+5*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, exe, "store", "check", "--here",
-		"--lock-timeout", lockTimeout.String(), "--timeout", limit.String(), "--", path)
+	cmd := exec.CommandContext(ctx, exe)
+	cmd.Env = append(os.Environ(), checkChildEnv+"="+lockTimeout.String()+","+limit.String()+","+path)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err = cmd.Run()
