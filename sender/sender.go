@@ -344,7 +344,7 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 	workers := d.prefetch(s.cfg.Lease)
 	ready := make(chan Leased, workers)
 	room := make(chan struct{}, 1) // a worker took from ready
-	var busy atomic.Int64          // deliveries in progress
+	var out atomic.Int64           // leased and not yet settled: in ready, or being delivered
 	var pool sync.WaitGroup
 	for range workers {
 		pool.Go(func() {
@@ -355,16 +355,16 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 				}
 				if ctx.Err() != nil {
 					outcomes <- Outcome{Kind: Release, ID: l.ID, LeaseUntil: l.LeaseUntil}
+					out.Add(-1)
 					continue
 				}
-				busy.Add(1)
 				if s.takeSlot(ctx, d) {
 					outcomes <- s.deliver(ctx, d, l)
 					<-s.slots
 				} else {
 					outcomes <- Outcome{Kind: Release, ID: l.ID, LeaseUntil: l.LeaseUntil}
 				}
-				busy.Add(-1)
+				out.Add(-1)
 			}
 		})
 	}
@@ -386,7 +386,7 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 			continue
 		case gobreaker.StateHalfOpen:
 			// Trials only: lease that many once nothing else is out.
-			if busy.Load() > 0 || len(ready) > 0 {
+			if out.Load() > 0 {
 				s.wait(ctx, d, 10*time.Millisecond)
 				continue
 			}
@@ -420,6 +420,7 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 			continue
 		}
 		idle = 10 * time.Millisecond
+		out.Add(int64(len(leased))) // counted before a worker can take one
 		for _, l := range leased {
 			ready <- l // there is room: only this loop fills it
 		}
