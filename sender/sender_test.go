@@ -537,3 +537,58 @@ func withHeader(h http.Handler, name, value string) http.Handler {
 		h.ServeHTTP(w, r)
 	})
 }
+
+// TestRateHoldsAfterSlotsWereScarce: workers of a limited destination that
+// waited for the global slots (a slow destination held all 8 for 3s) do
+// not then send together: its rate (2/s, burst 1) holds, counted at the
+// receiver in any one-second window (3 at most; 5 allowed for a slow
+// machine). Workers that took their tokens while queuing for a slot sent
+// 7 at once.
+func TestRateHoldsAfterSlotsWereScarce(t *testing.T) {
+	var mu sync.Mutex
+	var arrivals []time.Time
+	limited := newReceiver(t, func(string, int) int {
+		mu.Lock()
+		arrivals = append(arrivals, time.Now())
+		mu.Unlock()
+		return 200
+	})
+	release := make(chan struct{})
+	slow := newReceiver(t, func(string, int) int { <-release; return 200 })
+	q := newQueue(t)
+	cfg := fast
+	cfg.Workers = 8
+	cfg.Timeout = 10 * time.Second // the slow answers hold the slots their 3s
+	cfg.Lease = 20 * time.Second   // the limited destination runs all 8 workers (a quarter of a lease holds 10 attempts)
+	s, err := sender.New(q, cfg, []sender.Destination{
+		{Name: "slow", URL: slow.URL, Signer: signer(t)},
+		{Name: "limited", URL: limited.URL, Signer: signer(t), Rate: 2, Burst: 1},
+	}, sender.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		enqueue(t, s, "slow", fmt.Sprint("hog", i))
+	}
+	start(t, s)
+	eventually(t, "the slow destination holds every slot", func() bool { return slow.total.Load() == 8 })
+	for i := range 8 {
+		enqueue(t, s, "limited", fmt.Sprint("l", i))
+	}
+	time.Sleep(3 * time.Second)
+	close(release)
+	eventually(t, "the limited destination's events delivered", func() bool { return limited.total.Load() == 8 })
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range arrivals {
+		in := 0
+		for _, a := range arrivals[i:] {
+			if a.Sub(arrivals[i]) < time.Second {
+				in++
+			}
+		}
+		if in > 5 {
+			t.Fatalf("%d requests within one second of request %d: the rate (2/s) did not hold", in, i)
+		}
+	}
+}
