@@ -21,7 +21,8 @@ check runs bbolt's consistency check over every page of the embedded store's
 file (state.db), read-only. Run it on a stopped gateway's file: a running
 gateway holds the file's lock. The argument is the file, or the directory
 of "store file <dir>"; the default is the default store's file,
-` + "`$XDG_DATA_HOME/caddy/hookgate/state.db`" + `. The exit code is 0 when the file
+hookgate/state.db in Caddy's data directory (` + "`$XDG_DATA_HOME/caddy`" + `, by
+default ~/.local/share/caddy). The exit code is 0 when the file
 is sound, 1 otherwise. The check runs in a child process: damage that
 crashes it, or makes it loop past --timeout, is reported as corruption.
 Documentation: README.md, "The embedded store".`,
@@ -36,7 +37,7 @@ Documentation: README.md, "The embedded store".`,
 						path = args[0]
 					}
 					limit, _ := cmd.Flags().GetDuration("timeout")
-					verdict, err := cmdStoreCheck(path, limit)
+					path, verdict, err := cmdStoreCheck(path, limit)
 					if err != nil {
 						fmt.Fprintln(cmd.ErrOrStderr(), err)
 						os.Exit(1)
@@ -52,25 +53,26 @@ Documentation: README.md, "The embedded store".`,
 }
 
 // cmdStoreCheck checks the store file at path (or state.db in the
-// directory path), in a child process given up to limit, and says what it
-// found: sound, or empty (a new store, which hookgate initialises).
-func cmdStoreCheck(path string, limit time.Duration) (string, error) {
+// directory path), in a child process given up to limit, and says which
+// file it checked and what it found: sound, or empty (a new store, which
+// hookgate initialises).
+func cmdStoreCheck(path string, limit time.Duration) (string, string, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return "", fmt.Errorf("store file: %w", err)
+		return path, "", fmt.Errorf("store file: %w", err)
 	}
 	if fi.IsDir() {
 		path = filepath.Join(path, stateFile)
 		if fi, err = os.Stat(path); err != nil {
-			return "", fmt.Errorf("store file: %w", err)
+			return path, "", fmt.Errorf("store file: %w", err)
 		}
 	}
 	if fi.Size() == 0 {
-		return "empty (a new store: hookgate initialises it at start)", nil
+		return path, "empty (a new store: hookgate initialises it at start)", nil
 	}
 	db, err := openStateFile(path, time.Second, limit, true)
 	if err != nil {
-		return "", err
+		return path, "", err
 	}
-	return "sound", db.Close()
+	return path, "sound", db.Close()
 }
