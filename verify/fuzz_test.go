@@ -129,14 +129,14 @@ var signers = []struct {
 	secret string
 	hmac   *HMAC
 }{
-	{scheme: "standard", secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
-	{scheme: "stripe", secret: "whsec_test_secret"},
-	{scheme: "github", secret: "It's a Secret to Everybody"},
-	{scheme: "shopify", secret: "It's a Secret to Everybody"},
-	{scheme: "slack", secret: "It's a Secret to Everybody"},
-	{scheme: "hookgate", secret: "It's a Secret to Everybody"},
+	{scheme: "standard", secret: testSecret("standard", 0)},
+	{scheme: "stripe", secret: testSecret("stripe", 0)},
+	{scheme: "github", secret: testSecret("github", 0)},
+	{scheme: "shopify", secret: testSecret("shopify", 0)},
+	{scheme: "slack", secret: testSecret("slack", 0)},
+	{scheme: "hookgate", secret: testSecret("hookgate", 0)},
 	{scheme: "standard", secret: "whsk_" + v1aSeed},
-	{scheme: "hmac", secret: "It's a Secret to Everybody", hmac: &testHMAC},
+	{scheme: "hmac", secret: testSecret("hmac", 0), hmac: &testHMAC},
 	{scheme: "hmac", secret: "mysecret", hmac: &HMAC{SignatureHeader: "X-Hub-Signature", Algorithm: "sha1", Prefix: "sha1="}},
 	{scheme: "hmac", secret: "SamplePrimaryKey", hmac: &HMAC{IDHeader: "Box-Delivery-Id", TimestampHeader: "Box-Delivery-Timestamp",
 		TimestampFormat: "rfc3339", SignatureHeader: "Box-Signature-Primary", Encoding: "base64", Content: "{body}{timestamp}"}},

@@ -12,17 +12,24 @@ import (
 	"github.com/hookgate/hookgate/sender/queuetest"
 )
 
+// openQueue opens a queue on a new file, closed when the test ends.
+func openQueue(t *testing.T, retention time.Duration) (*bolt.DB, *boltqueue.Queue) {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	q, err := boltqueue.New(db, retention)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, q
+}
+
 func TestConformance(t *testing.T) {
 	queuetest.Run(t, func(t *testing.T, retention time.Duration) sender.Queue {
-		db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		q, err := boltqueue.New(db, retention)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, q := openQueue(t, retention)
 		return q
 	})
 }
@@ -30,15 +37,7 @@ func TestConformance(t *testing.T) {
 // TestCorruptEntryIsSetAside: an entry that does not decode is set aside
 // (counted as corrupt), never leased, and does not stop its destination.
 func TestCorruptEntryIsSetAside(t *testing.T) {
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	q, err := boltqueue.New(db, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, q := openQueue(t, time.Hour)
 	t0 := time.UnixMilli(1_800_000_000_000)
 	for _, id := range []string{"a", "b"} {
 		if _, err := q.Enqueue(t.Context(), &sender.Envelope{ID: id, Destination: "d", CreatedAt: t0, NextAt: t0, Payload: []byte("{}")}); err != nil {
@@ -46,7 +45,7 @@ func TestCorruptEntryIsSetAside(t *testing.T) {
 		}
 	}
 	// Damage "a": its envelope bytes after the 17-byte entry header.
-	err = db.Update(func(tx *bolt.Tx) error {
+	err := db.Update(func(tx *bolt.Tx) error {
 		env := tx.Bucket([]byte("sender")).Bucket([]byte("d")).Bucket([]byte("env"))
 		v := append([]byte(nil), env.Get([]byte("a"))...)
 		v[17] = 0xff // an unknown format version
@@ -73,15 +72,7 @@ func TestCorruptEntryIsSetAside(t *testing.T) {
 // aside; the others come back and are leased again. (Either one stopped
 // every lease of its destination.)
 func TestBrokenExpiredLeaseIsSetAside(t *testing.T) {
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	q, err := boltqueue.New(db, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, q := openQueue(t, time.Hour)
 	t0 := time.UnixMilli(1_800_000_000_000)
 	for _, id := range []string{"a", "b", "c"} {
 		if _, err := q.Enqueue(t.Context(), &sender.Envelope{ID: id, Destination: "d", CreatedAt: t0, NextAt: t0, Payload: []byte("{}")}); err != nil {
@@ -92,7 +83,7 @@ func TestBrokenExpiredLeaseIsSetAside(t *testing.T) {
 		t.Fatalf("Lease = %d, %v", len(got), err)
 	}
 	// The leases are lost (a crash). Damage a's envelope; b's is gone.
-	err = db.Update(func(tx *bolt.Tx) error {
+	err := db.Update(func(tx *bolt.Tx) error {
 		env := tx.Bucket([]byte("sender")).Bucket([]byte("d")).Bucket([]byte("env"))
 		v := append([]byte(nil), env.Get([]byte("a"))...)
 		v[17] = 0xff
