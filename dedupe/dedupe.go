@@ -289,20 +289,27 @@ type Response struct {
 // failed, retrying until the store answers or the claim's lease ends. The
 // release is fenced by token, so it never touches another forward's claim.
 func (d *Deduper) releaseLost(key, token string, leaseUntil time.Time) {
+	// The first try waits a moment: a claim still queued in a store that
+	// stalled lands before a release sent after it.
+	d.inBackground(d.releases, leaseUntil, func(ctx context.Context) error {
+		return d.store.Release(ctx, key, token)
+	})
+}
+
+// inBackground runs release on a goroutine of its own, retried until it
+// succeeds or until ends, if one of slots is free; otherwise (too many at
+// once) the lease is left to end by itself.
+func (d deps) inBackground(slots chan struct{}, until time.Time, release func(context.Context) error) {
 	select {
-	case d.releases <- struct{}{}:
+	case slots <- struct{}{}:
 	default:
-		return // too many at once: this one is left to its lease
+		return
 	}
 	go func() {
-		defer func() { <-d.releases }()
-		ctx, cancel := context.WithDeadline(context.Background(), leaseUntil)
+		defer func() { <-slots }()
+		ctx, cancel := context.WithDeadline(context.Background(), until)
 		defer cancel()
-		// The first try waits a moment: a claim still queued in a store
-		// that stalled lands before a release sent after it.
-		retry(ctx, d.sleep, func() error {
-			return d.store.Release(ctx, key, token)
-		})
+		retry(ctx, d.sleep, func() error { return release(ctx) })
 	}()
 }
 

@@ -213,19 +213,9 @@ func (f *Freshness) check(ctx context.Context, key string, mark int64) (Judgemen
 // releaseLost frees, in the background, an entity lease whose acquire
 // failed, if it holds it; the watermark is left as it is.
 func (f *Freshness) releaseLost(key, token string, leaseUntil time.Time) {
-	select {
-	case f.releases <- struct{}{}:
-	default:
-		return // too many at once: this one is left to its lease
-	}
-	go func() {
-		defer func() { <-f.releases }()
-		ctx, cancel := context.WithDeadline(context.Background(), leaseUntil)
-		defer cancel()
-		retry(ctx, f.sleep, func() error {
-			return f.store.FinishEntity(ctx, key, token, Finish{Retention: f.cfg.Retention, Now: f.now()})
-		})
-	}()
+	f.inBackground(f.releases, leaseUntil, func(ctx context.Context) error {
+		return f.store.FinishEntity(ctx, key, token, Finish{Retention: f.cfg.Retention, Now: f.now()})
+	})
 }
 
 // DoneTime ends an applied event judged by CheckTime: the watermark moves
