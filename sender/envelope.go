@@ -10,6 +10,7 @@ package sender
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/hookgate/hookgate/internal/wire"
@@ -160,4 +161,30 @@ func Redriven(e *Envelope, redriveID string, now time.Time) {
 	e.Attempts = 0
 	e.NextAt = now
 	e.DeadAt = time.Time{}
+}
+
+// MaxIDLen is the longest delivery ID, in bytes.
+const MaxIDLen = 1024
+
+// ErrBadID means a delivery ID that is not 1 to MaxIDLen bytes of visible
+// ASCII (0x21 to 0x7E).
+var ErrBadID = errors.New("bad delivery ID")
+
+// CheckID reports whether id can be a delivery ID: 1 to MaxIDLen bytes of
+// visible ASCII, so that it goes into a request header, a log line and a
+// store key unchanged. The error wraps ErrBadID and says what is wrong,
+// without echoing the ID.
+func CheckID(id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: empty", ErrBadID)
+	case len(id) > MaxIDLen:
+		return fmt.Errorf("%w: %d bytes, over %d", ErrBadID, len(id), MaxIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < 0x21 || c > 0x7e {
+			return fmt.Errorf("%w: byte %d is 0x%02x; want visible ASCII (0x21 to 0x7e)", ErrBadID, i, c)
+		}
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,4 +115,31 @@ func FuzzUnmarshalEnvelope(f *testing.F) {
 			t.Fatalf("not stable (-first +second):\n%s", diff)
 		}
 	})
+}
+
+func TestCheckID(t *testing.T) {
+	for _, tc := range []struct {
+		id string
+		ok bool
+	}{
+		{"msg_1", true},
+		{"reconcile:r-1:confirmed:3", true},
+		{"!~", true},
+		{strings.Repeat("a", 1024), true},
+		{"", false},
+		{strings.Repeat("a", 1025), false},
+		{"a b", false},
+		{"a\r\nX-Evil: 1", false},
+		{"a\x00", false},
+		{"a\x7f", false},
+		{"é", false},
+	} {
+		err := CheckID(tc.id)
+		if (err == nil) != tc.ok {
+			t.Errorf("CheckID(%q) = %v, want ok %v", tc.id, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, ErrBadID) {
+			t.Errorf("CheckID(%q) = %v, not ErrBadID", tc.id, err)
+		}
+	}
 }
