@@ -44,7 +44,7 @@ func (o ops) SetPaused(ctx context.Context, name string, paused bool, by string)
 	if !o.app.hasDestination(name) {
 		return sender.DestinationStatus{}, sender.ErrUnknownDestination
 	}
-	if err := o.app.sender.Queue().SetPaused(ctx, name, paused); err != nil {
+	if err := o.app.sender.Queue().SetPaused(ctx, name, paused, by); err != nil {
 		return sender.DestinationStatus{}, err
 	}
 	action := "destination resumed"

@@ -30,8 +30,14 @@ type Queue interface {
 	// skipped and counted in the answer.
 	Settle(ctx context.Context, dest string, outcomes []Outcome, now time.Time) (skipped int, err error)
 
-	// SetPaused pauses or resumes a destination; the state is kept.
-	SetPaused(ctx context.Context, dest string, paused bool) error
+	// SetPaused pauses or resumes a destination; the state is kept. by
+	// names who paused it (PausedByGone for a 410, else the door an
+	// operator used); a resume ignores it.
+	SetPaused(ctx context.Context, dest string, paused bool, by string) error
+
+	// Paused reads whether dest is paused, and by whom: one small read,
+	// for the workers' check before each attempt.
+	Paused(ctx context.Context, dest string) (paused bool, by string, err error)
 
 	// Stats reads a destination's depth and oldest ready age.
 	Stats(ctx context.Context, dest string, now time.Time) (Stats, error)
@@ -104,6 +110,8 @@ type Outcome struct {
 type Stats struct {
 	Queued, Leased, Dead int
 	Paused               bool
+	// PausedBy names who paused it (SetPaused's by).
+	PausedBy string
 	// OldestReady is the age of the oldest envelope due by now; zero when
 	// none is.
 	OldestReady time.Duration
@@ -114,6 +122,9 @@ type Stats struct {
 	// otherwise fail every lease of their destination.
 	Corrupt int
 }
+
+// PausedByGone is the pause a 410 Gone answer makes.
+const PausedByGone = "gone"
 
 // ErrNotFound means the queue holds no such envelope.
 var ErrNotFound = errors.New("no such envelope")

@@ -530,7 +530,7 @@ func (s *Sender) deliver(ctx context.Context, d *destination, l Leased) Outcome 
 	next.DeadAt = now
 	s.obs.Dead(d.Name, now.Sub(firstFailure(&next)))
 	if res.Pause {
-		if err := s.queue.SetPaused(context.WithoutCancel(ctx), d.Name, true); err != nil {
+		if err := s.queue.SetPaused(context.WithoutCancel(ctx), d.Name, true, PausedByGone); err != nil {
 			s.logger.Error("pausing a gone destination", "destination", d.Name, "error", err)
 		} else {
 			s.logger.Warn("destination answered 410 Gone: paused until an operator resumes it", "destination", d.Name)

@@ -254,7 +254,7 @@ func TestGonePausesTheDestination(t *testing.T) {
 	if rcv.count("kept") != 0 {
 		t.Fatal("a paused destination was delivered to")
 	}
-	if err := q.SetPaused(t.Context(), "d", false); err != nil {
+	if err := q.SetPaused(t.Context(), "d", false, ""); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "delivered after resume", func() bool { return rcv.count("kept") == 1 })

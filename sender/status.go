@@ -17,6 +17,9 @@ type DestinationStatus struct {
 	Breaker string `json:"breaker"`
 	// Depth counts envelopes by state: queued, leased, paused (queued on a
 	// paused destination), dead and corrupt.
+	// PausedBy names who paused it: "gone" for a 410, else the door an
+	// operator used.
+	PausedBy       string         `json:"paused_by,omitempty"`
 	Depth          map[string]int `json:"depth"`
 	OldestReadyAge float64        `json:"oldest_ready_age_seconds"`
 }
@@ -36,7 +39,7 @@ func (s *Sender) Status(ctx context.Context, dest string) (DestinationStatus, er
 		Depth:          map[string]int{"queued": st.Queued, "leased": st.Leased, "paused": 0, "dead": st.Dead, "corrupt": st.Corrupt},
 		OldestReadyAge: st.OldestReady.Seconds()}
 	if st.Paused {
-		v.State, v.Depth["queued"], v.Depth["paused"] = "paused", 0, st.Queued
+		v.State, v.PausedBy, v.Depth["queued"], v.Depth["paused"] = "paused", st.PausedBy, 0, st.Queued
 	}
 	return v, nil
 }

@@ -30,7 +30,7 @@ import (
 //	dead    score|id -> nil
 //	done    id -> fingerprint (8) | delivered at (8)
 //	donet   delivered at|id -> nil
-//	paused  present while the destination is paused
+//	paused  who paused it, present while the destination is paused
 var (
 	rootBucket  = []byte("sender")
 	corruptB    = []byte("sender_corrupt")  // dest NUL id -> the entry as it was stored
@@ -174,6 +174,19 @@ func (d *dest) remove(id string, old entry) error {
 }
 
 func (d *dest) paused() bool { return d.b.Get(pausedKey) != nil }
+
+// pausedBy reads the pause and who made it (a file written before pauses
+// were attributed holds a single byte 1: "unknown").
+func (d *dest) pausedBy() (bool, string) {
+	v := d.b.Get(pausedKey)
+	switch {
+	case v == nil:
+		return false, ""
+	case len(v) == 1 && v[0] == 1:
+		return true, "unknown"
+	}
+	return true, string(v)
+}
 
 // Enqueue implements sender.Queue.
 func (q *Queue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.EnqueueResult, error) {
@@ -400,14 +413,17 @@ func (q *Queue) trim(d *dest, now time.Time) error {
 }
 
 // SetPaused implements sender.Queue.
-func (q *Queue) SetPaused(ctx context.Context, name string, paused bool) error {
+func (q *Queue) SetPaused(ctx context.Context, name string, paused bool, by string) error {
 	err := q.db.Update(func(tx *bolt.Tx) error {
 		d, err := destOf(tx, name)
 		if err != nil {
 			return err
 		}
 		if paused {
-			return d.b.Put(pausedKey, []byte{1})
+			if by == "" {
+				by = "unknown"
+			}
+			return d.b.Put(pausedKey, []byte(by))
 		}
 		return d.b.Delete(pausedKey)
 	})
@@ -415,6 +431,22 @@ func (q *Queue) SetPaused(ctx context.Context, name string, paused bool) error {
 		return fmt.Errorf("bolt pause: %w", err)
 	}
 	return nil
+}
+
+// Paused implements sender.Queue.
+func (q *Queue) Paused(ctx context.Context, name string) (paused bool, by string, err error) {
+	err = q.db.View(func(tx *bolt.Tx) error {
+		d, err := destOf(tx, name)
+		if err != nil || d == nil {
+			return err
+		}
+		paused, by = d.pausedBy()
+		return nil
+	})
+	if err != nil {
+		return false, "", fmt.Errorf("bolt paused: %w", err)
+	}
+	return paused, by, nil
 }
 
 // Stats implements sender.Queue.
@@ -426,7 +458,7 @@ func (q *Queue) Stats(ctx context.Context, name string, now time.Time) (sender.S
 			return err
 		}
 		s.Queued, s.Leased, s.Dead = d.due.Stats().KeyN, d.leased.Stats().KeyN, d.dead.Stats().KeyN
-		s.Paused = d.paused()
+		s.Paused, s.PausedBy = d.pausedBy()
 		c := tx.Bucket(corruptB).Cursor()
 		prefix := []byte(name + "\x00")
 		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {

@@ -221,7 +221,7 @@ func Run(t *testing.T, newQueue NewQueue) {
 	t.Run("PausedLeasesNothing", func(t *testing.T) {
 		t.Parallel()
 		q := newQueue(t, retention)
-		if err := q.SetPaused(t.Context(), "d", true); err != nil {
+		if err := q.SetPaused(t.Context(), "d", true, "operator"); err != nil {
 			t.Fatal(err)
 		}
 		mustEnqueue(t, q, env("d", "m1", t0), sender.EnqueueResult{State: sender.StatePaused})
@@ -229,11 +229,20 @@ func Run(t *testing.T, newQueue NewQueue) {
 			t.Fatalf("a paused destination leased %v", ids(got))
 		}
 		st, _ := q.Stats(t.Context(), "d", t0.Add(time.Minute))
-		if !st.Paused || st.Queued != 1 || st.OldestReady != time.Minute {
+		if !st.Paused || st.PausedBy != "operator" || st.Queued != 1 || st.OldestReady != time.Minute {
 			t.Errorf("Stats while paused = %+v", st)
 		}
-		if err := q.SetPaused(t.Context(), "d", false); err != nil {
+		if paused, by, err := q.Paused(t.Context(), "d"); err != nil || !paused || by != "operator" {
+			t.Errorf("Paused = %v, %q, %v; want true, operator", paused, by, err)
+		}
+		if err := q.SetPaused(t.Context(), "d", false, ""); err != nil {
 			t.Fatal(err)
+		}
+		if paused, by, err := q.Paused(t.Context(), "d"); err != nil || paused || by != "" {
+			t.Errorf("Paused after resume = %v, %q, %v", paused, by, err)
+		}
+		if paused, _, err := q.Paused(t.Context(), "never-seen"); err != nil || paused {
+			t.Errorf("Paused(unknown destination) = %v, %v", paused, err)
 		}
 		if got := mustLease(t, q, "d", 10, t0); len(got) != 1 {
 			t.Fatalf("after resume leased %v, want the kept envelope", ids(got))
@@ -395,7 +404,7 @@ func Run(t *testing.T, newQueue NewQueue) {
 		q := newQueue(t, retention)
 		mustEnqueue(t, q, env("a", "m1", t0), queued)
 		mustEnqueue(t, q, env("a{b}", "m1", t0), queued)
-		q.SetPaused(t.Context(), "a", true)
+		q.SetPaused(t.Context(), "a", true, "operator")
 		if got := mustLease(t, q, "a{b}", 10, t0); len(got) != 1 {
 			t.Fatalf("another destination's pause held back %v", got)
 		}

@@ -11,7 +11,7 @@ package redisqueue
 //	<prefix>:q:{<dest>}:dead    ZSET  id -> dead-lettered at, unix ms
 //	<prefix>:q:{<dest>}:done    HASH  id -> fingerprint, for IDs delivered within the retention
 //	<prefix>:q:{<dest>}:donet   ZSET  id -> delivered at, unix ms (trims done)
-//	<prefix>:q:{<dest>}:paused  STRING "1" while the destination is paused
+//	<prefix>:q:{<dest>}:paused  STRING who paused it, while the destination is paused
 //	<prefix>:q:{<dest>}:corrupt HASH  id -> an entry that did not decode, set aside
 //
 // An envelope is stored once; the indexes hold IDs. An envelope due at

@@ -263,11 +263,14 @@ func (q *Queue) Settle(ctx context.Context, dest string, outcomes []sender.Outco
 }
 
 // SetPaused implements sender.Queue.
-func (q *Queue) SetPaused(ctx context.Context, dest string, paused bool) error {
+func (q *Queue) SetPaused(ctx context.Context, dest string, paused bool, by string) error {
 	k := keysOf(q.prefix, dest)
 	var err error
 	if paused {
-		err = q.rdb.Set(ctx, k.paused, "1", 0).Err()
+		if by == "" {
+			by = "unknown"
+		}
+		err = q.rdb.Set(ctx, k.paused, by, 0).Err()
 	} else {
 		err = q.rdb.Del(ctx, k.paused).Err()
 	}
@@ -277,11 +280,23 @@ func (q *Queue) SetPaused(ctx context.Context, dest string, paused bool) error {
 	return nil
 }
 
+// Paused implements sender.Queue.
+func (q *Queue) Paused(ctx context.Context, dest string) (bool, string, error) {
+	by, err := q.rdb.Get(ctx, keysOf(q.prefix, dest).paused).Result()
+	if errors.Is(err, redis.Nil) {
+		return false, "", nil
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("redis paused: %w", err)
+	}
+	return true, by, nil
+}
+
 // statsScript reads a destination's depth.
 //
 //	KEYS  due, leased, dead, paused, ready, env, corrupt
 //	ARGV  now ms
-//	returns {queued, leased, dead, paused, oldest scheduled due ms or -1,
+//	returns {queued, leased, dead, who paused it or false, oldest scheduled due ms or -1,
 //	oldest dead ms or -1, corrupt, the envelope at the head of the ready
 //	list or false}
 var statsScript = redis.NewScript(`
@@ -299,7 +314,7 @@ if head then
   head = redis.call('HGET', KEYS[6], head)
 end
 return {redis.call('ZCARD', KEYS[1]) + redis.call('LLEN', KEYS[5]), redis.call('ZCARD', KEYS[2]),
-  redis.call('ZCARD', KEYS[3]), redis.call('EXISTS', KEYS[4]), oldest, oldestDead, redis.call('HLEN', KEYS[7]), head}
+  redis.call('ZCARD', KEYS[3]), redis.call('GET', KEYS[4]), oldest, oldestDead, redis.call('HLEN', KEYS[7]), head}
 `)
 
 // Stats implements sender.Queue.
@@ -310,7 +325,10 @@ func (q *Queue) Stats(ctx context.Context, dest string, now time.Time) (sender.S
 		return sender.Stats{}, fmt.Errorf("redis stats: %w", err)
 	}
 	n := func(i int) int64 { x, _ := v[i].(int64); return x }
-	s := sender.Stats{Queued: int(n(0)), Leased: int(n(1)), Dead: int(n(2)), Paused: n(3) == 1, Corrupt: int(n(6))}
+	s := sender.Stats{Queued: int(n(0)), Leased: int(n(1)), Dead: int(n(2)), Corrupt: int(n(6))}
+	if by, ok := v[3].(string); ok {
+		s.Paused, s.PausedBy = true, by
+	}
 	if n(4) >= 0 {
 		s.OldestReady = now.Sub(time.UnixMilli(n(4)))
 	}
