@@ -270,9 +270,9 @@ type deadEntry struct {
 	DeadAt      time.Time `json:"dead_at"`
 }
 
-func entryOf(e *sender.Envelope) deadEntry {
+func entryOf(e *sender.Meta) deadEntry {
 	return deadEntry{ID: e.ID, Destination: e.Destination, EventType: e.EventType, Class: e.Class.String(),
-		LastStatus: e.LastStatus, LastError: e.LastError, Attempts: len(e.Log), DeadAt: e.DeadAt}
+		LastStatus: e.LastStatus, LastError: e.LastError, Attempts: e.Tried, DeadAt: e.DeadAt}
 }
 
 func (a *adminAPI) listDead(w http.ResponseWriter, r *http.Request) error {

@@ -229,6 +229,8 @@ func (sc *SenderConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			sc.Lease, err = positiveDuration(d, sub, args)
 		case "retention":
 			sc.Retention, err = positiveDuration(d, sub, args)
+		case "max_redrive":
+			sc.MaxRedrive, err = positiveInt(d, sub, args)
 		case "breaker":
 			if len(args) != 0 {
 				return d.ArgErr()

@@ -70,7 +70,7 @@ func (o ops) Count(ctx context.Context, f sender.Filter, upTo int) (int, bool, e
 }
 
 // List pages through the dead letters f matches.
-func (o ops) List(ctx context.Context, f sender.Filter, limit int, cursor string) ([]*sender.Envelope, string, error) {
+func (o ops) List(ctx context.Context, f sender.Filter, limit int, cursor string) ([]*sender.Meta, string, error) {
 	return o.app.dlq.List(ctx, f, limit, cursor)
 }
 

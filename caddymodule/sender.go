@@ -41,6 +41,9 @@ type SenderConfig struct {
 	// Retention is how long delivered IDs (enqueue idempotency) and dead
 	// letters are kept. Default 168h.
 	Retention caddy.Duration `json:"retention,omitempty"`
+	// MaxRedrive is the most dead letters one redrive may move (a larger
+	// limit is refused with 400 bad_limit). Default 10000.
+	MaxRedrive int `json:"max_redrive,omitempty"`
 	// Breaker opens a destination's circuit.
 	Breaker *BreakerConfig `json:"breaker,omitempty"`
 }
@@ -180,7 +183,11 @@ func (a *App) startSender() error {
 	a.metrics.sender.zero(s.Destinations())
 	ctx, cancel := context.WithCancel(context.Background())
 	a.sender, a.stopSender, a.senderDone = s, cancel, new(sync.WaitGroup)
-	a.dlq = sender.NewDLQ(q, s.Destinations(), nil)
+	maxRedrive := 0
+	if a.Sender != nil {
+		maxRedrive = a.Sender.MaxRedrive
+	}
+	a.dlq = sender.NewDLQ(q, s.Destinations(), maxRedrive, nil)
 	a.senderDone.Go(func() { s.Run(ctx) })
 	a.logger.Info("sender started", zap.Strings("destinations", s.Destinations()))
 	return nil

@@ -46,7 +46,7 @@ type Service interface {
 	SetPaused(ctx context.Context, name string, paused bool, by string) (sender.DestinationStatus, error)
 	Summary(ctx context.Context, f sender.Filter, upTo int) ([]sender.Group, int, bool, error)
 	Count(ctx context.Context, f sender.Filter, upTo int) (int, bool, error)
-	List(ctx context.Context, f sender.Filter, limit int, cursor string) ([]*sender.Envelope, string, error)
+	List(ctx context.Context, f sender.Filter, limit int, cursor string) ([]*sender.Meta, string, error)
 	Get(ctx context.Context, dest, id string) (*sender.Envelope, sender.State, error)
 	HeaderSent(e *sender.Envelope) (http.Header, error)
 	Redrive(ctx context.Context, f sender.Filter, limit int, by string, dryRun bool) (*sender.Redrive, error)

@@ -75,9 +75,13 @@ func (f *fakeService) Count(ctx context.Context, fl sender.Filter, upTo int) (in
 	return min(n, upTo), n > upTo, nil
 }
 
-func (f *fakeService) List(ctx context.Context, fl sender.Filter, limit int, cursor string) ([]*sender.Envelope, string, error) {
+func (f *fakeService) List(ctx context.Context, fl sender.Filter, limit int, cursor string) ([]*sender.Meta, string, error) {
 	f.note(fl.Destination)
-	return f.matching(fl), "", nil
+	var out []*sender.Meta
+	for _, e := range f.matching(fl) {
+		out = append(out, sender.MetaOf(e))
+	}
+	return out, "", nil
 }
 
 func (f *fakeService) Get(ctx context.Context, dest, id string) (*sender.Envelope, sender.State, error) {

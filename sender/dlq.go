@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -24,7 +25,7 @@ type Filter struct {
 	IDs         []string  `json:"ids,omitempty"`
 }
 
-func (f Filter) matches(e *Envelope) bool {
+func (f Filter) matches(e *Meta) bool {
 	switch {
 	case f.Class != "" && e.Class.String() != f.Class:
 		return false
@@ -47,20 +48,26 @@ type Redrive struct {
 	Moved   int       `json:"moved"`
 	By      string    `json:"by"`
 	At      time.Time `json:"at"`
+	// Error is set when the store failed part-way: Moved is then what
+	// moved before it did.
+	Error string `json:"error,omitempty"`
 	// Letters are the destination and ID of each envelope moved.
 	Letters []Letter `json:"letters,omitempty"`
-	// Progress, computed when read.
-	Delivered int `json:"delivered"`
-	DeadAgain int `json:"dead_again"`
-	Pending   int `json:"pending"`
+	// Progress, read from the queue's counts when the record is read:
+	// the rest of Moved is pending.
+	Delivered  int `json:"delivered"`
+	DeadAgain  int `json:"dead_again"`
+	Superseded int `json:"superseded"`
+	Pending    int `json:"pending"`
 }
 
 // Letter names one envelope a redrive moved. Outcome and LastError are
-// computed when the record is read (Progress), never stored.
+// read when the record is read (Progress), for the first letters only,
+// never stored.
 type Letter struct {
 	Destination string `json:"destination"`
 	ID          string `json:"id"`
-	// Outcome is delivered, dead_again or pending.
+	// Outcome is delivered, dead_again, superseded or pending.
 	Outcome   string `json:"outcome,omitempty"`
 	LastError string `json:"last_error,omitempty"`
 }
@@ -86,48 +93,99 @@ type AuditedQueue interface {
 	Audit
 }
 
+// DefaultMaxRedrive is the largest redrive one request may ask for.
+const DefaultMaxRedrive = 10000
+
 // DLQ is the dead-letter service.
 type DLQ struct {
-	queue AuditedQueue
-	dests []string
-	now   func() time.Time
+	queue      AuditedQueue
+	dests      []string // configured
+	maxRedrive int
+	now        func() time.Time
 }
 
-// NewDLQ returns the service over q for the named destinations.
-func NewDLQ(q AuditedQueue, dests []string, now func() time.Time) *DLQ {
+// NewDLQ returns the service over q for the configured destinations
+// dests; a redrive moves at most maxRedrive letters (0: the default).
+// Dead letters of a destination the store holds but the configuration
+// does not (an orphan: renamed, removed) stay readable and purgeable;
+// they cannot be redriven.
+func NewDLQ(q AuditedQueue, dests []string, maxRedrive int, now func() time.Time) *DLQ {
 	if now == nil {
 		now = time.Now
 	}
-	return &DLQ{queue: q, dests: dests, now: now}
+	if maxRedrive <= 0 {
+		maxRedrive = DefaultMaxRedrive
+	}
+	return &DLQ{queue: q, dests: dests, maxRedrive: maxRedrive, now: now}
 }
+
+// MaxRedrive is the largest limit a redrive may ask for.
+func (s *DLQ) MaxRedrive() int { return s.maxRedrive }
 
 // ErrBadFilter means a filter names an unknown destination or class.
 var ErrBadFilter = errors.New("bad filter")
 
-// ErrBadLimit means a redrive without a positive limit.
-var ErrBadLimit = errors.New("a redrive needs a positive limit")
+// ErrBadLimit means a redrive whose limit is not 1 to the maximum.
+var ErrBadLimit = errors.New("bad limit")
 
-func (s *DLQ) check(f Filter) ([]string, error) {
+// ErrOrphaned means a destination the store holds envelopes of but the
+// configuration does not name: they are kept, never delivered, until
+// they are moved to a configured destination or purged.
+var ErrOrphaned = errors.New("destination is not configured")
+
+// check resolves f's destinations: the named one, or every destination
+// the store holds (configured first, in configuration order, then the
+// orphans); configured only (redrive) limits them to the configured.
+func (s *DLQ) check(ctx context.Context, f Filter, configuredOnly bool) ([]string, error) {
 	if f.Class != "" {
 		if _, err := ParseClass(f.Class); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrBadFilter, err)
 		}
 	}
-	if f.Destination == "" {
+	if f.Destination != "" && slices.Contains(s.dests, f.Destination) {
+		return []string{f.Destination}, nil
+	}
+	if f.Destination == "" && configuredOnly {
 		return s.dests, nil
 	}
-	if !slices.Contains(s.dests, f.Destination) {
+	orphans, err := Orphans(ctx, s.queue, s.dests)
+	if err != nil {
+		return nil, err
+	}
+	if f.Destination == "" {
+		return append(slices.Clone(s.dests), orphans...), nil
+	}
+	if !slices.Contains(orphans, f.Destination) {
 		return nil, fmt.Errorf("%w: unknown destination %q", ErrBadFilter, f.Destination)
 	}
+	if configuredOnly {
+		return nil, fmt.Errorf("%w: %q: move its letters to a configured destination first (hookgate destinations move)", ErrOrphaned, f.Destination)
+	}
 	return []string{f.Destination}, nil
+}
+
+// Orphans lists the destinations q holds anything of that are not among
+// configured, in byte order.
+func Orphans(ctx context.Context, q Queue, configured []string) ([]string, error) {
+	all, err := q.Destinations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, d := range all {
+		if !slices.Contains(configured, d) {
+			out = append(out, d)
+		}
+	}
+	return out, nil
 }
 
 // scanPage is how many dead letters a scan reads per store call.
 const scanPage = 500
 
-// each calls fn for every dead letter of dests that f matches, in
-// dead-at order per destination, until fn returns false.
-func (s *DLQ) each(ctx context.Context, dests []string, f Filter, fn func(*Envelope) bool) error {
+// each calls fn for the record of every dead letter of dests that f
+// matches, in dead-at order per destination, until fn returns false.
+func (s *DLQ) each(ctx context.Context, dests []string, f Filter, fn func(*Meta) bool) error {
 	if len(f.IDs) > 0 {
 		return s.eachID(ctx, dests, f, fn)
 	}
@@ -152,24 +210,24 @@ func (s *DLQ) each(ctx context.Context, dests []string, f Filter, fn func(*Envel
 	return nil
 }
 
-// eachID is each for a filter that names its IDs: a read per ID and
-// destination, not a scan of every dead letter.
-func (s *DLQ) eachID(ctx context.Context, dests []string, f Filter, fn func(*Envelope) bool) error {
+// eachID is each for a filter that names its IDs: their records are
+// read, not every dead letter's.
+func (s *DLQ) eachID(ctx context.Context, dests []string, f Filter, fn func(*Meta) bool) error {
+	ids := slices.Compact(slices.Sorted(slices.Values(f.IDs)))
 	for _, dest := range dests {
-		var found []*Envelope
-		for _, id := range slices.Compact(slices.Sorted(slices.Values(f.IDs))) {
-			e, state, err := s.queue.Get(ctx, dest, id)
-			if errors.Is(err, ErrNotFound) {
-				continue
-			}
+		var found []*Meta
+		for chunk := range slices.Chunk(ids, scanPage) {
+			metas, err := s.queue.Metas(ctx, dest, chunk)
 			if err != nil {
 				return err
 			}
-			if state == StateDead && f.matches(e) {
-				found = append(found, e)
+			for _, m := range metas {
+				if m.State == StateDead && f.matches(m) {
+					found = append(found, m)
+				}
 			}
 		}
-		slices.SortStableFunc(found, func(a, b *Envelope) int { return a.DeadAt.Compare(b.DeadAt) })
+		slices.SortStableFunc(found, func(a, b *Meta) int { return a.DeadAt.Compare(b.DeadAt) })
 		for _, e := range found {
 			if !fn(e) {
 				return nil
@@ -183,12 +241,12 @@ func (s *DLQ) eachID(ctx context.Context, dests []string, f Filter, fn func(*Env
 // above 0 it groups at most that many, the oldest of each destination
 // first, and more reports that there are others.
 func (s *DLQ) Summary(ctx context.Context, f Filter, upTo int) (groups []Group, total int, more bool, err error) {
-	dests, err := s.check(f)
+	dests, err := s.check(ctx, f, false)
 	if err != nil {
 		return nil, 0, false, err
 	}
 	index := map[[2]string]int{}
-	err = s.each(ctx, dests, f, func(e *Envelope) bool {
+	err = s.each(ctx, dests, f, func(e *Meta) bool {
 		if upTo > 0 && total == upTo {
 			more = true
 			return false
@@ -213,11 +271,11 @@ func (s *DLQ) Summary(ctx context.Context, f Filter, upTo int) (groups []Group, 
 // Count counts the dead letters f matches, stopping at upTo: more reports
 // that there are more than upTo.
 func (s *DLQ) Count(ctx context.Context, f Filter, upTo int) (n int, more bool, err error) {
-	dests, err := s.check(f)
+	dests, err := s.check(ctx, f, false)
 	if err != nil {
 		return 0, false, err
 	}
-	err = s.each(ctx, dests, f, func(*Envelope) bool {
+	err = s.each(ctx, dests, f, func(*Meta) bool {
 		if n == upTo {
 			more = true
 			return false
@@ -228,30 +286,33 @@ func (s *DLQ) Count(ctx context.Context, f Filter, upTo int) (n int, more bool, 
 	return n, more, err
 }
 
-// List pages through the dead letters f matches: up to limit from after
-// the cursor ("" for the first page); next is "" after the last.
-func (s *DLQ) List(ctx context.Context, f Filter, limit int, cursor string) ([]*Envelope, string, error) {
-	dests, err := s.check(f)
+// List pages through the records of the dead letters f matches: up to
+// limit from after the cursor ("" for the first page); next is "" after
+// the last.
+func (s *DLQ) List(ctx context.Context, f Filter, limit int, cursor string) ([]*Meta, string, error) {
+	dests, err := s.check(ctx, f, false)
 	if err != nil {
 		return nil, "", err
 	}
 	// The cursor is the position of the last entry returned: its
-	// destination's index and the queue's cursor within it.
+	// destination's name and the queue's cursor within it.
 	start, inner := 0, ""
 	if cursor != "" {
-		if _, err := fmt.Sscanf(cursor, "%d|", &start); err != nil || start < 0 || start >= len(dests) {
+		name, rest, ok := strings.Cut(cursor, "|")
+		start = slices.Index(dests, name)
+		if !ok || start < 0 {
 			return nil, "", fmt.Errorf("%w: bad cursor", ErrBadFilter)
 		}
-		inner = cursor[len(fmt.Sprint(start))+1:]
+		inner = rest
 	}
-	var out []*Envelope
+	var out []*Meta
 	for di := start; di < len(dests); di++ {
 		c := ""
 		if di == start {
 			c = inner
 		}
 		for {
-			page, next, err := s.queue.Dead(ctx, dests[di], c, scanPage)
+			page, next, err := s.queue.Dead(ctx, dests[di], c, min(scanPage, limit+1))
 			if err != nil {
 				return nil, "", err
 			}
@@ -261,7 +322,7 @@ func (s *DLQ) List(ctx context.Context, f Filter, limit int, cursor string) ([]*
 				}
 				out = append(out, e)
 				if len(out) == limit {
-					return out, fmt.Sprintf("%d|%d:%s", di, e.DeadAt.UnixMilli(), e.ID), nil
+					return out, fmt.Sprintf("%s|%d:%s", dests[di], e.DeadAt.UnixMilli(), e.ID), nil
 				}
 			}
 			if next == "" {
@@ -276,7 +337,7 @@ func (s *DLQ) List(ctx context.Context, f Filter, limit int, cursor string) ([]*
 // Get reads one envelope, dead or not: from dest, or from the first
 // destination that holds the ID when dest is empty.
 func (s *DLQ) Get(ctx context.Context, dest, id string) (*Envelope, State, error) {
-	dests, err := s.check(Filter{Destination: dest})
+	dests, err := s.check(ctx, Filter{Destination: dest}, false)
 	if err != nil {
 		return nil, "", err
 	}
@@ -290,70 +351,96 @@ func (s *DLQ) Get(ctx context.Context, dest, id string) (*Envelope, State, error
 	return nil, "", ErrNotFound
 }
 
-// Redrive moves the dead letters f matches, up to limit, back to the
-// queue under a new redrive ID, and keeps the audit record. A dry run
-// counts what matches and moves nothing. It acts on everything matched up
-// to the limit, not only on a page.
+// redriveBatch is how many letters one store call moves.
+const redriveBatch = 200
+
+// Redrive moves the dead letters f matches, up to limit (1 to the
+// maximum), back to the queue under a new redrive ID, and keeps the audit
+// record. A dry run counts what matches and moves nothing. It acts on
+// everything matched up to the limit, not only on a page.
+//
+// The record is written before anything moves; from then on the move
+// runs to its end even when ctx is cancelled (the client left), and the
+// record ends with the true count moved. A store error part-way returns
+// the record (its ID, what moved) with the error, and keeps that on
+// record too.
 func (s *DLQ) Redrive(ctx context.Context, f Filter, limit int, by string, dryRun bool) (*Redrive, error) {
-	dests, err := s.check(f)
+	if limit <= 0 || limit > s.maxRedrive {
+		return nil, fmt.Errorf("%w: %d; want 1 to %d (max_redrive)", ErrBadLimit, limit, s.maxRedrive)
+	}
+	dests, err := s.check(ctx, f, true)
 	if err != nil {
 		return nil, err
 	}
-	if limit <= 0 {
-		return nil, ErrBadLimit
-	}
 	r := &Redrive{Filter: f, Limit: limit, By: by, At: s.now()}
 	var picked []Letter
-	err = s.each(ctx, dests, f, func(e *Envelope) bool {
+	err = s.each(ctx, dests, f, func(e *Meta) bool {
 		r.Matched++
 		if len(picked) < limit {
 			picked = append(picked, Letter{Destination: e.Destination, ID: e.ID})
 		}
 		return true
 	})
-	if err != nil || dryRun || len(picked) == 0 {
-		return r, err
+	if err != nil {
+		return nil, err
+	}
+	if dryRun || len(picked) == 0 {
+		return r, nil
 	}
 	r.ID = newRedriveID()
-	// The record is written before anything moves, so a redrive that
-	// fails half-way is on record under its ID, and a store that refuses
-	// the record moves nothing.
+	// The record is written before anything moves, so that a redrive
+	// that fails half-way is on record under its ID, and a store that
+	// refuses the record moves nothing.
 	if err := s.queue.PutRedrive(ctx, r); err != nil {
 		r.ID = ""
-		return r, err
+		return nil, err
 	}
+	ctx = context.WithoutCancel(ctx)
 	byDest := map[string][]string{}
 	for _, l := range picked {
 		byDest[l.Destination] = append(byDest[l.Destination], l.ID)
 	}
 	// The record names what moved: a letter purged or redriven meanwhile
 	// is not this redrive's.
+	var moveErr error
 	for _, dest := range dests {
-		ids := byDest[dest]
-		for len(ids) > 0 {
-			chunk := ids[:min(len(ids), 200)]
-			ids = ids[len(chunk):]
+		for chunk := range slices.Chunk(byDest[dest], redriveBatch) {
 			moved, err := s.queue.Redrive(ctx, dest, chunk, r.ID, s.now())
 			for _, id := range moved {
 				r.Letters = append(r.Letters, Letter{Destination: dest, ID: id})
 			}
 			r.Moved += len(moved)
 			if err != nil {
-				s.queue.PutRedrive(ctx, r)
-				return r, err
+				moveErr = err
+				break
 			}
 		}
+		if moveErr != nil {
+			break
+		}
 	}
-	if err := s.queue.PutRedrive(ctx, r); err != nil {
-		return r, fmt.Errorf("redrive %s moved %d but its audit record failed: %w", r.ID, r.Moved, err)
+	if moveErr != nil {
+		r.Error = moveErr.Error()
+	}
+	if err := s.queue.PutRedrive(ctx, r); err != nil && moveErr == nil {
+		moveErr = fmt.Errorf("its audit record could not be completed: %w", err)
+	}
+	if moveErr != nil {
+		return r, fmt.Errorf("redrive %s moved %d of %d: %w", r.ID, r.Moved, len(picked), moveErr)
 	}
 	return r, nil
 }
 
-// Progress reads a redrive's record and what became of each envelope it
-// moved: delivered (gone from the queue), dead again (under this
-// redrive), or pending. With a scope, a record of a redrive that was not
-// confined to that destination is ErrNotFound, before any letter is read.
+// progressLetters is how many of a redrive's letters Progress reads the
+// outcome of: a page to show, never the whole redrive.
+const progressLetters = 100
+
+// Progress reads a redrive's record and what became of the envelopes it
+// moved, from the queue's counts: delivered, dead again (under this
+// redrive), superseded (moved again by a later redrive), and the rest
+// pending; and the outcome of the first letters, for a page to show. With
+// a scope, a record of a redrive that was not confined to that
+// destination is ErrNotFound, before anything else is read.
 func (s *DLQ) Progress(ctx context.Context, id, scope string) (*Redrive, error) {
 	r, err := s.queue.GetRedrive(ctx, id)
 	if err != nil {
@@ -362,46 +449,81 @@ func (s *DLQ) Progress(ctx context.Context, id, scope string) (*Redrive, error) 
 	if scope != "" && r.Filter.Destination != scope {
 		return nil, ErrNotFound
 	}
-	r.Delivered, r.DeadAgain, r.Pending = 0, 0, 0
-	for i := range r.Letters {
-		l := &r.Letters[i]
-		e, state, err := s.queue.Get(ctx, l.Destination, l.ID)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			r.Delivered++
-			l.Outcome = "delivered"
-		case err != nil:
+	dests := []string{r.Filter.Destination}
+	if r.Filter.Destination == "" {
+		// Its letters may have been moved since: every destination's
+		// counts.
+		if dests, err = s.queue.Destinations(ctx); err != nil {
 			return nil, err
-		case state == StateDead && e.RedriveID == id:
-			r.DeadAgain++
-			l.Outcome, l.LastError = "dead_again", e.LastError
+		}
+	}
+	r.Delivered, r.DeadAgain, r.Superseded = 0, 0, 0
+	for _, d := range dests {
+		c, err := s.queue.RedriveCounts(ctx, d, id)
+		if err != nil {
+			return nil, err
+		}
+		r.Delivered += c.Delivered
+		r.DeadAgain += c.DeadAgain
+		r.Superseded += c.Superseded
+	}
+	r.Pending = max(0, r.Moved-r.Delivered-r.DeadAgain-r.Superseded)
+	shown := r.Letters[:min(len(r.Letters), progressLetters)]
+	byDest := map[string][]string{}
+	for _, l := range shown {
+		byDest[l.Destination] = append(byDest[l.Destination], l.ID)
+	}
+	found := map[[2]string]*Meta{}
+	for d, ids := range byDest {
+		metas, err := s.queue.Metas(ctx, d, ids)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range metas {
+			found[[2]string{d, m.ID}] = m
+		}
+	}
+	for i := range shown {
+		l := &shown[i]
+		m := found[[2]string{l.Destination, l.ID}]
+		switch {
+		case m == nil:
+			l.Outcome = "delivered"
+		case m.RedriveID != id:
+			l.Outcome = "superseded"
+		case m.State == StateDead:
+			l.Outcome, l.LastError = "dead_again", m.LastError
 		default:
-			r.Pending++
 			l.Outcome = "pending"
 		}
 	}
 	return r, nil
 }
 
+// purgeBatch is how many letters one store call purges.
+const purgeBatch = 500
+
 // Purge deletes the dead letters f matches; it answers how many went.
 func (s *DLQ) Purge(ctx context.Context, f Filter) (int, error) {
-	dests, err := s.check(f)
+	dests, err := s.check(ctx, f, false)
 	if err != nil {
 		return 0, err
 	}
 	byDest := map[string][]string{}
-	if err := s.each(ctx, dests, f, func(e *Envelope) bool {
+	if err := s.each(ctx, dests, f, func(e *Meta) bool {
 		byDest[e.Destination] = append(byDest[e.Destination], e.ID)
 		return true
 	}); err != nil {
 		return 0, err
 	}
 	removed := 0
-	for dest, ids := range byDest {
-		n, err := s.queue.Purge(ctx, dest, ids)
-		removed += n
-		if err != nil {
-			return removed, err
+	for _, dest := range dests {
+		for chunk := range slices.Chunk(byDest[dest], purgeBatch) {
+			n, err := s.queue.Purge(ctx, dest, chunk)
+			removed += n
+			if err != nil {
+				return removed, err
+			}
 		}
 	}
 	return removed, nil

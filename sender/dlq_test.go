@@ -26,7 +26,7 @@ type countingQueue struct {
 	failRedrive bool
 }
 
-func (q *countingQueue) Dead(ctx context.Context, dest, cursor string, limit int) ([]*sender.Envelope, string, error) {
+func (q *countingQueue) Dead(ctx context.Context, dest, cursor string, limit int) ([]*sender.Meta, string, error) {
 	q.scans++
 	return q.AuditedQueue.Dead(ctx, dest, cursor, limit)
 }
@@ -65,7 +65,7 @@ func deadLetters(t *testing.T, n int) *countingQueue {
 // record and gets no redrive ID.
 func TestRedriveByIDReadsOnlyThoseIDs(t *testing.T) {
 	q := deadLetters(t, 20)
-	dlq := sender.NewDLQ(q, []string{"d"}, nil)
+	dlq := sender.NewDLQ(q, []string{"d"}, 0, nil)
 	q.scans, q.puts = 0, 0
 	r, err := dlq.Redrive(t.Context(), sender.Filter{Destination: "d", IDs: []string{"d-7", "d-7", "absent"}}, 5, "test", false)
 	if err != nil || r.Matched != 1 || r.Moved != 1 || r.ID == "" || q.scans != 0 {
@@ -94,7 +94,7 @@ func TestRedriveByIDReadsOnlyThoseIDs(t *testing.T) {
 // record under its ID, and Progress of it is scoped.
 func TestRedriveIsOnRecordBeforeItMoves(t *testing.T) {
 	q := deadLetters(t, 3)
-	dlq := sender.NewDLQ(q, []string{"d"}, nil)
+	dlq := sender.NewDLQ(q, []string{"d"}, 0, nil)
 	q.failRedrive = true
 	r, err := dlq.Redrive(t.Context(), sender.Filter{Destination: "d"}, 2, "test", false)
 	if err == nil || r.ID == "" {
@@ -181,7 +181,7 @@ func TestRedriveActsBeyondOnePage(t *testing.T) {
 	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	const n = 1300 // more than two pages of the scan
 	q := deadAt(t, n, base)
-	dlq := sender.NewDLQ(q, []string{"d"}, nil)
+	dlq := sender.NewDLQ(q, []string{"d"}, 0, nil)
 
 	r, err := dlq.Redrive(t.Context(), sender.Filter{Destination: "d"}, 5000, "test", true)
 	if err != nil || r.Matched != n || r.Moved != 0 {

@@ -25,6 +25,7 @@ type Envelope struct {
 	EventTime   time.Time // zero when unknown
 	CreatedAt   time.Time
 	Payload     []byte // delivered byte for byte
+	ContentType string // the payload's media type; "" means application/json
 
 	// Attempts counts the deliveries made so far, the first included.
 	Attempts int
@@ -54,8 +55,9 @@ type Attempt struct {
 	RedriveID string
 }
 
-// An envelope's stored form is compact binary, written once per state
-// change and read once per lease:
+// Before version 2 (record.go), a store kept an envelope as one binary
+// blob, read in full by every scan. The queues still read it, to move
+// what such a store holds to the current layout:
 //
 //	version byte | string id, destination, event type, entity |
 //	varint event time, created, next, dead (unix ms, 0 for none) |
@@ -69,7 +71,8 @@ const envelopeVersion = 1
 
 var errBadEnvelope = errors.New("malformed stored envelope")
 
-// MarshalEnvelope encodes e for a store.
+// MarshalEnvelope encodes e in the version 1 form (tests write such
+// stores with it).
 func MarshalEnvelope(e *Envelope) []byte {
 	n := 64 + len(e.ID) + len(e.Destination) + len(e.EventType) + len(e.Entity) + len(e.LastError) +
 		len(e.RedriveID) + len(e.TraceParent) + len(e.TraceState) + len(e.Payload)
@@ -101,7 +104,7 @@ func MarshalEnvelope(e *Envelope) []byte {
 	return append(b, e.Payload...)
 }
 
-// UnmarshalEnvelope decodes what MarshalEnvelope encoded.
+// UnmarshalEnvelope decodes the version 1 form.
 func UnmarshalEnvelope(b []byte) (*Envelope, error) {
 	if len(b) < 1 || b[0] != envelopeVersion {
 		return nil, errBadEnvelope

@@ -9,9 +9,11 @@ import (
 
 // Queue keeps each destination's envelopes: due (queued, or waiting for a
 // retry), leased, and dead; the IDs delivered within the retention (so an
-// enqueue is idempotent); and whether the destination is paused. Every
-// method is atomic: one Lua script in Redis, one transaction in bbolt.
-// Times come from the caller's clock.
+// enqueue is idempotent); whether the destination is paused; and each
+// redrive's counts. Every method is atomic per envelope: one Lua script in
+// Redis, one transaction in bbolt. Leases are judged by the store's clock
+// (Redis TIME; on bbolt, the one process's clock that now comes from);
+// the other times come from the caller's clock.
 type Queue interface {
 	// Enqueue adds e, due at e.NextAt, unless its ID is already known to
 	// its destination (queued, leased, dead, or delivered within the
@@ -19,15 +21,17 @@ type Queue interface {
 	// state, and whether the payload differed.
 	Enqueue(ctx context.Context, e *Envelope) (EnqueueResult, error)
 
-	// Lease moves leases that expired by now back to due, then leases up
-	// to n envelopes due by now, oldest first, until now+lease. A paused
-	// destination leases nothing. An envelope that does not decode is set
-	// aside (Stats.Corrupt), never leased.
+	// Lease moves leases that expired back to due, then leases up to n
+	// envelopes due by now, oldest first, for lease. A paused destination
+	// leases nothing. An envelope that does not decode is set aside
+	// (Stats.Corrupt), never leased; the others are returned even when
+	// setting it aside fails (with the error).
 	Lease(ctx context.Context, dest string, n int, now time.Time, lease time.Duration) ([]Leased, error)
 
 	// Settle applies a batch of outcomes. An outcome whose lease is no
 	// longer held (it expired and the envelope was leased again) is
-	// skipped and counted in the answer.
+	// skipped and counted in the answer. An envelope delivered or dead
+	// under a redrive counts in that redrive's RedriveCounts.
 	Settle(ctx context.Context, dest string, outcomes []Outcome, now time.Time) (skipped int, err error)
 
 	// SetPaused pauses or resumes a destination; the state is kept. by
@@ -39,12 +43,18 @@ type Queue interface {
 	// for the workers' check before each attempt.
 	Paused(ctx context.Context, dest string) (paused bool, by string, err error)
 
-	// Stats reads a destination's depth and oldest ready age.
+	// Stats reads a destination's depth and oldest ready age, from
+	// counters and index heads: it walks nothing.
 	Stats(ctx context.Context, dest string, now time.Time) (Stats, error)
 
-	// Dead lists dead letters of dest in dead-at order, from after the
-	// cursor (empty: the first), at most limit; next is "" at the end.
-	Dead(ctx context.Context, dest string, cursor string, limit int) (letters []*Envelope, next string, err error)
+	// Dead lists the records of dest's dead letters in dead-at order,
+	// from after the cursor (empty: the first), at most limit; next is ""
+	// at the end. It reads no payload.
+	Dead(ctx context.Context, dest string, cursor string, limit int) (letters []*Meta, next string, err error)
+
+	// Metas reads the records of ids, with their states, in the order
+	// given; an ID it does not hold is left out. It reads no payload.
+	Metas(ctx context.Context, dest string, ids []string) ([]*Meta, error)
 
 	// Get reads an envelope in any state but delivered, with its state;
 	// ErrNotFound when there is none.
@@ -52,11 +62,41 @@ type Queue interface {
 
 	// Redrive moves dead letters back to due at now, with a redrive ID,
 	// their attempt budget renewed and their log kept. IDs that are not
-	// dead are skipped; it answers the IDs it moved.
+	// dead are skipped; it answers the IDs it moved. Each letter moves at
+	// most once, however many redrives run at once; a letter that an
+	// earlier redrive had moved counts as superseded in that one's
+	// RedriveCounts.
 	Redrive(ctx context.Context, dest string, ids []string, redriveID string, now time.Time) ([]string, error)
+
+	// RedriveCounts reads what became of the letters a redrive moved in
+	// dest.
+	RedriveCounts(ctx context.Context, dest, redriveID string) (RedriveCounts, error)
 
 	// Purge deletes dead letters; it answers how many went.
 	Purge(ctx context.Context, dest string, ids []string) (int, error)
+
+	// Destinations lists every destination the store holds anything of
+	// (envelopes in any state, delivered IDs, a pause), configured or
+	// not, in byte order. It scans nothing.
+	Destinations(ctx context.Context) ([]string, error)
+
+	// Move moves every queued, leased and dead envelope of from to to:
+	// IDs, records, attempt logs and redrive IDs kept, queued ones due at
+	// now. An ID that to already holds with the same payload counts as
+	// moved (a move that was cut short, done again); with another
+	// payload it stays in from and counts as kept.
+	Move(ctx context.Context, from, to string, now time.Time) (moved, kept int, err error)
+
+	// Drop deletes everything the store holds of dest: its envelopes in
+	// every state, delivered IDs, pause and counts. It answers how many
+	// envelopes went.
+	Drop(ctx context.Context, dest string) (int, error)
+}
+
+// RedriveCounts is what became of the letters one redrive moved in one
+// destination; the rest are pending.
+type RedriveCounts struct {
+	Moved, Delivered, DeadAgain, Superseded int
 }
 
 // State is an envelope's state in the queue.

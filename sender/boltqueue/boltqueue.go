@@ -22,29 +22,45 @@ import (
 
 // The layout: a bucket "sender", in it a bucket per destination, holding
 //
-//	env     id -> state byte (q due, l leased, x dead) | score (8 bytes,
-//	        big-endian unix ms: due, lease end or dead-at) | fingerprint (8)
-//	        | envelope
-//	due     score|id -> nil   (an index per state, in score order)
-//	leased  score|id -> nil
-//	dead    score|id -> nil
-//	done    id -> fingerprint (8) | delivered at (8)
-//	donet   delivered at|id -> nil
-//	paused  who paused it, present while the destination is paused
+//	env      id -> state byte (q due, l leased, x dead) | score (8 bytes,
+//	         big-endian unix ms: due, lease end or dead-at) | payload
+//	meta     id -> the envelope's record (sender.MarshalMeta)
+//	log      id -> its attempt log (sender.MarshalLog), absent while empty
+//	due      score|id -> nil   (an index per state, in score order)
+//	leased   score|id -> nil
+//	dead     score|id -> nil
+//	done     id -> fingerprint (8) | delivered at (8)
+//	donet    delivered at|id -> nil
+//	redrives redrive id -> moved, delivered, dead again, superseded (8
+//	         bytes each) | first moved at (8)
+//	counts   (a key) queued, leased, dead (8 bytes each), kept with the
+//	         indexes, so that Stats walks nothing
+//	paused   (a key) who paused it, present while the destination is paused
+//
+// Stores written before version 2 kept the record, the log and the
+// payload in one env value (state | score | fingerprint | envelope); New
+// moves them to this layout.
 var (
-	rootBucket  = []byte("sender")
-	corruptB    = []byte("sender_corrupt")  // dest NUL id -> the entry as it was stored
-	redrivesB   = []byte("sender_redrives") // redrive id -> audit record, JSON
-	envB, dueB  = []byte("env"), []byte("due")
-	leasedB     = []byte("leased")
-	deadB       = []byte("dead")
-	doneB       = []byte("done")
-	donetB      = []byte("donet")
-	pausedKey   = []byte("paused")
+	rootBucket = []byte("sender")
+	corruptB   = []byte("sender_corrupt")  // dest NUL id -> the entry as it was stored
+	redrivesB  = []byte("sender_redrives") // redrive id -> audit record, JSON
+	envB, dueB = []byte("env"), []byte("due")
+	metaB      = []byte("meta")
+	logB       = []byte("log")
+	leasedB    = []byte("leased")
+	deadB      = []byte("dead")
+	doneB      = []byte("done")
+	donetB     = []byte("donet")
+	rdCountsB  = []byte("redrives")
+	countsKey  = []byte("counts")
+	pausedKey  = []byte("paused")
+	subBuckets = [][]byte{envB, metaB, logB, dueB, leasedB, deadB, doneB, donetB, rdCountsB}
+
 	errBadEntry = errors.New("malformed stored envelope entry")
 )
 
-// trimBatch bounds the delivered IDs and dead letters forgotten per Settle.
+// trimBatch bounds the delivered IDs, dead letters and redrive counts
+// forgotten per Settle.
 const trimBatch = 100
 
 // Queue is a sender.Queue on a bbolt file.
@@ -55,20 +71,19 @@ type Queue struct {
 }
 
 // New returns a Queue on db. Delivered IDs and dead letters are kept for
-// retention.
+// retention. What a store of an earlier version holds is moved to the
+// current layout first.
 func New(db *bolt.DB, retention time.Duration) (*Queue, error) {
 	err := db.Update(func(tx *bolt.Tx) error {
-		if _, err := tx.CreateBucketIfNotExists(rootBucket); err != nil {
-			return err
+		for _, name := range [][]byte{rootBucket, corruptB, redrivesB} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
 		}
-		if _, err := tx.CreateBucketIfNotExists(corruptB); err != nil {
-			return err
-		}
-		_, err := tx.CreateBucketIfNotExists(redrivesB)
-		return err
+		return upgrade(tx)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("creating buckets: %w", err)
+		return nil, fmt.Errorf("opening the sender's buckets: %w", err)
 	}
 	return &Queue{db: db, write: boltcommit.New(db).Update, retention: retention}, nil
 }
@@ -81,13 +96,21 @@ func indexKey(score int64, id string) []byte {
 	return append(b, id...)
 }
 
+func scoreOf(k []byte) int64 { return int64(binary.BigEndian.Uint64(k[:8])) }
+
 // dest is one destination's buckets.
 type dest struct {
-	b                                   *bolt.Bucket
-	env, due, leased, dead, done, donet *bolt.Bucket
+	name                   string
+	b                      *bolt.Bucket
+	env, meta, log         *bolt.Bucket
+	due, leased, dead      *bolt.Bucket
+	done, donet, rdCounts  *bolt.Bucket
+	corrupt                *bolt.Bucket
+	queued, leasedN, deadN int64 // the counts, as read
+	countsChanged          bool
 }
 
-func (d dest) index(state byte) *bolt.Bucket {
+func (d *dest) index(state byte) *bolt.Bucket {
 	switch state {
 	case 'q':
 		return d.due
@@ -95,6 +118,31 @@ func (d dest) index(state byte) *bolt.Bucket {
 		return d.leased
 	}
 	return d.dead
+}
+
+func (d *dest) count(state byte, delta int64) {
+	switch state {
+	case 'q':
+		d.queued += delta
+	case 'l':
+		d.leasedN += delta
+	default:
+		d.deadN += delta
+	}
+	d.countsChanged = true
+}
+
+// flush writes the counts back, when they changed.
+func (d *dest) flush() error {
+	if !d.countsChanged {
+		return nil
+	}
+	d.countsChanged = false
+	v := make([]byte, 0, 24)
+	for _, n := range []int64{d.queued, d.leasedN, d.deadN} {
+		v = binary.BigEndian.AppendUint64(v, uint64(max(n, 0)))
+	}
+	return d.b.Put(countsKey, v)
 }
 
 // destOf returns name's buckets, creating them in a writable tx; nil when
@@ -110,39 +158,55 @@ func destOf(tx *bolt.Tx, name string) (*dest, error) {
 		if b, err = root.CreateBucket([]byte(name)); err != nil {
 			return nil, err
 		}
-		for _, n := range [][]byte{envB, dueB, leasedB, deadB, doneB, donetB} {
-			if _, err := b.CreateBucket(n); err != nil {
+	}
+	if tx.Writable() && b.Bucket(rdCountsB) == nil {
+		for _, n := range subBuckets {
+			if _, err := b.CreateBucketIfNotExists(n); err != nil {
 				return nil, err
 			}
 		}
 	}
-	return &dest{b: b, env: b.Bucket(envB), due: b.Bucket(dueB), leased: b.Bucket(leasedB),
-		dead: b.Bucket(deadB), done: b.Bucket(doneB), donet: b.Bucket(donetB)}, nil
+	d := &dest{name: name, b: b, env: b.Bucket(envB), meta: b.Bucket(metaB), log: b.Bucket(logB),
+		due: b.Bucket(dueB), leased: b.Bucket(leasedB), dead: b.Bucket(deadB), done: b.Bucket(doneB),
+		donet: b.Bucket(donetB), rdCounts: b.Bucket(rdCountsB), corrupt: tx.Bucket(corruptB)}
+	if d.meta == nil || d.rdCounts == nil {
+		// Read-only, on a store that upgrade has not reached (New runs it
+		// first, so only a read racing New): read nothing of it.
+		return nil, nil
+	}
+	if v := b.Get(countsKey); len(v) == 24 {
+		d.queued = int64(binary.BigEndian.Uint64(v))
+		d.leasedN = int64(binary.BigEndian.Uint64(v[8:]))
+		d.deadN = int64(binary.BigEndian.Uint64(v[16:]))
+	} else {
+		d.queued, d.leasedN, d.deadN = int64(d.due.Stats().KeyN), int64(d.leased.Stats().KeyN), int64(d.dead.Stats().KeyN)
+		d.countsChanged = tx.Writable()
+	}
+	return d, nil
 }
 
 // entry is an env value.
 type entry struct {
-	state byte
-	score int64
-	fp    [8]byte
-	env   []byte // the marshalled envelope
+	state   byte
+	score   int64
+	payload []byte
 }
 
 func (e entry) marshal() []byte {
-	b := make([]byte, 0, 17+len(e.env))
+	b := make([]byte, 0, 9+len(e.payload))
 	b = append(b, e.state)
 	b = binary.BigEndian.AppendUint64(b, uint64(e.score))
-	b = append(b, e.fp[:]...)
-	return append(b, e.env...)
+	return append(b, e.payload...)
 }
 
 func unmarshal(v []byte) (entry, error) {
-	if len(v) < 17 {
+	if len(v) < 9 {
 		return entry{}, errBadEntry
 	}
-	return entry{state: v[0], score: int64(binary.BigEndian.Uint64(v[1:9])), fp: [8]byte(v[9:17]), env: v[17:]}, nil
+	return entry{state: v[0], score: int64(binary.BigEndian.Uint64(v[1:9])), payload: v[9:]}, nil
 }
 
+// load reads id's env entry; ok is false when there is none.
 func (d *dest) load(id string) (entry, bool, error) {
 	v := d.env.Get([]byte(id))
 	if v == nil {
@@ -152,25 +216,79 @@ func (d *dest) load(id string) (entry, bool, error) {
 	return e, err == nil, err
 }
 
-// move writes e under id in its new state and score, keeping the indexes
-// in step with old.
-func (d *dest) move(id string, old *entry, e entry) error {
-	if old != nil {
-		if err := d.index(old.state).Delete(indexKey(old.score, id)); err != nil {
-			return err
-		}
-	}
-	if err := d.index(e.state).Put(indexKey(e.score, id), nil); err != nil {
-		return err
-	}
-	return d.env.Put([]byte(id), e.marshal())
+// record reads id's record.
+func (d *dest) record(id string) (*sender.Meta, error) {
+	return sender.UnmarshalMeta(d.name, id, d.meta.Get([]byte(id)))
 }
 
+// setState moves id's env entry to a new state and score, keeping the
+// indexes and counts in step.
+func (d *dest) setState(id string, old entry, state byte, score int64) error {
+	if err := d.index(old.state).Delete(indexKey(old.score, id)); err != nil {
+		return err
+	}
+	if err := d.index(state).Put(indexKey(score, id), nil); err != nil {
+		return err
+	}
+	d.count(old.state, -1)
+	d.count(state, 1)
+	old.state, old.score = state, score
+	return d.env.Put([]byte(id), old.marshal())
+}
+
+// put writes a whole envelope in a state: entry, record, log, index.
+func (d *dest) put(e *sender.Envelope, m *sender.Meta, state byte, score int64) error {
+	id := []byte(e.ID)
+	if err := d.index(state).Put(indexKey(score, e.ID), nil); err != nil {
+		return err
+	}
+	d.count(state, 1)
+	if err := d.env.Put(id, entry{state: state, score: score, payload: e.Payload}.marshal()); err != nil {
+		return err
+	}
+	if err := d.meta.Put(id, sender.MarshalMeta(m)); err != nil {
+		return err
+	}
+	if len(e.Log) == 0 {
+		return d.log.Delete(id)
+	}
+	return d.log.Put(id, sender.MarshalLog(e.Log))
+}
+
+// remove deletes id in every part.
 func (d *dest) remove(id string, old entry) error {
 	if err := d.index(old.state).Delete(indexKey(old.score, id)); err != nil {
 		return err
 	}
-	return d.env.Delete([]byte(id))
+	d.count(old.state, -1)
+	for _, b := range []*bolt.Bucket{d.env, d.meta, d.log} {
+		if err := b.Delete([]byte(id)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setAside moves an entry that does not decode, in whatever part, to the
+// corrupt bucket, dropping its index key k from index.
+func (d *dest) setAside(id string, index *bolt.Bucket, k []byte, state byte) error {
+	if err := index.Delete(k); err != nil {
+		return err
+	}
+	d.count(state, -1)
+	raw := d.env.Get([]byte(id))
+	if raw == nil {
+		return nil // a stale index entry
+	}
+	if err := d.corrupt.Put([]byte(d.name+"\x00"+id), append([]byte(nil), raw...)); err != nil {
+		return err
+	}
+	for _, b := range []*bolt.Bucket{d.env, d.meta, d.log} {
+		if err := b.Delete([]byte(id)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (d *dest) paused() bool { return d.b.Get(pausedKey) != nil }
@@ -188,32 +306,59 @@ func (d *dest) pausedBy() (bool, string) {
 	return true, string(v)
 }
 
-// Enqueue implements sender.Queue.
-func (q *Queue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.EnqueueResult, error) {
-	fp := sender.Fingerprint(e.Payload)
-	var res sender.EnqueueResult
-	err := q.write(func(tx *bolt.Tx) error {
-		d, err := destOf(tx, e.Destination)
+// update runs fn on name's buckets in a group-committed write, and writes
+// the counts back.
+func (q *Queue) update(name string, fn func(tx *bolt.Tx, d *dest) error) error {
+	return q.write(func(tx *bolt.Tx) error {
+		d, err := destOf(tx, name)
 		if err != nil {
 			return err
 		}
+		if err := fn(tx, d); err != nil {
+			return err
+		}
+		return d.flush()
+	})
+}
+
+// view runs fn on name's buckets in a read; d is nil when the store holds
+// nothing of name.
+func (q *Queue) view(name string, fn func(d *dest) error) error {
+	return q.db.View(func(tx *bolt.Tx) error {
+		d, err := destOf(tx, name)
+		if err != nil {
+			return err
+		}
+		return fn(d)
+	})
+}
+
+// Enqueue implements sender.Queue.
+func (q *Queue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.EnqueueResult, error) {
+	m := sender.MetaOf(e)
+	var res sender.EnqueueResult
+	err := q.update(e.Destination, func(_ *bolt.Tx, d *dest) error {
 		cur, ok, err := d.load(e.ID)
 		if err != nil {
 			return err
 		}
 		if ok {
-			res = sender.EnqueueResult{State: stateOf(cur.state, d.paused()), Duplicate: true, Mismatch: cur.fp != fp}
+			old, err := d.record(e.ID)
+			if err != nil {
+				return err
+			}
+			res = sender.EnqueueResult{State: stateOf(cur.state, d.paused()), Duplicate: true, Mismatch: old.Fingerprint != m.Fingerprint}
 			return nil
 		}
 		if v := d.done.Get([]byte(e.ID)); len(v) == 16 {
 			at := int64(binary.BigEndian.Uint64(v[8:]))
 			if at > ms(e.CreatedAt.Add(-q.retention)) {
-				res = sender.EnqueueResult{State: sender.StateDelivered, Duplicate: true, Mismatch: [8]byte(v[:8]) != fp}
+				res = sender.EnqueueResult{State: sender.StateDelivered, Duplicate: true, Mismatch: [8]byte(v[:8]) != m.Fingerprint}
 				return nil
 			}
 		}
 		res = sender.EnqueueResult{State: stateOf('q', d.paused())}
-		return d.move(e.ID, nil, entry{state: 'q', score: ms(e.NextAt), fp: fp, env: sender.MarshalEnvelope(e)})
+		return d.put(e, m, 'q', ms(e.NextAt))
 	})
 	if err != nil {
 		return sender.EnqueueResult{}, fmt.Errorf("bolt enqueue: %w", err)
@@ -237,80 +382,75 @@ func stateOf(s byte, paused bool) sender.State {
 // expiredLeases bounds the leases recovered per Lease call.
 const expiredLeases = 1000
 
+// due reports whether a Lease at now would change anything: a lease has
+// expired, or an envelope is due. An idle destination is answered by a
+// read, so that polling it writes nothing.
+func (d *dest) work(now int64) bool {
+	if d.paused() {
+		return false
+	}
+	if k, _ := d.leased.Cursor().First(); k != nil && scoreOf(k) <= now {
+		return true
+	}
+	k, _ := d.due.Cursor().First()
+	return k != nil && scoreOf(k) <= now
+}
+
 // Lease implements sender.Queue.
 func (q *Queue) Lease(ctx context.Context, name string, n int, now time.Time, lease time.Duration) ([]sender.Leased, error) {
+	var work bool
+	if err := q.view(name, func(d *dest) error {
+		work = d != nil && d.work(ms(now))
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("bolt lease: %w", err)
+	}
+	if !work {
+		return nil, nil
+	}
 	until := ms(now.Add(lease))
 	var out []sender.Leased
-	err := q.write(func(tx *bolt.Tx) error {
+	err := q.update(name, func(tx *bolt.Tx, d *dest) error {
 		out = out[:0] // a grouped function may run twice
-		d, err := destOf(tx, name)
-		if err != nil || d.paused() {
-			return err
+		if d.paused() {
+			return nil
 		}
 		// Expired leases go back to due.
 		var expired [][]byte
 		c := d.leased.Cursor()
-		for k, _ := c.First(); k != nil && len(expired) < expiredLeases && int64(binary.BigEndian.Uint64(k[:8])) <= ms(now); k, _ = c.Next() {
+		for k, _ := c.First(); k != nil && len(expired) < expiredLeases && scoreOf(k) <= ms(now); k, _ = c.Next() {
 			expired = append(expired, append([]byte(nil), k...))
 		}
 		for _, k := range expired {
 			id := string(k[8:])
 			e, ok, err := d.load(id)
-			if !ok {
-				// A stale index entry, or an entry that does not decode:
-				// set aside, as on the due index, so that it does not stop
-				// every lease of the destination.
-				if err := d.leased.Delete(k); err != nil {
+			if !ok || err != nil || e.state != 'l' {
+				// A stale index entry, or one that does not decode: set
+				// aside, so that it does not stop every lease.
+				if err := d.setAside(id, d.leased, k, 'l'); err != nil {
 					return err
-				}
-				if err != nil {
-					if err := tx.Bucket(corruptB).Put([]byte(name+"\x00"+id), append([]byte(nil), d.env.Get([]byte(id))...)); err != nil {
-						return err
-					}
-					if err := d.env.Delete([]byte(id)); err != nil {
-						return err
-					}
 				}
 				continue
 			}
-			next := e
-			next.state, next.score = 'q', ms(now)
-			if err := d.move(id, &e, next); err != nil {
+			if err := d.setState(id, e, 'q', ms(now)); err != nil {
 				return err
 			}
 		}
 		var keys [][]byte
 		c = d.due.Cursor()
-		for k, _ := c.First(); k != nil && len(keys) < n && int64(binary.BigEndian.Uint64(k[:8])) <= ms(now); k, _ = c.Next() {
+		for k, _ := c.First(); k != nil && len(keys) < n && scoreOf(k) <= ms(now); k, _ = c.Next() {
 			keys = append(keys, append([]byte(nil), k...))
 		}
 		for _, k := range keys {
 			id := string(k[8:])
-			raw := d.env.Get([]byte(id))
-			e, err := unmarshal(raw)
-			var env *sender.Envelope
-			if err == nil {
-				env, err = sender.UnmarshalEnvelope(e.env)
-			}
-			if raw == nil || err != nil {
-				// A stale index entry, or one that does not decode: set
-				// aside, so that it does not fail every lease.
-				if err := d.due.Delete(k); err != nil {
+			env, cur, err := d.envelope(id)
+			if err != nil || cur.state != 'q' {
+				if err := d.setAside(id, d.due, k, 'q'); err != nil {
 					return err
-				}
-				if raw != nil {
-					if err := tx.Bucket(corruptB).Put([]byte(name+"\x00"+id), append([]byte(nil), raw...)); err != nil {
-						return err
-					}
-					if err := d.env.Delete([]byte(id)); err != nil {
-						return err
-					}
 				}
 				continue
 			}
-			next := e
-			next.state, next.score = 'l', until
-			if err := d.move(id, &e, next); err != nil {
+			if err := d.setState(id, cur, 'l', until); err != nil {
 				return err
 			}
 			out = append(out, sender.Leased{Envelope: env, LeaseUntil: time.UnixMilli(until)})
@@ -323,18 +463,38 @@ func (q *Queue) Lease(ctx context.Context, name string, n int, now time.Time, le
 	return out, nil
 }
 
+// envelope reads and assembles id's whole envelope (its payload copied
+// out of the file), and its entry.
+func (d *dest) envelope(id string) (*sender.Envelope, entry, error) {
+	cur, ok, err := d.load(id)
+	if err != nil {
+		return nil, entry{}, err
+	}
+	if !ok {
+		return nil, entry{}, sender.ErrNotFound
+	}
+	m, err := d.record(id)
+	if err != nil {
+		return nil, cur, err
+	}
+	log, err := sender.UnmarshalLog(d.log.Get([]byte(id)))
+	if err != nil {
+		return nil, cur, err
+	}
+	if cur.state == 'x' {
+		m.DeadAt = time.UnixMilli(cur.score)
+	}
+	return sender.Assemble(m, append([]byte(nil), cur.payload...), log), cur, nil
+}
+
 // Settle implements sender.Queue.
 func (q *Queue) Settle(ctx context.Context, name string, outcomes []sender.Outcome, now time.Time) (int, error) {
 	if len(outcomes) == 0 {
 		return 0, nil
 	}
 	skipped := 0
-	err := q.write(func(tx *bolt.Tx) error {
+	err := q.update(name, func(_ *bolt.Tx, d *dest) error {
 		skipped = 0
-		d, err := destOf(tx, name)
-		if err != nil {
-			return err
-		}
 		for _, o := range outcomes {
 			cur, ok, err := d.load(o.ID)
 			if err != nil {
@@ -344,26 +504,31 @@ func (q *Queue) Settle(ctx context.Context, name string, outcomes []sender.Outco
 				skipped++
 				continue
 			}
+			m, err := d.record(o.ID)
+			if err != nil {
+				return err
+			}
 			switch o.Kind {
 			case sender.Delivered:
 				if err := d.remove(o.ID, cur); err != nil {
 					return err
 				}
-				v := append(cur.fp[:], binary.BigEndian.AppendUint64(nil, uint64(ms(now)))...)
+				if err := d.redriveCount(m.RedriveID, rdDelivered, 1); err != nil {
+					return err
+				}
+				v := append(m.Fingerprint[:], binary.BigEndian.AppendUint64(nil, uint64(ms(now)))...)
 				if err := d.done.Put([]byte(o.ID), v); err != nil {
 					return err
 				}
-				if err := d.donet.Put(indexKey(ms(now), o.ID), nil); err != nil {
-					return err
-				}
+				err = d.donet.Put(indexKey(ms(now), o.ID), nil)
 			case sender.Release:
-				next := cur
-				next.state, next.score = 'q', ms(now)
-				err = d.move(o.ID, &cur, next)
+				err = d.setState(o.ID, cur, 'q', ms(now))
 			case sender.Retry:
-				err = d.move(o.ID, &cur, entry{state: 'q', score: ms(o.Envelope.NextAt), fp: cur.fp, env: sender.MarshalEnvelope(o.Envelope)})
+				err = d.rewrite(o.Envelope, m, cur, 'q', ms(o.Envelope.NextAt))
 			case sender.Dead:
-				err = d.move(o.ID, &cur, entry{state: 'x', score: ms(o.Envelope.DeadAt), fp: cur.fp, env: sender.MarshalEnvelope(o.Envelope)})
+				if err = d.rewrite(o.Envelope, m, cur, 'x', ms(o.Envelope.DeadAt)); err == nil {
+					err = d.redriveCount(m.RedriveID, rdDeadAgain, 1)
+				}
 			default:
 				err = fmt.Errorf("unknown outcome %d", o.Kind)
 			}
@@ -379,33 +544,91 @@ func (q *Queue) Settle(ctx context.Context, name string, outcomes []sender.Outco
 	return skipped, nil
 }
 
-// trim forgets delivered IDs and dead letters past the retention, a
-// bounded number per call.
+// rewrite writes a settled envelope's record and log in a new state; its
+// payload, and so its size and fingerprint, are as stored (old).
+func (d *dest) rewrite(e *sender.Envelope, old *sender.Meta, cur entry, state byte, score int64) error {
+	m := sender.MetaOf(e)
+	m.Size, m.Fingerprint = old.Size, old.Fingerprint
+	if err := d.meta.Put([]byte(e.ID), sender.MarshalMeta(m)); err != nil {
+		return err
+	}
+	if err := d.log.Put([]byte(e.ID), sender.MarshalLog(e.Log)); err != nil {
+		return err
+	}
+	return d.setState(e.ID, cur, state, score)
+}
+
+// The fields of a redrive's counts.
+const (
+	rdMoved = iota
+	rdDelivered
+	rdDeadAgain
+	rdSuperseded
+	rdAt
+)
+
+// redriveCount adds delta to field of redrive id's counts (nothing for
+// the "" of an envelope never redriven).
+func (d *dest) redriveCount(id string, field int, delta int64) error {
+	if id == "" {
+		return nil
+	}
+	v := make([]byte, 40)
+	copy(v, d.rdCounts.Get([]byte(id)))
+	n := int64(binary.BigEndian.Uint64(v[8*field:]))
+	binary.BigEndian.PutUint64(v[8*field:], uint64(n+delta))
+	return d.rdCounts.Put([]byte(id), v)
+}
+
+// trim forgets delivered IDs, dead letters and redrive counts past the
+// retention, a bounded number per call.
 func (q *Queue) trim(d *dest, now time.Time) error {
 	cutoff := ms(now.Add(-q.retention))
 	var old [][]byte
 	c := d.donet.Cursor()
-	for k, _ := c.First(); k != nil && len(old) < trimBatch && int64(binary.BigEndian.Uint64(k[:8])) <= cutoff; k, _ = c.Next() {
+	for k, _ := c.First(); k != nil && len(old) < trimBatch && scoreOf(k) <= cutoff; k, _ = c.Next() {
 		old = append(old, append([]byte(nil), k...))
 	}
 	for _, k := range old {
 		if err := d.donet.Delete(k); err != nil {
 			return err
 		}
-		if err := d.done.Delete(k[8:]); err != nil {
-			return err
+		// The ID may have been enqueued and delivered again since: its
+		// newer delivery has a newer index entry, and is kept.
+		if v := d.done.Get(k[8:]); len(v) == 16 && int64(binary.BigEndian.Uint64(v[8:])) == scoreOf(k) {
+			if err := d.done.Delete(k[8:]); err != nil {
+				return err
+			}
 		}
 	}
 	old = old[:0]
 	c = d.dead.Cursor()
-	for k, _ := c.First(); k != nil && len(old) < trimBatch && int64(binary.BigEndian.Uint64(k[:8])) <= cutoff; k, _ = c.Next() {
+	for k, _ := c.First(); k != nil && len(old) < trimBatch && scoreOf(k) <= cutoff; k, _ = c.Next() {
 		old = append(old, append([]byte(nil), k...))
 	}
 	for _, k := range old {
-		if err := d.dead.Delete(k); err != nil {
+		cur, ok, err := d.load(string(k[8:]))
+		if err != nil || !ok || cur.state != 'x' || cur.score != scoreOf(k) {
+			if err := d.dead.Delete(k); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := d.remove(string(k[8:]), cur); err != nil {
 			return err
 		}
-		if err := d.env.Delete(k[8:]); err != nil {
+	}
+	var oldRedrives [][]byte
+	c = d.rdCounts.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if len(v) == 40 && int64(binary.BigEndian.Uint64(v[8*rdAt:])) <= cutoff {
+			if oldRedrives = append(oldRedrives, append([]byte(nil), k...)); len(oldRedrives) == trimBatch {
+				break
+			}
+		}
+	}
+	for _, k := range oldRedrives {
+		if err := d.rdCounts.Delete(k); err != nil {
 			return err
 		}
 	}
@@ -414,18 +637,14 @@ func (q *Queue) trim(d *dest, now time.Time) error {
 
 // SetPaused implements sender.Queue.
 func (q *Queue) SetPaused(ctx context.Context, name string, paused bool, by string) error {
-	err := q.db.Update(func(tx *bolt.Tx) error {
-		d, err := destOf(tx, name)
-		if err != nil {
-			return err
+	err := q.update(name, func(_ *bolt.Tx, d *dest) error {
+		if !paused {
+			return d.b.Delete(pausedKey)
 		}
-		if paused {
-			if by == "" {
-				by = "unknown"
-			}
-			return d.b.Put(pausedKey, []byte(by))
+		if by == "" {
+			by = "unknown"
 		}
-		return d.b.Delete(pausedKey)
+		return d.b.Put(pausedKey, []byte(by))
 	})
 	if err != nil {
 		return fmt.Errorf("bolt pause: %w", err)
@@ -435,12 +654,10 @@ func (q *Queue) SetPaused(ctx context.Context, name string, paused bool, by stri
 
 // Paused implements sender.Queue.
 func (q *Queue) Paused(ctx context.Context, name string) (paused bool, by string, err error) {
-	err = q.db.View(func(tx *bolt.Tx) error {
-		d, err := destOf(tx, name)
-		if err != nil || d == nil {
-			return err
+	err = q.view(name, func(d *dest) error {
+		if d != nil {
+			paused, by = d.pausedBy()
 		}
-		paused, by = d.pausedBy()
 		return nil
 	})
 	if err != nil {
@@ -452,25 +669,24 @@ func (q *Queue) Paused(ctx context.Context, name string) (paused bool, by string
 // Stats implements sender.Queue.
 func (q *Queue) Stats(ctx context.Context, name string, now time.Time) (sender.Stats, error) {
 	var s sender.Stats
-	err := q.db.View(func(tx *bolt.Tx) error {
-		d, err := destOf(tx, name)
-		if err != nil || d == nil {
-			return err
+	err := q.view(name, func(d *dest) error {
+		if d == nil {
+			return nil
 		}
-		s.Queued, s.Leased, s.Dead = d.due.Stats().KeyN, d.leased.Stats().KeyN, d.dead.Stats().KeyN
+		s.Queued, s.Leased, s.Dead = int(d.queued), int(d.leasedN), int(d.deadN)
 		s.Paused, s.PausedBy = d.pausedBy()
-		c := tx.Bucket(corruptB).Cursor()
+		c := d.corrupt.Cursor()
 		prefix := []byte(name + "\x00")
 		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 			s.Corrupt++
 		}
 		if k, _ := d.due.Cursor().First(); k != nil {
-			if at := time.UnixMilli(int64(binary.BigEndian.Uint64(k[:8]))); !at.After(now) {
+			if at := time.UnixMilli(scoreOf(k)); !at.After(now) {
 				s.OldestReady = now.Sub(at)
 			}
 		}
 		if k, _ := d.dead.Cursor().First(); k != nil {
-			s.OldestDead = time.UnixMilli(int64(binary.BigEndian.Uint64(k[:8])))
+			s.OldestDead = time.UnixMilli(scoreOf(k))
 		}
 		return nil
 	})
@@ -481,7 +697,7 @@ func (q *Queue) Stats(ctx context.Context, name string, now time.Time) (sender.S
 }
 
 // Dead implements sender.Queue. The cursor is "<dead-at ms>:<id>".
-func (q *Queue) Dead(ctx context.Context, name, cursor string, limit int) ([]*sender.Envelope, string, error) {
+func (q *Queue) Dead(ctx context.Context, name, cursor string, limit int) ([]*sender.Meta, string, error) {
 	var start []byte
 	if cursor != "" {
 		s, id, ok := strings.Cut(cursor, ":")
@@ -491,12 +707,11 @@ func (q *Queue) Dead(ctx context.Context, name, cursor string, limit int) ([]*se
 		}
 		start = indexKey(n, id)
 	}
-	var out []*sender.Envelope
+	var out []*sender.Meta
 	next := ""
-	err := q.db.View(func(tx *bolt.Tx) error {
-		d, err := destOf(tx, name)
-		if err != nil || d == nil {
-			return err
+	err := q.view(name, func(d *dest) error {
+		if d == nil {
+			return nil
 		}
 		c := d.dead.Cursor()
 		k, _ := c.First()
@@ -507,20 +722,18 @@ func (q *Queue) Dead(ctx context.Context, name, cursor string, limit int) ([]*se
 			}
 		}
 		for ; k != nil && len(out) < limit; k, _ = c.Next() {
-			e, ok, err := d.load(string(k[8:]))
+			v := d.meta.Get(k[8:])
+			if v == nil {
+				continue // a stale index entry
+			}
+			m, err := sender.UnmarshalMeta(name, string(k[8:]), v)
 			if err != nil {
 				return err
 			}
-			if !ok {
-				continue
-			}
-			env, err := sender.UnmarshalEnvelope(e.env)
-			if err != nil {
-				return err
-			}
-			out = append(out, env)
+			m.State, m.DeadAt = sender.StateDead, time.UnixMilli(scoreOf(k))
+			out = append(out, m)
 			if len(out) == limit {
-				next = fmt.Sprintf("%d:%s", int64(binary.BigEndian.Uint64(k[:8])), k[8:])
+				next = fmt.Sprintf("%d:%s", scoreOf(k), k[8:])
 			}
 		}
 		return nil
@@ -531,28 +744,59 @@ func (q *Queue) Dead(ctx context.Context, name, cursor string, limit int) ([]*se
 	return out, next, nil
 }
 
+// Metas implements sender.Queue.
+func (q *Queue) Metas(ctx context.Context, name string, ids []string) ([]*sender.Meta, error) {
+	var out []*sender.Meta
+	err := q.view(name, func(d *dest) error {
+		if d == nil {
+			return nil
+		}
+		for _, id := range ids {
+			cur, ok, err := d.load(id)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			m, err := d.record(id)
+			if err != nil {
+				return err
+			}
+			m.State = stateOf(cur.state, d.paused())
+			if cur.state == 'x' {
+				m.DeadAt = time.UnixMilli(cur.score)
+			}
+			out = append(out, m)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bolt metas: %w", err)
+	}
+	return out, nil
+}
+
 // Get implements sender.Queue.
 func (q *Queue) Get(ctx context.Context, name, id string) (*sender.Envelope, sender.State, error) {
 	var env *sender.Envelope
 	var state sender.State
-	err := q.db.View(func(tx *bolt.Tx) error {
-		d, err := destOf(tx, name)
-		if err != nil || d == nil {
+	err := q.view(name, func(d *dest) error {
+		if d == nil {
+			return sender.ErrNotFound
+		}
+		e, cur, err := d.envelope(id)
+		if err != nil {
 			return err
 		}
-		e, ok, err := d.load(id)
-		if err != nil || !ok {
-			return err
-		}
-		state = stateOf(e.state, d.paused())
-		env, err = sender.UnmarshalEnvelope(e.env)
-		return err
+		env, state = e, stateOf(cur.state, d.paused())
+		return nil
 	})
+	if errors.Is(err, sender.ErrNotFound) {
+		return nil, "", sender.ErrNotFound
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("bolt get: %w", err)
-	}
-	if env == nil {
-		return nil, "", sender.ErrNotFound
 	}
 	return env, state, nil
 }
@@ -560,12 +804,8 @@ func (q *Queue) Get(ctx context.Context, name, id string) (*sender.Envelope, sen
 // Redrive implements sender.Queue.
 func (q *Queue) Redrive(ctx context.Context, name string, ids []string, redriveID string, now time.Time) ([]string, error) {
 	var moved []string
-	err := q.write(func(tx *bolt.Tx) error {
+	err := q.update(name, func(_ *bolt.Tx, d *dest) error {
 		moved = moved[:0]
-		d, err := destOf(tx, name)
-		if err != nil {
-			return err
-		}
 		for _, id := range ids {
 			cur, ok, err := d.load(id)
 			if err != nil {
@@ -574,15 +814,36 @@ func (q *Queue) Redrive(ctx context.Context, name string, ids []string, redriveI
 			if !ok || cur.state != 'x' {
 				continue
 			}
-			env, err := sender.UnmarshalEnvelope(cur.env)
+			m, err := d.record(id)
 			if err != nil {
 				return err
 			}
-			sender.Redriven(env, redriveID, now)
-			if err := d.move(id, &cur, entry{state: 'q', score: ms(now), fp: cur.fp, env: sender.MarshalEnvelope(env)}); err != nil {
+			if m.RedriveID != "" {
+				// An earlier redrive's letter that died again: now this
+				// one's.
+				if err := d.redriveCount(m.RedriveID, rdDeadAgain, -1); err != nil {
+					return err
+				}
+				if err := d.redriveCount(m.RedriveID, rdSuperseded, 1); err != nil {
+					return err
+				}
+			}
+			m.RedriveID, m.NextAt = redriveID, now
+			if err := d.meta.Put([]byte(id), sender.MarshalMeta(m)); err != nil {
+				return err
+			}
+			if err := d.setState(id, cur, 'q', ms(now)); err != nil {
 				return err
 			}
 			moved = append(moved, id)
+		}
+		if len(moved) > 0 {
+			if err := d.redriveCount(redriveID, rdMoved, int64(len(moved))); err != nil {
+				return err
+			}
+			if v := d.rdCounts.Get([]byte(redriveID)); int64(binary.BigEndian.Uint64(v[8*rdAt:])) == 0 {
+				return d.redriveCount(redriveID, rdAt, ms(now))
+			}
 		}
 		return nil
 	})
@@ -592,15 +853,32 @@ func (q *Queue) Redrive(ctx context.Context, name string, ids []string, redriveI
 	return moved, nil
 }
 
+// RedriveCounts implements sender.Queue.
+func (q *Queue) RedriveCounts(ctx context.Context, name, redriveID string) (sender.RedriveCounts, error) {
+	var c sender.RedriveCounts
+	err := q.view(name, func(d *dest) error {
+		if d == nil {
+			return nil
+		}
+		v := d.rdCounts.Get([]byte(redriveID))
+		if len(v) != 40 {
+			return nil
+		}
+		n := func(f int) int { return int(int64(binary.BigEndian.Uint64(v[8*f:]))) }
+		c = sender.RedriveCounts{Moved: n(rdMoved), Delivered: n(rdDelivered), DeadAgain: n(rdDeadAgain), Superseded: n(rdSuperseded)}
+		return nil
+	})
+	if err != nil {
+		return c, fmt.Errorf("bolt redrive counts: %w", err)
+	}
+	return c, nil
+}
+
 // Purge implements sender.Queue.
 func (q *Queue) Purge(ctx context.Context, name string, ids []string) (int, error) {
 	removed := 0
-	err := q.write(func(tx *bolt.Tx) error {
+	err := q.update(name, func(_ *bolt.Tx, d *dest) error {
 		removed = 0
-		d, err := destOf(tx, name)
-		if err != nil {
-			return err
-		}
 		for _, id := range ids {
 			cur, ok, err := d.load(id)
 			if err != nil {
@@ -622,7 +900,196 @@ func (q *Queue) Purge(ctx context.Context, name string, ids []string) (int, erro
 	return removed, nil
 }
 
+// Destinations implements sender.Queue.
+func (q *Queue) Destinations(ctx context.Context) ([]string, error) {
+	var out []string
+	err := q.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(rootBucket).ForEachBucket(func(k []byte) error {
+			out = append(out, string(k))
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bolt destinations: %w", err)
+	}
+	return out, nil
+}
+
+// moveBatch bounds the envelopes one Move transaction moves.
+const moveBatch = 500
+
+// Move implements sender.Queue: in transactions of a bounded size, each
+// atomic.
+func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved, kept int, err error) {
+	if from == to {
+		return 0, 0, fmt.Errorf("bolt move: %q to itself", from)
+	}
+	skip := map[string]bool{} // kept in from
+	for {
+		n := 0
+		err := q.write(func(tx *bolt.Tx) error {
+			n = 0
+			src, err := destOf(tx, from)
+			if err != nil {
+				return err
+			}
+			dst, err := destOf(tx, to)
+			if err != nil {
+				return err
+			}
+			var ids []string
+			c := src.env.Cursor()
+			for k, _ := c.First(); k != nil && len(ids) < moveBatch; k, _ = c.Next() {
+				if !skip[string(k)] {
+					ids = append(ids, string(k))
+				}
+			}
+			for _, id := range ids {
+				e, cur, err := src.envelope(id)
+				if err != nil {
+					return fmt.Errorf("reading %q: %w", id, err)
+				}
+				m, err := src.record(id)
+				if err != nil {
+					return err
+				}
+				m.Destination, e.Destination = to, to
+				if _, ok, err := dst.load(id); err != nil {
+					return err
+				} else if ok {
+					have, err := dst.record(id)
+					if err != nil {
+						return err
+					}
+					if have.Fingerprint != m.Fingerprint {
+						skip[id] = true
+						continue
+					}
+				} else {
+					state, score := cur.state, cur.score
+					if state == 'l' {
+						state, score = 'q', ms(now)
+					}
+					if err := dst.put(e, m, state, score); err != nil {
+						return err
+					}
+				}
+				if err := src.remove(id, cur); err != nil {
+					return err
+				}
+				n++
+			}
+			if err := src.flush(); err != nil {
+				return err
+			}
+			return dst.flush()
+		})
+		if err != nil {
+			return moved, len(skip), fmt.Errorf("bolt move: %w", err)
+		}
+		moved += n
+		if n == 0 {
+			return moved, len(skip), nil
+		}
+	}
+}
+
+// Drop implements sender.Queue.
+func (q *Queue) Drop(ctx context.Context, name string) (int, error) {
+	n := 0
+	err := q.write(func(tx *bolt.Tx) error {
+		n = 0
+		root := tx.Bucket(rootBucket)
+		b := root.Bucket([]byte(name))
+		if b == nil {
+			return nil
+		}
+		if env := b.Bucket(envB); env != nil {
+			n = env.Stats().KeyN
+		}
+		if err := root.DeleteBucket([]byte(name)); err != nil {
+			return err
+		}
+		c := tx.Bucket(corruptB).Cursor()
+		prefix := []byte(name + "\x00")
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
+			if err := c.Delete(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("bolt drop: %w", err)
+	}
+	return n, nil
+}
+
 var _ sender.Queue = (*Queue)(nil)
+
+// upgrade moves envelopes of a store written before version 2 (one env
+// value holding the fingerprint and the whole envelope) to the current
+// layout; an entry that does not decode is set aside.
+func upgrade(tx *bolt.Tx) error {
+	root := tx.Bucket(rootBucket)
+	var names [][]byte
+	root.ForEachBucket(func(k []byte) error {
+		names = append(names, append([]byte(nil), k...))
+		return nil
+	})
+	for _, name := range names {
+		b := root.Bucket(name)
+		if b.Bucket(metaB) != nil {
+			continue
+		}
+		d, err := destOf(tx, string(name))
+		if err != nil {
+			return err
+		}
+		type old struct {
+			id  string
+			raw []byte
+		}
+		var all []old
+		d.env.ForEach(func(k, v []byte) error {
+			all = append(all, old{string(k), append([]byte(nil), v...)})
+			return nil
+		})
+		for _, o := range all {
+			var e *sender.Envelope
+			if len(o.raw) >= 17 {
+				e, err = sender.UnmarshalEnvelope(o.raw[17:])
+			}
+			if e == nil || err != nil {
+				if err := d.corrupt.Put([]byte(d.name+"\x00"+o.id), o.raw); err != nil {
+					return err
+				}
+				if err := d.env.Delete([]byte(o.id)); err != nil {
+					return err
+				}
+				continue
+			}
+			e.ID, e.Destination = o.id, d.name
+			m := sender.MetaOf(e)
+			m.Fingerprint = [8]byte(o.raw[9:17]) // of the payload as first enqueued
+			if err := d.env.Put([]byte(o.id), entry{state: o.raw[0], score: int64(binary.BigEndian.Uint64(o.raw[1:9])), payload: e.Payload}.marshal()); err != nil {
+				return err
+			}
+			if err := d.meta.Put([]byte(o.id), sender.MarshalMeta(m)); err != nil {
+				return err
+			}
+			if len(e.Log) > 0 {
+				if err := d.log.Put([]byte(o.id), sender.MarshalLog(e.Log)); err != nil {
+					return err
+				}
+			}
+		}
+		if err := d.flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // PutRedrive implements sender.Audit.
 func (q *Queue) PutRedrive(ctx context.Context, r *sender.Redrive) error {

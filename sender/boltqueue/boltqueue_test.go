@@ -44,12 +44,12 @@ func TestCorruptEntryIsSetAside(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Damage "a": its envelope bytes after the 17-byte entry header.
+	// Damage "a": its record's format version.
 	err := db.Update(func(tx *bolt.Tx) error {
-		env := tx.Bucket([]byte("sender")).Bucket([]byte("d")).Bucket([]byte("env"))
-		v := append([]byte(nil), env.Get([]byte("a"))...)
-		v[17] = 0xff // an unknown format version
-		return env.Put([]byte("a"), v)
+		meta := tx.Bucket([]byte("sender")).Bucket([]byte("d")).Bucket([]byte("meta"))
+		v := append([]byte(nil), meta.Get([]byte("a"))...)
+		v[0] = 0xff // an unknown format version
+		return meta.Put([]byte("a"), v)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -84,13 +84,14 @@ func TestBrokenExpiredLeaseIsSetAside(t *testing.T) {
 	}
 	// The leases are lost (a crash). Damage a's envelope; b's is gone.
 	err := db.Update(func(tx *bolt.Tx) error {
-		env := tx.Bucket([]byte("sender")).Bucket([]byte("d")).Bucket([]byte("env"))
-		v := append([]byte(nil), env.Get([]byte("a"))...)
-		v[17] = 0xff
-		if err := env.Put([]byte("a"), v); err != nil {
+		d := tx.Bucket([]byte("sender")).Bucket([]byte("d"))
+		meta := d.Bucket([]byte("meta"))
+		v := append([]byte(nil), meta.Get([]byte("a"))...)
+		v[0] = 0xff
+		if err := meta.Put([]byte("a"), v); err != nil {
 			return err
 		}
-		return env.Delete([]byte("b"))
+		return d.Bucket([]byte("env")).Delete([]byte("b"))
 	})
 	if err != nil {
 		t.Fatal(err)

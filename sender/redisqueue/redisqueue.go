@@ -6,11 +6,14 @@ package redisqueue
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,42 +23,51 @@ import (
 
 // Queue is a sender.Queue on Redis.
 type Queue struct {
-	rdb       redis.UniversalClient
-	prefix    string
-	retention time.Duration
+	rdb         redis.UniversalClient
+	prefix      string
+	retention   time.Duration
+	callerClock bool
+
+	registered sync.Map // destination names known to be in the dests SET
 }
 
 // New returns a Queue whose keys start with prefix. Delivered IDs and dead
-// letters are kept for retention.
+// letters are kept for retention. Leases are judged by Redis's clock
+// (TIME), so that an instance whose clock runs ahead cannot take over a
+// live lease.
 func New(rdb redis.UniversalClient, prefix string, retention time.Duration) *Queue {
 	return &Queue{rdb: rdb, prefix: prefix, retention: retention}
 }
 
-func ms(t time.Time) int64 { return t.UnixMilli() }
-
-// stored is an envelope as stored: its payload's fingerprint, then the
-// envelope.
-func stored(e *sender.Envelope) string {
-	fp := sender.Fingerprint(e.Payload)
-	return string(fp[:]) + string(sender.MarshalEnvelope(e))
+// WithCallerClock makes q judge leases by the now each call is given, as
+// the embedded queue does: for tests that drive time.
+func (q *Queue) WithCallerClock() *Queue {
+	q.callerClock = true
+	return q
 }
 
-func decode(v any) (*sender.Envelope, error) {
-	s, ok := v.(string)
-	if !ok || len(s) < 8 {
-		return nil, errors.New("redis queue: missing or short envelope")
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+// register adds dest to the SET of destination names, once per process.
+func (q *Queue) register(ctx context.Context, dest string) error {
+	if _, ok := q.registered.Load(dest); ok {
+		return nil
 	}
-	return sender.UnmarshalEnvelope([]byte(s[8:]))
+	if err := q.rdb.SAdd(ctx, destsKey(q.prefix), dest).Err(); err != nil {
+		return err
+	}
+	q.registered.Store(dest, true)
+	return nil
 }
 
 // enqueueScript adds an envelope unless its ID is known.
 //
-//	KEYS  env, due, leased, dead, done, donet, paused, ready
-//	ARGV  id, stored envelope, due ms, now ms, retention ms
+//	KEYS  meta, body, leased, dead, done, donet, paused, ready, due
+//	ARGV  id, record, payload, due ms, now ms, retention ms
 //	returns {state, mismatch}: mismatch -1 when added, 0 a duplicate of the
 //	same payload, 1 of another payload
 var enqueueScript = redis.NewScript(`
-local fp = string.sub(ARGV[2], 1, 8)
+local fp = string.sub(ARGV[2], 2, 9)
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if cur then
   local state = 'queued'
@@ -66,17 +78,18 @@ if cur then
   elseif redis.call('EXISTS', KEYS[7]) == 1 then
     state = 'paused'
   end
-  return {state, (string.sub(cur, 1, 8) == fp) and 0 or 1}
+  return {state, (string.sub(cur, 2, 9) == fp) and 0 or 1}
 end
 local at = redis.call('ZSCORE', KEYS[6], ARGV[1])
-if at and tonumber(at) > tonumber(ARGV[4]) - tonumber(ARGV[5]) then
+if at and tonumber(at) > tonumber(ARGV[5]) - tonumber(ARGV[6]) then
   return {'delivered', (redis.call('HGET', KEYS[5], ARGV[1]) == fp) and 0 or 1}
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-if tonumber(ARGV[3]) <= tonumber(ARGV[4]) then
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+if tonumber(ARGV[4]) <= tonumber(ARGV[5]) then
   redis.call('RPUSH', KEYS[8], ARGV[1])
 else
-  redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+  redis.call('ZADD', KEYS[9], ARGV[4], ARGV[1])
 end
 if redis.call('EXISTS', KEYS[7]) == 1 then
   return {'paused', -1}
@@ -86,9 +99,12 @@ return {'queued', -1}
 
 // Enqueue implements sender.Queue.
 func (q *Queue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.EnqueueResult, error) {
+	if err := q.register(ctx, e.Destination); err != nil {
+		return sender.EnqueueResult{}, fmt.Errorf("redis enqueue: %w", err)
+	}
 	k := keysOf(q.prefix, e.Destination)
-	v, err := enqueueScript.Run(ctx, q.rdb, []string{k.env, k.due, k.leased, k.dead, k.done, k.donet, k.paused, k.ready},
-		e.ID, stored(e), ms(e.NextAt), ms(e.CreatedAt), q.retention.Milliseconds()).Slice()
+	v, err := enqueueScript.Run(ctx, q.rdb, []string{k.meta, k.body, k.leased, k.dead, k.done, k.donet, k.paused, k.ready, k.due},
+		e.ID, sender.MarshalMeta(sender.MetaOf(e)), e.Payload, ms(e.NextAt), ms(e.CreatedAt), q.retention.Milliseconds()).Slice()
 	if err != nil {
 		return sender.EnqueueResult{}, fmt.Errorf("redis enqueue: %w", err)
 	}
@@ -98,21 +114,30 @@ func (q *Queue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.Enqueue
 }
 
 // leaseScript moves expired leases and retries now due to the ready
-// list, then leases a batch from its head.
+// list, then leases a batch from its head. Leases are judged by Redis's
+// clock (TIME), unless told to use the caller's.
 //
-//	KEYS  due, leased, env, paused, ready
-//	ARGV  now ms, n, lease end ms
-//	returns the leased IDs, then their envelopes, oldest first
+//	KEYS  due, leased, meta, paused, ready, body, log
+//	ARGV  now ms (the caller's: when a retry is due), n, lease ms, "1" to
+//	      judge leases by the caller's now too
+//	returns {lease end ms, ids..., records..., payloads..., logs...}, the
+//	envelopes oldest first; {} when nothing was leased
 var leaseScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[4]) == 1 then
   return {}
 end
-local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, 1000)
+local now = tonumber(ARGV[1])
+local lnow = now
+if ARGV[4] ~= '1' then
+  local t = redis.call('TIME')
+  lnow = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', lnow, 'LIMIT', 0, 1000)
 if #expired > 0 then
   redis.call('ZREM', KEYS[2], unpack(expired))
   redis.call('LPUSH', KEYS[5], unpack(expired))
 end
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 1000)
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1000)
 if #due > 0 then
   redis.call('ZREM', KEYS[1], unpack(due))
   redis.call('RPUSH', KEYS[5], unpack(due))
@@ -121,57 +146,98 @@ local ids = redis.call('LPOP', KEYS[5], tonumber(ARGV[2]))
 if not ids then
   return {}
 end
+local untilMs = lnow + tonumber(ARGV[3])
 for _, id in ipairs(ids) do
-  redis.call('ZADD', KEYS[2], ARGV[3], id)
+  redis.call('ZADD', KEYS[2], untilMs, id)
 end
-local out = {}
+local out = {untilMs}
 for _, id in ipairs(ids) do
   table.insert(out, id)
 end
-for _, blob in ipairs(redis.call('HMGET', KEYS[3], unpack(ids))) do
-  table.insert(out, blob)
+for _, k in ipairs({KEYS[3], KEYS[6], KEYS[7]}) do
+  for _, v in ipairs(redis.call('HMGET', k, unpack(ids))) do
+    table.insert(out, v)
+  end
 end
 return out
 `)
 
 // quarantineScript sets aside leased entries that do not decode.
 //
-//	KEYS  leased, env, corrupt
+//	KEYS  leased, meta, body, log, corrupt
 //	ARGV  ids
 var quarantineScript = redis.NewScript(`
 for _, id in ipairs(ARGV) do
   redis.call('ZREM', KEYS[1], id)
-  local e = redis.call('HGET', KEYS[2], id)
-  if e then
-    redis.call('HSET', KEYS[3], id, e)
-    redis.call('HDEL', KEYS[2], id)
+  local m = redis.call('HGET', KEYS[2], id)
+  if m then
+    redis.call('HSET', KEYS[5], id, m)
   end
+  redis.call('HDEL', KEYS[2], id)
+  redis.call('HDEL', KEYS[3], id)
+  redis.call('HDEL', KEYS[4], id)
 end
 return 0
 `)
 
+// str is a script's string answer; false (a missing hash field) is "".
+func str(v any) (string, bool) {
+	s, ok := v.(string)
+	return s, ok
+}
+
+// assemble decodes an envelope of dest from its parts as a script
+// returned them.
+func assemble(dest, id string, meta, body, log any) (*sender.Envelope, error) {
+	m, ok := str(meta)
+	if !ok {
+		return nil, errors.New("redis queue: the envelope's record is missing")
+	}
+	rec, err := sender.UnmarshalMeta(dest, id, []byte(m))
+	if err != nil {
+		return nil, err
+	}
+	payload, _ := str(body)
+	l, _ := str(log)
+	attempts, err := sender.UnmarshalLog([]byte(l))
+	if err != nil {
+		return nil, err
+	}
+	return sender.Assemble(rec, []byte(payload), attempts), nil
+}
+
 // Lease implements sender.Queue.
 func (q *Queue) Lease(ctx context.Context, dest string, n int, now time.Time, lease time.Duration) ([]sender.Leased, error) {
 	k := keysOf(q.prefix, dest)
-	until := now.Add(lease)
-	v, err := leaseScript.Run(ctx, q.rdb, []string{k.due, k.leased, k.env, k.paused, k.ready}, ms(now), n, ms(until)).Slice()
+	caller := "0"
+	if q.callerClock {
+		caller = "1"
+	}
+	v, err := leaseScript.Run(ctx, q.rdb, []string{k.due, k.leased, k.meta, k.paused, k.ready, k.body, k.log},
+		ms(now), n, lease.Milliseconds(), caller).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("redis lease: %w", err)
 	}
-	n2 := len(v) / 2
+	if len(v) == 0 {
+		return nil, nil
+	}
+	until, _ := v[0].(int64)
+	v = v[1:]
+	n2 := len(v) / 4
 	out := make([]sender.Leased, 0, n2)
 	var bad []any
 	for i := range n2 {
-		e, err := decode(v[n2+i])
+		id, _ := str(v[i])
+		e, err := assemble(dest, id, v[n2+i], v[2*n2+i], v[3*n2+i])
 		if err != nil {
-			bad = append(bad, v[i])
+			bad = append(bad, id)
 			continue
 		}
-		out = append(out, sender.Leased{Envelope: e, LeaseUntil: time.UnixMilli(ms(until))})
+		out = append(out, sender.Leased{Envelope: e, LeaseUntil: time.UnixMilli(until)})
 	}
 	if len(bad) > 0 {
 		// Set aside, so that they do not come back every lease.
-		if err := quarantineScript.Run(ctx, q.rdb, []string{k.leased, k.env, k.corrupt}, bad...).Err(); err != nil {
+		if err := quarantineScript.Run(ctx, q.rdb, []string{k.leased, k.meta, k.body, k.log, k.corrupt}, bad...).Err(); err != nil {
 			return out, fmt.Errorf("redis lease: setting aside %d envelopes that do not decode: %w", len(bad), err)
 		}
 	}
@@ -179,53 +245,74 @@ func (q *Queue) Lease(ctx context.Context, dest string, n int, now time.Time, le
 }
 
 // settleScript applies a batch of outcomes under their leases, then trims
-// delivered IDs and dead letters past the retention (a bounded number).
+// delivered IDs, dead letters and redrive counts past the retention (a
+// bounded number).
 //
-//	KEYS  env, due, leased, dead, done, donet, ready
+//	KEYS  meta, body, log, due, leased, dead, done, donet, ready, rdc, rdt
 //	ARGV  now ms, retention ms, then per outcome: kind (d delivered, r
-//	      retry, x dead, l release), id, lease end ms, stored envelope or
-//	      "", score (due or dead-at ms)
+//	      retry, x dead, l release), id, lease end ms, record or "", log
+//	      or "", score (due or dead-at ms)
 //	returns the number of outcomes skipped (their lease was lost)
 var settleScript = redis.NewScript(`
 local skipped = 0
-for i = 3, #ARGV, 5 do
-  local kind, id, lu, blob, score = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4]
-  local cur = redis.call('ZSCORE', KEYS[3], id)
+for i = 3, #ARGV, 6 do
+  local kind, id, lu, rec, log, score = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4], ARGV[i+5]
+  local cur = redis.call('ZSCORE', KEYS[5], id)
   if not cur or tonumber(cur) ~= tonumber(lu) then
     skipped = skipped + 1
   else
-    redis.call('ZREM', KEYS[3], id)
+    redis.call('ZREM', KEYS[5], id)
+    local m = redis.call('HGET', KEYS[1], id)
+    local rid = ''
+    if m then
+      rid = string.sub(m, 19, 18 + string.byte(m, 18))
+    end
     if kind == 'd' then
-      local e = redis.call('HGET', KEYS[1], id)
       redis.call('HDEL', KEYS[1], id)
-      if e then
-        redis.call('HSET', KEYS[5], id, string.sub(e, 1, 8))
-        redis.call('ZADD', KEYS[6], ARGV[1], id)
+      redis.call('HDEL', KEYS[2], id)
+      redis.call('HDEL', KEYS[3], id)
+      if m then
+        redis.call('HSET', KEYS[7], id, string.sub(m, 2, 9))
+        redis.call('ZADD', KEYS[8], ARGV[1], id)
+      end
+      if rid ~= '' then
+        redis.call('HINCRBY', KEYS[10], rid .. ':d', 1)
       end
     elseif kind == 'l' then
-      redis.call('LPUSH', KEYS[7], id)
+      redis.call('LPUSH', KEYS[9], id)
     else
-      redis.call('HSET', KEYS[1], id, blob)
+      redis.call('HSET', KEYS[1], id, rec)
+      redis.call('HSET', KEYS[3], id, log)
       if kind == 'r' and tonumber(score) <= tonumber(ARGV[1]) then
-        redis.call('RPUSH', KEYS[7], id)
+        redis.call('RPUSH', KEYS[9], id)
       elseif kind == 'r' then
-        redis.call('ZADD', KEYS[2], score, id)
-      else
         redis.call('ZADD', KEYS[4], score, id)
+      else
+        redis.call('ZADD', KEYS[6], score, id)
+        if rid ~= '' then
+          redis.call('HINCRBY', KEYS[10], rid .. ':x', 1)
+        end
       end
     end
   end
 end
 local cutoff = tonumber(ARGV[1]) - tonumber(ARGV[2])
-local old = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', cutoff, 'LIMIT', 0, 100)
+local old = redis.call('ZRANGEBYSCORE', KEYS[8], '-inf', cutoff, 'LIMIT', 0, 100)
 if #old > 0 then
-  redis.call('HDEL', KEYS[5], unpack(old))
-  redis.call('ZREM', KEYS[6], unpack(old))
+  redis.call('HDEL', KEYS[7], unpack(old))
+  redis.call('ZREM', KEYS[8], unpack(old))
 end
-old = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', cutoff, 'LIMIT', 0, 100)
+old = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', cutoff, 'LIMIT', 0, 100)
 if #old > 0 then
   redis.call('HDEL', KEYS[1], unpack(old))
-  redis.call('ZREM', KEYS[4], unpack(old))
+  redis.call('HDEL', KEYS[2], unpack(old))
+  redis.call('HDEL', KEYS[3], unpack(old))
+  redis.call('ZREM', KEYS[6], unpack(old))
+end
+old = redis.call('ZRANGEBYSCORE', KEYS[11], '-inf', cutoff, 'LIMIT', 0, 100)
+for _, rid in ipairs(old) do
+  redis.call('HDEL', KEYS[10], rid .. ':m', rid .. ':d', rid .. ':x', rid .. ':s')
+  redis.call('ZREM', KEYS[11], rid)
 end
 return skipped
 `)
@@ -236,26 +323,29 @@ func (q *Queue) Settle(ctx context.Context, dest string, outcomes []sender.Outco
 		return 0, nil
 	}
 	k := keysOf(q.prefix, dest)
-	args := make([]any, 0, 2+5*len(outcomes))
+	args := make([]any, 0, 2+6*len(outcomes))
 	args = append(args, ms(now), q.retention.Milliseconds())
 	for _, o := range outcomes {
-		var kind, blob string
+		var kind string
+		var rec, log []byte
 		var score int64
 		switch o.Kind {
 		case sender.Delivered:
 			kind = "d"
 		case sender.Retry:
-			kind, blob, score = "r", stored(o.Envelope), ms(o.Envelope.NextAt)
+			kind, score = "r", ms(o.Envelope.NextAt)
+			rec, log = sender.MarshalMeta(sender.MetaOf(o.Envelope)), sender.MarshalLog(o.Envelope.Log)
 		case sender.Dead:
-			kind, blob, score = "x", stored(o.Envelope), ms(o.Envelope.DeadAt)
+			kind, score = "x", ms(o.Envelope.DeadAt)
+			rec, log = sender.MarshalMeta(sender.MetaOf(o.Envelope)), sender.MarshalLog(o.Envelope.Log)
 		case sender.Release:
 			kind, score = "l", ms(now)
 		default:
 			return 0, fmt.Errorf("redis settle: unknown outcome %d", o.Kind)
 		}
-		args = append(args, kind, o.ID, ms(o.LeaseUntil), blob, score)
+		args = append(args, kind, o.ID, ms(o.LeaseUntil), rec, log, score)
 	}
-	n, err := settleScript.Run(ctx, q.rdb, []string{k.env, k.due, k.leased, k.dead, k.done, k.donet, k.ready}, args...).Int()
+	n, err := settleScript.Run(ctx, q.rdb, []string{k.meta, k.body, k.log, k.due, k.leased, k.dead, k.done, k.donet, k.ready, k.rdc, k.rdt}, args...).Int()
 	if err != nil {
 		return 0, fmt.Errorf("redis settle: %w", err)
 	}
@@ -270,7 +360,9 @@ func (q *Queue) SetPaused(ctx context.Context, dest string, paused bool, by stri
 		if by == "" {
 			by = "unknown"
 		}
-		err = q.rdb.Set(ctx, k.paused, by, 0).Err()
+		if err = q.register(ctx, dest); err == nil {
+			err = q.rdb.Set(ctx, k.paused, by, 0).Err()
+		}
 	} else {
 		err = q.rdb.Del(ctx, k.paused).Err()
 	}
@@ -294,11 +386,11 @@ func (q *Queue) Paused(ctx context.Context, dest string) (bool, string, error) {
 
 // statsScript reads a destination's depth.
 //
-//	KEYS  due, leased, dead, paused, ready, env, corrupt
+//	KEYS  due, leased, dead, paused, ready, meta, corrupt
 //	ARGV  now ms
-//	returns {queued, leased, dead, who paused it or false, oldest scheduled due ms or -1,
-//	oldest dead ms or -1, corrupt, the envelope at the head of the ready
-//	list or false}
+//	returns {queued, leased, dead, who paused it or false, oldest
+//	scheduled due ms or -1, oldest dead ms or -1, corrupt, the record at
+//	the head of the ready list or false}
 var statsScript = redis.NewScript(`
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local dead = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
@@ -320,7 +412,7 @@ return {redis.call('ZCARD', KEYS[1]) + redis.call('LLEN', KEYS[5]), redis.call('
 // Stats implements sender.Queue.
 func (q *Queue) Stats(ctx context.Context, dest string, now time.Time) (sender.Stats, error) {
 	k := keysOf(q.prefix, dest)
-	v, err := statsScript.Run(ctx, q.rdb, []string{k.due, k.leased, k.dead, k.paused, k.ready, k.env, k.corrupt}, ms(now)).Slice()
+	v, err := statsScript.Run(ctx, q.rdb, []string{k.due, k.leased, k.dead, k.paused, k.ready, k.meta, k.corrupt}, ms(now)).Slice()
 	if err != nil {
 		return sender.Stats{}, fmt.Errorf("redis stats: %w", err)
 	}
@@ -332,9 +424,11 @@ func (q *Queue) Stats(ctx context.Context, dest string, now time.Time) (sender.S
 	if n(4) >= 0 {
 		s.OldestReady = now.Sub(time.UnixMilli(n(4)))
 	}
-	if len(v) > 7 && v[7] != nil { // the ready list's head is due since its NextAt
-		if e, err := decode(v[7]); err == nil && now.Sub(e.NextAt) > s.OldestReady {
-			s.OldestReady = max(0, now.Sub(e.NextAt))
+	if len(v) > 7 { // the ready list's head is due since its NextAt
+		if m, ok := str(v[7]); ok {
+			if rec, err := sender.UnmarshalMeta(dest, "", []byte(m)); err == nil && now.Sub(rec.NextAt) > s.OldestReady {
+				s.OldestReady = max(0, now.Sub(rec.NextAt))
+			}
 		}
 	}
 	if n(5) >= 0 {
@@ -345,10 +439,10 @@ func (q *Queue) Stats(ctx context.Context, dest string, now time.Time) (sender.S
 
 // deadScript lists dead letters after a cursor.
 //
-//	KEYS  dead, env
+//	KEYS  dead, meta
 //	ARGV  after ms, after id ("" for none), limit
-//	returns {id, score, id, score, ...} and then the envelopes, in one list:
-//	the first half are id/score pairs
+//	returns {id, score, id, score, ...} and then the records, in one list:
+//	the first two thirds are id/score pairs
 var deadScript = redis.NewScript(`
 -- Byte-wise, as Redis orders equal scores (Lua's > follows the locale).
 local function greater(a, b)
@@ -388,15 +482,14 @@ for j = 1, #ids do
   table.insert(out, ids[j])
   table.insert(out, scores[j])
 end
-local blobs = redis.call('HMGET', KEYS[2], unpack(ids))
-for j = 1, #blobs do
-  table.insert(out, blobs[j])
+for _, m in ipairs(redis.call('HMGET', KEYS[2], unpack(ids))) do
+  table.insert(out, m)
 end
 return out
 `)
 
 // Dead implements sender.Queue. The cursor is "<dead-at ms>:<id>".
-func (q *Queue) Dead(ctx context.Context, dest, cursor string, limit int) ([]*sender.Envelope, string, error) {
+func (q *Queue) Dead(ctx context.Context, dest, cursor string, limit int) ([]*sender.Meta, string, error) {
 	k := keysOf(q.prefix, dest)
 	afterMs, afterID := int64(-1), ""
 	if cursor != "" {
@@ -407,22 +500,26 @@ func (q *Queue) Dead(ctx context.Context, dest, cursor string, limit int) ([]*se
 		}
 		afterMs, afterID = n, id
 	}
-	v, err := deadScript.Run(ctx, q.rdb, []string{k.dead, k.env}, afterMs, afterID, limit).Slice()
+	v, err := deadScript.Run(ctx, q.rdb, []string{k.dead, k.meta}, afterMs, afterID, limit).Slice()
 	if err != nil {
 		return nil, "", fmt.Errorf("redis dead: %w", err)
 	}
 	n := len(v) / 3
-	var out []*sender.Envelope
+	var out []*sender.Meta
 	for j := range n {
-		raw := v[2*n+j]
-		if raw == nil {
+		raw, ok := str(v[2*n+j])
+		if !ok {
 			continue // purged meanwhile
 		}
-		e, err := decode(raw)
+		id, _ := str(v[2*j])
+		score, _ := str(v[2*j+1])
+		m, err := sender.UnmarshalMeta(dest, id, []byte(raw))
 		if err != nil {
-			return nil, "", fmt.Errorf("redis dead: %w", err)
+			return nil, "", fmt.Errorf("redis dead: %q: %w", id, err)
 		}
-		out = append(out, e)
+		at, _ := strconv.ParseInt(score, 10, 64)
+		m.State, m.DeadAt = sender.StateDead, time.UnixMilli(at)
+		out = append(out, m)
 	}
 	next := ""
 	if n == limit && n > 0 {
@@ -431,96 +528,184 @@ func (q *Queue) Dead(ctx context.Context, dest, cursor string, limit int) ([]*se
 	return out, next, nil
 }
 
+// metasScript reads records and states.
+//
+//	KEYS  meta, leased, dead, paused
+//	ARGV  ids
+//	returns {paused, then per id: record or false, leased, dead-at ms or false}
+var metasScript = redis.NewScript(`
+local out = {redis.call('EXISTS', KEYS[4])}
+for _, id in ipairs(ARGV) do
+  table.insert(out, redis.call('HGET', KEYS[1], id))
+  table.insert(out, redis.call('ZSCORE', KEYS[2], id) and 1 or 0)
+  table.insert(out, redis.call('ZSCORE', KEYS[3], id))
+end
+return out
+`)
+
+// Metas implements sender.Queue.
+func (q *Queue) Metas(ctx context.Context, dest string, ids []string) ([]*sender.Meta, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	k := keysOf(q.prefix, dest)
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	v, err := metasScript.Run(ctx, q.rdb, []string{k.meta, k.leased, k.dead, k.paused}, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("redis metas: %w", err)
+	}
+	paused := v[0] == int64(1)
+	var out []*sender.Meta
+	for i, id := range ids {
+		raw, ok := str(v[1+3*i])
+		if !ok {
+			continue
+		}
+		m, err := sender.UnmarshalMeta(dest, id, []byte(raw))
+		if err != nil {
+			return nil, fmt.Errorf("redis metas: %q: %w", id, err)
+		}
+		m.State = stateOf(v[2+3*i] == int64(1), v[3+3*i], paused)
+		if m.State == sender.StateDead {
+			s, _ := str(v[3+3*i])
+			at, _ := strconv.ParseInt(s, 10, 64)
+			m.DeadAt = time.UnixMilli(at)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func stateOf(leased bool, deadScore any, paused bool) sender.State {
+	switch {
+	case leased:
+		return sender.StateLeased
+	case deadScore != nil:
+		return sender.StateDead
+	case paused:
+		return sender.StatePaused
+	}
+	return sender.StateQueued
+}
+
 // getScript reads one envelope and its state.
 //
-//	KEYS  env, leased, dead, paused
+//	KEYS  meta, body, log, leased, dead, paused
 //	ARGV  id
-//	returns {envelope or false, leased, dead, paused}
+//	returns {record or false, payload, log, leased, dead-at ms or false, paused}
 var getScript = redis.NewScript(`
-local e = redis.call('HGET', KEYS[1], ARGV[1])
-local l = redis.call('ZSCORE', KEYS[2], ARGV[1]) and 1 or 0
-local d = redis.call('ZSCORE', KEYS[3], ARGV[1]) and 1 or 0
-return {e, l, d, redis.call('EXISTS', KEYS[4])}
+local id = ARGV[1]
+return {redis.call('HGET', KEYS[1], id), redis.call('HGET', KEYS[2], id), redis.call('HGET', KEYS[3], id),
+  redis.call('ZSCORE', KEYS[4], id) and 1 or 0, redis.call('ZSCORE', KEYS[5], id), redis.call('EXISTS', KEYS[6])}
 `)
 
 // Get implements sender.Queue.
 func (q *Queue) Get(ctx context.Context, dest, id string) (*sender.Envelope, sender.State, error) {
 	k := keysOf(q.prefix, dest)
-	v, err := getScript.Run(ctx, q.rdb, []string{k.env, k.leased, k.dead, k.paused}, id).Slice()
+	v, err := getScript.Run(ctx, q.rdb, []string{k.meta, k.body, k.log, k.leased, k.dead, k.paused}, id).Slice()
 	if err != nil {
 		return nil, "", fmt.Errorf("redis get: %w", err)
 	}
 	if v[0] == nil {
 		return nil, "", sender.ErrNotFound
 	}
-	e, err := decode(v[0])
+	e, err := assemble(dest, id, v[0], v[1], v[2])
 	if err != nil {
 		return nil, "", fmt.Errorf("redis get: %w", err)
 	}
-	switch {
-	case v[1] == int64(1):
-		return e, sender.StateLeased, nil
-	case v[2] == int64(1):
-		return e, sender.StateDead, nil
-	case v[3] == int64(1):
-		return e, sender.StatePaused, nil
+	state := stateOf(v[3] == int64(1), v[4], v[5] == int64(1))
+	if state == sender.StateDead {
+		s, _ := str(v[4])
+		at, _ := strconv.ParseInt(s, 10, 64)
+		e.DeadAt = time.UnixMilli(at)
 	}
-	return e, sender.StateQueued, nil
+	return e, state, nil
 }
 
-// redriveScript moves dead letters back to due.
+// redriveScript moves dead letters back to the ready list: read, check
+// and write in one step, so that a letter moves at most once however many
+// redrives run at once. The record's redrive ID and next time are
+// rewritten in place (sender.MetaRedriveOffset); a letter an earlier
+// redrive had moved counts as superseded there.
 //
-//	KEYS  env, dead, ready
-//	ARGV  now ms, then per letter: id, stored envelope (redriven)
+//	KEYS  meta, dead, ready, rdc, rdt
+//	ARGV  now ms, redrive id, now as 8 bytes (big-endian ms), then ids
 //	returns the IDs moved (those still dead)
 var redriveScript = redis.NewScript(`
+local rid = ARGV[2]
 local moved = {}
-for i = 2, #ARGV, 2 do
-  if redis.call('ZSCORE', KEYS[2], ARGV[i]) then
-    redis.call('ZREM', KEYS[2], ARGV[i])
-    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i+1])
-    redis.call('RPUSH', KEYS[3], ARGV[i])
-    table.insert(moved, ARGV[i])
+for i = 4, #ARGV do
+  local id = ARGV[i]
+  local m = redis.call('HGET', KEYS[1], id)
+  if m and redis.call('ZREM', KEYS[2], id) == 1 then
+    local n = string.byte(m, 18)
+    local old = string.sub(m, 19, 18 + n)
+    if old ~= '' then
+      redis.call('HINCRBY', KEYS[4], old .. ':x', -1)
+      redis.call('HINCRBY', KEYS[4], old .. ':s', 1)
+    end
+    redis.call('HSET', KEYS[1], id, string.sub(m, 1, 9) .. ARGV[3] .. string.char(#rid) .. rid .. string.sub(m, 19 + n))
+    redis.call('RPUSH', KEYS[3], id)
+    table.insert(moved, id)
   end
+end
+if #moved > 0 then
+  redis.call('HINCRBY', KEYS[4], rid .. ':m', #moved)
+  redis.call('ZADD', KEYS[5], 'NX', ARGV[1], rid)
 end
 return moved
 `)
 
 // Redrive implements sender.Queue.
 func (q *Queue) Redrive(ctx context.Context, dest string, ids []string, redriveID string, now time.Time) ([]string, error) {
-	k := keysOf(q.prefix, dest)
-	args := []any{ms(now)}
-	for _, id := range ids {
-		e, state, err := q.Get(ctx, dest, id)
-		if errors.Is(err, sender.ErrNotFound) || state != sender.StateDead {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		sender.Redriven(e, redriveID, now)
-		args = append(args, id, stored(e))
-	}
-	if len(args) == 1 {
+	if len(ids) == 0 {
 		return nil, nil
 	}
-	moved, err := redriveScript.Run(ctx, q.rdb, []string{k.env, k.dead, k.ready}, args...).StringSlice()
+	if len(redriveID) >= 128 {
+		return nil, fmt.Errorf("redis redrive: a redrive ID of %d bytes (the record keeps under 128)", len(redriveID))
+	}
+	k := keysOf(q.prefix, dest)
+	args := []any{ms(now), redriveID, binary.BigEndian.AppendUint64(nil, uint64(ms(now)))}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	moved, err := redriveScript.Run(ctx, q.rdb, []string{k.meta, k.dead, k.ready, k.rdc, k.rdt}, args...).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("redis redrive: %w", err)
 	}
 	return moved, nil
 }
 
+// RedriveCounts implements sender.Queue.
+func (q *Queue) RedriveCounts(ctx context.Context, dest, redriveID string) (sender.RedriveCounts, error) {
+	k := keysOf(q.prefix, dest)
+	v, err := q.rdb.HMGet(ctx, k.rdc, redriveID+":m", redriveID+":d", redriveID+":x", redriveID+":s").Result()
+	if err != nil {
+		return sender.RedriveCounts{}, fmt.Errorf("redis redrive counts: %w", err)
+	}
+	n := func(i int) int {
+		s, _ := str(v[i])
+		x, _ := strconv.Atoi(s)
+		return x
+	}
+	return sender.RedriveCounts{Moved: n(0), Delivered: n(1), DeadAgain: n(2), Superseded: n(3)}, nil
+}
+
 // purgeScript deletes dead letters.
 //
-//	KEYS  env, dead
+//	KEYS  meta, body, log, dead
 //	ARGV  ids
 //	returns how many went
 var purgeScript = redis.NewScript(`
 local n = 0
 for i = 1, #ARGV do
-  if redis.call('ZREM', KEYS[2], ARGV[i]) == 1 then
+  if redis.call('ZREM', KEYS[4], ARGV[i]) == 1 then
     redis.call('HDEL', KEYS[1], ARGV[i])
+    redis.call('HDEL', KEYS[2], ARGV[i])
+    redis.call('HDEL', KEYS[3], ARGV[i])
     n = n + 1
   end
 end
@@ -537,11 +722,215 @@ func (q *Queue) Purge(ctx context.Context, dest string, ids []string) (int, erro
 	for i, id := range ids {
 		args[i] = id
 	}
-	n, err := purgeScript.Run(ctx, q.rdb, []string{k.env, k.dead}, args...).Int()
+	n, err := purgeScript.Run(ctx, q.rdb, []string{k.meta, k.body, k.log, k.dead}, args...).Int()
 	if err != nil {
 		return 0, fmt.Errorf("redis purge: %w", err)
 	}
 	return n, nil
+}
+
+// Destinations implements sender.Queue.
+func (q *Queue) Destinations(ctx context.Context) ([]string, error) {
+	names, err := q.rdb.SMembers(ctx, destsKey(q.prefix)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redis destinations: %w", err)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// movePage is how many envelopes one step of a Move reads.
+const movePage = 200
+
+// movePageScript reads a page of one index of a destination, from an
+// offset (the envelopes kept there by earlier pages), with each
+// envelope's parts.
+//
+//	KEYS  index, meta, body, log
+//	ARGV  "list" or "zset", offset, n
+//	returns {ids..., scores..., records..., payloads..., logs...} (a list's
+//	scores are 0)
+var movePageScript = redis.NewScript(`
+local off, n = tonumber(ARGV[2]), tonumber(ARGV[3])
+local ids, scores = {}, {}
+if ARGV[1] == 'list' then
+  ids = redis.call('LRANGE', KEYS[1], off, off + n - 1)
+  for i = 1, #ids do
+    scores[i] = 0
+  end
+else
+  local r = redis.call('ZRANGE', KEYS[1], off, off + n - 1, 'WITHSCORES')
+  for i = 1, #r, 2 do
+    table.insert(ids, r[i])
+    table.insert(scores, r[i+1])
+  end
+end
+if #ids == 0 then
+  return {}
+end
+local out = {}
+for _, id in ipairs(ids) do table.insert(out, id) end
+for _, s in ipairs(scores) do table.insert(out, s) end
+for _, k in ipairs({KEYS[2], KEYS[3], KEYS[4]}) do
+  for _, v in ipairs(redis.call('HMGET', k, unpack(ids))) do
+    table.insert(out, v)
+  end
+end
+return out
+`)
+
+// moveInScript writes envelopes moved from another destination, unless
+// it holds their IDs already.
+//
+//	KEYS  meta, body, log, ready, dead, done
+//	ARGV  per envelope: id, "x" (dead) or "q", dead-at ms, record,
+//	      payload, log
+//	returns per envelope: 1 written, 0 held already with the same
+//	payload, -1 held with another
+var moveInScript = redis.NewScript(`
+local out = {}
+for i = 1, #ARGV, 6 do
+  local id, state, score, rec, body, log = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4], ARGV[i+5]
+  local fp = string.sub(rec, 2, 9)
+  local cur = redis.call('HGET', KEYS[1], id)
+  local done = redis.call('HGET', KEYS[6], id)
+  if cur then
+    table.insert(out, (string.sub(cur, 2, 9) == fp) and 0 or -1)
+  elseif done then
+    table.insert(out, (done == fp) and 0 or -1)
+  else
+    redis.call('HSET', KEYS[1], id, rec)
+    redis.call('HSET', KEYS[2], id, body)
+    if log ~= '' then
+      redis.call('HSET', KEYS[3], id, log)
+    end
+    if state == 'x' then
+      redis.call('ZADD', KEYS[5], score, id)
+    else
+      redis.call('RPUSH', KEYS[4], id)
+    end
+    table.insert(out, 1)
+  end
+end
+return out
+`)
+
+// moveOutScript deletes envelopes moved to another destination.
+//
+//	KEYS  meta, body, log, index
+//	ARGV  "list" or "zset", ids
+var moveOutScript = redis.NewScript(`
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  redis.call('HDEL', KEYS[1], id)
+  redis.call('HDEL', KEYS[2], id)
+  redis.call('HDEL', KEYS[3], id)
+  if ARGV[1] == 'list' then
+    redis.call('LREM', KEYS[4], 1, id)
+  else
+    redis.call('ZREM', KEYS[4], id)
+  end
+end
+return 0
+`)
+
+// Move implements sender.Queue. The two destinations' keys are in
+// different Cluster slots, so it moves a page at a time in three steps:
+// read from from, write into to (unless to holds the ID), delete from
+// from. A move cut short between the last two leaves a copy in both; the
+// next Move finds to holding it with the same payload, and deletes it
+// from from. Move while no instance delivers from: a lease taken
+// meanwhile would be delivered from both.
+func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved, kept int, err error) {
+	if from == to {
+		return 0, 0, fmt.Errorf("redis move: %q to itself", from)
+	}
+	if err := q.register(ctx, to); err != nil {
+		return 0, 0, fmt.Errorf("redis move: %w", err)
+	}
+	src, dst := keysOf(q.prefix, from), keysOf(q.prefix, to)
+	for _, ix := range []struct{ key, kind, state string }{
+		{src.ready, "list", "q"}, {src.due, "zset", "q"}, {src.leased, "zset", "q"}, {src.dead, "zset", "x"},
+	} {
+		offset := 0 // the envelopes of this index kept in from
+		for {
+			v, err := movePageScript.Run(ctx, q.rdb, []string{ix.key, src.meta, src.body, src.log}, ix.kind, offset, movePage).Slice()
+			if err != nil {
+				return moved, kept, fmt.Errorf("redis move: reading %s: %w", from, err)
+			}
+			n := len(v) / 5
+			if n == 0 {
+				break
+			}
+			var in []any
+			var ids []string
+			for i := range n {
+				id, _ := str(v[i])
+				rec, ok := str(v[2*n+i])
+				if !ok {
+					// An index entry without its envelope: nothing to move;
+					// the out step drops the entry.
+					ids = append(ids, id)
+					continue
+				}
+				m, err := sender.UnmarshalMeta(to, id, []byte(rec))
+				if err != nil {
+					return moved, kept, fmt.Errorf("redis move: %q: %w", id, err)
+				}
+				body, _ := str(v[3*n+i])
+				log, _ := str(v[4*n+i])
+				score, _ := str(v[n+i])
+				in = append(in, id, ix.state, score, sender.MarshalMeta(m), body, log)
+				ids = append(ids, id)
+			}
+			var out []any
+			if len(in) > 0 {
+				res, err := moveInScript.Run(ctx, q.rdb, []string{dst.meta, dst.body, dst.log, dst.ready, dst.dead, dst.done}, in...).Int64Slice()
+				if err != nil {
+					return moved, kept, fmt.Errorf("redis move: writing %s: %w", to, err)
+				}
+				for j, r := range res {
+					id := in[6*j].(string)
+					if r < 0 {
+						kept++
+						offset++
+						ids = slices.DeleteFunc(ids, func(x string) bool { return x == id })
+						continue
+					}
+					moved++
+				}
+			}
+			out = append(out, ix.kind)
+			for _, id := range ids {
+				out = append(out, id)
+			}
+			if len(out) > 1 {
+				if err := moveOutScript.Run(ctx, q.rdb, []string{src.meta, src.body, src.log, ix.key}, out...).Err(); err != nil {
+					return moved, kept, fmt.Errorf("redis move: deleting from %s: %w", from, err)
+				}
+			}
+		}
+	}
+	return moved, kept, nil
+}
+
+// Drop implements sender.Queue.
+func (q *Queue) Drop(ctx context.Context, dest string) (int, error) {
+	k := keysOf(q.prefix, dest)
+	n, err := q.rdb.HLen(ctx, k.meta).Result()
+	if err != nil {
+		return 0, fmt.Errorf("redis drop: %w", err)
+	}
+	// One DEL of keys that share a hash tag: one slot.
+	if err := q.rdb.Del(ctx, k.meta, k.body, k.log, k.ready, k.due, k.leased, k.dead, k.done, k.donet,
+		k.paused, k.corrupt, k.rdc, k.rdt, k.env).Err(); err != nil {
+		return 0, fmt.Errorf("redis drop: %w", err)
+	}
+	if err := q.rdb.SRem(ctx, destsKey(q.prefix), dest).Err(); err != nil {
+		return int(n), fmt.Errorf("redis drop: %w", err)
+	}
+	q.registered.Delete(dest)
+	return int(n), nil
 }
 
 var _ sender.Queue = (*Queue)(nil)

@@ -25,7 +25,7 @@ func TestConformanceSingleNode(t *testing.T) {
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr()}})
 	t.Cleanup(func() { rdb.Close() })
 	queuetest.Run(t, func(t *testing.T, retention time.Duration) sender.Queue {
-		return redisqueue.New(rdb, prefix(), retention)
+		return redisqueue.New(rdb, prefix(), retention).WithCallerClock()
 	})
 }
 
@@ -36,7 +36,7 @@ func TestConformanceCluster(t *testing.T) {
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs, IsClusterMode: true})
 	t.Cleanup(func() { rdb.Close() })
 	queuetest.Run(t, func(t *testing.T, retention time.Duration) sender.Queue {
-		return redisqueue.New(rdb, prefix(), retention)
+		return redisqueue.New(rdb, prefix(), retention).WithCallerClock()
 	})
 }
 
@@ -47,15 +47,15 @@ func TestCorruptEntryIsSetAside(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	p := prefix()
-	q := redisqueue.New(rdb, p, time.Hour)
+	q := redisqueue.New(rdb, p, time.Hour).WithCallerClock()
 	t0 := time.UnixMilli(1_800_000_000_000)
 	for _, id := range []string{"a", "b"} {
 		if _, err := q.Enqueue(t.Context(), &sender.Envelope{ID: id, Destination: "d", CreatedAt: t0, NextAt: t0, Payload: []byte("{}")}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// Damage "a": the fingerprint, then an unknown format version.
-	if err := rdb.HSet(t.Context(), p+":q:{d}:env", "a", "12345678\xffjunk").Err(); err != nil {
+	// Damage "a": an unknown format version of its record.
+	if err := rdb.HSet(t.Context(), p+":q:{d}:meta", "a", "\xff2345678junkjunkjunkjunk").Err(); err != nil {
 		t.Fatal(err)
 	}
 	got, err := q.Lease(t.Context(), "d", 10, t0, time.Minute)

@@ -1,0 +1,195 @@
+package sender
+
+import (
+	"encoding/binary"
+	"errors"
+	"time"
+
+	"github.com/hookgate/hookgate/internal/wire"
+)
+
+// A queue keeps each envelope in three parts, so that no scan reads what
+// it does not need:
+//
+//   - the record (Meta): small, everything a list, a count, a summary, a
+//     redrive or a purge reads, and what the delivery history keeps;
+//   - the payload, byte for byte, read only to deliver it and to show one
+//     envelope;
+//   - the attempt log, written when an attempt settles, read with the
+//     payload.
+
+// Meta is an envelope's record: the envelope without its payload and its
+// attempt log.
+type Meta struct {
+	ID          string // the store's key: not in the encoded record
+	Destination string // the store's key: not in the encoded record
+	EventType   string
+	Entity      string
+	ContentType string
+	EventTime   time.Time
+	CreatedAt   time.Time
+	NextAt      time.Time
+	// DeadAt is when it was dead-lettered; the dead index holds it, so it
+	// is not in the encoded record (zero unless State is dead).
+	DeadAt time.Time
+	// Tried counts every attempt made, before and after redrives: the
+	// attempt log's length.
+	Tried      int
+	LastStatus int
+	LastError  string
+	Class      Class
+	RedriveID  string
+	// TraceParent and TraceState are the W3C trace context of the enqueue.
+	TraceParent string
+	TraceState  string
+	// Size is the payload's length; Fingerprint its first 8 bytes of
+	// SHA-256 (the enqueue's idempotency check).
+	Size        int
+	Fingerprint [8]byte
+	// State is the envelope's state when read (not in the encoded record).
+	State State
+}
+
+// MetaOf is e's record.
+func MetaOf(e *Envelope) *Meta {
+	return &Meta{
+		ID: e.ID, Destination: e.Destination, EventType: e.EventType, Entity: e.Entity, ContentType: e.ContentType,
+		EventTime: e.EventTime, CreatedAt: e.CreatedAt, NextAt: e.NextAt, DeadAt: e.DeadAt,
+		Tried: len(e.Log), LastStatus: e.LastStatus, LastError: e.LastError, Class: e.Class, RedriveID: e.RedriveID,
+		TraceParent: e.TraceParent, TraceState: e.TraceState, Size: len(e.Payload), Fingerprint: Fingerprint(e.Payload),
+	}
+}
+
+// Assemble is the envelope of a record, its payload and its attempt log.
+// Its Attempts, the attempts of the current run, are the log's last
+// entries made under the record's redrive ID.
+func Assemble(m *Meta, payload []byte, log []Attempt) *Envelope {
+	e := &Envelope{
+		ID: m.ID, Destination: m.Destination, EventType: m.EventType, Entity: m.Entity, ContentType: m.ContentType,
+		EventTime: m.EventTime, CreatedAt: m.CreatedAt, NextAt: m.NextAt, DeadAt: m.DeadAt, Payload: payload,
+		LastStatus: m.LastStatus, LastError: m.LastError, Class: m.Class, RedriveID: m.RedriveID,
+		TraceParent: m.TraceParent, TraceState: m.TraceState, Log: log,
+	}
+	for i := len(log) - 1; i >= 0 && log[i].RedriveID == m.RedriveID; i-- {
+		e.Attempts++
+	}
+	return e
+}
+
+// The record's stored form:
+//
+//	version byte 2 | fingerprint (8) | next at (8, big-endian unix ms) |
+//	string redrive id | string event type, entity, content type, trace
+//	parent, trace state, last error | varint event time, created (unix
+//	ms, 0 for none) | uvarint tried, last status, class, size
+//
+// where a string is a uvarint length and its bytes. The fingerprint, the
+// next time and the redrive ID come first, at fixed places, so that a
+// Redis script can read the fingerprint and redrive a letter (a new
+// redrive ID, due now) without decoding the rest; a redrive ID is shorter
+// than 128 bytes, so its length is one byte.
+const metaVersion = 2
+
+// MetaRedriveOffset is where the redrive ID's length byte is in a stored
+// record (0-based); the bytes before it are the version, the fingerprint
+// and the next time.
+const MetaRedriveOffset = 17
+
+var errBadMeta = errors.New("malformed stored envelope record")
+
+// MarshalMeta encodes m for a store.
+func MarshalMeta(m *Meta) []byte {
+	b := make([]byte, 0, 48+len(m.RedriveID)+len(m.EventType)+len(m.Entity)+len(m.ContentType)+
+		len(m.TraceParent)+len(m.TraceState)+len(m.LastError))
+	b = append(b, metaVersion)
+	b = append(b, m.Fingerprint[:]...)
+	b = binary.BigEndian.AppendUint64(b, uint64(unixMs(m.NextAt)))
+	for _, s := range []string{m.RedriveID, m.EventType, m.Entity, m.ContentType, m.TraceParent, m.TraceState, m.LastError} {
+		b = wire.AppendString(b, s)
+	}
+	for _, t := range []time.Time{m.EventTime, m.CreatedAt} {
+		b = binary.AppendVarint(b, unixMs(t))
+	}
+	for _, n := range []int{m.Tried, m.LastStatus, int(m.Class), m.Size} {
+		b = binary.AppendUvarint(b, uint64(n))
+	}
+	return b
+}
+
+// UnmarshalMeta decodes what MarshalMeta encoded, for the envelope id of
+// dest.
+func UnmarshalMeta(dest, id string, b []byte) (*Meta, error) {
+	if len(b) < MetaRedriveOffset || b[0] != metaVersion {
+		return nil, errBadMeta
+	}
+	m := &Meta{ID: id, Destination: dest, Fingerprint: [8]byte(b[1:9])}
+	m.NextAt = fromUnixMs(int64(binary.BigEndian.Uint64(b[9:17])))
+	d := wire.Decoder{Buf: b[MetaRedriveOffset:]}
+	for _, s := range []*string{&m.RedriveID, &m.EventType, &m.Entity, &m.ContentType, &m.TraceParent, &m.TraceState, &m.LastError} {
+		*s = d.LenString()
+	}
+	for _, t := range []*time.Time{&m.EventTime, &m.CreatedAt} {
+		*t = fromUnixMs(d.Varint())
+	}
+	for _, n := range []*int{&m.Tried, &m.LastStatus, (*int)(nil), &m.Size} {
+		v := d.Uvarint()
+		if v > 1<<40 {
+			return nil, errBadMeta
+		}
+		if n == nil {
+			m.Class = Class(v)
+			continue
+		}
+		*n = int(v)
+	}
+	if d.Err || len(d.Buf) != 0 {
+		return nil, errBadMeta
+	}
+	return m, nil
+}
+
+// The attempt log's stored form is its attempts one after another, each
+//
+//	varint at (unix ms) | uvarint status | string error | uvarint latency
+//	µs | string redrive id
+//
+// so that appending an attempt is appending its bytes.
+
+// MarshalLog encodes an attempt log.
+func MarshalLog(log []Attempt) []byte {
+	var b []byte
+	for _, a := range log {
+		b = AppendAttempt(b, a)
+	}
+	return b
+}
+
+// AppendAttempt appends one attempt's stored form to b.
+func AppendAttempt(b []byte, a Attempt) []byte {
+	b = binary.AppendVarint(b, unixMs(a.At))
+	b = binary.AppendUvarint(b, uint64(a.Status))
+	b = wire.AppendString(b, a.Error)
+	b = binary.AppendUvarint(b, uint64(a.Latency.Microseconds()))
+	return wire.AppendString(b, a.RedriveID)
+}
+
+var errBadLog = errors.New("malformed stored attempt log")
+
+// UnmarshalLog decodes what MarshalLog encoded.
+func UnmarshalLog(b []byte) ([]Attempt, error) {
+	var log []Attempt
+	d := wire.Decoder{Buf: b}
+	for len(d.Buf) > 0 {
+		var a Attempt
+		a.At = fromUnixMs(d.Varint())
+		a.Status = int(d.Uvarint())
+		a.Error = d.LenString()
+		a.Latency = time.Duration(d.Uvarint()) * time.Microsecond
+		a.RedriveID = d.LenString()
+		if d.Err {
+			return nil, errBadLog
+		}
+		log = append(log, a)
+	}
+	return log, nil
+}
