@@ -106,3 +106,38 @@ func TestBrokenExpiredLeaseIsSetAside(t *testing.T) {
 		t.Errorf("Stats = %+v, want 1 corrupt (a), 1 leased (c)", st)
 	}
 }
+
+// TestIdlePollWritesNothing: leasing an idle destination, or a paused one,
+// is a read: no write transaction, so no fsync per poll.
+func TestIdlePollWritesNothing(t *testing.T) {
+	db, q := openQueue(t, time.Hour)
+	t0 := time.UnixMilli(1_800_000_000_000)
+	later := &sender.Envelope{ID: "later", Destination: "d", CreatedAt: t0, NextAt: t0.Add(time.Hour), Payload: []byte("{}")}
+	if _, err := q.Enqueue(t.Context(), later); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.SetPaused(t.Context(), "p", true, "operator"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Enqueue(t.Context(), &sender.Envelope{ID: "x", Destination: "p", CreatedAt: t0, NextAt: t0, Payload: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	writes := func() int64 { st := db.Stats(); return st.TxStats.GetWrite() }
+	before := writes()
+	for range 20 {
+		for _, dest := range []string{"d", "p", "never-seen"} {
+			if got, err := q.Lease(t.Context(), dest, 10, t0, time.Minute); err != nil || len(got) != 0 {
+				t.Fatalf("Lease(%s) = %v, %v; want nothing", dest, got, err)
+			}
+		}
+		if _, err := q.Stats(t.Context(), "d", t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w := writes() - before; w != 0 {
+		t.Errorf("60 idle polls wrote %d pages, want none", w)
+	}
+	if got, err := q.Lease(t.Context(), "d", 10, t0.Add(time.Hour), time.Minute); err != nil || len(got) != 1 {
+		t.Errorf("once due: Lease = %v, %v", got, err)
+	}
+}

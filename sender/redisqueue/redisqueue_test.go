@@ -70,3 +70,33 @@ func TestCorruptEntryIsSetAside(t *testing.T) {
 		t.Errorf("after b's lease expired = %v, want b again, never a", got)
 	}
 }
+
+// TestLeasesAreJudgedByRedisClock: an instance whose clock runs an hour
+// ahead cannot take over a live lease; the lease ends by Redis's clock.
+func TestLeasesAreJudgedByRedisClock(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	p := prefix()
+	honest, ahead := redisqueue.New(rdb, p, time.Hour), redisqueue.New(rdb, p, time.Hour)
+	now := time.Now()
+	if _, err := honest.Enqueue(t.Context(), &sender.Envelope{ID: "a", Destination: "d", CreatedAt: now, NextAt: now, Payload: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	const lease = 300 * time.Millisecond
+	first, err := honest.Lease(t.Context(), "d", 1, now, lease)
+	if err != nil || len(first) != 1 {
+		t.Fatalf("Lease = %v, %v", first, err)
+	}
+	if got, err := ahead.Lease(t.Context(), "d", 1, now.Add(time.Hour), lease); err != nil || len(got) != 0 {
+		t.Fatalf("an instance an hour ahead leased %v (%v) while the lease is live", got, err)
+	}
+	time.Sleep(3 * lease) // past the lease by any clock
+	again, err := ahead.Lease(t.Context(), "d", 1, now.Add(time.Hour), lease)
+	if err != nil || len(again) != 1 {
+		t.Fatalf("after the lease ended by Redis's clock: %v, %v", again, err)
+	}
+	if !again[0].LeaseUntil.After(first[0].LeaseUntil) {
+		t.Errorf("the new lease ends %v, not after the first %v", again[0].LeaseUntil, first[0].LeaseUntil)
+	}
+}
