@@ -87,6 +87,10 @@ func (a *adminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 		problem.Write(w, http.StatusBadRequest, "bad_limit", err.Error(), 0)
 	case errors.Is(err, sender.ErrBadFilter):
 		problem.Write(w, http.StatusBadRequest, "bad_request", err.Error(), 0)
+	case errors.Is(err, sender.ErrConfigured):
+		problem.Write(w, http.StatusConflict, "destination_configured", err.Error(), 0)
+	case errors.Is(err, sender.ErrOrphaned):
+		problem.Write(w, http.StatusConflict, "destination_orphaned", err.Error(), 0)
 	case errors.Is(err, sender.ErrUnknownDestination):
 		problem.Write(w, http.StatusNotFound, "unknown_destination", err.Error(), 0)
 	case errors.Is(err, sender.ErrNotFound):
@@ -174,6 +178,29 @@ func (a *adminAPI) listDestinations(w http.ResponseWriter, r *http.Request) erro
 }
 
 func (a *adminAPI) destinationAction(w http.ResponseWriter, r *http.Request, name, action string) error {
+	switch action {
+	case "move":
+		var in struct {
+			To string `json:"to"`
+		}
+		if err := decodeBody(r, &in); err != nil {
+			return err
+		}
+		if in.To == "" {
+			return fail(http.StatusBadRequest, "bad_request", "to is required: the configured destination to move the envelopes to")
+		}
+		moved, kept, err := a.app.ops().MoveOrphan(r.Context(), name, in.To, "admin api from "+r.RemoteAddr)
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, http.StatusOK, map[string]int{"moved": moved, "kept": kept})
+	case "purge":
+		n, err := a.app.ops().PurgeOrphan(r.Context(), name, "admin api from "+r.RemoteAddr)
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, http.StatusOK, map[string]int{"removed": n})
+	}
 	if !a.app.hasDestination(name) {
 		return fail(http.StatusNotFound, "unknown_destination", "no destination %q", name)
 	}
@@ -215,7 +242,7 @@ func (a *adminAPI) destinationAction(w http.ResponseWriter, r *http.Request, nam
 		writeEnqueued(w, a.app, r, e, a.logger)
 		return nil
 	}
-	return fail(http.StatusNotFound, "not_found", "no such action %q: pause, resume or enqueue", action)
+	return fail(http.StatusNotFound, "not_found", "no such action %q: pause, resume, enqueue, move or purge", action)
 }
 
 // maxAdminBody bounds an admin request's body.
@@ -398,8 +425,8 @@ func (a *adminAPI) redrive(w http.ResponseWriter, r *http.Request) error {
 		by = "admin api from " + r.RemoteAddr
 	}
 	rd, err := a.app.ops().Redrive(r.Context(), f, in.Limit, by, in.DryRun)
-	if err != nil && rd != nil && rd.Moved > 0 {
-		return fail(http.StatusServiceUnavailable, "redrive_incomplete",
+	if err != nil && rd != nil && rd.ID != "" {
+		return fail(http.StatusServiceUnavailable, "store_unavailable",
 			"redrive %s moved %d before the store failed (%v): see GET /hookgate/redrives/%s before redriving again", rd.ID, rd.Moved, err, rd.ID)
 	}
 	if err != nil {

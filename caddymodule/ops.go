@@ -21,7 +21,9 @@ type ops struct {
 
 func (a *App) ops() ops { return ops{app: a, logger: a.logger} }
 
-// Destinations lists every destination's health, in configuration order.
+// Destinations lists every destination's health, in configuration order,
+// then the orphans: destinations the store holds envelopes of that the
+// configuration no longer names.
 func (o ops) Destinations(ctx context.Context) ([]sender.DestinationStatus, error) {
 	out := []sender.DestinationStatus{}
 	for _, name := range o.app.sender.Destinations() {
@@ -31,7 +33,30 @@ func (o ops) Destinations(ctx context.Context) ([]sender.DestinationStatus, erro
 		}
 		out = append(out, v)
 	}
-	return out, nil
+	orphans, err := o.app.sender.Orphans(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, orphans...), nil
+}
+
+// MoveOrphan moves an orphan's envelopes to a configured destination.
+func (o ops) MoveOrphan(ctx context.Context, from, to, by string) (moved, kept int, err error) {
+	moved, kept, err = o.app.sender.MoveOrphan(ctx, from, to)
+	if moved > 0 || kept > 0 || err == nil {
+		o.logger.Info("orphaned destination moved", zap.String("from", from), zap.String("to", to),
+			zap.Int("moved", moved), zap.Int("kept", kept), zap.String("by", by), zap.Error(err))
+	}
+	return moved, kept, err
+}
+
+// PurgeOrphan deletes everything the store holds of an orphan.
+func (o ops) PurgeOrphan(ctx context.Context, name, by string) (int, error) {
+	n, err := o.app.sender.PurgeOrphan(ctx, name)
+	if err == nil {
+		o.logger.Warn("orphaned destination purged", zap.String("destination", name), zap.Int("removed", n), zap.String("by", by))
+	}
+	return n, err
 }
 
 // Destination reads one destination's health.

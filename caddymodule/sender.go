@@ -190,7 +190,26 @@ func (a *App) startSender() error {
 	a.dlq = sender.NewDLQ(q, s.Destinations(), maxRedrive, nil)
 	a.senderDone.Go(func() { s.Run(ctx) })
 	a.logger.Info("sender started", zap.Strings("destinations", s.Destinations()))
+	a.warnOrphans(ctx, s)
 	return nil
+}
+
+// warnOrphans logs, once per config load, each destination the store
+// holds envelopes of that this config does not name (a rename, a
+// removal): they are kept, and not delivered, until moved or purged.
+func (a *App) warnOrphans(ctx context.Context, s *sender.Sender) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	orphans, err := s.Orphans(ctx)
+	if err != nil {
+		a.logger.Warn("could not look for orphaned destinations", zap.Error(err))
+		return
+	}
+	for _, o := range orphans {
+		a.logger.Warn("the store holds envelopes of a destination this config does not name (renamed or removed?): "+
+			"they are kept and not delivered; move them with 'hookgate destinations move <orphan> <destination>', or purge them",
+			zap.String("destination", o.Name), zap.Int("queued", o.Depth["queued"]+o.Depth["leased"]), zap.Int("dead", o.Depth["dead"]))
+	}
 }
 
 // stopSender stops the workers: in-flight deliveries finish and settle,
@@ -403,13 +422,19 @@ func (m *metrics) observeQueues(s *sender.Sender) error {
 	_, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		for _, dest := range s.Destinations() {
+		dests := s.Destinations()
+		if orphans, err := s.Orphans(ctx); err == nil {
+			for _, o := range orphans {
+				dests = append(dests, o.Name)
+			}
+		}
+		for _, dest := range dests {
 			st, err := s.Queue().Stats(ctx, dest, time.Now())
 			if err != nil {
 				continue // a scrape while the store is down shows no depth
 			}
 			queued, paused := st.Queued, 0
-			if st.Paused {
+			if _, configured := s.BreakerState(dest); st.Paused && configured { // an orphan is orphaned, not paused
 				queued, paused = 0, st.Queued
 			}
 			for state, n := range map[string]int{"queued": queued, "leased": st.Leased, "paused": paused, "dead": st.Dead, "corrupt": st.Corrupt} {
@@ -421,8 +446,9 @@ func (m *metrics) observeQueues(s *sender.Sender) error {
 				deadAge = time.Since(st.OldestDead).Seconds()
 			}
 			o.ObserveFloat64(oldestDead, deadAge, metric.WithAttributes(attribute.String("destination", dest)))
-			bs, _ := s.BreakerState(dest)
-			o.ObserveInt64(breaker, breakerValue(bs), metric.WithAttributes(attribute.String("destination", dest)))
+			if bs, ok := s.BreakerState(dest); ok { // an orphan has none
+				o.ObserveInt64(breaker, breakerValue(bs), metric.WithAttributes(attribute.String("destination", dest)))
+			}
 		}
 		return nil
 	}, depth, oldest, oldestDead, breaker)

@@ -117,7 +117,15 @@ func (a *App) openStore(logger *zap.Logger) (opened, string, error) {
 		}
 		rdb := v.(*redisConn).rdb
 		return opened{backend: redisstore.New(rdb, a.KeyPrefix), queue: func(retention time.Duration) (sender.AuditedQueue, error) {
-			return redisqueue.New(rdb, a.KeyPrefix, retention), nil
+			q := redisqueue.New(rdb, a.KeyPrefix, retention)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if n, err := q.Upgrade(ctx); err != nil {
+				logger.Warn("could not move the sender's envelopes of an earlier version to the current layout: they wait, undelivered, until a start that can", zap.Error(err))
+			} else if n > 0 {
+				logger.Info("moved the sender's envelopes of an earlier version to the current layout", zap.Int("envelopes", n))
+			}
+			return q, nil
 		}, breakers: redisqueue.NewBreakers(rdb, a.KeyPrefix)}, poolKey, nil
 	}
 	return opened{}, "", fmt.Errorf("unknown store backend %q", a.Store.Backend)

@@ -389,7 +389,7 @@ func TestDeadLettersRedrive(t *testing.T) {
 			t.Fatalf("dlq show: %v\n%s", err, out)
 		}
 		out, err = cli(t, g, "dlq", "list", "--limit", "20", "--format", "json")
-		if err != nil || strings.Count(out, `"id"`) != 20 || !strings.Contains(out, `"next_cursor": "0|`) {
+		if err != nil || strings.Count(out, `"id"`) != 20 || !strings.Contains(out, `"next_cursor": "enrollment|`) {
 			t.Fatalf("dlq list: %v\n%s", err, out)
 		}
 		out, err = cli(t, g, "dlq", "redrive", "--dry-run", "--class", "http_4xx")

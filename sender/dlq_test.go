@@ -213,3 +213,149 @@ func TestRedriveActsBeyondOnePage(t *testing.T) {
 		t.Fatalf("redrive of 1000: moved %d, %v", r.Moved, err)
 	}
 }
+
+// failingQueue fails its reads of records when told to, and cancels a
+// context when the audit record is first written (a client that leaves
+// once the redrive is on record).
+type failingQueue struct {
+	sender.AuditedQueue
+	failReads  bool
+	leave      context.CancelFunc
+	metasCalls int
+	metasIDs   int
+}
+
+func (q *failingQueue) Metas(ctx context.Context, dest string, ids []string) ([]*sender.Meta, error) {
+	q.metasCalls++
+	q.metasIDs += len(ids)
+	if q.failReads {
+		return nil, errors.New("store down")
+	}
+	return q.AuditedQueue.Metas(ctx, dest, ids)
+}
+
+func (q *failingQueue) Dead(ctx context.Context, dest, cursor string, limit int) ([]*sender.Meta, string, error) {
+	if q.failReads {
+		return nil, "", errors.New("store down")
+	}
+	return q.AuditedQueue.Dead(ctx, dest, cursor, limit)
+}
+
+func (q *failingQueue) PutRedrive(ctx context.Context, r *sender.Redrive) error {
+	if q.leave != nil {
+		q.leave()
+	}
+	return q.AuditedQueue.PutRedrive(ctx, r)
+}
+
+func (q *failingQueue) Redrive(ctx context.Context, dest string, ids []string, redriveID string, now time.Time) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err // as a network store would
+	}
+	return q.AuditedQueue.Redrive(ctx, dest, ids, redriveID, now)
+}
+
+// TestRedriveNeverReportsAFailingStoreAsNothingToMove: a store that fails
+// to read is an error, for a redrive by ID and by filter, never "moved 0".
+func TestRedriveNeverReportsAFailingStoreAsNothingToMove(t *testing.T) {
+	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	q := &failingQueue{AuditedQueue: deadAt(t, 5, base), failReads: true}
+	dlq := sender.NewDLQ(q, []string{"d"}, 0, nil)
+	for _, f := range []sender.Filter{{Destination: "d", IDs: []string{"d-0001"}}, {Destination: "d"}} {
+		r, err := dlq.Redrive(t.Context(), f, 5, "test", false)
+		if err == nil {
+			t.Errorf("redrive of %+v on a failing store = %+v, nil; want the store's error", f, r)
+		}
+	}
+}
+
+// TestRedriveRunsToItsEndWhenTheClientLeaves: once the audit record is
+// written the move is detached from the request: the client leaving does
+// not stop it, and the record ends with the true count moved.
+func TestRedriveRunsToItsEndWhenTheClientLeaves(t *testing.T) {
+	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	ctx, cancel := context.WithCancel(t.Context())
+	q := &failingQueue{AuditedQueue: deadAt(t, 450, base), leave: cancel}
+	dlq := sender.NewDLQ(q, []string{"d"}, 0, nil)
+	r, err := dlq.Redrive(ctx, sender.Filter{Destination: "d"}, 450, "test", false)
+	if err != nil || r.Moved != 450 {
+		t.Fatalf("redrive whose client left: %+v, %v; want all 450 moved", r, err)
+	}
+	q.leave = nil
+	got, err := dlq.Progress(t.Context(), r.ID, "")
+	if err != nil || got.Moved != 450 || got.Pending != 450 {
+		t.Fatalf("the record: moved %d pending %d, %v; want 450 and 450", got.Moved, got.Pending, err)
+	}
+}
+
+// TestRedriveLimitIsBounded: a limit past max_redrive, or not positive, is
+// ErrBadLimit, before anything is read.
+func TestRedriveLimitIsBounded(t *testing.T) {
+	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	q := &failingQueue{AuditedQueue: deadAt(t, 3, base)}
+	dlq := sender.NewDLQ(q, []string{"d"}, 100, nil)
+	for _, limit := range []int{0, -1, 101, 1_000_000_000} {
+		if r, err := dlq.Redrive(t.Context(), sender.Filter{}, limit, "test", false); !errors.Is(err, sender.ErrBadLimit) {
+			t.Errorf("limit %d: %+v, %v; want ErrBadLimit", limit, r, err)
+		}
+	}
+	if r, err := dlq.Redrive(t.Context(), sender.Filter{}, 100, "test", false); err != nil || r.Moved != 3 {
+		t.Errorf("limit 100 = max_redrive: %+v, %v", r, err)
+	}
+	if sender.NewDLQ(q, nil, 0, nil).MaxRedrive() != sender.DefaultMaxRedrive {
+		t.Errorf("the default max_redrive is not %d", sender.DefaultMaxRedrive)
+	}
+}
+
+// TestProgressReadsCountsNotLetters: the progress of a large redrive is
+// read from the queue's counts; only the first letters' outcomes are
+// read, for a page to show; a letter a later redrive moved again is
+// superseded, never pending.
+func TestProgressReadsCountsNotLetters(t *testing.T) {
+	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	q := &failingQueue{AuditedQueue: deadAt(t, 600, base)}
+	dlq := sender.NewDLQ(q, []string{"d"}, 0, nil)
+	first, err := dlq.Redrive(t.Context(), sender.Filter{Destination: "d"}, 600, "test", false)
+	if err != nil || first.Moved != 600 {
+		t.Fatalf("redrive: %+v, %v", first, err)
+	}
+	// Two of them die again; one of those is moved by a second redrive.
+	leased, err := q.Lease(t.Context(), "d", 2, time.Now(), time.Minute)
+	if err != nil || len(leased) != 2 {
+		t.Fatalf("lease: %v, %v", leased, err)
+	}
+	var outs []sender.Outcome
+	for _, l := range leased {
+		e := *l.Envelope
+		e.Attempts, e.DeadAt = 1, base.Add(time.Hour)
+		e.Log = append(e.Log, sender.Attempt{At: base, Status: 400, RedriveID: first.ID})
+		outs = append(outs, sender.Outcome{Kind: sender.Dead, ID: l.ID, LeaseUntil: l.LeaseUntil, Envelope: &e})
+	}
+	if _, err := q.Settle(t.Context(), "d", outs, base); err != nil {
+		t.Fatal(err)
+	}
+	second, err := dlq.Redrive(t.Context(), sender.Filter{Destination: "d", IDs: []string{leased[0].ID}}, 1, "test", false)
+	if err != nil || second.Moved != 1 {
+		t.Fatalf("second redrive: %+v, %v", second, err)
+	}
+	q.metasCalls, q.metasIDs = 0, 0
+	got, err := dlq.Progress(t.Context(), first.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Moved != 600 || got.DeadAgain != 1 || got.Superseded != 1 || got.Pending != 598 || got.Delivered != 0 {
+		t.Errorf("progress = moved %d dead_again %d superseded %d pending %d delivered %d; want 600 1 1 598 0",
+			got.Moved, got.DeadAgain, got.Superseded, got.Pending, got.Delivered)
+	}
+	if q.metasIDs > 100 {
+		t.Errorf("progress read %d letters' records, want at most a page (100)", q.metasIDs)
+	}
+	outcomes := map[string]string{}
+	for _, l := range got.Letters[:100] {
+		outcomes[l.ID] = l.Outcome
+	}
+	if outcomes[leased[0].ID] != "superseded" || outcomes[leased[1].ID] != "dead_again" {
+		t.Errorf("the shown outcomes of %s and %s: %q, %q; want superseded, dead_again",
+			leased[0].ID, leased[1].ID, outcomes[leased[0].ID], outcomes[leased[1].ID])
+	}
+}

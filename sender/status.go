@@ -2,7 +2,10 @@ package sender
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/sony/gobreaker/v2"
 )
@@ -11,10 +14,10 @@ import (
 // the console show it.
 type DestinationStatus struct {
 	Name string `json:"name"`
-	// State is "active" or "paused".
+	// State is "active", "paused" or "orphaned".
 	State string `json:"state"`
-	// Breaker is "closed", "open" or "half_open".
-	Breaker string `json:"breaker"`
+	// Breaker is "closed", "open" or "half_open"; "" for an orphan.
+	Breaker string `json:"breaker,omitempty"`
 	// Depth counts envelopes by state: queued, leased, paused (queued on a
 	// paused destination), dead and corrupt.
 	// PausedBy names who paused it: "gone" for a 410, else the door an
@@ -81,4 +84,82 @@ func (s *Sender) HeaderSent(e *Envelope) (http.Header, error) {
 		}
 	}
 	return h, nil
+}
+
+// StateOrphaned is the state of a destination the store holds envelopes
+// of but the configuration no longer names (a rename, a removal).
+const StateOrphaned = "orphaned"
+
+// ErrConfigured means an orphan's operation was asked of a configured
+// destination.
+var ErrConfigured = errors.New("destination is configured")
+
+// Orphans lists the destinations the store holds envelopes of (queued,
+// leased or dead) that are not configured, in byte order, with their
+// depth and state "orphaned" (they have no breaker). Nothing of theirs is
+// delivered, and nothing trimmed but dead letters past the retention,
+// until an operator moves them to a configured destination or purges
+// them.
+func (s *Sender) Orphans(ctx context.Context) ([]DestinationStatus, error) {
+	names, err := Orphans(ctx, s.queue, s.order)
+	if err != nil {
+		return nil, err
+	}
+	out := []DestinationStatus{}
+	for _, name := range names {
+		st, err := s.queue.Stats(ctx, name, s.now())
+		if err != nil {
+			return nil, err
+		}
+		if st.Queued+st.Leased+st.Dead+st.Corrupt == 0 {
+			continue // delivered IDs, or a pause: nothing stranded
+		}
+		out = append(out, DestinationStatus{Name: name, State: StateOrphaned,
+			Depth:          map[string]int{"queued": st.Queued, "leased": st.Leased, "paused": 0, "dead": st.Dead, "corrupt": st.Corrupt},
+			OldestReadyAge: st.OldestReady.Seconds()})
+	}
+	return out, nil
+}
+
+// orphan checks that name is not configured and that the store holds
+// something of it.
+func (s *Sender) orphan(ctx context.Context, name string) error {
+	if _, ok := s.dests[name]; ok {
+		return fmt.Errorf("%w: %q is delivered to; only an orphan can be moved or purged", ErrConfigured, name)
+	}
+	names, err := s.queue.Destinations(ctx)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(names, name) {
+		return fmt.Errorf("%w %q: the store holds nothing of it", ErrUnknownDestination, name)
+	}
+	return nil
+}
+
+// MoveOrphan moves every queued, leased and dead envelope of the orphan
+// from to the configured destination to, IDs, attempt logs and redrive
+// IDs kept, and wakes to. An ID that to holds already with another
+// payload stays in from, and counts as kept.
+func (s *Sender) MoveOrphan(ctx context.Context, from, to string) (moved, kept int, err error) {
+	if err := s.orphan(ctx, from); err != nil {
+		return 0, 0, err
+	}
+	if _, ok := s.dests[to]; !ok {
+		return 0, 0, fmt.Errorf("%w %q: move to a configured destination", ErrUnknownDestination, to)
+	}
+	moved, kept, err = s.queue.Move(ctx, from, to, s.now())
+	if moved > 0 {
+		s.Wake(to)
+	}
+	return moved, kept, err
+}
+
+// PurgeOrphan deletes everything the store holds of the orphan name; it
+// answers how many envelopes went.
+func (s *Sender) PurgeOrphan(ctx context.Context, name string) (int, error) {
+	if err := s.orphan(ctx, name); err != nil {
+		return 0, err
+	}
+	return s.queue.Drop(ctx, name)
 }

@@ -968,3 +968,102 @@ func (q *Queue) GetRedrive(ctx context.Context, id string) (*sender.Redrive, err
 }
 
 var _ sender.Audit = (*Queue)(nil)
+
+// upgradedKey is a STRING set once a store's envelopes are all in the
+// current layout: Upgrade then scans nothing.
+func (q *Queue) upgradedKey() string { return q.prefix + ":q:layout" }
+
+// upgradeScript moves one envelope of the layout before version 2 (env:
+// fingerprint + the whole envelope) to the current one, if it is still
+// there unchanged.
+//
+//	KEYS  env, meta, body, log
+//	ARGV  id, the old value, record, payload, log
+//	returns 1 when moved, 0 when the old value was gone or changed
+var upgradeScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then
+  return 0
+end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
+if ARGV[5] ~= '' then
+  redis.call('HSET', KEYS[4], ARGV[1], ARGV[5])
+end
+redis.call('HDEL', KEYS[1], ARGV[1])
+return 1
+`)
+
+// Upgrade moves the envelopes of a store written before version 2 (one
+// hash value holding the whole envelope, read in full by every scan) to
+// the current layout, and registers their destinations; an entry that
+// does not decode is set aside. It scans the keyspace once per store (on
+// every Cluster master), then marks the store done. Safe at every start,
+// and from several instances at once.
+func (q *Queue) Upgrade(ctx context.Context) (int, error) {
+	if n, err := q.rdb.Exists(ctx, q.upgradedKey()).Result(); err != nil || n == 1 {
+		return 0, err
+	}
+	var envKeys []string
+	scan := func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, q.prefix+":q:{*}:env", 1000).Iterator()
+		for iter.Next(ctx) {
+			envKeys = append(envKeys, iter.Val())
+		}
+		return iter.Err()
+	}
+	var err error
+	switch c := q.rdb.(type) {
+	case *redis.ClusterClient:
+		var mu sync.Mutex
+		err = c.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return scan(ctx, c)
+		})
+	case *redis.Client:
+		err = scan(ctx, c)
+	default:
+		return 0, fmt.Errorf("redis upgrade: cannot scan with a %T", q.rdb)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("redis upgrade: %w", err)
+	}
+	moved := 0
+	for _, key := range envKeys {
+		dest := strings.TrimSuffix(strings.TrimPrefix(key, q.prefix+":q:{"), "}:env")
+		if err := q.register(ctx, dest); err != nil {
+			return moved, fmt.Errorf("redis upgrade: %w", err)
+		}
+		k := keysOf(q.prefix, dest)
+		entries, err := q.rdb.HGetAll(ctx, k.env).Result()
+		if err != nil {
+			return moved, fmt.Errorf("redis upgrade: %w", err)
+		}
+		for id, old := range entries {
+			var e *sender.Envelope
+			if len(old) > 8 {
+				e, err = sender.UnmarshalEnvelope([]byte(old[8:]))
+			}
+			if e == nil || err != nil {
+				if err := q.rdb.HSet(ctx, k.corrupt, id, old).Err(); err != nil {
+					return moved, fmt.Errorf("redis upgrade: %w", err)
+				}
+				q.rdb.HDel(ctx, k.env, id)
+				continue
+			}
+			e.ID, e.Destination = id, dest
+			m := sender.MetaOf(e)
+			m.Fingerprint = [8]byte([]byte(old[:8])) // of the payload as first enqueued
+			n, err := upgradeScript.Run(ctx, q.rdb, []string{k.env, k.meta, k.body, k.log},
+				id, old, sender.MarshalMeta(m), e.Payload, sender.MarshalLog(e.Log)).Int()
+			if err != nil {
+				return moved, fmt.Errorf("redis upgrade: %w", err)
+			}
+			moved += n
+		}
+	}
+	if err := q.rdb.Set(ctx, q.upgradedKey(), "2", 0).Err(); err != nil {
+		return moved, fmt.Errorf("redis upgrade: %w", err)
+	}
+	return moved, nil
+}
