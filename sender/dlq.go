@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -295,12 +296,14 @@ func (s *DLQ) List(ctx context.Context, f Filter, limit int, cursor string) ([]*
 		return nil, "", err
 	}
 	// The cursor is the position of the last entry returned: its
-	// destination's name and the queue's cursor within it.
+	// destination's name (query-escaped, so that it holds no "|") and the
+	// queue's cursor within it.
 	start, inner := 0, ""
 	if cursor != "" {
-		name, rest, ok := strings.Cut(cursor, "|")
+		esc, rest, ok := strings.Cut(cursor, "|")
+		name, err := url.QueryUnescape(esc)
 		start = slices.Index(dests, name)
-		if !ok || start < 0 {
+		if !ok || err != nil || start < 0 {
 			return nil, "", fmt.Errorf("%w: bad cursor", ErrBadFilter)
 		}
 		inner = rest
@@ -322,7 +325,7 @@ func (s *DLQ) List(ctx context.Context, f Filter, limit int, cursor string) ([]*
 				}
 				out = append(out, e)
 				if len(out) == limit {
-					return out, fmt.Sprintf("%s|%d:%s", dests[di], e.DeadAt.UnixMilli(), e.ID), nil
+					return out, fmt.Sprintf("%s|%d:%s", url.QueryEscape(dests[di]), e.DeadAt.UnixMilli(), e.ID), nil
 				}
 			}
 			if next == "" {
