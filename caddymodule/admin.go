@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -29,9 +28,7 @@ func init() {
 // admin endpoint: the sender's destinations and dead letters. JSON in and
 // out; errors are problem+json.
 type adminAPI struct {
-	ctx    caddy.Context
-	find   *sync.Once
-	app    *App // nil when the config has no hookgate app
+	app    *App // the running app, set per request; nil when none runs
 	logger *zap.Logger
 }
 
@@ -43,12 +40,11 @@ func (adminAPI) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision keeps the config's context: the admin endpoint is set up
-// before the apps load, so the hookgate app (loaded by the first handler
-// that uses it, when no global option configures it) is found at the
-// first request.
+// Provision sets up the logger. The app is found at each request: it is
+// the hookgate app that runs (see running), not the one of the config this
+// module was provisioned with, which Caddy may have refused.
 func (a *adminAPI) Provision(ctx caddy.Context) error {
-	a.ctx, a.logger, a.find = ctx, ctx.Logger(a), new(sync.Once)
+	a.logger = ctx.Logger(a)
 	return nil
 }
 
@@ -71,12 +67,7 @@ func fail(status int, reason string, format string, args ...any) error {
 }
 
 func (a *adminAPI) serve(w http.ResponseWriter, r *http.Request) error {
-	a.find.Do(func() {
-		if app, err := a.ctx.AppIfConfigured("hookgate"); err == nil {
-			a.app = app.(*App)
-		}
-	})
-	err := a.route(w, r)
+	err := (&adminAPI{app: runningApp(), logger: a.logger}).route(w, r)
 	var ae apiError
 	switch {
 	case err == nil:
@@ -104,7 +95,7 @@ func (a *adminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 
 func (a *adminAPI) route(w http.ResponseWriter, r *http.Request) error {
 	if a.app == nil {
-		return fail(http.StatusNotFound, "no_hookgate", "this config has no hookgate app: no handler or destination uses it")
+		return fail(http.StatusNotFound, "no_hookgate", "no hookgate app is running: no handler or destination of the running config uses it")
 	}
 	// What the gateway remembers: keys and entities are the rest of the
 	// path, unescaped (they may hold any character).

@@ -248,8 +248,8 @@ func (a *App) Validate() error {
 	return nil
 }
 
-// Start opens the store when a handler or the sender needs it, and starts
-// the sender's workers.
+// Start opens the store when a handler or the sender needs it, starts
+// the sender's workers, and makes the app the one the admin API serves.
 func (a *App) Start() error {
 	if a.store.used {
 		if _, err := a.store.get(); err != nil {
@@ -260,6 +260,7 @@ func (a *App) Start() error {
 		return err
 	}
 	a.startSchedules()
+	setRunning(a)
 	return nil
 }
 
@@ -268,6 +269,7 @@ func (a *App) Start() error {
 // config's workers have already started; the queue's leases keep the two
 // from delivering one envelope twice.
 func (a *App) Stop() error {
+	unsetRunning(a)
 	if a.stopSchedules != nil {
 		a.stopSchedules()
 	}
