@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/dedupe"
@@ -204,7 +205,7 @@ func (a *adminAPI) destinationAction(w http.ResponseWriter, r *http.Request, nam
 		return writeJSON(w, http.StatusOK, v)
 	case "enqueue":
 		var in struct {
-			ID        string          `json:"id"`
+			ID        json.RawMessage `json:"id"` // a string: not stringified
 			EventType string          `json:"event_type"`
 			Entity    string          `json:"entity"`
 			EventTime string          `json:"event_time"`
@@ -213,16 +214,27 @@ func (a *adminAPI) destinationAction(w http.ResponseWriter, r *http.Request, nam
 		if err := decodeBody(r, &in); err != nil {
 			return err
 		}
-		if in.ID == "" {
+		var id string
+		if len(in.ID) > 0 {
+			if v := gjson.ParseBytes(in.ID); v.Type != gjson.String {
+				return fail(http.StatusBadRequest, "bad_id", "id must be a string, not %s", jsonKind(v))
+			}
+			if err := json.Unmarshal(in.ID, &id); err != nil {
+				return fail(http.StatusBadRequest, "bad_id", "id: %v", err)
+			}
+		}
+		if id == "" {
 			return fail(http.StatusBadRequest, "missing_idempotency_key", "id is required")
 		}
-		if len(in.ID) > dedupe.MaxKeyLen {
-			return fail(http.StatusBadRequest, "idempotency_key_too_long", "id is %d bytes, over %d", len(in.ID), dedupe.MaxKeyLen)
+		if err := sender.CheckID(id); err != nil {
+			return fail(http.StatusBadRequest, "bad_id", "id: %v", err)
 		}
 		if len(in.Payload) == 0 {
 			return fail(http.StatusBadRequest, "bad_request", "payload is required")
 		}
-		e := &sender.Envelope{ID: in.ID, Destination: name, EventType: in.EventType, Entity: in.Entity, Payload: in.Payload}
+		// The payload is JSON: the decoder checked it.
+		e := &sender.Envelope{ID: id, Destination: name, EventType: in.EventType, Entity: in.Entity,
+			Payload: in.Payload, ContentType: "application/json"}
 		if in.EventTime != "" {
 			t, err := parseEventTime(in.EventTime)
 			if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -16,7 +17,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.uber.org/zap"
 
-	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
 )
@@ -29,14 +29,16 @@ func init() {
 }
 
 // Enqueue is the webhook_enqueue handler: it queues the request's body as
-// an event for one of the sender's destinations, and answers 202 with the
-// envelope's state. The same delivery ID enqueued twice is one envelope.
+// an event for one of the sender's destinations, with its Content-Type,
+// and answers 202 with the envelope's state. The same delivery ID
+// enqueued twice is one envelope.
 type Enqueue struct {
 	// Destination is a destination of the hookgate app. Required.
 	Destination string `json:"destination"`
 
 	// ID is the delivery ID, a placeholder. Default: the Idempotency-Key
-	// header, else the body's "id".
+	// header, else the body's "id" (a JSON string). A delivery ID is 1 to
+	// 1024 bytes of visible ASCII, else 400 bad_id.
 	ID string `json:"id,omitempty"`
 
 	// EventType, Entity and EventTime describe the event (optional
@@ -93,21 +95,41 @@ type enqueueAnswer struct {
 	Duplicate   bool   `json:"duplicate"`
 }
 
-// ServeHTTP queues the event.
+// ServeHTTP queues the event. It answers 405 to any method but POST, 400
+// to an empty body, to a body that must be JSON and is not (see
+// mustBeJSON), and to a missing or bad delivery ID, and enqueues nothing
+// then.
 func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		problem.Write(w, http.StatusMethodNotAllowed, "method_not_allowed", "webhook_enqueue takes POST, not "+truncate(r.Method, 40), 0)
+		return nil
+	}
 	r, body, err := bufferBody(r, h.MaxBody)
 	if err != nil {
 		reason, status := bodyRejection(err)
 		problem.Write(w, status, reason, err.Error(), 0)
 		return nil
 	}
-	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	id, err := h.deliveryID(repl, r, body)
-	if err != nil {
-		problem.Write(w, http.StatusBadRequest, err.Error(), "a delivery ID is required: an Idempotency-Key header, the body's \"id\", or the id placeholder", 0)
+	if len(body) == 0 {
+		problem.Write(w, http.StatusBadRequest, "empty_payload", "the body is empty: it is the event's payload", 0)
 		return nil
 	}
-	e := &sender.Envelope{ID: id, Destination: h.Destination, Payload: body}
+	contentType := r.Header.Get("Content-Type")
+	if contentType == "" {
+		contentType = "application/json"
+	}
+	if h.mustBeJSON(r, contentType) && !json.Valid(body) {
+		problem.Write(w, http.StatusBadRequest, "malformed_json", "the body is not valid JSON (its Content-Type is "+truncate(contentType, 80)+", or the delivery ID is read from it)", 0)
+		return nil
+	}
+	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	id, reason, detail := h.deliveryID(repl, r, body)
+	if reason != "" {
+		problem.Write(w, http.StatusBadRequest, reason, detail, 0)
+		return nil
+	}
+	e := &sender.Envelope{ID: id, Destination: h.Destination, Payload: body, ContentType: contentType}
 	for _, f := range []struct {
 		tmpl string
 		dst  *string
@@ -136,6 +158,9 @@ func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 func writeEnqueued(w http.ResponseWriter, app *App, r *http.Request, e *sender.Envelope, logger *zap.Logger) {
 	res, err := app.Enqueue(r.Context(), e)
 	switch {
+	case errors.Is(err, sender.ErrBadID):
+		problem.Write(w, http.StatusBadRequest, "bad_id", err.Error(), 0)
+		return
 	case err != nil:
 		logger.Error("enqueue failed", zap.String("destination", e.Destination), zap.String("id", e.ID), zap.Error(err))
 		problem.Write(w, http.StatusServiceUnavailable, "store_unavailable", "the queue is unavailable; nothing was enqueued", time.Second)
@@ -151,26 +176,63 @@ func writeEnqueued(w http.ResponseWriter, app *App, r *http.Request, e *sender.E
 	w.Write(append(b, '\n'))
 }
 
-// deliveryID resolves the delivery ID: the id placeholder when set,
-// else the Idempotency-Key header, else the body's "id". The error is the
-// reason code.
-func (h *Enqueue) deliveryID(repl *caddy.Replacer, r *http.Request, body []byte) (string, error) {
-	var id string
+// mustBeJSON reports whether the body must be valid JSON: it is sent as
+// JSON (application/json, application/*+json, or no Content-Type), or
+// the delivery ID is read from it.
+func (h *Enqueue) mustBeJSON(r *http.Request, contentType string) bool {
+	fromBody := (h.ID == "" && r.Header.Get("Idempotency-Key") == "") || strings.Contains(h.ID, "{webhook.json.")
+	return fromBody || isJSONType(contentType)
+}
+
+// isJSONType reports whether a Content-Type is JSON: application/json or
+// application/*+json, parameters aside.
+func isJSONType(contentType string) bool {
+	mt, _, _ := strings.Cut(contentType, ";")
+	mt = strings.ToLower(strings.TrimSpace(mt))
+	return mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
+}
+
+// deliveryID resolves the delivery ID: the id placeholder when set, else
+// the Idempotency-Key header, else the body's "id", which must be a JSON
+// string (a number is not made one). When there is no valid ID, reason is
+// missing_idempotency_key or bad_id, and detail says why.
+func (h *Enqueue) deliveryID(repl *caddy.Replacer, r *http.Request, body []byte) (id, reason, detail string) {
 	switch {
 	case h.ID != "":
 		id, _ = repl.ReplaceOrErr(h.ID, true, true)
 	case r.Header.Get("Idempotency-Key") != "":
 		id = r.Header.Get("Idempotency-Key")
 	default:
-		id = gjson.GetBytes(body, "id").String()
+		v := gjson.GetBytes(body, "id")
+		if v.Exists() && v.Type != gjson.String {
+			return "", "bad_id", "the body's \"id\" is " + jsonKind(v) + ", not a string"
+		}
+		id = v.String()
 	}
+	if id == "" {
+		return "", "missing_idempotency_key", "a delivery ID is required: an Idempotency-Key header, the body's \"id\", or the id placeholder"
+	}
+	if err := sender.CheckID(id); err != nil {
+		return "", "bad_id", err.Error()
+	}
+	return id, "", ""
+}
+
+// jsonKind names the kind of a JSON value, for an error.
+func jsonKind(v gjson.Result) string {
 	switch {
-	case id == "":
-		return "", errors.New("missing_idempotency_key")
-	case len(id) > dedupe.MaxKeyLen:
-		return "", errors.New("idempotency_key_too_long")
+	case v.Type == gjson.Number:
+		return "a number"
+	case v.Type == gjson.True || v.Type == gjson.False:
+		return "a boolean"
+	case v.Type == gjson.Null:
+		return "null"
+	case v.IsArray():
+		return "an array"
+	case v.IsObject():
+		return "an object"
 	}
-	return id, nil
+	return "a string"
 }
 
 func parseEnqueue(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {

@@ -7,6 +7,7 @@ package integration
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +16,31 @@ import (
 	"testing"
 	"time"
 )
+
+// request sends method to url with headers and body.
+func request(t *testing.T, method, url string, h http.Header, body string) (int, http.Header, []byte) {
+	t.Helper()
+	if method == http.MethodPost {
+		return post(t, url, h, []byte(body))
+	}
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, b
+}
 
 // waitCount waits until up has received n requests, then a little more
 // to see that no more come.
@@ -28,6 +54,75 @@ func waitCount(t *testing.T, up *upstream, n int) {
 	if got := up.count(); got != n {
 		t.Fatalf("the destination received %d requests, want %d", got, n)
 	}
+}
+
+// TestEnqueueRefusesWhatIsNotAnEvent: on either store, webhook_enqueue and
+// the admin enqueue answer 400 bad_id to an ID that is not 1 to 1024
+// bytes of visible ASCII (a CR/LF in the body's ID, a space in the
+// header's, a number), 400 malformed_json to a JSON body cut short (its
+// ID read from it or not), 400 empty_payload to an empty body, and 405
+// with Allow: POST to a GET; none of them is enqueued or delivered.
+func TestEnqueueRefusesWhatIsNotAnEvent(t *testing.T) {
+	backends(t, func(t *testing.T, global string) {
+		up := newUpstream(t, nil)
+		g := startGateway(t, "webhook_enqueue enrollment", gatewayOptions{Global: senderGlobal(storeOf(global), "http://"+up.Addr(), "")})
+		key := func(id string) http.Header { return http.Header{"Idempotency-Key": {id}} }
+		for _, tc := range []struct {
+			name   string
+			method string
+			header http.Header
+			body   string
+			status int
+			reason string
+		}{
+			{"CR/LF in the body's ID", http.MethodPost, nil, `{"id":"evt\r\nX-Injected: 1"}`, 400, "bad_id"},
+			{"a space in the header's ID", http.MethodPost, key("evt 1"), `{}`, 400, "bad_id"},
+			{"an ID over 1024 bytes", http.MethodPost, key(strings.Repeat("k", 1025)), `{}`, 400, "bad_id"},
+			{"a number as the body's ID", http.MethodPost, nil, `{"id":42}`, 400, "bad_id"},
+			{"an object as the body's ID", http.MethodPost, nil, `{"id":{"n":1}}`, 400, "bad_id"},
+			{"JSON cut short, ID from it", http.MethodPost, nil, `{"id":"x",`, 400, "malformed_json"},
+			{"JSON cut short, ID in a header", http.MethodPost, key("cut"), `{"type":"reservation.confirmed","reservation_id":"r-`, 400, "malformed_json"},
+			{"application/json cut short", http.MethodPost, http.Header{"Idempotency-Key": {"cut-2"}, "Content-Type": {"application/json"}}, `[1,2`, 400, "malformed_json"},
+			{"an empty body", http.MethodPost, key("empty"), ``, 400, "empty_payload"},
+			{"a GET", http.MethodGet, key("get"), ``, 405, "method_not_allowed"},
+		} {
+			st, hdr, got := request(t, tc.method, g.URL, tc.header, tc.body)
+			if st != tc.status || problemBody(t, st, hdr, got) != tc.reason {
+				t.Errorf("%s: %d %s; want %d %s", tc.name, st, got, tc.status, tc.reason)
+			}
+			if tc.status == 405 && hdr.Get("Allow") != "POST" {
+				t.Errorf("%s: Allow = %q, want POST", tc.name, hdr.Get("Allow"))
+			}
+		}
+		admin := g.Admin + "/hookgate/destinations/enrollment/enqueue"
+		for _, tc := range []struct{ name, body string }{
+			{"CR/LF in the ID", `{"id":"evt\r\nX-Injected: 1","payload":{"a":1}}`},
+			{"a space in the ID", `{"id":"evt 1","payload":{"a":1}}`},
+			{"a number as the ID", `{"id":42,"payload":{"a":1}}`},
+		} {
+			st, hdr, got := post(t, admin, http.Header{"Content-Type": {"application/json"}}, []byte(tc.body))
+			if st != 400 || problemBody(t, st, hdr, got) != "bad_id" {
+				t.Errorf("admin enqueue, %s: %d %s; want 400 bad_id", tc.name, st, got)
+			}
+		}
+
+		// Nothing was enqueued under "x": its first good enqueue is new.
+		st, _, got := post(t, g.URL, nil, []byte(`{"id":"x","type":"reservation.confirmed"}`))
+		if st != 202 || !strings.Contains(string(got), `"duplicate":false`) {
+			t.Fatalf("a good enqueue of x: %d %s; want 202, not a duplicate", st, got)
+		}
+		// A body not sent as JSON, its ID in a header, is taken as it is.
+		st, _, got = post(t, g.URL, http.Header{"Idempotency-Key": {"plain"}, "Content-Type": {"text/plain"}}, []byte(`reservation r-1 confirmed`))
+		if st != 202 {
+			t.Fatalf("a text/plain enqueue: %d %s; want 202", st, got)
+		}
+		waitCount(t, up, 2)
+		for _, r := range up.received() {
+			if id := r.Header.Get("Webhook-Id"); id != "x" && id != "plain" {
+				t.Errorf("the destination received %q", id)
+			}
+		}
+	})
 }
 
 // TestAdminAPIFollowsTheRunningConfig: a reload that Caddy refuses (a
