@@ -162,8 +162,11 @@ func writeEnqueued(w http.ResponseWriter, app *App, r *http.Request, e *sender.E
 		problem.Write(w, http.StatusBadRequest, "bad_id", err.Error(), 0)
 		return
 	case err != nil:
-		logger.Error("enqueue failed", zap.String("destination", e.Destination), zap.String("id", e.ID), zap.Error(err))
-		problem.Write(w, http.StatusServiceUnavailable, "store_unavailable", "the queue is unavailable; nothing was enqueued", time.Second)
+		// The store may have applied the enqueue after it stopped waiting
+		// (a hung Redis runs the script when it wakes): the outcome is
+		// unknown, never "nothing was enqueued".
+		logger.Error("enqueue failed: outcome unknown", zap.String("destination", e.Destination), zap.String("id", e.ID), zap.Error(err))
+		problem.Write(w, http.StatusServiceUnavailable, "store_unavailable", enqueueUnknown, time.Second)
 		return
 	case res.Mismatch:
 		problem.Write(w, http.StatusUnprocessableEntity, "key_reused_with_different_payload", "this delivery ID was enqueued with another payload", 0)
@@ -175,6 +178,10 @@ func writeEnqueued(w http.ResponseWriter, app *App, r *http.Request, e *sender.E
 	w.WriteHeader(http.StatusAccepted)
 	w.Write(append(b, '\n'))
 }
+
+// enqueueUnknown is the detail of an enqueue's 503.
+const enqueueUnknown = "the queue's store failed or did not answer in time: the outcome is unknown, " +
+	"the event may have been enqueued; retry with the same delivery ID, which is safe (the enqueue is idempotent)"
 
 // mustBeJSON reports whether the body must be valid JSON: it is sent as
 // JSON (application/json, application/*+json, or no Content-Type), or

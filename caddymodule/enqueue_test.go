@@ -259,3 +259,24 @@ func TestAdminEnqueueRejects(t *testing.T) {
 		t.Fatalf("enqueued %+v", got)
 	}
 }
+
+// TestEnqueueUnavailableSaysUnknown: when the store fails, both doors
+// answer 503 store_unavailable saying the outcome is unknown and a retry
+// with the same ID is safe, never that nothing was enqueued.
+func TestEnqueueUnavailableSaysUnknown(t *testing.T) {
+	f := newEnqueueFixture(t)
+	f.running(t)
+	f.queue.err = errors.New("redis enqueue: i/o timeout")
+	for door, w := range map[string]*httptest.ResponseRecorder{
+		"webhook_enqueue": f.serve(t, http.MethodPost, key("evt_1"), `{"a":1}`),
+		"admin":           serveAdmin(t, http.MethodPost, "/hookgate/destinations/billing/enqueue", `{"id":"evt_1","payload":{"a":1}}`),
+	} {
+		p := reasonOf(t, w)
+		if w.Code != 503 || p.Reason != "store_unavailable" || w.Header().Get("Retry-After") != "1" {
+			t.Errorf("%s: answer %d %q, Retry-After %q; want 503 store_unavailable, 1", door, w.Code, p.Reason, w.Header().Get("Retry-After"))
+		}
+		if strings.Contains(p.Detail, "nothing") || !strings.Contains(p.Detail, "unknown") || !strings.Contains(p.Detail, "same delivery ID") {
+			t.Errorf("%s: the 503 says %q; want: the outcome is unknown, retry with the same delivery ID", door, p.Detail)
+		}
+	}
+}

@@ -7,15 +7,32 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hookgate/hookgate/internal/redistest"
 )
+
+// problemDetail reads a problem+json answer's reason and detail.
+func problemDetail(t *testing.T, status int, h http.Header, body []byte) (reason, detail string) {
+	t.Helper()
+	reason = problemBody(t, status, h, body)
+	var p struct{ Detail string }
+	json.Unmarshal(body, &p)
+	return reason, p.Detail
+}
 
 // request sends method to url with headers and body.
 func request(t *testing.T, method, url string, h http.Header, body string) (int, http.Header, []byte) {
@@ -123,6 +140,120 @@ func TestEnqueueRefusesWhatIsNotAnEvent(t *testing.T) {
 			}
 		}
 	})
+}
+
+// redisPID is the process ID of the redis-server srv.
+func redisPID(t *testing.T, srv *redistest.Server) int {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	info, err := rdb.Info(t.Context(), "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "process_id:"); ok {
+			if pid, err := strconv.Atoi(v); err == nil {
+				return pid
+			}
+		}
+	}
+	t.Fatalf("no process_id in INFO server:\n%s", info)
+	return 0
+}
+
+// TestEnqueueRetryAfterRedisHung: Redis hangs (SIGSTOP) while events are
+// enqueued. Each is answered 503 store_unavailable, saying the outcome is
+// unknown and a retry with the same ID is safe, never that nothing was
+// stored: the scripts sent to the hung Redis run when it wakes. Retried
+// with the same IDs once Redis is back, every event is answered 202
+// (duplicate when the lost enqueue had landed) and delivered once.
+func TestEnqueueRetryAfterRedisHung(t *testing.T) {
+	srv := redistest.Start(t)
+	var mu sync.Mutex
+	delivered := map[string]int{}
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		mu.Lock()
+		delivered[r.Header.Get("Webhook-Id")]++
+		mu.Unlock()
+	})
+	global := senderGlobal(fmt.Sprintf("store redis %s\n\t\tkey_prefix %s", srv.URL(), randomID("it")), "http://"+up.Addr(), "")
+	g := startGateway(t, "webhook_enqueue enrollment", gatewayOptions{Global: global})
+	// A first enqueue loads the script: those sent while Redis hangs are
+	// EVALSHAs that run when it wakes.
+	if st, _, got := post(t, g.URL, http.Header{"Idempotency-Key": {"warm"}}, []byte(`{"n":0}`)); st != 202 {
+		t.Fatalf("before Redis hangs: %d %s", st, got)
+	}
+	pid := redisPID(t, srv)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(resume)
+
+	const n = 3
+	body := func(i int) []byte { return fmt.Appendf(nil, `{"type":"reservation.confirmed","n":%d}`, i) }
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			st, hdr, got := post(t, g.URL, http.Header{"Idempotency-Key": {fmt.Sprint("hung-", i)}}, body(i))
+			if st != 503 {
+				t.Errorf("enqueue %d while Redis hangs: %d %s; want 503", i, st, got)
+				return
+			}
+			reason, detail := problemDetail(t, st, hdr, got)
+			if reason != "store_unavailable" || hdr.Get("Retry-After") == "" {
+				t.Errorf("enqueue %d while Redis hangs: %s, Retry-After %q; want store_unavailable with Retry-After", i, got, hdr.Get("Retry-After"))
+			}
+			if strings.Contains(detail, "nothing") || !strings.Contains(detail, "unknown") || !strings.Contains(detail, "same delivery ID") {
+				t.Errorf("the 503 says %q: it must say the outcome is unknown and a retry with the same ID is safe", detail)
+			}
+		})
+	}
+	wg.Wait()
+	resume()
+	if t.Failed() {
+		return
+	}
+
+	landed := 0
+	for i := range n {
+		var st int
+		var got []byte
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			st, _, got = post(t, g.URL, http.Header{"Idempotency-Key": {fmt.Sprint("hung-", i)}}, body(i))
+			if st != 503 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		var a struct {
+			State     string
+			Duplicate bool
+		}
+		if st != 202 || json.Unmarshal(got, &a) != nil {
+			t.Fatalf("retry of hung-%d with the same ID: %d %s; want 202", i, st, got)
+		}
+		if a.Duplicate {
+			landed++
+		}
+	}
+	t.Logf("%d of %d enqueues answered 503 had in fact landed", landed, n)
+	waitCount(t, up, n+1)
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range n {
+		if c := delivered[fmt.Sprint("hung-", i)]; c != 1 {
+			t.Errorf("hung-%d delivered %d times, want once", i, c)
+		}
+	}
 }
 
 // TestAdminAPIFollowsTheRunningConfig: a reload that Caddy refuses (a
