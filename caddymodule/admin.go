@@ -428,6 +428,11 @@ func (a *adminAPI) redrive(w http.ResponseWriter, r *http.Request) error {
 		by = "admin api from " + r.RemoteAddr
 	}
 	rd, err := a.app.ops().Redrive(r.Context(), f, in.Limit, by, in.DryRun)
+	if rd != nil && !in.DryRun {
+		// by is the caller's claim: the admin endpoint knows no identity.
+		a.logger.Info("redrive through the admin API", zap.String("redrive_id", rd.ID),
+			zap.String("claimed_by", in.By), zap.String("remote_addr", r.RemoteAddr))
+	}
 	if err != nil && rd != nil && rd.ID != "" {
 		return fail(http.StatusServiceUnavailable, "store_unavailable",
 			"redrive %s moved %d before the store failed (%v): see GET /hookgate/redrives/%s before redriving again", rd.ID, rd.Moved, err, rd.ID)

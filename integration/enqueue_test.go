@@ -3,7 +3,7 @@ package integration
 // The enqueue doors (issue 17): webhook_enqueue and the admin API's
 // enqueue refuse what is not a valid event, say the truth when the store
 // hangs, and the admin API keeps serving the running config after a
-// refused reload.
+// refused reload and logs a redrive's "by" as a claim.
 
 import (
 	"encoding/json"
@@ -323,4 +323,24 @@ func TestAdminAPIFollowsTheRunningConfig(t *testing.T) {
 			t.Fatalf("hookgate destinations list after a good reload: %v\n%s", err, out)
 		}
 	})
+}
+
+// TestRedriveByIsLoggedAsAClaim: a redrive's "by" is the caller's claim
+// (the admin endpoint knows no identity): it is logged as claimed_by,
+// beside the remote address.
+func TestRedriveByIsLoggedAsAClaim(t *testing.T) {
+	up := newUpstream(t, nil)
+	g := startGateway(t, "webhook_enqueue enrollment", gatewayOptions{Global: senderGlobal("store file", "http://"+up.Addr(), "")})
+	st, _, got := post(t, g.Admin+"/hookgate/dlq/redrive", http.Header{"Content-Type": {"application/json"}},
+		[]byte(`{"limit":10,"by":"alice@ops"}`))
+	if st != 200 {
+		t.Fatalf("redrive: %d %s", st, got)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(g.logs.String(), `"claimed_by":"alice@ops","remote_addr":"127.0.0.1:`) {
+		if time.Now().After(deadline) {
+			t.Fatal(`no log line with "claimed_by":"alice@ops" and the remote address`)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
