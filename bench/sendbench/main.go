@@ -41,11 +41,12 @@ func main() {
 	}
 }
 
-// receiver answers 200 to every POST and counts them; GET /count reads the
-// count, DELETE /count resets it.
+// receiver answers every POST with -status (default 200) and counts them;
+// GET /count reads the count, DELETE /count resets it.
 func receiver(args []string) {
 	fs := flag.NewFlagSet("receiver", flag.ExitOnError)
 	addr := fs.String("addr", "127.0.0.1:9000", "listen address")
+	status := fs.Int("status", http.StatusOK, "the status every POST is answered with")
 	fs.Parse(args)
 	var n atomic.Int64
 	log.Fatal(http.ListenAndServe(*addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -57,6 +58,7 @@ func receiver(args []string) {
 		default:
 			io.Copy(io.Discard, r.Body)
 			n.Add(1)
+			w.WriteHeader(*status)
 		}
 	})))
 }
