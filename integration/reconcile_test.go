@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -358,11 +359,8 @@ func TestReconcileSchedule(t *testing.T) {
 	}
 }
 
-// repairJob writes a Caddyfile with the enrollments job and its repair
-// block; run runs `hookgate reconcile` on it (JSON report, repairs through
-// admin) and drift formats a report's drift as missing/mismatched/orphaned.
-func repairJob(t *testing.T, dsn, admin string) (run func(args ...string) (int, map[string]any), drift func(map[string]any) string) {
-	caddyfile := `{
+// repairCaddyfile declares the enrollments job with its repair block.
+const repairCaddyfile = `{
 	hookgate {
 		reconcile enrollments {
 			truth    postgres {env.TRUTH_DSN} "SELECT id, status, version, updated_at FROM reservations"
@@ -377,20 +375,17 @@ func repairJob(t *testing.T, dsn, admin string) (run func(args ...string) (int, 
 	}
 }
 `
-	path := filepath.Join(t.TempDir(), "Caddyfile")
-	os.WriteFile(path, []byte(caddyfile), 0o600)
+
+// repairJob writes a Caddyfile with the enrollments job and its repair
+// block; run runs `hookgate reconcile` on it (JSON report, repairs through
+// admin) and drift formats a report's drift as missing/mismatched/orphaned.
+func repairJob(t *testing.T, dsn, admin string) (run func(args ...string) (int, map[string]any), drift func(map[string]any) string) {
+	path := writeCaddyfile(t, repairCaddyfile)
 	run = func(args ...string) (int, map[string]any) {
-		cmd := exec.Command(binary, append([]string{"reconcile", "--config", path, "--job", "enrollments", "--format", "json", "--address", admin}, args...)...)
-		cmd.Env = append(os.Environ(), "TRUTH_DSN="+dsn)
-		out, err := cmd.Output()
-		code := 0
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			code = exit.ExitCode()
-		}
+		code, out, errOut := reconcileCmd(t, []string{"TRUTH_DSN=" + dsn}, append([]string{"--config", path, "--job", "enrollments", "--format", "json", "--address", admin}, args...)...)
 		var r map[string]any
-		if err := json.Unmarshal(out, &r); err != nil {
-			t.Fatalf("exit %d, not a JSON report: %v\n%s", code, err, out)
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("exit %d, not a JSON report: %v\n%s%s", code, err, out, errOut)
 		}
 		return code, r
 	}
@@ -399,6 +394,34 @@ func repairJob(t *testing.T, dsn, admin string) (run func(args ...string) (int, 
 		return fmt.Sprintf("%v/%v/%v", d["missing"], d["mismatched"], d["orphaned"])
 	}
 	return run, drift
+}
+
+// writeCaddyfile writes a Caddyfile into a temp dir and returns its path.
+func writeCaddyfile(t *testing.T, caddyfile string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "Caddyfile")
+	if err := os.WriteFile(path, []byte(caddyfile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// reconcileCmd runs `hookgate reconcile args...` with env added to the
+// environment, and returns its exit code, stdout and stderr.
+func reconcileCmd(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"reconcile"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String(), errOut.String()
 }
 
 // TestReconcileRepairAtScale: 100,000 reservations with 300 drifts of
@@ -466,4 +489,56 @@ func startPostgres(t *testing.T) (*pgtest.Server, *pgx.Conn) {
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return srv, conn
+}
+
+// TestReconcileErrorsHideSecrets: an HTTP receiver that redirects is exit
+// 2 with an error naming the status and scheme://host:port alone (not its
+// user info, path or query), and the redirect is not followed with the
+// token; a DSN that does not parse is exit 2 and never shown.
+func TestReconcileErrorsHideSecrets(t *testing.T) {
+	var reached atomic.Int64
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		fmt.Fprint(w, `{"items":[]}`)
+	}))
+	defer elsewhere.Close()
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+"/moved", http.StatusFound)
+	}))
+	defer redirecting.Close()
+	secretURL := strings.Replace(redirecting.URL, "://", "://us3r:pa55w0rd@", 1) + "/tenants/p4th-s3cret/enrollments?api_key=qu3ry-s3cret"
+	path := writeCaddyfile(t, `{
+	hookgate {
+		reconcile enrollments {
+			truth    http {env.ENROLL_URL} {
+				header Authorization "Bearer {env.ENROLL_TOKEN}"
+			}
+			receiver http {env.ENROLL_URL}
+			expect   confirmed active
+		}
+		reconcile db {
+			truth    postgres {env.TRUTH_DSN} "SELECT 1, 2, 3, now()"
+			receiver postgres {env.TRUTH_DSN} "SELECT 1, 2, 3, now()"
+			expect   confirmed active
+		}
+	}
+}
+`)
+	env := []string{"ENROLL_URL=" + secretURL, "ENROLL_TOKEN=t0k3n", "TRUTH_DSN=postgres://app:pa55@w0rd@127.0.0.1:5432/db?application_name=s3cret"}
+	code, out, errOut := reconcileCmd(t, env, "--config", path, "--job", "enrollments")
+	if code != 2 || out != "" || !strings.Contains(errOut, "302") || !strings.Contains(errOut, redirecting.URL+",") {
+		t.Errorf("a redirect: exit %d, stdout %q, stderr %q; want 2 and an error naming 302 and %s", code, out, errOut, redirecting.URL)
+	}
+	if reached.Load() != 0 {
+		t.Errorf("the redirect was followed %d times", reached.Load())
+	}
+	code, out, errOut2 := reconcileCmd(t, env, "--config", path, "--job", "db")
+	if code != 2 || out != "" || !strings.Contains(errOut2, "DSN does not parse") {
+		t.Errorf("a DSN that does not parse: exit %d, stdout %q, stderr %q", code, out, errOut2)
+	}
+	for _, secret := range []string{"us3r", "pa55", "w0rd", "p4th-s3cret", "qu3ry-s3cret", "t0k3n", "s3cret", "postgres://"} {
+		if strings.Contains(errOut+errOut2, secret) {
+			t.Errorf("stderr shows %q:\n%s%s", secret, errOut, errOut2)
+		}
+	}
 }

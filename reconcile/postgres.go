@@ -2,8 +2,10 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,7 +38,7 @@ func (p Postgres) rows(ctx context.Context, yield func(Row, error) bool) error {
 	if fetch <= 0 {
 		fetch = 5000
 	}
-	conn, err := pgx.Connect(ctx, p.DSN)
+	conn, err := connect(ctx, p.DSN)
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
@@ -87,4 +89,61 @@ ORDER BY q.k::text COLLATE "C"`
 			return nil
 		}
 	}
+}
+
+// ErrBadDSN means a DSN that does not parse, or not unambiguously. Its
+// error says nothing more: pgx quotes such a DSN, masking only what it
+// takes for the password, and a DSN that does not parse is exactly one
+// whose password it may not find.
+var ErrBadDSN = errors.New("the DSN does not parse, or not unambiguously (are special characters in the password %-escaped?)")
+
+// connect opens a connection to dsn. Its errors never show the DSN, nor
+// the password: a DSN that does not parse, or whose URL form has an '@'
+// outside its user info (an unescaped '@' or '/' in the password, which
+// pgx would read as part of the host or the database, and show in its
+// errors), is ErrBadDSN, and the password is masked in any other error.
+func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
+	if rest, ok := cutURLScheme(dsn); ok {
+		head, _, _ := strings.Cut(rest, "?")
+		if n := strings.Count(head, "@"); n > 1 || n == 1 && strings.Contains(head[:strings.Index(head, "@")], "/") {
+			return nil, ErrBadDSN
+		}
+	}
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, ErrBadDSN
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, masked(err, cfg.Password)
+	}
+	return conn, nil
+}
+
+// cutURLScheme returns dsn after postgres:// or postgresql://, and
+// whether it has one of them.
+func cutURLScheme(dsn string) (string, bool) {
+	for _, scheme := range []string{"postgres://", "postgresql://"} {
+		if rest, ok := strings.CutPrefix(dsn, scheme); ok {
+			return rest, true
+		}
+	}
+	return "", false
+}
+
+// maskedError is an error whose text has a secret masked.
+type maskedError struct {
+	msg string
+	err error
+}
+
+func (e *maskedError) Error() string { return e.msg }
+func (e *maskedError) Unwrap() error { return e.err }
+
+// masked is err with every occurrence of secret in its text masked.
+func masked(err error, secret string) error {
+	if secret == "" || !strings.Contains(err.Error(), secret) {
+		return err
+	}
+	return &maskedError{msg: strings.ReplaceAll(err.Error(), secret, "xxxxx"), err: err}
 }

@@ -157,3 +157,34 @@ func TestPostgresSources(t *testing.T) {
 		t.Error("a bad query gave no error")
 	}
 }
+
+// TestPostgresErrorsHideTheDSN: a DSN that does not parse (or not
+// unambiguously), or a server that cannot be reached, is an error that
+// shows neither the DSN nor its password (pgx quotes a DSN that does not
+// parse, masking only what it takes for the password, and names the host
+// and database it parsed, which may hold the password's end).
+func TestPostgresErrorsHideTheDSN(t *testing.T) {
+	for _, dsn := range []string{
+		// The password's '@' is not escaped: pgx cannot tell it apart.
+		"postgres://app:pa55@w0rd@127.0.0.1:notaport/db?application_name=s3cret",
+		"postgres://app:pa55w0rd@127.0.0.1:notaport/db?application_name=s3cret",
+		"host=127.0.0.1 port=notaport user=app password=pa55w0rd application_name=s3cret",
+		"postgres://app:pa55w0rd@127.0.0.1:1/db?application_name=s3cret&connect_timeout=2",
+		// These parse, the password's end read as the host or the
+		// database: pgx's errors would name them.
+		"postgres://app:pa55@w0rd@127.0.0.1:1/db?application_name=s3cret",
+		"postgres://app:5432/w0rd@127.0.0.1:1/db?application_name=s3cret",
+		// The password is the user's name too, oddly: still masked.
+		"host=127.0.0.1 port=1 user=pa55w0rd password=pa55w0rd application_name=s3cret connect_timeout=2",
+	} {
+		_, err := reconcile.Compare(t.Context(), reconcile.Postgres{DSN: dsn, Query: "SELECT 1"}, reconcile.HTTP{URL: "http://127.0.0.1:1"}, reconcile.Config{}, nil)
+		if err == nil {
+			t.Fatalf("%s: no error", dsn)
+		}
+		for _, s := range []string{"pa55", "w0rd", "s3cret", "notaport", "postgres://", "password="} {
+			if strings.Contains(err.Error(), s) {
+				t.Errorf("the error shows %q: %v", s, err)
+			}
+		}
+	}
+}
