@@ -1,8 +1,10 @@
 package caddymodule
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,7 +22,9 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/reconcile"
+	"github.com/hookgate/hookgate/sender"
 )
 
 // ReconcileJob compares a source of truth with a receiver's state.
@@ -230,9 +234,13 @@ output). --format json prints the report as JSON.
 event {"id","type","key","state","version","occurred_at"} through the
 running gateway's admin API (--address, default the config's admin address),
 to the job's repair destination, under the delivery ID
-reconcile:<key>:<state>:<version>: a second run repairs nothing twice.
---limit (default 1000) bounds the events newly enqueued; orphans are never
-repaired.
+reconcile:<key>:<state>:<version>: a second run repairs nothing twice. An
+ID enqueued before, with this payload or another (the truth row's
+updated_at moved, its version did not), is already repaired: not an error,
+not counted in "repaired". A key that cannot make a valid delivery ID (1
+to 1024 bytes of visible ASCII) is reported as "unrepairable" (a warning on
+standard error names it) and not enqueued. --limit (default 1000) bounds
+the events newly enqueued; orphans are never repaired.
 On a terminal, a progress line on standard error shows the rows compared.
 Documentation: README.md, "Reconcile".`,
 		CobraFunc: func(cmd *cobra.Command) {
@@ -241,7 +249,7 @@ Documentation: README.md, "Reconcile".`,
 			cmd.Flags().String("job", "", "the job's name")
 			cmd.Flags().String("format", "table", "table or json")
 			cmd.Flags().Bool("repair", false, "enqueue corrective events for missing and mismatched keys")
-			cmd.Flags().Int("limit", 1000, "with --repair: the most events newly enqueued")
+			cmd.Flags().Int("limit", reconcile.DefaultRepairLimit, "with --repair: the most events newly enqueued")
 			cmd.Flags().String("address", "", "with --repair: the admin API's host:port (default: the config's admin address)")
 			cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 				code, err := cmdReconcile(cmd)
@@ -263,10 +271,15 @@ type reconcileReport struct {
 		Truth    int `json:"truth"`
 		Receiver int `json:"receiver"`
 	} `json:"compared"`
-	Drift           map[string]int    `json:"drift"`
-	Samples         []reconcileSample `json:"samples"`
-	Repaired        int               `json:"repaired"`
-	DurationSeconds float64           `json:"duration_seconds"`
+	Drift    map[string]int    `json:"drift"`
+	Samples  []reconcileSample `json:"samples"`
+	Repaired int               `json:"repaired"`
+	// Unrepairable counts, with --repair, the missing or mismatched keys
+	// that cannot make a valid delivery ID: reported, never enqueued.
+	Unrepairable    int     `json:"unrepairable"`
+	DurationSeconds float64 `json:"duration_seconds"`
+	// already counts the repairs an earlier run enqueued (table only).
+	already int
 }
 
 type reconcileSample struct {
@@ -281,10 +294,12 @@ func cmdReconcile(cmd *cobra.Command) (int, error) {
 	adapter, _ := cmd.Flags().GetString("adapter")
 	name, _ := cmd.Flags().GetString("job")
 	format, _ := cmd.Flags().GetString("format")
-	if name == "" || configFile == "" {
+	repair, _ := cmd.Flags().GetBool("repair")
+	limit, _ := cmd.Flags().GetInt("limit")
+	switch {
+	case name == "" || configFile == "":
 		return 2, fmt.Errorf("--config and --job are required")
-	}
-	if format != "table" && format != "json" {
+	case format != "table" && format != "json":
 		return 2, fmt.Errorf("--format %q: want table or json", format)
 	}
 	raw, _, _, err := caddycmd.LoadConfig(configFile, adapter)
@@ -313,10 +328,7 @@ func cmdReconcile(cmd *cobra.Command) (int, error) {
 	if job == nil {
 		return 2, fmt.Errorf("no reconcile job %q in %s", name, configFile)
 	}
-	repair, _ := cmd.Flags().GetBool("repair")
-	limit, _ := cmd.Flags().GetInt("limit")
-	var found func(reconcile.Drift) error
-	repaired := 0
+	opts := runOptions{Limit: limit}
 	if repair {
 		if job.Repair == nil {
 			return 2, fmt.Errorf("job %s has no repair block", name)
@@ -328,30 +340,30 @@ func cmdReconcile(cmd *cobra.Command) (int, error) {
 		if addr == "" {
 			addr = caddy.DefaultAdminListen
 		}
-		if !strings.Contains(addr, "://") {
-			addr = "http://" + addr
-		}
-		c := &adminClient{base: strings.TrimSuffix(addr, "/"), out: io.Discard}
-		found = func(d reconcile.Drift) error {
-			if d.Kind == reconcile.Orphaned || repaired >= limit {
-				return nil
-			}
-			ok, err := enqueueRepair(c, job.Repair, d.Truth)
-			if ok {
-				repaired++
-			}
-			return err
+		opts.Enqueuer, err = newAdminEnqueuer(addr, job.Repair.Destination)
+		if err != nil {
+			return 2, err
 		}
 	}
 	start := time.Now()
 	progress, done := progressLine(os.Stderr, name)
-	r, err := job.compare(context.Background(), found, progress)
+	opts.Progress = progress
+	r, rep, err := job.run(context.Background(), opts)
 	done()
 	if err != nil {
 		return 2, err
 	}
-	out := reconcileReport{Job: name, Drift: map[string]int{}, Samples: []reconcileSample{}, Repaired: repaired, DurationSeconds: time.Since(start).Seconds()}
+	out := reconcileReport{Job: name, Drift: map[string]int{}, Samples: []reconcileSample{}, DurationSeconds: time.Since(start).Seconds()}
 	out.Compared.Truth, out.Compared.Receiver = r.Compared.Truth, r.Compared.Receiver
+	if rep != nil {
+		out.Repaired, out.Unrepairable, out.already = rep.Repaired, rep.Unrepairable, rep.Already
+		for _, s := range rep.UnrepairableSamples {
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: key %q not repaired: %v\n", s.Key, s.Err)
+		}
+		if more := rep.Unrepairable - len(rep.UnrepairableSamples); more > 0 {
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d more keys not repaired: they cannot make a valid delivery ID\n", more)
+		}
+	}
 	for k, n := range r.Drift {
 		out.Drift[string(k)] = n
 	}
@@ -443,38 +455,127 @@ func (j *ReconcileJob) compare(ctx context.Context, found func(reconcile.Drift) 
 	return reconcile.Compare(ctx, truth, recv, reconcile.Config{Expect: j.Expect, Grace: grace, Progress: progress}, found)
 }
 
-// repairEvent is the corrective event for the truth row of a drift: its
-// deterministic delivery ID, type and payload.
-func repairEvent(rep *ReconcileRepair, t *reconcile.Row) (id, typ string, payload []byte) {
-	id = fmt.Sprintf("reconcile:%s:%s:%d", t.Key, t.State, t.Version)
-	typ = rep.EventType
-	if typ == "" {
-		typ = "{state}"
-	}
-	typ = strings.ReplaceAll(typ, "{state}", t.State)
-	payload, _ = json.Marshal(map[string]any{
-		"id": id, "type": typ, "key": t.Key, "state": t.State, "version": t.Version,
-		"occurred_at": t.UpdatedAt.UTC().Format(time.RFC3339Nano),
-	})
-	return id, typ, payload
+// runOptions tune one run of a job.
+type runOptions struct {
+	// Enqueuer, if set, repairs the missing and mismatched keys, at most
+	// Limit newly enqueued (default reconcile.DefaultRepairLimit).
+	Enqueuer reconcile.Enqueuer
+	Limit    int
+	// Progress, if set, sees the report so far every 10,000 rows.
+	Progress func(*reconcile.Report)
 }
 
-// enqueueRepair enqueues the truth row of a drift as a corrective event
-// through the admin API, under its deterministic delivery ID; it reports
-// whether the event was new (a duplicate was enqueued by an earlier run).
-func enqueueRepair(c *adminClient, rep *ReconcileRepair, t *reconcile.Row) (bool, error) {
-	id, typ, payload := repairEvent(rep, t)
-	body := map[string]any{
-		"id": id, "event_type": typ, "entity": t.Key, "payload": json.RawMessage(payload),
-		"event_time": t.UpdatedAt.UTC().Format(time.RFC3339Nano),
+// run is one run of the job, the command's and a scheduled one's alike:
+// the comparison and, with an Enqueuer, the repairs, through one
+// reconcile.Repairer (returned, nil without repairs).
+func (j *ReconcileJob) run(ctx context.Context, o runOptions) (*reconcile.Report, *reconcile.Repairer, error) {
+	var rep *reconcile.Repairer
+	var found func(reconcile.Drift) error
+	if o.Enqueuer != nil {
+		if j.Repair == nil {
+			return nil, nil, fmt.Errorf("job %s has no repair block", j.Name)
+		}
+		rep = &reconcile.Repairer{Enqueuer: o.Enqueuer, EventType: j.Repair.EventType, Limit: o.Limit}
+		found = func(d reconcile.Drift) error { return rep.Repair(ctx, d) }
 	}
-	var answer struct {
-		Duplicate bool `json:"duplicate"`
+	r, err := j.compare(ctx, found, o.Progress)
+	return r, rep, err
+}
+
+// adminEnqueuer enqueues repair events through a running gateway's admin
+// API (POST /hookgate/destinations/<name>/enqueue), as the command does.
+type adminEnqueuer struct {
+	base        *url.URL
+	destination string
+	client      *http.Client
+}
+
+// newAdminEnqueuer enqueues to destination through the admin API at
+// addr, a host:port or a URL.
+func newAdminEnqueuer(addr, destination string) (*adminEnqueuer, error) {
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
 	}
-	if _, err := c.call(http.MethodPost, "/hookgate/destinations/"+url.PathEscape(rep.Destination)+"/enqueue", body, &answer); err != nil {
-		return false, fmt.Errorf("repairing %s: %w", t.Key, err)
+	u, err := url.Parse(strings.TrimSuffix(addr, "/"))
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("--address: want host:port or an http:// URL")
 	}
-	return !answer.Duplicate, nil
+	return &adminEnqueuer{base: u, destination: destination, client: &http.Client{Timeout: 60 * time.Second}}, nil
+}
+
+// Enqueue implements reconcile.Enqueuer: a 202 is Enqueued, or
+// AlreadyEnqueued when it says duplicate; a 422
+// key_reused_with_different_payload is AlreadyEnqueued; a 400 bad_id
+// wraps sender.ErrBadID.
+func (a *adminEnqueuer) Enqueue(ctx context.Context, e reconcile.Event) (reconcile.Outcome, error) {
+	body, err := json.Marshal(map[string]any{
+		"id": e.ID, "event_type": e.Type, "entity": e.Entity, "payload": json.RawMessage(e.Payload),
+		"event_time": e.EventTime.UTC().Format(time.RFC3339Nano),
+	})
+	if err != nil {
+		return 0, err
+	}
+	u := a.base.String() + "/hookgate/destinations/" + url.PathEscape(a.destination) + "/enqueue"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.client.Do(req)
+	if err != nil {
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err // it quotes the whole URL
+		}
+		return 0, fmt.Errorf("is the gateway running with its admin API on %s? %w", reconcile.Origin(a.base), err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode < 300 {
+		var answer struct {
+			Duplicate bool `json:"duplicate"`
+		}
+		if err := json.Unmarshal(b, &answer); err != nil {
+			return 0, fmt.Errorf("the admin API's answer: %w", err)
+		}
+		if answer.Duplicate {
+			return reconcile.AlreadyEnqueued, nil
+		}
+		return reconcile.Enqueued, nil
+	}
+	var p problem.Details
+	json.Unmarshal(b, &p)
+	switch {
+	case resp.StatusCode == http.StatusUnprocessableEntity && p.Reason == "key_reused_with_different_payload":
+		return reconcile.AlreadyEnqueued, nil
+	case resp.StatusCode == http.StatusBadRequest && p.Reason == "bad_id":
+		return 0, fmt.Errorf("%w: the admin API answered 400 bad_id: %s", sender.ErrBadID, p.Detail)
+	case p.Reason != "":
+		return 0, fmt.Errorf("the admin API answered %d %s: %s", resp.StatusCode, p.Reason, p.Detail)
+	}
+	return 0, fmt.Errorf("the admin API answered %s", resp.Status)
+}
+
+// appEnqueuer enqueues repair events through the app's sender, in
+// process, as a scheduled run does.
+type appEnqueuer struct {
+	app         *App
+	destination string
+}
+
+// Enqueue implements reconcile.Enqueuer: a duplicate, with this payload
+// or another, is AlreadyEnqueued.
+func (a appEnqueuer) Enqueue(ctx context.Context, e reconcile.Event) (reconcile.Outcome, error) {
+	res, err := a.app.Enqueue(ctx, &sender.Envelope{
+		ID: e.ID, Destination: a.destination, EventType: e.Type,
+		Entity: e.Entity, EventTime: e.EventTime, Payload: e.Payload,
+	})
+	switch {
+	case err != nil:
+		return 0, err
+	case res.Duplicate || res.Mismatch:
+		return reconcile.AlreadyEnqueued, nil
+	}
+	return reconcile.Enqueued, nil
 }
 
 func printReport(w io.Writer, format string, r reconcileReport) {
@@ -484,7 +585,14 @@ func printReport(w io.Writer, format string, r reconcileReport) {
 		return
 	}
 	fmt.Fprintf(w, "job %s: compared %d truth rows, %d receiver rows in %.1fs\n", r.Job, r.Compared.Truth, r.Compared.Receiver, r.DurationSeconds)
-	fmt.Fprintf(w, "drift: %d missing, %d mismatched, %d orphaned; %d repairs enqueued\n", r.Drift["missing"], r.Drift["mismatched"], r.Drift["orphaned"], r.Repaired)
+	fmt.Fprintf(w, "drift: %d missing, %d mismatched, %d orphaned; %d repairs enqueued", r.Drift["missing"], r.Drift["mismatched"], r.Drift["orphaned"], r.Repaired)
+	if r.already > 0 {
+		fmt.Fprintf(w, ", %d already enqueued by an earlier run", r.already)
+	}
+	if r.Unrepairable > 0 {
+		fmt.Fprintf(w, ", %d unrepairable (no valid delivery ID)", r.Unrepairable)
+	}
+	fmt.Fprintln(w)
 	if len(r.Samples) == 0 {
 		return
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/reconcile"
-	"github.com/hookgate/hookgate/sender"
 )
 
 // Scheduled reconcile runs. A job with `every` runs in each gateway at the
@@ -22,9 +21,6 @@ import (
 // it. The claim is a dedupe claim under a key no webhook can use, leased
 // for the period: an instance that dies mid-run leaves the slot to expire,
 // and the next slot runs again.
-
-// defaultRepairLimit bounds the repairs of one run.
-const defaultRepairLimit = 1000
 
 // reconcileMetrics are the scheduled runs' instruments.
 type reconcileMetrics struct {
@@ -137,35 +133,13 @@ func (a *App) runScheduled(ctx context.Context, j *ReconcileJob, slot time.Time)
 		count("skipped")
 		return
 	}
-	var found func(reconcile.Drift) error
-	repaired, limit := 0, defaultRepairLimit
+	var opts runOptions
 	if j.Repair != nil {
-		if j.Repair.Limit > 0 {
-			limit = j.Repair.Limit
-		}
-		found = func(d reconcile.Drift) error {
-			if d.Kind == reconcile.Orphaned || repaired >= limit {
-				return nil
-			}
-			id, typ, payload := repairEvent(j.Repair, d.Truth)
-			r, err := a.Enqueue(ctx, &sender.Envelope{
-				ID: id, Destination: j.Repair.Destination, EventType: typ,
-				Entity: d.Truth.Key, EventTime: d.Truth.UpdatedAt, Payload: payload,
-			})
-			if err != nil {
-				return fmt.Errorf("repairing %s: %w", d.Truth.Key, err)
-			}
-			if r.Mismatch {
-				log.Warn("reconcile: a repair's delivery ID was enqueued before with another payload; not re-sent", zap.String("id", id))
-			}
-			if !r.Duplicate {
-				repaired++
-			}
-			return nil
-		}
+		opts.Enqueuer = appEnqueuer{app: a, destination: j.Repair.Destination}
+		opts.Limit = j.Repair.Limit
 	}
 	start := time.Now()
-	r, err := j.compare(ctx, found, nil)
+	r, rep, err := j.run(ctx, opts)
 	a.metrics.reconcile.duration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(jobAttr))
 	if err != nil {
 		log.Error("reconcile run failed", zap.Error(err))
@@ -179,8 +153,19 @@ func (a *App) runScheduled(ctx context.Context, j *ReconcileJob, slot time.Time)
 	fields := []zap.Field{
 		zap.Int("truth", r.Compared.Truth), zap.Int("receiver", r.Compared.Receiver),
 		zap.Int("missing", r.Drift[reconcile.Missing]), zap.Int("mismatched", r.Drift[reconcile.Mismatched]),
-		zap.Int("orphaned", r.Drift[reconcile.Orphaned]), zap.Int("repaired", repaired),
+		zap.Int("orphaned", r.Drift[reconcile.Orphaned]),
 		zap.Duration("took", time.Since(start)),
+	}
+	if rep != nil {
+		fields = append(fields, zap.Int("repaired", rep.Repaired), zap.Int("already_repaired", rep.Already), zap.Int("unrepairable", rep.Unrepairable))
+		if rep.Unrepairable > 0 {
+			keys := make([]string, len(rep.UnrepairableSamples))
+			for i, s := range rep.UnrepairableSamples {
+				keys[i] = s.Key
+			}
+			log.Warn("reconcile: keys that cannot make a valid delivery ID (1 to 1024 bytes of visible ASCII) were not repaired",
+				zap.Int("unrepairable", rep.Unrepairable), zap.Strings("keys", keys))
+		}
 	}
 	if r.Total() > 0 {
 		log.Warn("reconcile found drift", fields...)

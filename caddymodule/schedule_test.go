@@ -1,9 +1,16 @@
 package caddymodule
 
 import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/hookgate/hookgate/reconcile"
 )
 
 func TestNextSlot(t *testing.T) {
@@ -73,4 +80,48 @@ func TestReconcileJobValidate(t *testing.T) {
 			t.Errorf("%s: err = %v", want, err)
 		}
 	}
+}
+
+// loadApp loads a config with the hookgate app (its store a temp dir)
+// and returns the running app; the config stops when the test ends.
+// admin is the admin API's listen address, or "" for none.
+func loadApp(t *testing.T, admin string, hookgate map[string]any) *App {
+	t.Helper()
+	hookgate["store"] = map[string]any{"backend": "file", "dir": t.TempDir()}
+	adminCfg := map[string]any{"disabled": true}
+	if admin != "" {
+		adminCfg = map[string]any{"listen": admin}
+	}
+	cfg, err := json.Marshal(map[string]any{"admin": adminCfg, "apps": map[string]any{"hookgate": hookgate}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := caddy.Load(cfg, true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { caddy.Stop() })
+	v, err := caddy.ActiveContext().App("hookgate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.(*App)
+}
+
+// truthAPI serves a truth side over HTTP: rows, read at each request.
+func truthAPI(t *testing.T, rows func() []reconcile.Row) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		type item struct {
+			Key       string    `json:"key"`
+			State     string    `json:"state"`
+			Version   int64     `json:"version"`
+			UpdatedAt time.Time `json:"updated_at"`
+		}
+		items := []item{}
+		for _, r := range rows() {
+			items = append(items, item{r.Key, r.State, r.Version, r.UpdatedAt})
+		}
+		json.NewEncoder(w).Encode(map[string]any{"items": items})
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }

@@ -491,6 +491,81 @@ func startPostgres(t *testing.T) (*pgtest.Server, *pgx.Conn) {
 	return srv, conn
 }
 
+// TestReconcileRepairAlreadyRepaired: after a repair run, the first
+// drifting key's truth row is updated (its updated_at moved, its version
+// did not), so its deterministic delivery ID is now enqueued with another
+// payload and the admin API answers 422 key_reused_with_different_payload.
+// That key is already repaired: the next --repair run is exit 1 (drift),
+// not 2, counts nothing repaired, and compares every key after it.
+func TestReconcileRepairAlreadyRepaired(t *testing.T) {
+	srv, conn := startPostgres(t)
+	reservationTables(t, conn)
+	up, _ := enrollmentService(t, conn)
+	recv := startGateway(t, dedupeSite(up.Addr(), ""), gatewayOptions{})
+	g := startGateway(t, "", gatewayOptions{Global: senderGlobal("store file", recv.URL, "")})
+	run, drift := repairJob(t, srv.DSN(), g.Admin)
+	// Paused: the repairs stay queued and the drift stays.
+	if out, err := cli(t, g, "destinations", "pause", "enrollment"); err != nil {
+		t.Fatalf("pause: %v\n%s", err, out)
+	}
+	if code, r := run("--repair"); code != 1 || r["repaired"] != float64(3) || drift(r) != "1/2/1" {
+		t.Fatalf("first repair: exit %d, %v", code, r)
+	}
+	if _, err := conn.Exec(t.Context(), `UPDATE reservations SET updated_at = now() - interval '30 minutes' WHERE id = 'r-2'`); err != nil {
+		t.Fatal(err)
+	}
+	code, r := run("--repair")
+	if code != 1 || r["repaired"] != float64(0) || drift(r) != "1/2/1" {
+		t.Errorf("after r-2's updated_at moved: exit %d, repaired %v, drift %s; want 1, 0, 1/2/1", code, r["repaired"], drift(r))
+	}
+	if c := r["compared"].(map[string]any); c["truth"] != float64(3) || c["receiver"] != float64(3) {
+		t.Errorf("compared %v; want every key", c)
+	}
+	path := writeCaddyfile(t, repairCaddyfile)
+	code, out, errOut := reconcileCmd(t, []string{"TRUTH_DSN=" + srv.DSN()}, "--config", path, "--job", "enrollments", "--address", g.Admin, "--repair")
+	if code != 1 || !strings.Contains(out, "0 repairs enqueued, 3 already enqueued by an earlier run") {
+		t.Errorf("table report: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestReconcileRepairUnrepairable: a key that cannot make a valid
+// delivery ID ("r-2 b" holds a space) is reported (a warning naming it,
+// "unrepairable" in the report) and not enqueued; the run goes on, and
+// the keys after it are repaired.
+func TestReconcileRepairUnrepairable(t *testing.T) {
+	srv, conn := startPostgres(t)
+	reservationTables(t, conn)
+	if _, err := conn.Exec(t.Context(), `INSERT INTO reservations VALUES ('r-2 b', 'confirmed', 1, now() - interval '1 hour')`); err != nil {
+		t.Fatal(err)
+	}
+	up, applied := enrollmentService(t, conn)
+	recv := startGateway(t, dedupeSite(up.Addr(), ""), gatewayOptions{})
+	g := startGateway(t, "", gatewayOptions{Global: senderGlobal("store file", recv.URL, "")})
+	path := writeCaddyfile(t, repairCaddyfile)
+	code, out, errOut := reconcileCmd(t, []string{"TRUTH_DSN=" + srv.DSN()}, "--config", path, "--job", "enrollments", "--format", "json", "--address", g.Admin, "--repair")
+	var r struct {
+		Drift                  map[string]int
+		Repaired, Unrepairable int
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("exit %d, not a JSON report: %v\n%s%s", code, err, out, errOut)
+	}
+	if code != 1 || r.Drift["missing"] != 2 || r.Repaired != 3 || r.Unrepairable != 1 {
+		t.Errorf("exit %d, %+v; want 1, 2 missing, 3 repaired, 1 unrepairable\n%s", code, r, errOut)
+	}
+	if !strings.Contains(errOut, `"r-2 b"`) {
+		t.Errorf("stderr does not name the unrepairable key:\n%s", errOut)
+	}
+	want := []string{"reconcile:r-2:confirmed:1 reservation.confirmed", "reconcile:r-3:expired:2 reservation.expired", "reconcile:r-4:confirmed:5 reservation.confirmed"}
+	if got := waitRepairs(applied, 3); !slices.Equal(got, want) {
+		t.Errorf("the receiver applied %q; want the three valid repairs", got)
+	}
+	code, out, _ = reconcileCmd(t, []string{"TRUTH_DSN=" + srv.DSN()}, "--config", path, "--job", "enrollments", "--address", g.Admin, "--repair")
+	if code != 1 || !strings.Contains(out, "drift: 1 missing, 0 mismatched, 1 orphaned; 0 repairs enqueued, 1 unrepairable") {
+		t.Errorf("table report after the repairs: exit %d\n%s", code, out)
+	}
+}
+
 // TestReconcileErrorsHideSecrets: an HTTP receiver that redirects is exit
 // 2 with an error naming the status and scheme://host:port alone (not its
 // user info, path or query), and the redirect is not followed with the
