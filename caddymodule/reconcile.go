@@ -227,8 +227,8 @@ both sides in key order and reports the keys the receiver misses, holds in
 another state than the truth implies, or holds unknown to the truth. Rows
 updated within the job's grace are left out. The exit code is 0 when there
 is no drift, 1 when there is (repaired or not: repairs are delivered
-asynchronously), and 2 on an error (then nothing is printed on standard
-output). --format json prints the report as JSON.
+asynchronously), and 2 on any error, a usage error included (then nothing
+is printed on standard output). --format json prints the report as JSON.
 
 --repair enqueues, for each missing or mismatched key, the truth row as an
 event {"id","type","key","state","version","occurred_at"} through the
@@ -251,13 +251,23 @@ Documentation: README.md, "Reconcile".`,
 			cmd.Flags().Bool("repair", false, "enqueue corrective events for missing and mismatched keys")
 			cmd.Flags().Int("limit", reconcile.DefaultRepairLimit, "with --repair: the most events newly enqueued")
 			cmd.Flags().String("address", "", "with --repair: the admin API's host:port (default: the config's admin address)")
-			cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-				code, err := cmdReconcile(cmd)
+			exit := func(code int, err error) {
 				if err != nil {
 					fmt.Fprintln(os.Stderr, "Error:", err)
-					os.Exit(2)
 				}
 				os.Exit(code)
+			}
+			// A usage error is exit 2, as any error: cobra's flag errors
+			// would otherwise end in Caddy's exit 1, the drift code.
+			cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+				exit(2, fmt.Errorf("%w (see hookgate reconcile --help)", err))
+				return err
+			})
+			cmd.RunE = func(cmd *cobra.Command, args []string) error {
+				if len(args) > 0 {
+					exit(2, fmt.Errorf("unexpected argument %q: name the job with --job", args[0]))
+				}
+				exit(cmdReconcile(cmd))
 				return nil
 			}
 		},
@@ -301,6 +311,8 @@ func cmdReconcile(cmd *cobra.Command) (int, error) {
 		return 2, fmt.Errorf("--config and --job are required")
 	case format != "table" && format != "json":
 		return 2, fmt.Errorf("--format %q: want table or json", format)
+	case limit < 1:
+		return 2, fmt.Errorf("--limit %d: want a positive integer", limit)
 	}
 	raw, _, _, err := caddycmd.LoadConfig(configFile, adapter)
 	if err != nil {

@@ -566,6 +566,26 @@ func TestReconcileRepairUnrepairable(t *testing.T) {
 	}
 }
 
+// TestReconcileUsageErrors: a usage error is exit 2 (any error), never
+// 1 (drift), with nothing on stdout.
+func TestReconcileUsageErrors(t *testing.T) {
+	path := writeCaddyfile(t, repairCaddyfile)
+	for _, args := range [][]string{
+		{"--config", path, "--job", "enrollments", "--nope"},
+		{"--config", path, "--job", "enrollments", "--limit", "many"},
+		{"--config", path, "--job", "enrollments", "--limit", "0", "--repair"},
+		{"--config", path, "--job", "enrollments", "--format", "yaml"},
+		{"--config", path},
+		{"--config", path, "enrollments"},
+		{"--config", path, "--job", "nope"},
+	} {
+		code, out, errOut := reconcileCmd(t, []string{"TRUTH_DSN=postgres://127.0.0.1:1/x"}, args...)
+		if code != 2 || out != "" || !strings.Contains(errOut, "Error:") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2, nothing, an error", args, code, out, errOut)
+		}
+	}
+}
+
 // TestReconcileErrorsHideSecrets: an HTTP receiver that redirects is exit
 // 2 with an error naming the status and scheme://host:port alone (not its
 // user info, path or query), and the redirect is not followed with the
