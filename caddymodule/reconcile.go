@@ -216,10 +216,13 @@ func (j *ReconcileJob) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return nil
 }
 
+// defaultReconcileTimeout bounds a run of the command (--timeout).
+const defaultReconcileTimeout = 10 * time.Minute
+
 func init() {
 	registerCommand(caddycmd.Command{
 		Name:  "reconcile",
-		Usage: "--config <Caddyfile> --job <name> [--repair] [--limit <n>] [--format table|json] [--address <host:port>]",
+		Usage: "--config <Caddyfile> --job <name> [--repair] [--limit <n>] [--timeout <duration>] [--format table|json] [--address <host:port>]",
 		Short: "Compares a source of truth with a receiver's state and reports the drift",
 		Long: `
 Runs the reconcile job <name> of the config's hookgate option: it streams
@@ -229,6 +232,8 @@ updated within the job's grace are left out. The exit code is 0 when there
 is no drift, 1 when there is (repaired or not: repairs are delivered
 asynchronously), and 2 on any error, a usage error included (then nothing
 is printed on standard output). --format json prints the report as JSON.
+--timeout (default 10m) bounds the whole run, both sources and the
+repairs: a run past it is an error.
 
 --repair enqueues, for each missing or mismatched key, the truth row as an
 event {"id","type","key","state","version","occurred_at"} through the
@@ -250,6 +255,7 @@ Documentation: README.md, "Reconcile".`,
 			cmd.Flags().String("format", "table", "table or json")
 			cmd.Flags().Bool("repair", false, "enqueue corrective events for missing and mismatched keys")
 			cmd.Flags().Int("limit", reconcile.DefaultRepairLimit, "with --repair: the most events newly enqueued")
+			cmd.Flags().Duration("timeout", defaultReconcileTimeout, "the longest the whole run may take (both sources and the repairs)")
 			cmd.Flags().String("address", "", "with --repair: the admin API's host:port (default: the config's admin address)")
 			exit := func(code int, err error) {
 				if err != nil {
@@ -306,6 +312,7 @@ func cmdReconcile(cmd *cobra.Command) (int, error) {
 	format, _ := cmd.Flags().GetString("format")
 	repair, _ := cmd.Flags().GetBool("repair")
 	limit, _ := cmd.Flags().GetInt("limit")
+	timeout, _ := cmd.Flags().GetDuration("timeout")
 	switch {
 	case name == "" || configFile == "":
 		return 2, fmt.Errorf("--config and --job are required")
@@ -313,6 +320,8 @@ func cmdReconcile(cmd *cobra.Command) (int, error) {
 		return 2, fmt.Errorf("--format %q: want table or json", format)
 	case limit < 1:
 		return 2, fmt.Errorf("--limit %d: want a positive integer", limit)
+	case timeout <= 0:
+		return 2, fmt.Errorf("--timeout %s: want a positive duration", timeout)
 	}
 	raw, _, _, err := caddycmd.LoadConfig(configFile, adapter)
 	if err != nil {
@@ -340,7 +349,7 @@ func cmdReconcile(cmd *cobra.Command) (int, error) {
 	if job == nil {
 		return 2, fmt.Errorf("no reconcile job %q in %s", name, configFile)
 	}
-	opts := runOptions{Limit: limit}
+	opts := runOptions{Timeout: timeout, Bound: "--timeout", Limit: limit}
 	if repair {
 		if job.Repair == nil {
 			return 2, fmt.Errorf("job %s has no repair block", name)
@@ -467,8 +476,15 @@ func (j *ReconcileJob) compare(ctx context.Context, found func(reconcile.Drift) 
 	return reconcile.Compare(ctx, truth, recv, reconcile.Config{Expect: j.Expect, Grace: grace, Progress: progress}, found)
 }
 
+// errRunTimeout is the cause of a run stopped at its time limit.
+var errRunTimeout = errors.New("the reconcile run timed out")
+
 // runOptions tune one run of a job.
 type runOptions struct {
+	// Timeout bounds the whole run: both sources and the repairs. Bound
+	// names what set it, for the error (--timeout, or the period).
+	Timeout time.Duration
+	Bound   string
 	// Enqueuer, if set, repairs the missing and mismatched keys, at most
 	// Limit newly enqueued (default reconcile.DefaultRepairLimit).
 	Enqueuer reconcile.Enqueuer
@@ -479,8 +495,14 @@ type runOptions struct {
 
 // run is one run of the job, the command's and a scheduled one's alike:
 // the comparison and, with an Enqueuer, the repairs, through one
-// reconcile.Repairer (returned, nil without repairs).
+// reconcile.Repairer (returned, nil without repairs), all within
+// o.Timeout.
 func (j *ReconcileJob) run(ctx context.Context, o runOptions) (*reconcile.Report, *reconcile.Repairer, error) {
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, o.Timeout, errRunTimeout)
+		defer cancel()
+	}
 	var rep *reconcile.Repairer
 	var found func(reconcile.Drift) error
 	if o.Enqueuer != nil {
@@ -491,6 +513,12 @@ func (j *ReconcileJob) run(ctx context.Context, o runOptions) (*reconcile.Report
 		found = func(d reconcile.Drift) error { return rep.Repair(ctx, d) }
 	}
 	r, err := j.compare(ctx, found, o.Progress)
+	if err != nil && errors.Is(context.Cause(ctx), errRunTimeout) {
+		err = fmt.Errorf("%w: it took longer than %s (%s)", errRunTimeout, o.Timeout, o.Bound)
+		if r != nil {
+			err = fmt.Errorf("%w and stopped after %d truth and %d receiver rows", err, r.Compared.Truth, r.Compared.Receiver)
+		}
+	}
 	return r, rep, err
 }
 

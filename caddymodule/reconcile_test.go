@@ -1,9 +1,11 @@
 package caddymodule
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -41,7 +43,7 @@ func TestRepairPathsAgree(t *testing.T) {
 	doors := map[string]reconcile.Enqueuer{"command": admin, "scheduled": appEnqueuer{app: app, destination: "enrollment"}}
 	run := func(door string) string {
 		t.Helper()
-		r, rep, err := job.run(t.Context(), runOptions{Enqueuer: doors[door]})
+		r, rep, err := job.run(t.Context(), runOptions{Timeout: time.Minute, Enqueuer: doors[door]})
 		if err != nil {
 			t.Fatalf("%s: %v", door, err)
 		}
@@ -64,5 +66,25 @@ func TestRepairPathsAgree(t *testing.T) {
 		if got := run(door); got != "missing 3, repaired 0, already 3" {
 			t.Errorf("%s, once all were repaired: %s; want all three already", door, got)
 		}
+	}
+}
+
+// TestRunTimeout: --timeout bounds a run whose source hangs; the error
+// says so, with what was compared.
+func TestRunTimeout(t *testing.T) {
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	defer hang.Close()
+	empty := truthAPI(t, func() []reconcile.Row { return nil })
+	job := &ReconcileJob{
+		Name: "enrollments", Expect: map[string]string{"confirmed": "active"},
+		Truth: &ReconcileSource{Kind: "http", URL: empty.URL}, Receiver: &ReconcileSource{Kind: "http", URL: hang.URL},
+	}
+	start := time.Now()
+	_, _, err := job.run(t.Context(), runOptions{Timeout: 300 * time.Millisecond, Bound: "--timeout"})
+	if !errors.Is(err, errRunTimeout) || !strings.Contains(err.Error(), "took longer than 300ms (--timeout)") {
+		t.Errorf("err = %v, want the run's timeout", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the run took %s", took)
 	}
 }

@@ -20,7 +20,9 @@ import (
 // instance to claim the slot in the state store runs it, the others skip
 // it. The claim is a dedupe claim under a key no webhook can use, leased
 // for the period: an instance that dies mid-run leaves the slot to expire,
-// and the next slot runs again.
+// and the next slot runs again. A run is bounded by its period, as the
+// command's by --timeout: one that outlasts it fails, so it never outlives
+// its claim nor runs beside the next slot's run.
 
 // reconcileMetrics are the scheduled runs' instruments.
 type reconcileMetrics struct {
@@ -133,7 +135,7 @@ func (a *App) runScheduled(ctx context.Context, j *ReconcileJob, slot time.Time)
 		count("skipped")
 		return
 	}
-	var opts runOptions
+	opts := runOptions{Timeout: time.Duration(j.Every), Bound: "the job's period, every"}
 	if j.Repair != nil {
 		opts.Enqueuer = appEnqueuer{app: a, destination: j.Repair.Destination}
 		opts.Limit = j.Repair.Limit

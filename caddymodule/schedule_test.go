@@ -82,6 +82,36 @@ func TestReconcileJobValidate(t *testing.T) {
 	}
 }
 
+// TestScheduledRunIsBounded: a scheduled run ends with its period; a
+// source that hangs does not hold it longer (it held it for the HTTP
+// client's 30s).
+func TestScheduledRunIsBounded(t *testing.T) {
+	type call struct{ start, end time.Time }
+	calls := make(chan call, 100)
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		<-r.Context().Done()
+		calls <- call{start, time.Now()}
+	}))
+	t.Cleanup(hang.Close) // after the app stops: its runs end then
+	empty := truthAPI(t, func() []reconcile.Row { return nil })
+	loadApp(t, "", map[string]any{
+		"reconcile": []map[string]any{{
+			"name": "enrollments", "expect": map[string]string{"confirmed": "active"}, "every": "1s",
+			"truth":    map[string]any{"kind": "http", "url": hang.URL},
+			"receiver": map[string]any{"kind": "http", "url": empty.URL},
+		}},
+	})
+	select {
+	case c := <-calls:
+		if took := c.end.Sub(c.start); took > 2*time.Second {
+			t.Errorf("the run held the source for %s; want at most its period (1s)", took)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no scheduled run ended within 10s: not bounded by its period")
+	}
+}
+
 // loadApp loads a config with the hookgate app (its store a temp dir)
 // and returns the running app; the config stops when the test ends.
 // admin is the admin API's listen address, or "" for none.

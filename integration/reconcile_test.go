@@ -574,6 +574,8 @@ func TestReconcileUsageErrors(t *testing.T) {
 		{"--config", path, "--job", "enrollments", "--nope"},
 		{"--config", path, "--job", "enrollments", "--limit", "many"},
 		{"--config", path, "--job", "enrollments", "--limit", "0", "--repair"},
+		{"--config", path, "--job", "enrollments", "--timeout", "soon"},
+		{"--config", path, "--job", "enrollments", "--timeout", "0s"},
 		{"--config", path, "--job", "enrollments", "--format", "yaml"},
 		{"--config", path},
 		{"--config", path, "enrollments"},
@@ -583,6 +585,28 @@ func TestReconcileUsageErrors(t *testing.T) {
 		if code != 2 || out != "" || !strings.Contains(errOut, "Error:") {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2, nothing, an error", args, code, out, errOut)
 		}
+	}
+}
+
+// TestReconcileTimeout: --timeout bounds a run whose query takes longer:
+// exit 2, nothing on stdout, an error that says so.
+func TestReconcileTimeout(t *testing.T) {
+	srv, conn := startPostgres(t)
+	reservationTables(t, conn)
+	path := writeCaddyfile(t, `{
+	hookgate {
+		reconcile slow {
+			truth    postgres {env.TRUTH_DSN} "SELECT id, status, version, updated_at FROM reservations, pg_sleep(60)"
+			receiver postgres {env.TRUTH_DSN} "SELECT reservation_id, state, version, updated_at FROM enrollments"
+			expect   confirmed active
+		}
+	}
+}
+`)
+	start := time.Now()
+	code, out, errOut := reconcileCmd(t, []string{"TRUTH_DSN=" + srv.DSN()}, "--config", path, "--job", "slow", "--timeout", "2s")
+	if took := time.Since(start); code != 2 || out != "" || !strings.Contains(errOut, "took longer than 2s (--timeout)") || took > 20*time.Second {
+		t.Errorf("exit %d after %s, stdout %q, stderr %q; want 2 within seconds, the timeout named", code, took.Round(time.Millisecond), out, errOut)
 	}
 }
 
