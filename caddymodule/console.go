@@ -81,7 +81,9 @@ func (h *Console) Provision(ctx caddy.Context) error {
 			zap.String("destination", h.Destination))
 	}
 	h.app = app
-	h.console = console.New(app.ops(), nil)
+	// The confirm tokens live in the app's store, so that instances
+	// sharing Redis share them.
+	h.console = console.New(app.ops(), app.store, nil)
 	h.console.MaxRedrive = h.MaxRedrive
 	return nil
 }

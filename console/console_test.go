@@ -2,22 +2,56 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/hookgate/hookgate/dedupe/boltstore"
 	"github.com/hookgate/hookgate/sender"
 )
 
 // fakeService is the sender's state in memory, for the page logic: it
 // records every destination the console asked about.
 type fakeService struct {
+	mu      sync.Mutex
 	dead    map[string]*sender.Envelope // by destination/ID
 	asked   []string                    // destinations named in calls
 	redrive []sender.Filter
+	moves   int // redrives that were not dry runs
+	// onRedrive, when set, answers the redrives that are not dry runs;
+	// n counts them from 1.
+	onRedrive func(ctx context.Context, n int) (*sender.Redrive, error)
+}
+
+// onceStore is a real embedded store in a temporary file, for the
+// console's confirm tokens.
+func onceStore(t testing.TB, dir string) OnceStore {
+	db, err := bolt.Open(filepath.Join(dir, "state.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := boltstore.New(db, boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.Close()
+		db.Close()
+	})
+	return s
+}
+
+// newConsole is a console over svc with its own token store.
+func newConsole(t testing.TB, svc Service) *Console {
+	return New(svc, onceStore(t, t.TempDir()), nil)
 }
 
 func newFake() *fakeService {
@@ -33,7 +67,11 @@ func newFake() *fakeService {
 	return f
 }
 
-func (f *fakeService) note(dest string) { f.asked = append(f.asked, dest) }
+func (f *fakeService) note(dest string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked = append(f.asked, dest)
+}
 
 func (f *fakeService) Destinations(ctx context.Context) ([]sender.DestinationStatus, error) {
 	f.note("")
@@ -98,13 +136,29 @@ func (f *fakeService) HeaderSent(e *sender.Envelope) (http.Header, error) {
 
 func (f *fakeService) Redrive(ctx context.Context, fl sender.Filter, limit int, by string, dryRun bool) (*sender.Redrive, error) {
 	f.note(fl.Destination)
+	f.mu.Lock()
 	f.redrive = append(f.redrive, fl)
 	m := f.matching(fl)
 	r := &sender.Redrive{Filter: fl, Limit: limit, Matched: len(m), By: by}
-	if !dryRun {
-		r.ID, r.Moved = "rd_1", min(len(m), limit)
+	if dryRun {
+		f.mu.Unlock()
+		return r, nil
 	}
+	f.moves++
+	n, hook := f.moves, f.onRedrive
+	f.mu.Unlock()
+	if hook != nil {
+		return hook(ctx, n)
+	}
+	r.ID, r.Moved = fmt.Sprintf("rd_%d", n), min(len(m), limit)
 	return r, nil
+}
+
+// redrives is how many redrives were not dry runs.
+func (f *fakeService) redrives() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.moves
 }
 
 func (f *fakeService) Progress(ctx context.Context, id, scope string) (*sender.Redrive, error) {
@@ -116,10 +170,17 @@ func (f *fakeService) Progress(ctx context.Context, id, scope string) (*sender.R
 		Letters: []sender.Letter{{Destination: "b", ID: "1", Outcome: "dead_again", LastError: "<i>no</i>"}}}, nil
 }
 
+// csrfToken is the browser's CSRF token in the tests.
+const csrfToken = "TOKENTOKENTOKENTOKENTOKEN1"
+
 // request serves one request; a POST carries the form with a valid token
 // unless the form sets csrf itself.
 func request(c *Console, v View, method, target string, form url.Values) *httptest.ResponseRecorder {
-	const token = "TOKENTOKENTOKENTOKENTOKEN1"
+	return send(context.Background(), c, v, method, target, form, csrfToken)
+}
+
+// send is request with a context and the browser's CSRF cookie.
+func send(ctx context.Context, c *Console, v View, method, target string, form url.Values, token string) *httptest.ResponseRecorder {
 	var r *http.Request
 	if method == http.MethodPost {
 		if form == nil {
@@ -133,6 +194,7 @@ func request(c *Console, v View, method, target string, form url.Values) *httpte
 	} else {
 		r = httptest.NewRequest(method, target, nil)
 	}
+	r = r.WithContext(ctx)
 	r.AddCookie(&http.Cookie{Name: csrfCookie, Value: token})
 	r.Header.Set("Accept", "text/html")
 	w := httptest.NewRecorder()
@@ -141,7 +203,7 @@ func request(c *Console, v View, method, target string, form url.Values) *httpte
 }
 
 func TestPagesEscapeWhatTheyShow(t *testing.T) {
-	c := New(newFake(), nil)
+	c := newConsole(t, newFake())
 	for _, target := range []string{"/dead", "/dead/%3Cb%3E?destination=a"} {
 		w := request(c, View{}, "GET", target, nil)
 		body := w.Body.String()
@@ -163,7 +225,7 @@ func TestPagesEscapeWhatTheyShow(t *testing.T) {
 }
 
 func TestRefusals(t *testing.T) {
-	c := New(newFake(), nil)
+	c := newConsole(t, newFake())
 	for _, tt := range []struct {
 		method, target string
 		form           url.Values
@@ -220,7 +282,7 @@ func TestRefusals(t *testing.T) {
 // whatever the request asks for.
 func TestScopeHolds(t *testing.T) {
 	f := newFake()
-	c := New(f, nil)
+	c := newConsole(t, f)
 	v := View{Scope: "a", By: "console"}
 	for _, tt := range []struct {
 		method, target string
@@ -232,13 +294,18 @@ func TestScopeHolds(t *testing.T) {
 		{"GET", "/dead/1?destination=b", nil, 200}, // a's envelope 1, not b's
 		{"POST", "/dead/1/replay", url.Values{"destination": {"b"}}, 303},
 		{"POST", "/redrive", url.Values{"destination": {"b"}, "limit": {"5"}}, 200},
-		{"POST", "/redrive", url.Values{"destination": {"b"}, "limit": {"5"}, "confirm": {"yes"}}, 303},
 		{"POST", "/destinations/b/pause", nil, 404},
 		{"GET", "/redrives/rd_1", nil, 404}, // b's redrive
 	} {
 		if w := request(c, v, tt.method, tt.target, tt.form); w.Code != tt.status {
 			t.Errorf("%s %s: %d, want %d:\n%s", tt.method, tt.target, w.Code, tt.status, w.Body.String())
 		}
+	}
+	form := url.Values{"destination": {"b"}, "limit": {"5"}}
+	form.Set("once", previewToken(t, c, v, form))
+	form.Set("confirm", "yes")
+	if w := request(c, v, "POST", "/redrive", form); w.Code != 303 {
+		t.Errorf("confirmed redrive: %d, want 303:\n%s", w.Code, w.Body.String())
 	}
 	for _, d := range f.asked {
 		if d != "a" {
@@ -252,19 +319,22 @@ func TestScopeHolds(t *testing.T) {
 
 func TestRedriveIsPreviewedThenConfirmed(t *testing.T) {
 	f := newFake()
-	c := New(f, nil)
+	c := newConsole(t, f)
 	w := request(c, View{Base: "/c"}, "POST", "/redrive", url.Values{"destination": {"b"}, "limit": {"2"}})
 	if w.Code != 200 || !strings.Contains(w.Body.String(), `id="matched">3<`) || !strings.Contains(w.Body.String(), `id="moves">2<`) {
 		t.Fatalf("preview: %d\n%s", w.Code, w.Body.String())
 	}
-	w = request(c, View{Base: "/c"}, "POST", "/redrive", url.Values{"destination": {"b"}, "limit": {"2"}, "confirm": {"yes"}})
+	form := url.Values{"destination": {"b"}, "limit": {"2"}}
+	form.Set("once", previewToken(t, c, View{Base: "/c"}, form))
+	form.Set("confirm", "yes")
+	w = request(c, View{Base: "/c"}, "POST", "/redrive", form)
 	if w.Code != 303 || w.Header().Get("Location") != "/c/redrives/rd_1" {
 		t.Fatalf("confirmed: %d %q", w.Code, w.Header().Get("Location"))
 	}
 }
 
 func TestCrossOriginPostRefused(t *testing.T) {
-	c := New(newFake(), nil)
+	c := newConsole(t, newFake())
 	r := httptest.NewRequest("POST", "http://gw.example/dead/1/replay", strings.NewReader("destination=a"))
 	r.Header.Set("Sec-Fetch-Site", "cross-site")
 	w := httptest.NewRecorder()
@@ -309,6 +379,7 @@ func FuzzServe(f *testing.F) {
 	f.Add("POST", "/destinations/b/resume", "")
 	f.Add("GET", "/redrives/rd_1", "")
 	f.Add("GET", "/dead?cursor=0|1:x&class=gone", "")
+	once := onceStore(f, f.TempDir())
 	f.Fuzz(func(t *testing.T, method, target, form string) {
 		if !strings.HasPrefix(target, "/") {
 			return
@@ -318,7 +389,7 @@ func FuzzServe(f *testing.F) {
 			return
 		}
 		fake := newFake()
-		c := New(fake, nil)
+		c := New(fake, once, nil)
 		r := httptest.NewRequest("GET", "/", strings.NewReader(form))
 		r.Method, r.URL, r.RequestURI = method, u, target
 		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -326,7 +397,7 @@ func FuzzServe(f *testing.F) {
 		w := httptest.NewRecorder()
 		c.Serve(w, r, View{Scope: "a"})
 		switch w.Code {
-		case 200, 303, 400, 403, 404, 405, 413:
+		case 200, 303, 400, 403, 404, 405, 409, 413:
 		default:
 			t.Fatalf("%s %s %q: status %d", method, target, form, w.Code)
 		}
