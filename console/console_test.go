@@ -29,6 +29,8 @@ type fakeService struct {
 	// onRedrive, when set, answers the redrives that are not dry runs;
 	// n counts them from 1.
 	onRedrive func(ctx context.Context, n int) (*sender.Redrive, error)
+	// progress, when set, is the record Progress answers for rd_1.
+	progress *sender.Redrive
 }
 
 // onceStore is a real embedded store in a temporary file, for the
@@ -165,6 +167,9 @@ func (f *fakeService) Progress(ctx context.Context, id, scope string) (*sender.R
 	f.note(scope)
 	if id != "rd_1" || (scope != "" && scope != "b") {
 		return nil, sender.ErrNotFound
+	}
+	if f.progress != nil {
+		return f.progress, nil
 	}
 	return &sender.Redrive{ID: id, Filter: sender.Filter{Destination: "b"}, By: "operator from 10.0.0.1",
 		Letters: []sender.Letter{{Destination: "b", ID: "1", Outcome: "dead_again", LastError: "<i>no</i>"}}}, nil
@@ -416,4 +421,21 @@ func validMethod(m string) bool {
 		}
 	}
 	return true
+}
+
+// TestProgressShowsSuperseded: a redrive's outcome page counts the
+// letters a later redrive moved again, and names them so.
+func TestProgressShowsSuperseded(t *testing.T) {
+	f := newFake()
+	f.progress = &sender.Redrive{ID: "rd_1", Filter: sender.Filter{Destination: "b"}, Matched: 5, Moved: 5,
+		Delivered: 1, DeadAgain: 1, Superseded: 2, Pending: 1,
+		Letters: []sender.Letter{{Destination: "b", ID: "1", Outcome: "superseded"}, {Destination: "b", ID: "2", Outcome: "pending"}}}
+	c := newConsole(t, f)
+	w := request(c, View{}, "GET", "/redrives/rd_1", nil)
+	body := w.Body.String()
+	for _, want := range []string{`id="superseded">2<`, `id="pending">1<`, `<td class="outcome superseded">superseded: moved again later<`, "refreshes every 2 seconds"} {
+		if w.Code != 200 || !strings.Contains(body, want) {
+			t.Errorf("outcome page: %d, no %s:\n%s", w.Code, want, body)
+		}
+	}
 }

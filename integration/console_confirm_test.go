@@ -212,3 +212,33 @@ func TestConsoleConfirmOnce(t *testing.T) {
 		t.Fatalf("refused confirms moved letters: %d dead, want 7", dead())
 	}
 }
+
+// TestConsoleSuperseded: letters that died again after a redrive and are
+// redriven again count as superseded on the first redrive's page.
+func TestConsoleSuperseded(t *testing.T) {
+	f := newConsoleFixture(t) // not healthy: b's 4xx letters die again
+	ctx := browser(t)
+	base := f.g.URL + "/console"
+	redrive := func() string {
+		t.Helper()
+		run(t, ctx, chromedp.Navigate(base+"/dead?destination=b&class=http_4xx"), chromedp.WaitVisible(chromedp.CSS("#redrive")),
+			chromedp.SetValue(chromedp.CSS(`#redrive input[name="limit"]`), "5"),
+			chromedp.Click(chromedp.CSS(`#redrive button`)), chromedp.WaitVisible(chromedp.CSS("#confirm")),
+			chromedp.Click(chromedp.CSS("#confirm button")), chromedp.WaitVisible(chromedp.CSS("#redrive-id")))
+		waitDone(t, ctx)
+		return text(t, ctx, "#redrive-id")
+	}
+	first := redrive()
+	if d := text(t, ctx, "#dead-again"); d != "5" {
+		t.Fatalf("the first redrive of b's 5 rejected letters: %s dead again, want 5", d)
+	}
+	redrive()
+	run(t, ctx, chromedp.Navigate(base+"/redrives/"+first), chromedp.WaitVisible(chromedp.CSS("#progress")))
+	s := eval[string](t, ctx, `document.querySelector("#superseded")?.textContent ?? "not shown"`)
+	if d := text(t, ctx, "#dead-again"); s != "5" || d != "0" {
+		t.Fatalf("the first redrive after a second moved its letters again: %s superseded, %s dead again; want 5, 0", s, d)
+	}
+	if o := text(t, ctx, `#letters tr[data-id="b-4xx-00"] .outcome`); !strings.HasPrefix(o, "superseded") {
+		t.Fatalf("b-4xx-00 on the first redrive's page: %q", o)
+	}
+}
