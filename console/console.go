@@ -255,6 +255,9 @@ func (c *Console) failErr(w http.ResponseWriter, r *http.Request, v View, err er
 		c.fail(w, r, v, ce.status, ce.reason, ce.detail)
 	case errors.Is(err, sender.ErrBadFilter):
 		c.fail(w, r, v, http.StatusBadRequest, "bad_request", err.Error())
+	case errors.Is(err, sender.ErrBadLimit):
+		// The sender's own bound (its max_redrive).
+		c.fail(w, r, v, http.StatusBadRequest, "bad_limit", err.Error())
 	case errors.Is(err, sender.ErrNotFound):
 		c.fail(w, r, v, http.StatusNotFound, "not_found", "no such dead letter")
 	case errors.Is(err, sender.ErrUnknownDestination):

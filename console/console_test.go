@@ -31,6 +31,8 @@ type fakeService struct {
 	onRedrive func(ctx context.Context, n int) (*sender.Redrive, error)
 	// progress, when set, is the record Progress answers for rd_1.
 	progress *sender.Redrive
+	// maxRedrive, when set, is the sender's bound on a redrive's limit.
+	maxRedrive int
 }
 
 // onceStore is a real embedded store in a temporary file, for the
@@ -138,6 +140,9 @@ func (f *fakeService) HeaderSent(e *sender.Envelope) (http.Header, error) {
 
 func (f *fakeService) Redrive(ctx context.Context, fl sender.Filter, limit int, by string, dryRun bool) (*sender.Redrive, error) {
 	f.note(fl.Destination)
+	if f.maxRedrive > 0 && limit > f.maxRedrive {
+		return nil, fmt.Errorf("%w: %d; want 1 to %d (max_redrive)", sender.ErrBadLimit, limit, f.maxRedrive)
+	}
 	f.mu.Lock()
 	f.redrive = append(f.redrive, fl)
 	m := f.matching(fl)
@@ -437,5 +442,18 @@ func TestProgressShowsSuperseded(t *testing.T) {
 		if w.Code != 200 || !strings.Contains(body, want) {
 			t.Errorf("outcome page: %d, no %s:\n%s", w.Code, want, body)
 		}
+	}
+}
+
+// TestSenderBoundIsABadLimit: a limit the console allows but the
+// sender's max_redrive refuses is a 400 that says so, not a 503 blaming
+// the store.
+func TestSenderBoundIsABadLimit(t *testing.T) {
+	f := newFake()
+	f.maxRedrive = 5
+	c := newConsole(t, f)
+	w := request(c, View{}, "POST", "/redrive", url.Values{"destination": {"b"}, "limit": {"6"}})
+	if body := w.Body.String(); w.Code != 400 || !strings.Contains(body, "bad_limit") || !strings.Contains(body, "max_redrive") {
+		t.Fatalf("a limit over the sender's max_redrive: %d\n%s", w.Code, body)
 	}
 }
