@@ -258,6 +258,8 @@ func (c *Console) failErr(w http.ResponseWriter, r *http.Request, v View, err er
 	case errors.Is(err, sender.ErrBadLimit):
 		// The sender's own bound (its max_redrive).
 		c.fail(w, r, v, http.StatusBadRequest, "bad_limit", err.Error())
+	case errors.Is(err, sender.ErrOrphaned):
+		c.fail(w, r, v, http.StatusConflict, "destination_orphaned", err.Error())
 	case errors.Is(err, sender.ErrNotFound):
 		c.fail(w, r, v, http.StatusNotFound, "not_found", "no such dead letter")
 	case errors.Is(err, sender.ErrUnknownDestination):
@@ -420,6 +422,7 @@ func (c *Console) list(w http.ResponseWriter, r *http.Request, v View) error {
 		return err
 	}
 	var dests []string
+	orphaned := false
 	if v.Scope == "" {
 		ds, err := c.svc.Destinations(r.Context())
 		if err != nil {
@@ -428,6 +431,9 @@ func (c *Console) list(w http.ResponseWriter, r *http.Request, v View) error {
 		for _, d := range ds {
 			dests = append(dests, d.Name)
 		}
+		// The dead letters of a destination no longer configured are
+		// listed, but cannot be redriven: no form for them.
+		orphaned = f.Destination != "" && !slices.Contains(dests, f.Destination)
 	}
 	var nextQuery template.URL
 	if next != "" {
@@ -441,7 +447,7 @@ func (c *Console) list(w http.ResponseWriter, r *http.Request, v View) error {
 	c.render(w, r, v, http.StatusOK, "list", "Dead letters", map[string]any{
 		"Filter": f, "Since": q.Get("since"), "Until": q.Get("until"),
 		"Entries": entries, "Matched": matched, "More": more, "Next": nextQuery, "Destinations": dests, "Classes": sender.Classes(),
-		"Limit": min(10, c.MaxRedrive), "MaxRedrive": c.MaxRedrive,
+		"Limit": min(10, c.MaxRedrive), "MaxRedrive": c.MaxRedrive, "Orphaned": orphaned,
 	})
 	return nil
 }
@@ -460,8 +466,11 @@ func (c *Console) detail(w http.ResponseWriter, r *http.Request, v View, id stri
 	if err != nil {
 		return err
 	}
+	// An envelope of a destination no longer configured (an orphan) has
+	// no header to show, and cannot be replayed: its page says so.
 	h, err := c.svc.HeaderSent(e)
-	if err != nil {
+	orphaned := errors.Is(err, sender.ErrUnknownDestination)
+	if err != nil && !orphaned {
 		return err
 	}
 	var headers []header
@@ -473,7 +482,7 @@ func (c *Console) detail(w http.ResponseWriter, r *http.Request, v View, id stri
 	payload, note := showPayload(e.Payload)
 	c.render(w, r, v, http.StatusOK, "detail", "Delivery "+e.ID, map[string]any{
 		"E": e, "State": string(state), "Dead": state == sender.StateDead, "Headers": headers,
-		"Payload": payload, "PayloadNote": note,
+		"Payload": payload, "PayloadNote": note, "Orphaned": orphaned,
 	})
 	return nil
 }

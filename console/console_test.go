@@ -35,6 +35,10 @@ type fakeService struct {
 	maxRedrive int
 }
 
+// orphan is a destination the fake holds letters of but that is not
+// configured.
+const orphan = "gone"
+
 // onceStore is a real embedded store in a temporary file, for the
 // console's confirm tokens.
 func onceStore(t testing.TB, dir string) OnceStore {
@@ -135,6 +139,9 @@ func (f *fakeService) Get(ctx context.Context, dest, id string) (*sender.Envelop
 }
 
 func (f *fakeService) HeaderSent(e *sender.Envelope) (http.Header, error) {
+	if e.Destination == orphan {
+		return nil, sender.ErrUnknownDestination
+	}
 	return http.Header{"Webhook-Id": {e.ID}}, nil
 }
 
@@ -142,6 +149,9 @@ func (f *fakeService) Redrive(ctx context.Context, fl sender.Filter, limit int, 
 	f.note(fl.Destination)
 	if f.maxRedrive > 0 && limit > f.maxRedrive {
 		return nil, fmt.Errorf("%w: %d; want 1 to %d (max_redrive)", sender.ErrBadLimit, limit, f.maxRedrive)
+	}
+	if fl.Destination == orphan {
+		return nil, fmt.Errorf("%w: %q: move its letters to a configured destination first", sender.ErrOrphaned, fl.Destination)
 	}
 	f.mu.Lock()
 	f.redrive = append(f.redrive, fl)
@@ -455,5 +465,38 @@ func TestSenderBoundIsABadLimit(t *testing.T) {
 	w := request(c, View{}, "POST", "/redrive", url.Values{"destination": {"b"}, "limit": {"6"}})
 	if body := w.Body.String(); w.Code != 400 || !strings.Contains(body, "bad_limit") || !strings.Contains(body, "max_redrive") {
 		t.Fatalf("a limit over the sender's max_redrive: %d\n%s", w.Code, body)
+	}
+}
+
+// TestOrphanedDestination: the dead letters of a destination no longer
+// configured stay readable (detail and list, without a replay button or
+// a redrive form), and a hand-made replay or redrive of them is a 409
+// that names the remedy, not a 503 blaming the store.
+func TestOrphanedDestination(t *testing.T) {
+	f := newFake()
+	f.dead[orphan+"/1"] = &sender.Envelope{ID: "1", Destination: orphan, Class: sender.ClassHTTP4xx, LastStatus: 400, Payload: []byte(`{}`)}
+	c := newConsole(t, f)
+	w := request(c, View{}, "GET", "/dead/1?destination="+orphan, nil)
+	if body := w.Body.String(); w.Code != 200 || !strings.Contains(body, `id="orphaned"`) || strings.Contains(body, `id="replay"`) {
+		t.Errorf("an orphan's dead letter: %d\n%s", w.Code, body)
+	}
+	w = request(c, View{}, "GET", "/dead?destination="+orphan, nil)
+	if body := w.Body.String(); w.Code != 200 || !strings.Contains(body, `id="orphaned"`) || strings.Contains(body, `id="redrive"`) || !strings.Contains(body, `data-id="1"`) {
+		t.Errorf("an orphan's list: %d\n%s", w.Code, body)
+	}
+	if w := request(c, View{}, "GET", "/dead?destination=b", nil); strings.Contains(w.Body.String(), `id="orphaned"`) || !strings.Contains(w.Body.String(), `id="redrive"`) {
+		t.Errorf("a configured destination's list says orphaned, or has no redrive form")
+	}
+	for _, tt := range []struct {
+		target string
+		form   url.Values
+	}{
+		{"/dead/1/replay", url.Values{"destination": {orphan}}},
+		{"/redrive", url.Values{"destination": {orphan}, "limit": {"1"}}},
+	} {
+		w := request(c, View{}, "POST", tt.target, tt.form)
+		if body := w.Body.String(); w.Code != 409 || !strings.Contains(body, "destination_orphaned") || !strings.Contains(body, "move its letters") {
+			t.Errorf("POST %s of an orphan's letters: %d\n%s", tt.target, w.Code, body)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -63,5 +64,43 @@ func TestConsoleSenderBound(t *testing.T) {
 	out, err := exec.Command(binary, "validate", "--config", path, "--adapter", "caddyfile").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "max_redrive 10 is over the sender's max_redrive 5") {
 		t.Errorf("validate with a console max_redrive over the sender's: %v\n%s", err, out)
+	}
+}
+
+// TestConsoleOrphans: a gateway on the fixture's Redis without
+// destination c, whose 5 dead letters are thereby orphaned, keeps them
+// readable in its console, without a replay button or redrive form, and
+// answers a hand-made replay or redrive of them with 409
+// destination_orphaned (the detail was a 404, the posts 503s).
+func TestConsoleOrphans(t *testing.T) {
+	f := newConsoleFixture(t)
+	g, ctx := consoleVariant(t, f, func(global string) string {
+		return regexp.MustCompile(`(?s)destination c \{.*?\}`).ReplaceAllString(global, "")
+	})
+	base := g.URL + "/console"
+	run(t, ctx, chromedp.Navigate(base+"/dead/c-landed-00?destination=c"), chromedp.WaitVisible(chromedp.CSS("#delivery-id, #reason")))
+	if r := eval[string](t, ctx, `document.querySelector("#reason")?.textContent ?? ""`); r != "" {
+		t.Fatalf("an orphan's dead letter: refused with %s", r)
+	}
+	if !eval[bool](t, ctx, `!!document.querySelector("#orphaned") && !document.querySelector("#replay") && !!document.querySelector("#attempts")`) {
+		t.Errorf("an orphan's dead letter: want its attempts, the orphan note, and no replay button")
+	}
+	run(t, ctx, chromedp.Navigate(base+"/dead?destination=c"), chromedp.WaitVisible(chromedp.CSS("#entries")))
+	if n := eval[int](t, ctx, `document.querySelectorAll("#entries tbody tr").length`); n != 5 || !eval[bool](t, ctx, `!!document.querySelector("#orphaned") && !document.querySelector("#redrive")`) {
+		t.Errorf("an orphan's list: %d entries; want 5, the orphan note, and no redrive form", n)
+	}
+	run(t, ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#health")))
+	for path, fields := range map[string]map[string]string{
+		"/console/dead/c-landed-00/replay": {"destination": "c"},
+		"/console/redrive":                 {"destination": "c", "limit": "1"},
+	} {
+		if got := postFromPage(t, ctx, path, fields); got != "409 destination_orphaned" {
+			t.Errorf("POST %s of an orphan's letters: %s, want 409 destination_orphaned", path, got)
+		}
+	}
+	var s struct{ Total int }
+	f.adminGet(t, "/hookgate/dlq/summary?destination=c", &s)
+	if s.Total != 5 {
+		t.Errorf("c holds %d dead letters, want its 5 untouched", s.Total)
 	}
 }
