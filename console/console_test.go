@@ -500,3 +500,21 @@ func TestOrphanedDestination(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressShowsWhereARedriveStopped: a redrive whose store failed
+// part-way says so on its page (the error itself to the operator only),
+// not just "Done." once what moved has settled.
+func TestProgressShowsWhereARedriveStopped(t *testing.T) {
+	f := newFake()
+	f.progress = &sender.Redrive{ID: "rd_1", Filter: sender.Filter{Destination: "b"}, Limit: 5, Matched: 5, Moved: 2, Delivered: 2,
+		Error: "dial tcp 10.1.2.3:6379: connection refused"}
+	c := newConsole(t, f)
+	body := request(c, View{}, "GET", "/redrives/rd_1", nil).Body.String()
+	if !strings.Contains(body, `id="redrive-error"`) || !strings.Contains(body, "after 2 of at most 5") || !strings.Contains(body, "10.1.2.3") {
+		t.Errorf("the operator's page of a redrive that stopped early:\n%s", body)
+	}
+	body = request(c, View{Scope: "b"}, "GET", "/redrives/rd_1", nil).Body.String()
+	if !strings.Contains(body, `id="redrive-error"`) || strings.Contains(body, "10.1.2.3") {
+		t.Errorf("a subscriber's page of a redrive that stopped early:\n%s", body)
+	}
+}
