@@ -428,12 +428,12 @@ func (c *Console) list(w http.ResponseWriter, r *http.Request, v View) error {
 		if err != nil {
 			return err
 		}
+		// The dead letters of a destination no longer configured (an
+		// orphan) are listed, but cannot be redriven: no form for them.
 		for _, d := range ds {
 			dests = append(dests, d.Name)
+			orphaned = orphaned || d.Name == f.Destination && d.State == sender.StateOrphaned
 		}
-		// The dead letters of a destination no longer configured are
-		// listed, but cannot be redriven: no form for them.
-		orphaned = f.Destination != "" && !slices.Contains(dests, f.Destination)
 	}
 	var nextQuery template.URL
 	if next != "" {

@@ -84,7 +84,8 @@ func (f *fakeService) note(dest string) {
 func (f *fakeService) Destinations(ctx context.Context) ([]sender.DestinationStatus, error) {
 	f.note("")
 	return []sender.DestinationStatus{{Name: "a", State: "active", Breaker: "closed", Depth: map[string]int{}},
-		{Name: "b", State: "active", Breaker: "closed", Depth: map[string]int{}}}, nil
+		{Name: "b", State: "active", Breaker: "closed", Depth: map[string]int{}},
+		{Name: orphan, State: sender.StateOrphaned, Depth: map[string]int{"dead": 1}}}, nil
 }
 
 func (f *fakeService) Destination(ctx context.Context, name string) (sender.DestinationStatus, error) {
@@ -470,8 +471,9 @@ func TestSenderBoundIsABadLimit(t *testing.T) {
 
 // TestOrphanedDestination: the dead letters of a destination no longer
 // configured stay readable (detail and list, without a replay button or
-// a redrive form), and a hand-made replay or redrive of them is a 409
-// that names the remedy, not a 503 blaming the store.
+// a redrive form), the health table lists it without a pause button, and
+// a hand-made replay or redrive of them is a 409 that names the remedy,
+// not a 503 blaming the store.
 func TestOrphanedDestination(t *testing.T) {
 	f := newFake()
 	f.dead[orphan+"/1"] = &sender.Envelope{ID: "1", Destination: orphan, Class: sender.ClassHTTP4xx, LastStatus: 400, Payload: []byte(`{}`)}
@@ -486,6 +488,10 @@ func TestOrphanedDestination(t *testing.T) {
 	}
 	if w := request(c, View{}, "GET", "/dead?destination=b", nil); strings.Contains(w.Body.String(), `id="orphaned"`) || !strings.Contains(w.Body.String(), `id="redrive"`) {
 		t.Errorf("a configured destination's list says orphaned, or has no redrive form")
+	}
+	w = request(c, View{}, "GET", "/", nil)
+	if body := w.Body.String(); w.Code != 200 || strings.Contains(body, "/destinations/"+orphan+"/pause") || !strings.Contains(body, "/destinations/b/pause") {
+		t.Errorf("the health table offers to pause an orphan, or not a configured destination: %d\n%s", w.Code, body)
 	}
 	for _, tt := range []struct {
 		target string

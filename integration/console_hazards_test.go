@@ -69,9 +69,10 @@ func TestConsoleSenderBound(t *testing.T) {
 
 // TestConsoleOrphans: a gateway on the fixture's Redis without
 // destination c, whose 5 dead letters are thereby orphaned, keeps them
-// readable in its console, without a replay button or redrive form, and
-// answers a hand-made replay or redrive of them with 409
-// destination_orphaned (the detail was a 404, the posts 503s).
+// readable in its console, without a replay button or redrive form (or
+// a pause button in the health table), and answers a hand-made replay or
+// redrive of them with 409 destination_orphaned (the detail was a 404,
+// the posts 503s).
 func TestConsoleOrphans(t *testing.T) {
 	f := newConsoleFixture(t)
 	g, ctx := consoleVariant(t, f, func(global string) string {
@@ -90,6 +91,9 @@ func TestConsoleOrphans(t *testing.T) {
 		t.Errorf("an orphan's list: %d entries; want 5, the orphan note, and no redrive form", n)
 	}
 	run(t, ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#health")))
+	if st, button := text(t, ctx, `#health tr[data-destination="c"] .state`), eval[bool](t, ctx, `!!document.querySelector('#health tr[data-destination="c"] button')`); st != "orphaned" || button {
+		t.Errorf("c in the health table: %q, pause button %v; want orphaned, none", st, button)
+	}
 	for path, fields := range map[string]map[string]string{
 		"/console/dead/c-landed-00/replay": {"destination": "c"},
 		"/console/redrive":                 {"destination": "c", "limit": "1"},
