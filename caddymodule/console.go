@@ -17,6 +17,7 @@ import (
 
 	"github.com/hookgate/hookgate/console"
 	"github.com/hookgate/hookgate/internal/problem"
+	"github.com/hookgate/hookgate/sender"
 )
 
 func init() {
@@ -42,8 +43,9 @@ type Console struct {
 	// Empty: the operator's view of every destination.
 	Destination string `json:"destination,omitempty"`
 
-	// MaxRedrive is the most one redrive from the page may move. Default
-	// 100.
+	// MaxRedrive is the most one redrive from the page may move: at most
+	// the sender's max_redrive. Default 100, or the sender's max_redrive
+	// when that is lower.
 	MaxRedrive int `json:"max_redrive,omitempty"`
 
 	app     *App
@@ -60,15 +62,24 @@ func (Console) CaddyModule() caddy.ModuleInfo {
 
 // Provision sets up the handler.
 func (h *Console) Provision(ctx caddy.Context) error {
-	if h.MaxRedrive == 0 {
-		h.MaxRedrive = console.DefaultMaxRedrive
-	}
 	if h.MaxRedrive < 0 {
 		return errors.New("webhook_console: max_redrive must be positive")
 	}
 	app, err := appFrom(ctx)
 	if err != nil {
 		return err
+	}
+	// The sender refuses a redrive over its own bound: the page must not
+	// offer one.
+	senderMax := sender.DefaultMaxRedrive
+	if app.Sender != nil && app.Sender.MaxRedrive > 0 {
+		senderMax = app.Sender.MaxRedrive
+	}
+	if h.MaxRedrive == 0 {
+		h.MaxRedrive = min(console.DefaultMaxRedrive, senderMax)
+	}
+	if h.MaxRedrive > senderMax {
+		return fmt.Errorf("webhook_console: max_redrive %d is over the sender's max_redrive %d, which would refuse such a redrive", h.MaxRedrive, senderMax)
 	}
 	if len(app.Destinations) == 0 {
 		return errors.New("webhook_console: no sender to show: configure a destination in the hookgate global option")
@@ -81,7 +92,9 @@ func (h *Console) Provision(ctx caddy.Context) error {
 			zap.String("destination", h.Destination))
 	}
 	h.app = app
-	h.console = console.New(app.ops(), nil)
+	// The confirm tokens live in the app's store, so that instances
+	// sharing Redis share them.
+	h.console = console.New(app.ops(), app.store, nil)
 	h.console.MaxRedrive = h.MaxRedrive
 	return nil
 }

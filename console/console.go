@@ -10,7 +10,9 @@
 // table. A console can be scoped to one destination: everything it shows
 // and does is then that destination's, so the page can be handed to a
 // subscriber. State changes are POSTs that carry a CSRF token (a
-// double-submit cookie) and pass Go's cross-origin protection.
+// double-submit cookie) and pass Go's cross-origin protection; a
+// redrive's confirm form also carries a one-time token (confirm.go), so
+// that posting it twice moves one batch.
 //
 // The package imports no Caddy: the webhook_console handler resolves the
 // scope and the mount path and calls Serve.
@@ -34,6 +36,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
 )
@@ -77,6 +80,10 @@ type Console struct {
 	now      func() time.Time
 	pages    map[string]*template.Template
 	cross    *http.CrossOriginProtection
+	once     OnceStore
+	// confirmWait is how long a confirm post waits for another post of
+	// the same form to finish its redrive.
+	confirmWait time.Duration
 }
 
 // DefaultMaxRedrive is the most one redrive moves unless configured.
@@ -95,13 +102,15 @@ var templateFS embed.FS
 //go:embed assets
 var assetFS embed.FS
 
-// New returns a console over svc; now is its clock (nil: time.Now).
-func New(svc Service, now func() time.Time) *Console {
+// New returns a console over svc that keeps its one-time confirm tokens
+// in once (the store that instances serving the same console share); now
+// is its clock (nil: time.Now), for the tokens too.
+func New(svc Service, once OnceStore, now func() time.Time) *Console {
 	if now == nil {
 		now = time.Now
 	}
 	c := &Console{svc: svc, MaxRedrive: DefaultMaxRedrive, PageSize: 50, now: now, pages: map[string]*template.Template{},
-		cross: http.NewCrossOriginProtection()}
+		cross: http.NewCrossOriginProtection(), once: once, confirmWait: confirmWait}
 	funcs := template.FuncMap{
 		"age":    func(t time.Time) string { return age(c.now(), t) },
 		"when":   func(t time.Time) string { return when(t) },
@@ -246,6 +255,11 @@ func (c *Console) failErr(w http.ResponseWriter, r *http.Request, v View, err er
 		c.fail(w, r, v, ce.status, ce.reason, ce.detail)
 	case errors.Is(err, sender.ErrBadFilter):
 		c.fail(w, r, v, http.StatusBadRequest, "bad_request", err.Error())
+	case errors.Is(err, sender.ErrBadLimit):
+		// The sender's own bound (its max_redrive).
+		c.fail(w, r, v, http.StatusBadRequest, "bad_limit", err.Error())
+	case errors.Is(err, sender.ErrOrphaned):
+		c.fail(w, r, v, http.StatusConflict, "destination_orphaned", err.Error())
 	case errors.Is(err, sender.ErrNotFound):
 		c.fail(w, r, v, http.StatusNotFound, "not_found", "no such dead letter")
 	case errors.Is(err, sender.ErrUnknownDestination):
@@ -408,13 +422,17 @@ func (c *Console) list(w http.ResponseWriter, r *http.Request, v View) error {
 		return err
 	}
 	var dests []string
+	orphaned := false
 	if v.Scope == "" {
 		ds, err := c.svc.Destinations(r.Context())
 		if err != nil {
 			return err
 		}
+		// The dead letters of a destination no longer configured (an
+		// orphan) are listed, but cannot be redriven: no form for them.
 		for _, d := range ds {
 			dests = append(dests, d.Name)
+			orphaned = orphaned || d.Name == f.Destination && d.State == sender.StateOrphaned
 		}
 	}
 	var nextQuery template.URL
@@ -429,7 +447,7 @@ func (c *Console) list(w http.ResponseWriter, r *http.Request, v View) error {
 	c.render(w, r, v, http.StatusOK, "list", "Dead letters", map[string]any{
 		"Filter": f, "Since": q.Get("since"), "Until": q.Get("until"),
 		"Entries": entries, "Matched": matched, "More": more, "Next": nextQuery, "Destinations": dests, "Classes": sender.Classes(),
-		"Limit": min(10, c.MaxRedrive), "MaxRedrive": c.MaxRedrive,
+		"Limit": min(10, c.MaxRedrive), "MaxRedrive": c.MaxRedrive, "Orphaned": orphaned,
 	})
 	return nil
 }
@@ -448,8 +466,11 @@ func (c *Console) detail(w http.ResponseWriter, r *http.Request, v View, id stri
 	if err != nil {
 		return err
 	}
+	// An envelope of a destination no longer configured (an orphan) has
+	// no header to show, and cannot be replayed: its page says so.
 	h, err := c.svc.HeaderSent(e)
-	if err != nil {
+	orphaned := errors.Is(err, sender.ErrUnknownDestination)
+	if err != nil && !orphaned {
 		return err
 	}
 	var headers []header
@@ -461,7 +482,7 @@ func (c *Console) detail(w http.ResponseWriter, r *http.Request, v View, id stri
 	payload, note := showPayload(e.Payload)
 	c.render(w, r, v, http.StatusOK, "detail", "Delivery "+e.ID, map[string]any{
 		"E": e, "State": string(state), "Dead": state == sender.StateDead, "Headers": headers,
-		"Payload": payload, "PayloadNote": note,
+		"Payload": payload, "PayloadNote": note, "Orphaned": orphaned,
 	})
 	return nil
 }
@@ -502,7 +523,8 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request, v View, id stri
 	if dest == "" {
 		return refuse(http.StatusBadRequest, "bad_request", "a replay names the envelope's destination")
 	}
-	rd, err := c.svc.Redrive(r.Context(), sender.Filter{Destination: dest, IDs: []string{id}}, 1, v.By, false)
+	// Detached: a replay runs to its end when the client leaves.
+	rd, err := c.svc.Redrive(context.WithoutCancel(r.Context()), sender.Filter{Destination: dest, IDs: []string{id}}, 1, v.By, false)
 	if err != nil {
 		return incomplete(rd, err)
 	}
@@ -514,8 +536,8 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request, v View, id stri
 }
 
 // redrive is the bounded redrive of a filter: without confirm=yes it
-// previews (a dry run: how many match, how many would move), with it it
-// moves them and shows the live outcome.
+// previews (a dry run: how many match, how many would move) and issues
+// the confirm form's one-time token; with it, confirm moves them.
 func (c *Console) redrive(w http.ResponseWriter, r *http.Request, v View) error {
 	f, err := filterOf(v, r.PostForm) // Serve parsed the form
 	if err != nil {
@@ -525,21 +547,98 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request, v View) error 
 	if err != nil || limit < 1 || limit > c.MaxRedrive {
 		return refuse(http.StatusBadRequest, "bad_limit", "limit: want a whole number from 1 to %d", c.MaxRedrive)
 	}
-	if r.PostForm.Get("confirm") != "yes" {
-		rd, err := c.svc.Redrive(r.Context(), f, limit, v.By, true)
+	// Serve checked that the form's CSRF token is the cookie's.
+	fp := confirmBinding(v, f, limit, r.PostForm.Get("csrf"))
+	if r.PostForm.Get("confirm") == "yes" {
+		return c.confirm(w, r, v, f, limit, fp)
+	}
+	rd, err := c.svc.Redrive(r.Context(), f, limit, v.By, true)
+	if err != nil {
+		return err
+	}
+	moves, once := min(rd.Matched, limit), ""
+	if moves > 0 {
+		if once, err = c.issue(r.Context(), fp); err != nil {
+			return err
+		}
+	}
+	c.render(w, r, v, http.StatusOK, "confirm", "Confirm the redrive", map[string]any{
+		"Filter": f, "Since": r.PostForm.Get("since"), "Until": r.PostForm.Get("until"),
+		"Limit": limit, "Matched": rd.Matched, "Moves": moves, "Query": filterQuery(f),
+		"Once": once, "Lapse": int(ConfirmTTL.Minutes()),
+	})
+	return nil
+}
+
+// confirm moves the batch a confirm form names, once: the first post of
+// the form takes its token and redrives; any other post of it is shown
+// that redrive's outcome, after waiting for it while it runs.
+func (c *Console) confirm(w http.ResponseWriter, r *http.Request, v View, f sender.Filter, limit int, fp dedupe.Fingerprint) error {
+	token := r.PostForm.Get("once")
+	if token == "" {
+		return refuse(http.StatusBadRequest, "confirm_token_missing",
+			"this confirm form carries no one-time token (a page from an older console?): nothing moved; preview the redrive again")
+	}
+	// Detached from the client: a double click cancels the first post,
+	// and a token once taken must be used or given back, and its
+	// redrive run to its end.
+	ctx := context.WithoutCancel(r.Context())
+	var timeout <-chan time.Time
+	for {
+		claim, res, err := c.take(ctx, token, fp)
 		if err != nil {
 			return err
 		}
-		c.render(w, r, v, http.StatusOK, "confirm", "Confirm the redrive", map[string]any{
-			"Filter": f, "Since": r.PostForm.Get("since"), "Until": r.PostForm.Get("until"),
-			"Limit": limit, "Matched": rd.Matched, "Moves": min(rd.Matched, limit), "Query": filterQuery(f),
-		})
-		return nil
+		switch res.Status {
+		case dedupe.TookOver:
+			return c.confirmed(ctx, w, r, v, f, limit, token, claim, fp)
+		case dedupe.Recorded:
+			id := string(res.Record.Body)
+			if id == "" {
+				return refuse(http.StatusNotFound, "not_found", "this form was posted already, and no dead letter matched then: nothing moved")
+			}
+			http.Redirect(w, r, v.Base+"/redrives/"+url.PathEscape(id)+"?resubmitted=1", http.StatusSeeOther)
+			return nil
+		case dedupe.Mismatch:
+			return refuse(http.StatusConflict, "confirm_token_mismatch",
+				"this confirmation was issued for another filter or limit, or to another browser: nothing moved; preview the redrive again")
+		case dedupe.InFlight:
+			if timeout == nil {
+				t := time.NewTimer(c.confirmWait)
+				defer t.Stop()
+				timeout = t.C
+			}
+			select {
+			case <-r.Context().Done():
+				return r.Context().Err()
+			case <-timeout:
+				w.Header().Set("Retry-After", "5")
+				return refuse(http.StatusConflict, "redrive_in_progress",
+					"this form was posted already and its redrive is still moving dead letters: reload in a moment to see its outcome (nothing more moves)")
+			case <-time.After(confirmPoll):
+			}
+		default: // Claimed: no such token
+			return refuse(http.StatusConflict, "confirm_token_stale",
+				"this confirmation is unknown or has expired (a preview is good for %d minutes): nothing moved; preview the redrive again", int(ConfirmTTL.Minutes()))
+		}
 	}
-	rd, err := c.svc.Redrive(r.Context(), f, limit, v.By, false)
+}
+
+// confirmed redrives under a token just taken, then records the
+// redrive on the token, or gives the token back when nothing moved.
+func (c *Console) confirmed(ctx context.Context, w http.ResponseWriter, r *http.Request, v View, f sender.Filter, limit int, token, claim string, fp dedupe.Fingerprint) error {
+	rd, err := c.svc.Redrive(ctx, f, limit, v.By, false)
+	// A failure to note the token's fate leaves it taken until it
+	// expires: later posts of the form then move nothing, which is safe.
 	if err != nil {
+		if rd != nil && rd.ID != "" && rd.Moved > 0 {
+			c.used(ctx, token, claim, rd.ID)
+		} else {
+			c.giveBack(ctx, token, claim, fp)
+		}
 		return incomplete(rd, err)
 	}
+	c.used(ctx, token, claim, rd.ID)
 	if rd.ID == "" {
 		return refuse(http.StatusNotFound, "not_found", "no dead letter matches any more: nothing moved")
 	}
@@ -574,7 +673,8 @@ func (c *Console) progress(w http.ResponseWriter, r *http.Request, v View, id st
 	}
 	shown := rd.Letters[:min(len(rd.Letters), c.PageSize)]
 	c.renderRefresh(w, r, v, http.StatusOK, "redrive", "Redrive "+rd.ID, refresh, map[string]any{
-		"R": rd, "Letters": shown, "More": len(rd.Letters) - len(shown)})
+		"R": rd, "Letters": shown, "More": len(rd.Letters) - len(shown),
+		"Resubmitted": r.URL.Query().Get("resubmitted") != ""})
 	return nil
 }
 

@@ -2,22 +2,64 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/hookgate/hookgate/dedupe/boltstore"
 	"github.com/hookgate/hookgate/sender"
 )
 
 // fakeService is the sender's state in memory, for the page logic: it
 // records every destination the console asked about.
 type fakeService struct {
+	mu      sync.Mutex
 	dead    map[string]*sender.Envelope // by destination/ID
 	asked   []string                    // destinations named in calls
 	redrive []sender.Filter
+	moves   int // redrives that were not dry runs
+	// onRedrive, when set, answers the redrives that are not dry runs;
+	// n counts them from 1.
+	onRedrive func(ctx context.Context, n int) (*sender.Redrive, error)
+	// progress, when set, is the record Progress answers for rd_1.
+	progress *sender.Redrive
+	// maxRedrive, when set, is the sender's bound on a redrive's limit.
+	maxRedrive int
+}
+
+// orphan is a destination the fake holds letters of but that is not
+// configured.
+const orphan = "gone"
+
+// onceStore is a real embedded store in a temporary file, for the
+// console's confirm tokens.
+func onceStore(t testing.TB, dir string) OnceStore {
+	db, err := bolt.Open(filepath.Join(dir, "state.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := boltstore.New(db, boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.Close()
+		db.Close()
+	})
+	return s
+}
+
+// newConsole is a console over svc with its own token store.
+func newConsole(t testing.TB, svc Service) *Console {
+	return New(svc, onceStore(t, t.TempDir()), nil)
 }
 
 func newFake() *fakeService {
@@ -33,12 +75,17 @@ func newFake() *fakeService {
 	return f
 }
 
-func (f *fakeService) note(dest string) { f.asked = append(f.asked, dest) }
+func (f *fakeService) note(dest string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked = append(f.asked, dest)
+}
 
 func (f *fakeService) Destinations(ctx context.Context) ([]sender.DestinationStatus, error) {
 	f.note("")
 	return []sender.DestinationStatus{{Name: "a", State: "active", Breaker: "closed", Depth: map[string]int{}},
-		{Name: "b", State: "active", Breaker: "closed", Depth: map[string]int{}}}, nil
+		{Name: "b", State: "active", Breaker: "closed", Depth: map[string]int{}},
+		{Name: orphan, State: sender.StateOrphaned, Depth: map[string]int{"dead": 1}}}, nil
 }
 
 func (f *fakeService) Destination(ctx context.Context, name string) (sender.DestinationStatus, error) {
@@ -93,18 +140,43 @@ func (f *fakeService) Get(ctx context.Context, dest, id string) (*sender.Envelop
 }
 
 func (f *fakeService) HeaderSent(e *sender.Envelope) (http.Header, error) {
+	if e.Destination == orphan {
+		return nil, sender.ErrUnknownDestination
+	}
 	return http.Header{"Webhook-Id": {e.ID}}, nil
 }
 
 func (f *fakeService) Redrive(ctx context.Context, fl sender.Filter, limit int, by string, dryRun bool) (*sender.Redrive, error) {
 	f.note(fl.Destination)
+	if f.maxRedrive > 0 && limit > f.maxRedrive {
+		return nil, fmt.Errorf("%w: %d; want 1 to %d (max_redrive)", sender.ErrBadLimit, limit, f.maxRedrive)
+	}
+	if fl.Destination == orphan {
+		return nil, fmt.Errorf("%w: %q: move its letters to a configured destination first", sender.ErrOrphaned, fl.Destination)
+	}
+	f.mu.Lock()
 	f.redrive = append(f.redrive, fl)
 	m := f.matching(fl)
 	r := &sender.Redrive{Filter: fl, Limit: limit, Matched: len(m), By: by}
-	if !dryRun {
-		r.ID, r.Moved = "rd_1", min(len(m), limit)
+	if dryRun {
+		f.mu.Unlock()
+		return r, nil
 	}
+	f.moves++
+	n, hook := f.moves, f.onRedrive
+	f.mu.Unlock()
+	if hook != nil {
+		return hook(ctx, n)
+	}
+	r.ID, r.Moved = fmt.Sprintf("rd_%d", n), min(len(m), limit)
 	return r, nil
+}
+
+// redrives is how many redrives were not dry runs.
+func (f *fakeService) redrives() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.moves
 }
 
 func (f *fakeService) Progress(ctx context.Context, id, scope string) (*sender.Redrive, error) {
@@ -112,14 +184,24 @@ func (f *fakeService) Progress(ctx context.Context, id, scope string) (*sender.R
 	if id != "rd_1" || (scope != "" && scope != "b") {
 		return nil, sender.ErrNotFound
 	}
+	if f.progress != nil {
+		return f.progress, nil
+	}
 	return &sender.Redrive{ID: id, Filter: sender.Filter{Destination: "b"}, By: "operator from 10.0.0.1",
 		Letters: []sender.Letter{{Destination: "b", ID: "1", Outcome: "dead_again", LastError: "<i>no</i>"}}}, nil
 }
 
+// csrfToken is the browser's CSRF token in the tests.
+const csrfToken = "TOKENTOKENTOKENTOKENTOKEN1"
+
 // request serves one request; a POST carries the form with a valid token
 // unless the form sets csrf itself.
 func request(c *Console, v View, method, target string, form url.Values) *httptest.ResponseRecorder {
-	const token = "TOKENTOKENTOKENTOKENTOKEN1"
+	return send(context.Background(), c, v, method, target, form, csrfToken)
+}
+
+// send is request with a context and the browser's CSRF cookie.
+func send(ctx context.Context, c *Console, v View, method, target string, form url.Values, token string) *httptest.ResponseRecorder {
 	var r *http.Request
 	if method == http.MethodPost {
 		if form == nil {
@@ -133,6 +215,7 @@ func request(c *Console, v View, method, target string, form url.Values) *httpte
 	} else {
 		r = httptest.NewRequest(method, target, nil)
 	}
+	r = r.WithContext(ctx)
 	r.AddCookie(&http.Cookie{Name: csrfCookie, Value: token})
 	r.Header.Set("Accept", "text/html")
 	w := httptest.NewRecorder()
@@ -141,7 +224,7 @@ func request(c *Console, v View, method, target string, form url.Values) *httpte
 }
 
 func TestPagesEscapeWhatTheyShow(t *testing.T) {
-	c := New(newFake(), nil)
+	c := newConsole(t, newFake())
 	for _, target := range []string{"/dead", "/dead/%3Cb%3E?destination=a"} {
 		w := request(c, View{}, "GET", target, nil)
 		body := w.Body.String()
@@ -163,7 +246,7 @@ func TestPagesEscapeWhatTheyShow(t *testing.T) {
 }
 
 func TestRefusals(t *testing.T) {
-	c := New(newFake(), nil)
+	c := newConsole(t, newFake())
 	for _, tt := range []struct {
 		method, target string
 		form           url.Values
@@ -220,7 +303,7 @@ func TestRefusals(t *testing.T) {
 // whatever the request asks for.
 func TestScopeHolds(t *testing.T) {
 	f := newFake()
-	c := New(f, nil)
+	c := newConsole(t, f)
 	v := View{Scope: "a", By: "console"}
 	for _, tt := range []struct {
 		method, target string
@@ -232,13 +315,18 @@ func TestScopeHolds(t *testing.T) {
 		{"GET", "/dead/1?destination=b", nil, 200}, // a's envelope 1, not b's
 		{"POST", "/dead/1/replay", url.Values{"destination": {"b"}}, 303},
 		{"POST", "/redrive", url.Values{"destination": {"b"}, "limit": {"5"}}, 200},
-		{"POST", "/redrive", url.Values{"destination": {"b"}, "limit": {"5"}, "confirm": {"yes"}}, 303},
 		{"POST", "/destinations/b/pause", nil, 404},
 		{"GET", "/redrives/rd_1", nil, 404}, // b's redrive
 	} {
 		if w := request(c, v, tt.method, tt.target, tt.form); w.Code != tt.status {
 			t.Errorf("%s %s: %d, want %d:\n%s", tt.method, tt.target, w.Code, tt.status, w.Body.String())
 		}
+	}
+	form := url.Values{"destination": {"b"}, "limit": {"5"}}
+	form.Set("once", previewToken(t, c, v, form))
+	form.Set("confirm", "yes")
+	if w := request(c, v, "POST", "/redrive", form); w.Code != 303 {
+		t.Errorf("confirmed redrive: %d, want 303:\n%s", w.Code, w.Body.String())
 	}
 	for _, d := range f.asked {
 		if d != "a" {
@@ -252,19 +340,22 @@ func TestScopeHolds(t *testing.T) {
 
 func TestRedriveIsPreviewedThenConfirmed(t *testing.T) {
 	f := newFake()
-	c := New(f, nil)
+	c := newConsole(t, f)
 	w := request(c, View{Base: "/c"}, "POST", "/redrive", url.Values{"destination": {"b"}, "limit": {"2"}})
 	if w.Code != 200 || !strings.Contains(w.Body.String(), `id="matched">3<`) || !strings.Contains(w.Body.String(), `id="moves">2<`) {
 		t.Fatalf("preview: %d\n%s", w.Code, w.Body.String())
 	}
-	w = request(c, View{Base: "/c"}, "POST", "/redrive", url.Values{"destination": {"b"}, "limit": {"2"}, "confirm": {"yes"}})
+	form := url.Values{"destination": {"b"}, "limit": {"2"}}
+	form.Set("once", previewToken(t, c, View{Base: "/c"}, form))
+	form.Set("confirm", "yes")
+	w = request(c, View{Base: "/c"}, "POST", "/redrive", form)
 	if w.Code != 303 || w.Header().Get("Location") != "/c/redrives/rd_1" {
 		t.Fatalf("confirmed: %d %q", w.Code, w.Header().Get("Location"))
 	}
 }
 
 func TestCrossOriginPostRefused(t *testing.T) {
-	c := New(newFake(), nil)
+	c := newConsole(t, newFake())
 	r := httptest.NewRequest("POST", "http://gw.example/dead/1/replay", strings.NewReader("destination=a"))
 	r.Header.Set("Sec-Fetch-Site", "cross-site")
 	w := httptest.NewRecorder()
@@ -309,6 +400,7 @@ func FuzzServe(f *testing.F) {
 	f.Add("POST", "/destinations/b/resume", "")
 	f.Add("GET", "/redrives/rd_1", "")
 	f.Add("GET", "/dead?cursor=0|1:x&class=gone", "")
+	once := onceStore(f, f.TempDir())
 	f.Fuzz(func(t *testing.T, method, target, form string) {
 		if !strings.HasPrefix(target, "/") {
 			return
@@ -318,7 +410,7 @@ func FuzzServe(f *testing.F) {
 			return
 		}
 		fake := newFake()
-		c := New(fake, nil)
+		c := New(fake, once, nil)
 		r := httptest.NewRequest("GET", "/", strings.NewReader(form))
 		r.Method, r.URL, r.RequestURI = method, u, target
 		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -326,7 +418,7 @@ func FuzzServe(f *testing.F) {
 		w := httptest.NewRecorder()
 		c.Serve(w, r, View{Scope: "a"})
 		switch w.Code {
-		case 200, 303, 400, 403, 404, 405, 413:
+		case 200, 303, 400, 403, 404, 405, 409, 413:
 		default:
 			t.Fatalf("%s %s %q: status %d", method, target, form, w.Code)
 		}
@@ -345,4 +437,90 @@ func validMethod(m string) bool {
 		}
 	}
 	return true
+}
+
+// TestProgressShowsSuperseded: a redrive's outcome page counts the
+// letters a later redrive moved again, and names them so.
+func TestProgressShowsSuperseded(t *testing.T) {
+	f := newFake()
+	f.progress = &sender.Redrive{ID: "rd_1", Filter: sender.Filter{Destination: "b"}, Matched: 5, Moved: 5,
+		Delivered: 1, DeadAgain: 1, Superseded: 2, Pending: 1,
+		Letters: []sender.Letter{{Destination: "b", ID: "1", Outcome: "superseded"}, {Destination: "b", ID: "2", Outcome: "pending"}}}
+	c := newConsole(t, f)
+	w := request(c, View{}, "GET", "/redrives/rd_1", nil)
+	body := w.Body.String()
+	for _, want := range []string{`id="superseded">2<`, `id="pending">1<`, `<td class="outcome superseded">superseded: moved again later<`, "refreshes every 2 seconds"} {
+		if w.Code != 200 || !strings.Contains(body, want) {
+			t.Errorf("outcome page: %d, no %s:\n%s", w.Code, want, body)
+		}
+	}
+}
+
+// TestSenderBoundIsABadLimit: a limit the console allows but the
+// sender's max_redrive refuses is a 400 that says so, not a 503 blaming
+// the store.
+func TestSenderBoundIsABadLimit(t *testing.T) {
+	f := newFake()
+	f.maxRedrive = 5
+	c := newConsole(t, f)
+	w := request(c, View{}, "POST", "/redrive", url.Values{"destination": {"b"}, "limit": {"6"}})
+	if body := w.Body.String(); w.Code != 400 || !strings.Contains(body, "bad_limit") || !strings.Contains(body, "max_redrive") {
+		t.Fatalf("a limit over the sender's max_redrive: %d\n%s", w.Code, body)
+	}
+}
+
+// TestOrphanedDestination: the dead letters of a destination no longer
+// configured stay readable (detail and list, without a replay button or
+// a redrive form), the health table lists it without a pause button, and
+// a hand-made replay or redrive of them is a 409 that names the remedy,
+// not a 503 blaming the store.
+func TestOrphanedDestination(t *testing.T) {
+	f := newFake()
+	f.dead[orphan+"/1"] = &sender.Envelope{ID: "1", Destination: orphan, Class: sender.ClassHTTP4xx, LastStatus: 400, Payload: []byte(`{}`)}
+	c := newConsole(t, f)
+	w := request(c, View{}, "GET", "/dead/1?destination="+orphan, nil)
+	if body := w.Body.String(); w.Code != 200 || !strings.Contains(body, `id="orphaned"`) || strings.Contains(body, `id="replay"`) {
+		t.Errorf("an orphan's dead letter: %d\n%s", w.Code, body)
+	}
+	w = request(c, View{}, "GET", "/dead?destination="+orphan, nil)
+	if body := w.Body.String(); w.Code != 200 || !strings.Contains(body, `id="orphaned"`) || strings.Contains(body, `id="redrive"`) || !strings.Contains(body, `data-id="1"`) {
+		t.Errorf("an orphan's list: %d\n%s", w.Code, body)
+	}
+	if w := request(c, View{}, "GET", "/dead?destination=b", nil); strings.Contains(w.Body.String(), `id="orphaned"`) || !strings.Contains(w.Body.String(), `id="redrive"`) {
+		t.Errorf("a configured destination's list says orphaned, or has no redrive form")
+	}
+	w = request(c, View{}, "GET", "/", nil)
+	if body := w.Body.String(); w.Code != 200 || strings.Contains(body, "/destinations/"+orphan+"/pause") || !strings.Contains(body, "/destinations/b/pause") {
+		t.Errorf("the health table offers to pause an orphan, or not a configured destination: %d\n%s", w.Code, body)
+	}
+	for _, tt := range []struct {
+		target string
+		form   url.Values
+	}{
+		{"/dead/1/replay", url.Values{"destination": {orphan}}},
+		{"/redrive", url.Values{"destination": {orphan}, "limit": {"1"}}},
+	} {
+		w := request(c, View{}, "POST", tt.target, tt.form)
+		if body := w.Body.String(); w.Code != 409 || !strings.Contains(body, "destination_orphaned") || !strings.Contains(body, "move its letters") {
+			t.Errorf("POST %s of an orphan's letters: %d\n%s", tt.target, w.Code, body)
+		}
+	}
+}
+
+// TestProgressShowsWhereARedriveStopped: a redrive whose store failed
+// part-way says so on its page (the error itself to the operator only),
+// not just "Done." once what moved has settled.
+func TestProgressShowsWhereARedriveStopped(t *testing.T) {
+	f := newFake()
+	f.progress = &sender.Redrive{ID: "rd_1", Filter: sender.Filter{Destination: "b"}, Limit: 5, Matched: 5, Moved: 2, Delivered: 2,
+		Error: "dial tcp 10.1.2.3:6379: connection refused"}
+	c := newConsole(t, f)
+	body := request(c, View{}, "GET", "/redrives/rd_1", nil).Body.String()
+	if !strings.Contains(body, `id="redrive-error"`) || !strings.Contains(body, "after 2 of at most 5") || !strings.Contains(body, "10.1.2.3") {
+		t.Errorf("the operator's page of a redrive that stopped early:\n%s", body)
+	}
+	body = request(c, View{Scope: "b"}, "GET", "/redrives/rd_1", nil).Body.String()
+	if !strings.Contains(body, `id="redrive-error"`) || strings.Contains(body, "10.1.2.3") {
+		t.Errorf("a subscriber's page of a redrive that stopped early:\n%s", body)
+	}
 }

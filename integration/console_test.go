@@ -46,6 +46,9 @@ type consoleFixture struct {
 	healthy atomic.Bool
 	mu      sync.Mutex
 	applied map[string]int
+	// global and site are the sender gateway's config: another instance
+	// started with them shares its queue.
+	global, site string
 }
 
 func newConsoleFixture(t *testing.T) *consoleFixture {
@@ -124,6 +127,7 @@ func newConsoleFixture(t *testing.T) *consoleFixture {
 			destination {http.auth.user.id}
 		}
 	}`, users)
+	f.global, f.site = global, site
 	f.g = startGateway(t, site, gatewayOptions{Global: global})
 
 	enqueue := func(dest, id, payload string) {
@@ -524,7 +528,12 @@ func TestConsoleScoped(t *testing.T) {
 	if st, body := do("POST", "/dead/b-4xx-00/replay", url.Values{"csrf": {token}, "destination": {"b"}}, nil); st != 404 || !strings.Contains(body, `"not_found"`) {
 		t.Fatalf("a replaying b's envelope: %d %s", st, body)
 	}
-	if st, body := do("POST", "/redrive", url.Values{"csrf": {token}, "destination": {"b"}, "limit": {"10"}, "confirm": {"yes"}}, nil); st != 303 {
+	_, html = do("POST", "/redrive", url.Values{"csrf": {token}, "destination": {"b"}, "limit": {"10"}}, http.Header{"Accept": {"text/html"}})
+	once := regexp.MustCompile(`name="once" value="([^"]+)"`).FindStringSubmatch(html)
+	if once == nil {
+		t.Fatalf("no one-time token in a's redrive preview:\n%s", html)
+	}
+	if st, body := do("POST", "/redrive", url.Values{"csrf": {token}, "destination": {"b"}, "limit": {"10"}, "confirm": {"yes"}, "once": {once[1]}}, nil); st != 303 {
 		t.Fatalf("a's redrive: %d %s", st, body)
 	}
 	var e struct{ State string }
