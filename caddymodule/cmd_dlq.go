@@ -280,7 +280,7 @@ func cmdDLQ(cmd *cobra.Command, args []string) error {
 			return err
 		}
 		if in.Limit <= 0 && !in.DryRun {
-			return fmt.Errorf("redrive needs --limit N, N at least 1: release a bounded batch, then watch it")
+			return fmt.Errorf("redrive needs --limit N, N at least 1: release a bounded batch, then watch it (bad_limit)")
 		}
 		if in.Limit <= 0 {
 			in.Limit = 1
