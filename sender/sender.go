@@ -118,6 +118,7 @@ type Sender struct {
 type destination struct {
 	Destination
 	breaker *gobreaker.DistributedCircuitBreaker[struct{}]
+	shared  *sharedStore // where breaker keeps its state
 	limiter *rate.Limiter
 	workers int // its cap on deliveries in flight
 	wake    chan struct{}
@@ -179,7 +180,7 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 		if workers <= 0 || workers > cfg.Workers {
 			workers = cfg.Workers
 		}
-		ds := &destination{Destination: d, workers: workers, wake: make(chan struct{}, 1)}
+		ds := &destination{Destination: d, shared: s.shared, workers: workers, wake: make(chan struct{}, 1)}
 		if d.Rate > 0 {
 			ds.limiter = rate.NewLimiter(d.Rate, max(d.Burst, 1))
 		}
@@ -266,7 +267,8 @@ func (s *Sender) Destinations() []string { return append([]string(nil), s.order.
 func (s *Sender) Queue() Queue { return s.queue }
 
 // breakerRefresh is how often an instance reads the shared breaker state:
-// a breaker opened on one instance is open on all within about this long.
+// a breaker opened on one instance is open on all within about this long
+// after it is merged.
 const breakerRefresh = 100 * time.Millisecond
 
 // BreakerState is a destination's breaker state (closed when it cannot
@@ -279,13 +281,8 @@ func (s *Sender) BreakerState(dest string) (gobreaker.State, bool) {
 	return d.state(), true
 }
 
-func (d *destination) state() gobreaker.State {
-	st, err := d.breaker.State()
-	if err != nil {
-		return gobreaker.StateClosed
-	}
-	return st
-}
+// state is d's breaker state; reading it writes nothing.
+func (d *destination) state() gobreaker.State { return d.shared.state(d.Name, time.Now()) }
 
 // ErrUnknownDestination means an envelope names no configured destination.
 var ErrUnknownDestination = errors.New("unknown destination")
