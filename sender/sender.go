@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -193,7 +194,8 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 			ReadyToTrip: func(c gobreaker.Counts) bool {
 				return c.ConsecutiveFailures >= uint32(cfg.Breaker.Failures)
 			},
-			// Only transient failures count against a destination: a
+			// Only what Classify counts as a failure counts against a
+			// destination (deliver leaves out what it does not count): a
 			// permanent 4xx is the receiver answering.
 			IsSuccessful: func(err error) bool { return !errors.Is(err, errTransient) },
 			OnStateChange: func(_ string, from, to gobreaker.State) {
@@ -480,7 +482,7 @@ func (s *Sender) wait(ctx context.Context, dst *destination, d time.Duration) {
 	}
 }
 
-// errTransient marks a transient failure for the breaker.
+// errTransient marks a failure the breaker counts.
 var errTransient = errors.New("transient failure")
 
 // deliver makes one attempt and returns its outcome.
@@ -501,12 +503,15 @@ func (s *Sender) deliver(ctx context.Context, d *destination, l Leased) Outcome 
 	res := s.attempt(d, e, start)
 	// The attempt is counted after it is made, so that the breaker's lock
 	// is never held across a request.
-	d.breaker.Execute(func() (struct{}, error) {
-		if !res.Delivered && res.Transient {
-			return struct{}{}, errTransient
-		}
-		return struct{}{}, nil
-	})
+	if res.Breaker != BreakerNotCounted {
+		failed := res.Breaker == BreakerFailure
+		d.breaker.Execute(func() (struct{}, error) {
+			if failed {
+				return struct{}{}, errTransient
+			}
+			return struct{}{}, nil
+		})
+	}
 	now := s.now()
 	latency := now.Sub(start)
 	switch {
@@ -588,11 +593,17 @@ func (s *Sender) attempt(d *destination, e *Envelope, start time.Time) Result {
 func (s *Sender) post(ctx context.Context, d *destination, e *Envelope, now time.Time) (int, http.Header, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.URL, bytes.NewReader(e.Payload))
 	if err != nil {
-		return 0, nil, "", err
+		return 0, nil, "", &requestError{err}
 	}
 	req.Header = d.header(e, now)
+	if err := checkHeader(req.Header); err != nil {
+		return 0, nil, "", &requestError{err}
+	}
 	resp, err := s.client.Do(req)
 	if err != nil {
+		if refused(err) {
+			err = &requestError{err}
+		}
 		return 0, nil, "", err
 	}
 	defer resp.Body.Close()
@@ -604,6 +615,41 @@ func (s *Sender) post(ctx context.Context, d *destination, e *Envelope, now time
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	return resp.StatusCode, resp.Header, said, nil
+}
+
+// checkHeader refuses a header the transport would refuse: a name that is
+// not a token, or a value holding a control character (a delivery ID with
+// CR LF, signed into a header, say). Values are not quoted: one may hold a
+// signature.
+func checkHeader(h http.Header) error {
+	for k, vs := range h {
+		if k == "" || strings.IndexFunc(k, func(r rune) bool { return r >= 0x80 || !isTokenByte(byte(r)) }) >= 0 {
+			return fmt.Errorf("invalid header field name %q", k)
+		}
+		for _, v := range vs {
+			if strings.IndexFunc(v, func(r rune) bool { return r < 0x20 && r != '\t' || r == 0x7f }) >= 0 {
+				return fmt.Errorf("invalid header field value for %q", k)
+			}
+		}
+	}
+	return nil
+}
+
+// isTokenByte reports whether c may be in an HTTP token (RFC 9110).
+func isTokenByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// refused reports an error of the transport refusing the request itself
+// (Go gives these no type): class request, as checkHeader's.
+func refused(err error) bool {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	msg := err.Error()
+	return strings.HasPrefix(msg, "net/http: invalid header") || strings.HasPrefix(msg, "net/http: invalid trailer") ||
+		strings.HasPrefix(msg, "net/http: invalid method")
 }
 
 // maxSaid is how much of a failed answer's body an attempt keeps.

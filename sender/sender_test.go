@@ -499,7 +499,8 @@ func TestRetryAfterIsHonouredWithinTheCap(t *testing.T) {
 		want       time.Duration // from the attempt to the envelope's next time
 	}{
 		{"30", 30 * time.Second},
-		{"7200", time.Minute}, // asks for 2h; the cap is 1m
+		{"7200", time.Minute},                 // asks for 2h; the cap is 1m
+		{"99999999999999999999", time.Minute}, // past an int64: the cap, not at once
 	} {
 		t.Run(tt.retryAfter, func(t *testing.T) {
 			rcv := newReceiver(t, func(string, int) int { return 429 })
