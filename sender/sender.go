@@ -131,7 +131,10 @@ type Options struct {
 	Logger   *slog.Logger
 	Observer Observer
 	// Transport sends the requests; default: a clone of
-	// http.DefaultTransport.
+	// http.DefaultTransport whose response headers are bounded at 64 KiB
+	// (MaxResponseHeaderBytes), so a hostile receiver's endless headers
+	// cost little memory. A Transport given here is used as it is: bound
+	// its response headers yourself.
 	Transport http.RoundTripper
 	// Breakers shares the breakers' state with other instances; nil
 	// keeps it in this process.
@@ -158,6 +161,7 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 		// Keep a connection per worker: the default of 2 idle connections
 		// per host would open a new one for most deliveries.
 		t.MaxIdleConnsPerHost = cfg.Workers
+		t.MaxResponseHeaderBytes = maxResponseHeader
 		opts.Transport = t
 	}
 	s := &Sender{
@@ -272,6 +276,12 @@ func (s *Sender) Queue() Queue { return s.queue }
 // a breaker opened on one instance is open on all within about this long
 // after it is merged.
 const breakerRefresh = 100 * time.Millisecond
+
+// maxResponseHeader bounds a response's header (the default transport's
+// MaxResponseHeaderBytes). An answer whose header is larger fails as a
+// network error: transient, counted by the breaker, as any receiver that
+// does not answer properly.
+const maxResponseHeader = 64 << 10
 
 // BreakerState is a destination's breaker state (closed when it cannot
 // be read).
