@@ -89,3 +89,46 @@ func TestResponseHeadersAreBounded(t *testing.T) {
 		t.Errorf("the attempt took %s: it waited for the timeout", took)
 	}
 }
+
+// TestErrorsNameOnlyTheOrigin: a destination URL's user info, path and
+// query (where webhook secrets live) never reach an attempt's error, nor
+// the logs: errors name scheme://host:port.
+func TestErrorsNameOnlyTheOrigin(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	hangUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			c.Close()
+		}
+	}))
+	t.Cleanup(hangUp.Close)
+	for name, addr := range map[string]string{"closed port": closed, "hang-up": strings.TrimPrefix(hangUp.URL, "http://")} {
+		t.Run(name, func(t *testing.T) {
+			e, logs := deadLetter(t, "http://hookuser:pa55word@"+addr+"/hooks/s3cr3t-path?token=s3cr3t-query", "x", nil)
+			if e.Class != ClassNetwork || len(e.Log) != 1 || e.Log[0].Error != e.LastError {
+				t.Fatalf("class %s, log %+v; want one network failure", e.Class, e.Log)
+			}
+			if !strings.Contains(e.LastError, `"http://`+addr+`"`) {
+				t.Errorf("error %q does not name http://%s", e.LastError, addr)
+			}
+			for _, secret := range []string{"s3cr3t", "pa55word", "hookuser", "/hooks"} {
+				if strings.Contains(e.LastError, secret) || strings.Contains(logs.String(), secret) {
+					t.Errorf("%q in the error %q or the logs:\n%s", secret, e.LastError, logs)
+				}
+			}
+		})
+	}
+}
+
+// TestURLIsCheckedAtNew: a URL that does not parse is refused by New,
+// without quoting it.
+func TestURLIsCheckedAtNew(t *testing.T) {
+	_, err := New(newMemQueue(), testConfig(), []Destination{{Name: "d", URL: "http://u:s3cr3t@host:bad port/"}}, Options{})
+	if err == nil || strings.Contains(err.Error(), "s3cr3t") {
+		t.Errorf("New = %v; want an error that does not quote the URL", err)
+	}
+}

@@ -118,6 +118,7 @@ type Sender struct {
 // destination is a destination's running state.
 type destination struct {
 	Destination
+	origin  string // scheme://host[:port] of URL: what errors name
 	breaker *gobreaker.DistributedCircuitBreaker[struct{}]
 	shared  *sharedStore // where breaker keeps its state
 	limiter *rate.Limiter
@@ -181,16 +182,20 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 		if _, dup := s.dests[d.Name]; dup {
 			return nil, fmt.Errorf("destination %q is configured twice", d.Name)
 		}
+		u, err := url.Parse(d.URL)
+		if err != nil || u.Scheme == "" || u.Host == "" {
+			// Not quoted: a URL may hold secrets.
+			return nil, fmt.Errorf("destination %q: the url is not an absolute URL", d.Name)
+		}
 		workers := d.Workers
 		if workers <= 0 || workers > cfg.Workers {
 			workers = cfg.Workers
 		}
-		ds := &destination{Destination: d, shared: s.shared, workers: workers, wake: make(chan struct{}, 1)}
+		ds := &destination{Destination: d, origin: u.Scheme + "://" + u.Host, shared: s.shared, workers: workers, wake: make(chan struct{}, 1)}
 		if d.Rate > 0 {
 			ds.limiter = rate.NewLimiter(d.Rate, max(d.Burst, 1))
 		}
 		name := d.Name
-		var err error
 		ds.breaker, err = gobreaker.NewDistributedCircuitBreaker[struct{}](s.shared, gobreaker.Settings{
 			Name:        name,
 			MaxRequests: uint32(cfg.Breaker.HalfOpen),
@@ -599,11 +604,12 @@ func (s *Sender) attempt(d *destination, e *Envelope, start time.Time) Result {
 // post sends e's payload, signed, and reads the answer's status and
 // headers (the body is drained, up to a bound, so the connection is
 // reused). Of a failure's body it keeps the start, as one line of text:
-// what the receiver said is what a person triaging needs.
+// what the receiver said is what a person triaging needs. Its errors name
+// the destination by d.origin only.
 func (s *Sender) post(ctx context.Context, d *destination, e *Envelope, now time.Time) (int, http.Header, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.URL, bytes.NewReader(e.Payload))
 	if err != nil {
-		return 0, nil, "", &requestError{err}
+		return 0, nil, "", d.scrub(&requestError{err})
 	}
 	req.Header = d.header(e, now)
 	if err := checkHeader(req.Header); err != nil {
@@ -614,7 +620,7 @@ func (s *Sender) post(ctx context.Context, d *destination, e *Envelope, now time
 		if refused(err) {
 			err = &requestError{err}
 		}
-		return 0, nil, "", err
+		return 0, nil, "", d.scrub(err)
 	}
 	defer resp.Body.Close()
 	said := ""
@@ -625,6 +631,16 @@ func (s *Sender) post(ctx context.Context, d *destination, e *Envelope, now time
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	return resp.StatusCode, resp.Header, said, nil
+}
+
+// scrub makes err name only d's scheme://host[:port]: Go's *url.Error
+// prints the whole URL, whose user info, path and query may hold secrets.
+func (d *destination) scrub(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = d.origin
+	}
+	return err
 }
 
 // checkHeader refuses a header the transport would refuse: a name that is
