@@ -25,6 +25,7 @@ type Envelope struct {
 	EventTime   time.Time // zero when unknown
 	CreatedAt   time.Time
 	Payload     []byte // delivered byte for byte
+	ContentType string // the payload's media type; "" means application/json
 
 	// Attempts counts the deliveries made so far, the first included.
 	Attempts int

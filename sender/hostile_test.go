@@ -132,3 +132,27 @@ func TestURLIsCheckedAtNew(t *testing.T) {
 		t.Errorf("New = %v; want an error that does not quote the URL", err)
 	}
 }
+
+// TestContentTypeIsKept: a request carries its envelope's content type
+// (application/json when it has none); a destination's own Content-Type
+// header overrides it.
+func TestContentTypeIsKept(t *testing.T) {
+	for _, tt := range []struct {
+		name, enqueued, configured, want string
+	}{
+		{"enqueued", "application/cloudevents+json; charset=utf-8", "", "application/cloudevents+json; charset=utf-8"},
+		{"none", "", "", "application/json"},
+		{"configured", "text/plain", "application/x-www-form-urlencoded", "application/x-www-form-urlencoded"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := &destination{Destination: Destination{Name: "d", Header: http.Header{}}}
+			if tt.configured != "" {
+				d.Header.Set("Content-Type", tt.configured)
+			}
+			h := d.header(&Envelope{ID: "m", ContentType: tt.enqueued, Payload: []byte("x")}, time.Now())
+			if got := h.Values("Content-Type"); len(got) != 1 || got[0] != tt.want {
+				t.Errorf("Content-Type %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

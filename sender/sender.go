@@ -694,14 +694,19 @@ func oneLine(b []byte) string {
 }
 
 // header is the header of e's request to d at now: the destination's
-// own, the signature, the trace context and the redrive ID.
+// own, the payload's content type (unless the destination sets one), the
+// signature, the trace context and the redrive ID.
 func (d *destination) header(e *Envelope, now time.Time) http.Header {
 	h := make(http.Header, len(d.Header)+6)
 	for k, v := range d.Header {
 		h[k] = v
 	}
 	if h.Get("Content-Type") == "" {
-		h.Set("Content-Type", "application/json")
+		ct := e.ContentType
+		if ct == "" {
+			ct = "application/json"
+		}
+		h.Set("Content-Type", ct)
 	}
 	h.Set("User-Agent", "hookgate")
 	if d.Signer != nil {
