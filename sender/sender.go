@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,8 +69,9 @@ type Destination struct {
 	URL  string
 	// Signer signs each request; nil sends it unsigned.
 	Signer Signer
-	// Workers caps this destination's deliveries in flight; default: the
-	// global cap.
+	// Workers caps this destination's deliveries in flight; default: half
+	// the global cap, at least 1, so that no destination can take every
+	// slot. It is at most the global cap.
 	Workers int
 	// Rate limits this destination's attempts per second; 0: no limit.
 	Rate  rate.Limit
@@ -111,8 +113,8 @@ type Sender struct {
 	now    func() time.Time
 	logger *slog.Logger
 	obs    Observer
-	slots  chan struct{} // the global worker cap
-	shared *sharedStore  // the breakers' state
+	slots  *slots       // the global worker cap
+	shared *sharedStore // the breakers' state
 }
 
 // destination is a destination's running state.
@@ -167,7 +169,7 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 	}
 	s := &Sender{
 		queue: q, cfg: cfg, dests: map[string]*destination{}, now: opts.Now, logger: opts.Logger, obs: opts.Observer,
-		slots:  make(chan struct{}, cfg.Workers),
+		slots:  newSlots(cfg.Workers),
 		shared: newSharedStore(opts.Breakers, breakerRefresh, opts.Now),
 		client: &http.Client{
 			Transport: opts.Transport,
@@ -188,9 +190,10 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 			return nil, fmt.Errorf("destination %q: the url is not an absolute URL", d.Name)
 		}
 		workers := d.Workers
-		if workers <= 0 || workers > cfg.Workers {
-			workers = cfg.Workers
+		if workers <= 0 {
+			workers = max(1, cfg.Workers/2)
 		}
+		workers = min(workers, cfg.Workers)
 		ds := &destination{Destination: d, origin: u.Scheme + "://" + u.Host, shared: s.shared, workers: workers, wake: make(chan struct{}, 1)}
 		if d.Rate > 0 {
 			ds.limiter = rate.NewLimiter(d.Rate, max(d.Burst, 1))
@@ -374,7 +377,7 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 				}
 				if s.takeSlot(ctx, d) {
 					outcomes <- s.deliver(ctx, d, l)
-					<-s.slots
+					s.slots.release(d.Name)
 				} else {
 					outcomes <- Outcome{Kind: Release, ID: l.ID, LeaseUntil: l.LeaseUntil}
 				}
@@ -448,9 +451,7 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 // ends first.
 func (s *Sender) takeSlot(ctx context.Context, d *destination) bool {
 	for {
-		select {
-		case s.slots <- struct{}{}:
-		case <-ctx.Done():
+		if !s.slots.acquire(ctx, d.Name) {
 			return false
 		}
 		if d.limiter == nil {
@@ -462,7 +463,7 @@ func (s *Sender) takeSlot(ctx context.Context, d *destination) bool {
 			return true
 		}
 		r.Cancel()
-		<-s.slots
+		s.slots.release(d.Name)
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
@@ -471,6 +472,78 @@ func (s *Sender) takeSlot(ctx context.Context, d *destination) bool {
 			return false
 		}
 	}
+}
+
+// slots is the global cap on deliveries in flight, shared fairly: a freed
+// slot goes to the waiting destination that holds the fewest (the longest
+// waiting among equals), so that a slow destination cannot keep every slot
+// from the others.
+type slots struct {
+	mu      sync.Mutex
+	free    int
+	held    map[string]int // slots each destination holds
+	waiting []*slotWaiter  // in arrival order
+}
+
+type slotWaiter struct {
+	dest  string
+	given chan struct{} // closed when the slot is handed over
+}
+
+func newSlots(n int) *slots { return &slots{free: n, held: map[string]int{}} }
+
+// acquire takes a slot for dest, waiting for one; false when ctx ends
+// first.
+func (sl *slots) acquire(ctx context.Context, dest string) bool {
+	sl.mu.Lock()
+	if sl.free > 0 { // then no one waits: a freed slot is handed over
+		sl.free--
+		sl.held[dest]++
+		sl.mu.Unlock()
+		return true
+	}
+	w := &slotWaiter{dest: dest, given: make(chan struct{})}
+	sl.waiting = append(sl.waiting, w)
+	sl.mu.Unlock()
+	select {
+	case <-w.given:
+		return true
+	case <-ctx.Done():
+	}
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	select {
+	case <-w.given: // handed over meanwhile: pass it on
+		sl.releaseLocked(dest)
+	default:
+		sl.waiting = slices.DeleteFunc(sl.waiting, func(o *slotWaiter) bool { return o == w })
+	}
+	return false
+}
+
+// release gives back a slot of dest.
+func (sl *slots) release(dest string) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	sl.releaseLocked(dest)
+}
+
+func (sl *slots) releaseLocked(dest string) {
+	sl.held[dest]--
+	if len(sl.waiting) == 0 {
+		sl.free++
+		return
+	}
+	next := 0
+	for i, w := range sl.waiting {
+		if sl.held[w.dest] < sl.held[sl.waiting[next].dest] {
+			next = i
+		}
+	}
+	w := sl.waiting[next]
+	sl.waiting = slices.Delete(sl.waiting, next, next+1)
+	sl.held[w.dest]++
+	close(w.given)
 }
 
 // prefetch is how many workers a destination runs, and how many leased

@@ -562,8 +562,8 @@ func TestRateHoldsAfterSlotsWereScarce(t *testing.T) {
 	cfg.Timeout = 10 * time.Second // the slow answers hold the slots their 3s
 	cfg.Lease = 20 * time.Second   // the limited destination runs all 8 workers (a quarter of a lease holds 10 attempts)
 	s, err := sender.New(q, cfg, []sender.Destination{
-		{Name: "slow", URL: slow.URL, Signer: signer(t)},
-		{Name: "limited", URL: limited.URL, Signer: signer(t), Rate: 2, Burst: 1},
+		{Name: "slow", URL: slow.URL, Signer: signer(t), Workers: 8},
+		{Name: "limited", URL: limited.URL, Signer: signer(t), Rate: 2, Burst: 1, Workers: 8},
 	}, sender.Options{})
 	if err != nil {
 		t.Fatal(err)

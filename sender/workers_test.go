@@ -1,6 +1,7 @@
 package sender
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/sony/gobreaker/v2"
 )
 
@@ -64,6 +66,119 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// slowAndFast answers slow.test after 1.5s and fast.test after 10ms.
+func slowAndFast() *fakeReceiver {
+	return newFakeReceiver(func(r *http.Request, _ string, _ int) (time.Duration, int, http.Header) {
+		if r.URL.Host == "slow.test" {
+			return 1500 * time.Millisecond, 200, nil
+		}
+		return 10 * time.Millisecond, 200, nil
+	})
+}
+
+// fastWaited is the longest a fast.test envelope waited from its enqueue
+// at enqueued to its delivery.
+func fastWaited(t *testing.T, rcv *fakeReceiver, ids []string, enqueued time.Time) time.Duration {
+	t.Helper()
+	var worst time.Duration
+	for _, id := range ids {
+		at := rcv.answered(id)
+		if len(at) != 1 {
+			t.Fatalf("%s answered %d times, want once", id, len(at))
+		}
+		worst = max(worst, at[0].Sub(enqueued))
+	}
+	return worst
+}
+
+// TestSlowDestinationDoesNotStarveAnother: with 4 global workers, a
+// destination whose receiver takes 1.5s, 40 events queued, delays a
+// healthy destination's 40 events by less than a second: each destination
+// runs half the global workers by default.
+func TestSlowDestinationDoesNotStarveAnother(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q, rcv := newMemQueue(), slowAndFast()
+		cfg := testConfig()
+		cfg.Workers = 4
+		s, _ := newTestSender(t, q, cfg, []Destination{{Name: "slow", URL: "http://slow.test/"}, {Name: "fast", URL: "http://fast.test/"}}, rcv, Options{})
+		enqueueN(t, s, "slow", "s", 40)
+		run(t, s)
+		time.Sleep(100 * time.Millisecond) // the slow one holds what it may
+		enqueued := time.Now()
+		fast := enqueueN(t, s, "fast", "f", 40)
+		time.Sleep(40 * time.Second)
+		if worst := fastWaited(t, rcv, fast, enqueued); worst > time.Second {
+			t.Errorf("the healthy destination's events waited up to %s, want at most 1s", worst)
+		}
+	})
+}
+
+// TestFreedSlotGoesToTheDestinationHoldingFewest: both destinations may
+// use every global worker, and the slow one took them all first; each
+// slot it frees goes to the healthy one, which holds none, so the healthy
+// destination waits for one slow answer (1.5s), not for all of them.
+func TestFreedSlotGoesToTheDestinationHoldingFewest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q, rcv := newMemQueue(), slowAndFast()
+		cfg := testConfig()
+		cfg.Workers = 4
+		s, _ := newTestSender(t, q, cfg, []Destination{{Name: "slow", URL: "http://slow.test/", Workers: 4}, {Name: "fast", URL: "http://fast.test/", Workers: 4}}, rcv, Options{})
+		enqueueN(t, s, "slow", "s", 40)
+		run(t, s)
+		time.Sleep(100 * time.Millisecond) // the slow one holds every slot
+		enqueued := time.Now()
+		fast := enqueueN(t, s, "fast", "f", 40)
+		time.Sleep(40 * time.Second)
+		if worst := fastWaited(t, rcv, fast, enqueued); worst > 2*time.Second {
+			t.Errorf("the healthy destination's events waited up to %s, want at most 2s", worst)
+		}
+	})
+}
+
+// TestSlotsGoToTheFewest: a freed slot goes to the waiting destination
+// that holds the fewest, the longest waiting among equals; a waiter that
+// gives up holds nothing.
+func TestSlotsGoToTheFewest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sl := newSlots(2)
+		ctx := t.Context()
+		if !sl.acquire(ctx, "a") || !sl.acquire(ctx, "a") {
+			t.Fatal("free slots not taken")
+		}
+		given := make(chan string, 2)
+		wait := func(dest string) {
+			go func() {
+				if sl.acquire(ctx, dest) {
+					given <- dest
+				}
+			}()
+			synctest.Wait()
+		}
+		wait("a") // waits first, but a holds 2
+		wait("b")
+		gone, cancel := context.WithCancel(ctx)
+		go sl.acquire(gone, "c")
+		synctest.Wait()
+		cancel()
+		synctest.Wait()
+		sl.release("a") // a holds 1, b 0: b's
+		synctest.Wait()
+		sl.release("b") // a holds 1, b 0, a waits: a's
+		synctest.Wait()
+		close(given)
+		var order []string
+		for d := range given {
+			order = append(order, d)
+		}
+		if diff := cmp.Diff([]string{"b", "a"}, order); diff != "" {
+			t.Errorf("slots went (-want +got):\n%s", diff)
+		}
+		if sl.held["c"] != 0 || len(sl.waiting) != 0 || sl.free != 0 || sl.held["a"] != 2 {
+			t.Errorf("held %v, %d waiting, %d free; want a 2, none waiting or free", sl.held, len(sl.waiting), sl.free)
+		}
+	})
 }
 
 // TestHookgate409IsNotCounted: hookgate's own 409 with Retry-After (the
