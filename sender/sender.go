@@ -426,10 +426,14 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 		}
 		leased, err := s.queue.Lease(context.WithoutCancel(ctx), d.Name, n, s.now(), s.cfg.Lease)
 		if err != nil {
-			s.logger.Error("leasing envelopes", "destination", d.Name, "error", err)
+			s.logger.Error("leasing envelopes", "destination", d.Name, "leased", len(leased), "error", err)
 			s.obs.StoreError(d.Name, "lease")
-			s.wait(ctx, d, time.Second)
-			continue
+			if len(leased) == 0 {
+				s.wait(ctx, d, time.Second)
+				continue
+			}
+			// What was leased beside the error (an entry set aside, say)
+			// is delivered.
 		}
 		if len(leased) == 0 {
 			s.wait(ctx, d, idle)

@@ -2,6 +2,7 @@ package sender
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -177,6 +178,26 @@ func TestSlotsGoToTheFewest(t *testing.T) {
 		}
 		if sl.held["c"] != 0 || len(sl.waiting) != 0 || sl.free != 0 || sl.held["a"] != 2 {
 			t.Errorf("held %v, %d waiting, %d free; want a 2, none waiting or free", sl.held, len(sl.waiting), sl.free)
+		}
+	})
+}
+
+// TestLeaseErrorKeepsWhatWasLeased: a Lease that answers envelopes and an
+// error (an entry set aside) delivers those envelopes now, not after
+// their lease has expired.
+func TestLeaseErrorKeepsWhatWasLeased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newMemQueue()
+		q.leaseErr = errors.New("setting aside 1 envelope that does not decode")
+		rcv := newFakeReceiver(answers(10*time.Millisecond, 200))
+		s, _ := newTestSender(t, q, testConfig(), []Destination{{Name: "d", URL: "http://d.test/"}}, rcv, Options{})
+		ids := enqueueN(t, s, "d", "l", 3)
+		run(t, s)
+		time.Sleep(time.Second) // the lease is 10s
+		for _, id := range ids {
+			if !q.isDelivered(id) || rcv.count(id) != 1 {
+				t.Errorf("%s: delivered %v after %d attempts; want delivered once within a second", id, q.isDelivered(id), rcv.count(id))
+			}
 		}
 	})
 }
