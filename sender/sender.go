@@ -44,7 +44,9 @@ type Config struct {
 	// Timeout bounds one attempt.
 	Timeout time.Duration
 	// Lease bounds a worker's hold of an envelope: one not settled by then
-	// (a crashed worker) is delivered again.
+	// (a crashed worker) is delivered again. An attempt starts only when
+	// its timeout and a settle margin (a tenth of the lease, at least 1s,
+	// at most a quarter of the lease) fit in what is left of its lease.
 	Lease time.Duration
 	// Breaker opens a destination's circuit after consecutive transient
 	// failures.
@@ -266,7 +268,9 @@ func (cfg Config) Validate() error { return withDefaults(cfg).check() }
 
 // check reports a config whose lease could expire under a worker: an
 // envelope may wait for one attempt in the prefetch buffer, then make its
-// own, so the lease must outlast two timeouts.
+// own, so the lease must outlast two timeouts. (With the settle margin on
+// top, an envelope that waited a whole timeout may still not fit: it is
+// released unattempted and leased again, never lost.)
 func (cfg Config) check() error {
 	if cfg.Lease < 2*cfg.Timeout {
 		return fmt.Errorf("sender: lease %s must be at least twice the timeout %s", cfg.Lease, cfg.Timeout)
@@ -290,6 +294,17 @@ const breakerRefresh = 100 * time.Millisecond
 // network error: transient, counted by the breaker, as any receiver that
 // does not answer properly.
 const maxResponseHeader = 64 << 10
+
+// settleMargin is the time an attempt leaves in its lease beyond its
+// timeout, for its outcome to be settled before the lease ends: a tenth of
+// the lease, at least a second, but no more than a quarter of the lease
+// (the lease is at least twice the timeout, so an envelope may still wait
+// a quarter of it for its attempt). An attempt starts only when its
+// timeout plus this margin fits in what is left of its lease: 3s of the
+// default 30s lease.
+func settleMargin(lease time.Duration) time.Duration {
+	return min(max(time.Second, lease/10), lease/4)
+}
 
 // BreakerState is a destination's breaker state (closed when it cannot
 // be read).
@@ -349,38 +364,46 @@ func (s *Sender) Run(ctx context.Context) {
 	}
 }
 
+// job is a leased envelope, and its lease's end by this instance's
+// clock: the lease end the store gives (LeaseUntil) is by the store's
+// clock and only its fencing token, never compared with time here. The
+// local end is taken conservatively, from just before the Lease call.
+type job struct {
+	Leased
+	deadline time.Time
+}
+
+// outcome is an Outcome to settle, and its lease's local end.
+type outcome struct {
+	Outcome
+	deadline time.Time
+}
+
 // runDestination leases and delivers one destination's envelopes. Its
 // workers (the destination's cap) take leased envelopes from a prefetch
 // buffer as large as their number; the loop refills it in batches once
 // half of it is free, so a busy destination costs one lease round trip per
 // batch, and holds at most twice its workers' worth of leases.
+//
+// Lease deadlines and refresh intervals are measured on this process's
+// clock (time.Now); Options.Now dates what is stored.
 func (s *Sender) runDestination(ctx context.Context, d *destination) {
-	outcomes := make(chan Outcome, 2*d.workers+s.cfg.Batch)
+	outcomes := make(chan outcome, 2*d.workers+s.cfg.Batch)
 	var settled sync.WaitGroup
 	settled.Go(func() { s.settleLoop(d.Name, outcomes) })
-	workers := d.prefetch(s.cfg.Lease)
-	ready := make(chan Leased, workers)
+	workers := d.prefetch(s.cfg)
+	ready := make(chan job, workers)
 	room := make(chan struct{}, 1) // a worker took from ready
 	var out atomic.Int64           // leased and not yet settled: in ready, or being delivered
 	var pool sync.WaitGroup
 	for range workers {
 		pool.Go(func() {
-			for l := range ready {
+			for j := range ready {
 				select {
 				case room <- struct{}{}:
 				default:
 				}
-				if ctx.Err() != nil {
-					outcomes <- Outcome{Kind: Release, ID: l.ID, LeaseUntil: l.LeaseUntil}
-					out.Add(-1)
-					continue
-				}
-				if s.takeSlot(ctx, d) {
-					outcomes <- s.deliver(ctx, d, l)
-					s.slots.release(d.Name)
-				} else {
-					outcomes <- Outcome{Kind: Release, ID: l.ID, LeaseUntil: l.LeaseUntil}
-				}
+				outcomes <- outcome{s.work(ctx, d, j), j.deadline}
 				out.Add(-1)
 			}
 		})
@@ -424,6 +447,7 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 		if d.state() == gobreaker.StateHalfOpen {
 			n = min(n, s.cfg.Breaker.HalfOpen)
 		}
+		deadline := time.Now().Add(s.cfg.Lease)
 		leased, err := s.queue.Lease(context.WithoutCancel(ctx), d.Name, n, s.now(), s.cfg.Lease)
 		if err != nil {
 			s.logger.Error("leasing envelopes", "destination", d.Name, "leased", len(leased), "error", err)
@@ -443,19 +467,44 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 		idle = 10 * time.Millisecond
 		out.Add(int64(len(leased))) // counted before a worker can take one
 		for _, l := range leased {
-			ready <- l // there is room: only this loop fills it
+			ready <- job{l, deadline} // there is room: only this loop fills it
 		}
 	}
+}
+
+// work makes what it can of one leased envelope: it is released
+// unattempted when the sender stops, or when no slot comes in time; else
+// deliver has it.
+func (s *Sender) work(ctx context.Context, d *destination, j job) Outcome {
+	release := Outcome{Kind: Release, ID: j.ID, LeaseUntil: j.LeaseUntil}
+	if ctx.Err() != nil || !s.takeSlot(ctx, d, s.latestStart(j)) {
+		return release
+	}
+	defer s.slots.release(d.Name)
+	return s.deliver(ctx, d, j)
+}
+
+// latestStart is the latest j's attempt may start: its timeout and the
+// settle margin must fit in its lease.
+func (s *Sender) latestStart(j job) time.Time {
+	return j.deadline.Add(-s.cfg.Timeout - settleMargin(s.cfg.Lease))
 }
 
 // takeSlot takes a global worker slot, and a token of d's rate while it
 // holds the slot, so that no more than the rate is ever sent, even when
 // slots were scarce. A worker waiting for the rate gives its slot back
 // meanwhile: it holds nothing the other destinations need. False when ctx
-// ends first.
-func (s *Sender) takeSlot(ctx context.Context, d *destination) bool {
+// ends first, or when the attempt could not start by latest: then no
+// token is taken. A rate that would make it wait past latest is waited for
+// until latest, and no further: the lease is released then, not at once,
+// so that it is not leased again and again meanwhile.
+func (s *Sender) takeSlot(ctx context.Context, d *destination, latest time.Time) bool {
 	for {
-		if !s.slots.acquire(ctx, d.Name) {
+		if time.Now().After(latest) || !s.slots.acquire(ctx, d.Name) {
+			return false
+		}
+		if time.Now().After(latest) {
+			s.slots.release(d.Name)
 			return false
 		}
 		if d.limiter == nil {
@@ -468,7 +517,7 @@ func (s *Sender) takeSlot(ctx context.Context, d *destination) bool {
 		}
 		r.Cancel()
 		s.slots.release(d.Name)
-		t := time.NewTimer(wait)
+		t := time.NewTimer(min(wait, time.Until(latest)+time.Millisecond))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -552,13 +601,15 @@ func (sl *slots) releaseLocked(dest string) {
 
 // prefetch is how many workers a destination runs, and how many leased
 // envelopes it holds ready for them: its workers, and for a rate-limited
-// one no more than it attempts in a quarter of a lease, so that what it
-// holds (workers waiting for the rate, and the buffer) is attempted
-// within half a lease.
-func (d *destination) prefetch(lease time.Duration) int {
+// one no more than it attempts in a third of the time an envelope may
+// wait for its attempt (its lease less the timeout and the settle margin),
+// so that what it holds (workers waiting for the rate, and the buffer) is
+// attempted in two thirds of that time.
+func (d *destination) prefetch(cfg Config) int {
 	n := d.workers
 	if d.limiter != nil {
-		n = min(n, max(1, int(float64(d.limiter.Limit())*lease.Seconds()/4)))
+		room := cfg.Lease - cfg.Timeout - settleMargin(cfg.Lease)
+		n = min(n, max(1, int(float64(d.limiter.Limit())*room.Seconds()/3)))
 	}
 	return n
 }
@@ -577,20 +628,22 @@ func (s *Sender) wait(ctx context.Context, dst *destination, d time.Duration) {
 // errTransient marks a failure the breaker counts.
 var errTransient = errors.New("transient failure")
 
-// deliver makes one attempt and returns its outcome.
-func (s *Sender) deliver(ctx context.Context, d *destination, l Leased) Outcome {
+// deliver makes one attempt and returns its outcome. It makes none (the
+// envelope is released, nothing charged) when the destination's breaker is
+// open, or when the attempt's timeout and the settle margin no longer fit
+// in the lease.
+func (s *Sender) deliver(ctx context.Context, d *destination, j job) Outcome {
+	release := Outcome{Kind: Release, ID: j.ID, LeaseUntil: j.LeaseUntil}
 	if d.state() == gobreaker.StateOpen {
-		// Opened (maybe by another instance) since the lease: not
-		// attempted, back to due, no attempt charged.
-		return Outcome{Kind: Release, ID: l.ID, LeaseUntil: l.LeaseUntil}
+		// Opened (maybe by another instance) since the lease.
+		return release
 	}
-	if s.now().Add(s.cfg.Timeout).After(l.LeaseUntil) {
+	if time.Now().After(s.latestStart(j)) {
 		// It waited (for the rate, for a worker) so long that its attempt
-		// could outlive the lease, and another worker deliver it too:
-		// back to due, not attempted.
-		return Outcome{Kind: Release, ID: l.ID, LeaseUntil: l.LeaseUntil}
+		// could outlive the lease, and another worker deliver it too.
+		return release
 	}
-	e := l.Envelope
+	e := j.Envelope
 	start := s.now()
 	res := s.attempt(d, e, start)
 	// The attempt is counted after it is made, so that the breaker's lock
@@ -610,7 +663,7 @@ func (s *Sender) deliver(ctx context.Context, d *destination, l Leased) Outcome 
 	case res.Delivered:
 		s.obs.Attempt(d.Name, "2xx", latency)
 		s.obs.Delivered(d.Name, now.Sub(e.CreatedAt))
-		return Outcome{Kind: Delivered, ID: l.ID, LeaseUntil: l.LeaseUntil}
+		return Outcome{Kind: Delivered, ID: j.ID, LeaseUntil: j.LeaseUntil}
 	case res.Transient:
 		s.obs.Attempt(d.Name, "transient", latency)
 	default:
@@ -619,7 +672,7 @@ func (s *Sender) deliver(ctx context.Context, d *destination, l Leased) Outcome 
 	next := *e
 	if res.Transient && next.Attempts < s.cfg.Attempts {
 		next.NextAt = now.Add(s.cfg.Backoff.Delay(next.Attempts, res.RetryAfter))
-		return Outcome{Kind: Retry, ID: l.ID, LeaseUntil: l.LeaseUntil, Envelope: &next}
+		return Outcome{Kind: Retry, ID: j.ID, LeaseUntil: j.LeaseUntil, Envelope: &next}
 	}
 	next.DeadAt = now
 	s.obs.Dead(d.Name, now.Sub(firstFailure(&next)))
@@ -630,7 +683,7 @@ func (s *Sender) deliver(ctx context.Context, d *destination, l Leased) Outcome 
 			s.logger.Warn("destination answered 410 Gone: paused until an operator resumes it", "destination", d.Name)
 		}
 	}
-	return Outcome{Kind: Dead, ID: l.ID, LeaseUntil: l.LeaseUntil, Envelope: &next}
+	return Outcome{Kind: Dead, ID: j.ID, LeaseUntil: j.LeaseUntil, Envelope: &next}
 }
 
 // firstFailure is when the envelope's current run of attempts first
@@ -806,10 +859,11 @@ func (d *destination) header(e *Envelope, now time.Time) http.Header {
 // settleLoop settles outcomes in batches: it takes what has arrived while
 // the previous batch was being written, so a busy destination costs one
 // store round trip per batch, and an idle one adds no delay.
-func (s *Sender) settleLoop(dest string, outcomes <-chan Outcome) {
+func (s *Sender) settleLoop(dest string, outcomes <-chan outcome) {
 	batch := make([]Outcome, 0, 256)
 	for o := range outcomes {
-		batch = append(batch[:0], o)
+		batch = append(batch[:0], o.Outcome)
+		deadline := o.deadline
 	drain:
 		for len(batch) < cap(batch) {
 			select {
@@ -817,19 +871,26 @@ func (s *Sender) settleLoop(dest string, outcomes <-chan Outcome) {
 				if !ok {
 					break drain
 				}
-				batch = append(batch, o)
+				batch = append(batch, o.Outcome)
+				deadline = later(deadline, o.deadline)
 			default:
 				break drain
 			}
 		}
-		s.settle(dest, batch)
+		s.settle(dest, batch, deadline)
 	}
 }
 
-// settle writes a batch, retrying a store failure until the batch's
-// leases would have expired anyway.
-func (s *Sender) settle(dest string, batch []Outcome) {
-	deadline := batch[0].LeaseUntil
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// settle writes a batch, retrying a store failure until the batch's last
+// lease would have ended anyway (deadline, by this instance's clock).
+func (s *Sender) settle(dest string, batch []Outcome, deadline time.Time) {
 	backoff := 50 * time.Millisecond
 	for {
 		skipped, err := s.queue.Settle(context.Background(), dest, batch, s.now())
@@ -842,7 +903,7 @@ func (s *Sender) settle(dest string, batch []Outcome) {
 			}
 			return
 		}
-		if !s.now().Add(backoff).Before(deadline) {
+		if !time.Now().Add(backoff).Before(deadline) {
 			s.logger.Error("settling outcomes failed until their leases ended: they will be delivered again", "destination", dest, "outcomes", len(batch), "error", err)
 			return
 		}

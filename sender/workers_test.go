@@ -202,6 +202,74 @@ func TestLeaseErrorKeepsWhatWasLeased(t *testing.T) {
 	})
 }
 
+// TestAttemptsFitTheLocalLease: the store's lease end is by its own clock
+// (behind, equal, or ahead of this one). Each attempt starts only when its
+// timeout plus the settle margin fits in the lease as this instance's
+// clock measures it from before the Lease call; an envelope that waited
+// too long for the one worker (the one before it took 6.5s of a 7s
+// timeout, of a 14s lease: 1.4s margin) is released and leased again,
+// and each is delivered once.
+func TestAttemptsFitTheLocalLease(t *testing.T) {
+	for _, skew := range []time.Duration{-time.Minute, 0, time.Hour} {
+		t.Run(skew.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				q := newMemQueue()
+				q.skew = skew
+				cfg := testConfig()
+				cfg.Workers, cfg.Timeout, cfg.Lease = 1, 7*time.Second, 14*time.Second
+				margin := settleMargin(cfg.Lease)
+				if margin != 1400*time.Millisecond {
+					t.Fatalf("margin %s, want 1.4s", margin)
+				}
+				rcv := newFakeReceiver(answers(6500*time.Millisecond, 200))
+				rcv.onStart = func(id string) {
+					q.mu.Lock()
+					leased := q.leasedAt[id]
+					q.mu.Unlock()
+					if left := leased.Add(cfg.Lease).Sub(time.Now()); left < cfg.Timeout+margin {
+						t.Errorf("%s attempted with %s of its lease left, want at least %s", id, left, cfg.Timeout+margin)
+					}
+				}
+				s, _ := newTestSender(t, q, cfg, []Destination{{Name: "d", URL: "http://d.test/"}}, rcv, Options{})
+				ids := enqueueN(t, s, "d", "e", 3)
+				run(t, s)
+				time.Sleep(time.Minute)
+				for _, id := range ids {
+					if !q.isDelivered(id) || rcv.count(id) != 1 {
+						t.Errorf("%s: delivered %v after %d attempts; want delivered once", id, q.isDelivered(id), rcv.count(id))
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestSettleRetriesUntilTheLocalLeaseEnds: the store's clock is 7s behind
+// this one, and it fails to settle for 5s: the outcome is retried until
+// the lease ends by this instance's clock (10s), so it lands, and the
+// envelope is delivered once, not again when the lease runs out.
+func TestSettleRetriesUntilTheLocalLeaseEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newMemQueue()
+		q.skew = -7 * time.Second
+		healed := time.Now().Add(5 * time.Second)
+		q.settleErr = func() error {
+			if time.Now().Before(healed) {
+				return errors.New("store unavailable")
+			}
+			return nil
+		}
+		rcv := newFakeReceiver(answers(10*time.Millisecond, 200))
+		s, _ := newTestSender(t, q, testConfig(), []Destination{{Name: "d", URL: "http://d.test/"}}, rcv, Options{})
+		enqueueN(t, s, "d", "s", 1)
+		run(t, s)
+		time.Sleep(30 * time.Second)
+		if !q.isDelivered("s-0") || rcv.count("s-0") != 1 {
+			t.Errorf("delivered %v after %d attempts; want settled once", q.isDelivered("s-0"), rcv.count("s-0"))
+		}
+	})
+}
+
 // TestHookgate409IsNotCounted: hookgate's own 409 with Retry-After (the
 // receiver's dedupe says another copy is in flight) is retried, and not
 // counted by the breaker, which two failures would open.
