@@ -100,7 +100,8 @@ type Observer interface {
 	Dead(dest string, quarantined time.Duration)
 	// BreakerState is a destination's breaker changing state.
 	BreakerState(dest string, state gobreaker.State)
-	// StoreError is a failed queue operation (lease or settle).
+	// StoreError is a failed queue operation: op is lease, settle, pause
+	// (writing a 410's pause) or paused (reading the pause).
 	StoreError(dest, op string)
 }
 
@@ -128,6 +129,7 @@ type destination struct {
 	limiter *rate.Limiter
 	workers int // its cap on deliveries in flight
 	wake    chan struct{}
+	pause   pauseFlag
 }
 
 // Options are a Sender's dependencies; the zero value means the defaults.
@@ -289,6 +291,11 @@ func (s *Sender) Queue() Queue { return s.queue }
 // after it is merged.
 const breakerRefresh = 100 * time.Millisecond
 
+// pauseRefresh is how often a destination that holds leases reads its
+// pause from the store: a pause made by another instance holds here within
+// about this long.
+const pauseRefresh = 100 * time.Millisecond
+
 // maxResponseHeader bounds a response's header (the default transport's
 // MaxResponseHeaderBytes). An answer whose header is larger fails as a
 // network error: transient, counted by the breaker, as any receiver that
@@ -417,6 +424,18 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 
 	idle := 10 * time.Millisecond
 	for ctx.Err() == nil {
+		if d.pause.get() {
+			// Nothing is leased while paused. A resume through this
+			// sender wakes d; one made elsewhere is read from the store
+			// at each poll.
+			s.wait(ctx, d, s.cfg.Poll)
+			s.refreshPause(ctx, d)
+			continue
+		}
+		if out.Load() > 0 {
+			// A pause made elsewhere holds what is leased here.
+			s.refreshPause(ctx, d)
+		}
 		want := max(1, cap(ready)/2)
 		switch d.state() {
 		case gobreaker.StateOpen:
@@ -434,7 +453,7 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 		}
 		free := cap(ready) - len(ready)
 		if free < want {
-			t := time.NewTimer(breakerRefresh) // and look at the breaker again
+			t := time.NewTimer(min(breakerRefresh, pauseRefresh)) // and look at the breaker and the pause again
 			select {
 			case <-room:
 			case <-t.C:
@@ -473,11 +492,11 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 }
 
 // work makes what it can of one leased envelope: it is released
-// unattempted when the sender stops, or when no slot comes in time; else
-// deliver has it.
+// unattempted when the sender stops, the destination is paused, or no slot
+// comes in time; else deliver has it.
 func (s *Sender) work(ctx context.Context, d *destination, j job) Outcome {
 	release := Outcome{Kind: Release, ID: j.ID, LeaseUntil: j.LeaseUntil}
-	if ctx.Err() != nil || !s.takeSlot(ctx, d, s.latestStart(j)) {
+	if ctx.Err() != nil || d.pause.get() || !s.takeSlot(ctx, d, s.latestStart(j)) {
 		return release
 	}
 	defer s.slots.release(d.Name)
@@ -625,15 +644,106 @@ func (s *Sender) wait(ctx context.Context, dst *destination, d time.Duration) {
 	}
 }
 
+// pauseFlag is a destination's pause as this instance knows it: set at
+// once by this instance (a 410, SetPaused), and read from the store
+// (refreshPause) to see what other instances did. A read never undoes a
+// change made here after it began, nor one still being written.
+type pauseFlag struct {
+	mu      sync.Mutex
+	paused  bool
+	version uint64    // bumped by every change made here
+	writing int       // changes made here, being written to the store
+	read    time.Time // when the store was last read
+}
+
+func (p *pauseFlag) get() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused
+}
+
+// hold sets the flag at once, for a change about to be written to the
+// store, and says what it was. Call written when the write is done.
+func (p *pauseFlag) hold(paused bool) (was bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	was, p.paused = p.paused, paused
+	p.version++
+	p.writing++
+	return was
+}
+
+// written ends a hold; revert puts back the value it found (the write
+// failed).
+func (p *pauseFlag) written(revert, was bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.writing--
+	p.version++
+	if revert {
+		p.paused = was
+	}
+}
+
+// refreshPause reads d's pause from the store, unless it did less than
+// pauseRefresh ago.
+func (s *Sender) refreshPause(ctx context.Context, d *destination) {
+	p := &d.pause
+	p.mu.Lock()
+	if time.Since(p.read) < pauseRefresh || p.writing > 0 {
+		p.mu.Unlock()
+		return
+	}
+	p.read = time.Now()
+	v := p.version
+	p.mu.Unlock()
+	paused, _, err := s.queue.Paused(context.WithoutCancel(ctx), d.Name)
+	if err != nil {
+		s.logger.Error("reading whether a destination is paused", "destination", d.Name, "error", err)
+		s.obs.StoreError(d.Name, "paused")
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.version == v && p.writing == 0 {
+		p.paused = paused
+	}
+}
+
+// SetPaused pauses or resumes dest, for this instance at once (no attempt
+// starts here once it returns) and in the store, for every instance (the
+// others see it within about pauseRefresh while they hold leases). by
+// names who asked; a resume wakes the destination's workers.
+func (s *Sender) SetPaused(ctx context.Context, dest string, paused bool, by string) error {
+	d, ok := s.dests[dest]
+	if !ok {
+		return fmt.Errorf("%w %q", ErrUnknownDestination, dest)
+	}
+	was := d.pause.hold(paused)
+	err := s.queue.SetPaused(ctx, dest, paused, by)
+	d.pause.written(err != nil, was)
+	if err != nil {
+		return err
+	}
+	if !paused {
+		s.Wake(dest)
+	}
+	return nil
+}
+
 // errTransient marks a failure the breaker counts.
 var errTransient = errors.New("transient failure")
 
 // deliver makes one attempt and returns its outcome. It makes none (the
-// envelope is released, nothing charged) when the destination's breaker is
-// open, or when the attempt's timeout and the settle margin no longer fit
-// in the lease.
+// envelope is released, nothing charged) when the destination is paused or
+// its breaker open, or when the attempt's timeout and the settle margin
+// no longer fit in the lease.
 func (s *Sender) deliver(ctx context.Context, d *destination, j job) Outcome {
 	release := Outcome{Kind: Release, ID: j.ID, LeaseUntil: j.LeaseUntil}
+	if d.pause.get() {
+		// Paused (maybe by a 410 in flight beside it) since the lease.
+		return release
+	}
 	if d.state() == gobreaker.StateOpen {
 		// Opened (maybe by another instance) since the lease.
 		return release
@@ -677,13 +787,28 @@ func (s *Sender) deliver(ctx context.Context, d *destination, j job) Outcome {
 	next.DeadAt = now
 	s.obs.Dead(d.Name, now.Sub(firstFailure(&next)))
 	if res.Pause {
-		if err := s.queue.SetPaused(context.WithoutCancel(ctx), d.Name, true, PausedByGone); err != nil {
-			s.logger.Error("pausing a gone destination", "destination", d.Name, "error", err)
-		} else {
-			s.logger.Warn("destination answered 410 Gone: paused until an operator resumes it", "destination", d.Name)
-		}
+		s.pauseGone(ctx, d)
 	}
 	return Outcome{Kind: Dead, ID: j.ID, LeaseUntil: j.LeaseUntil, Envelope: &next}
+}
+
+// pauseGone pauses d after a 410: here at once, so that no other attempt
+// starts, then in the store. The attempts already in flight that meet a
+// 410 too dead-letter their own envelopes and leave the pause to the
+// first. If the store cannot be written, d stays paused here until the
+// store is read again: its next attempt may meet the 410 and try again.
+func (s *Sender) pauseGone(ctx context.Context, d *destination) {
+	was := d.pause.hold(true)
+	defer d.pause.written(false, was)
+	if was {
+		return
+	}
+	if err := s.queue.SetPaused(context.WithoutCancel(ctx), d.Name, true, PausedByGone); err != nil {
+		s.logger.Error("pausing a gone destination", "destination", d.Name, "error", err)
+		s.obs.StoreError(d.Name, "pause")
+		return
+	}
+	s.logger.Warn("destination answered 410 Gone: paused until an operator resumes it", "destination", d.Name)
 }
 
 // firstFailure is when the envelope's current run of attempts first

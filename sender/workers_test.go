@@ -182,6 +182,90 @@ func TestSlotsGoToTheFewest(t *testing.T) {
 	})
 }
 
+// TestGoneHoldsAtOnce: a receiver answering 410 to 40 events with 8
+// workers: only the attempts already in flight meet the 410 (each dead,
+// class gone); every other envelope stays queued, paused, without an
+// attempt, and the pause is logged once. Resumed by another instance, the
+// rest are delivered once each.
+func TestGoneHoldsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newMemQueue()
+		rcv := newFakeReceiver(answers(100*time.Millisecond, 410))
+		s, logs := newTestSender(t, q, testConfig(), []Destination{{Name: "d", URL: "http://gone.test/", Workers: 8}}, rcv, Options{})
+		ids := enqueueN(t, s, "d", "g", 40)
+		run(t, s)
+		time.Sleep(5 * time.Second)
+		st, _ := q.Stats(t.Context(), "d", time.Now())
+		if attempts := rcv.total(); attempts > 8 || st.Dead != attempts {
+			t.Errorf("%d attempts, %d dead; want at most the 8 in flight, each dead", attempts, st.Dead)
+		}
+		if !st.Paused || st.PausedBy != PausedByGone || st.Queued != 40-st.Dead || st.Leased != 0 {
+			t.Errorf("stats %+v; want paused by gone, the rest queued", st)
+		}
+		if n := strings.Count(logs.String(), "answered 410"); n != 1 {
+			t.Errorf("the pause logged %d times, want once:\n%s", n, logs)
+		}
+
+		rcv.setAnswer(answers(10*time.Millisecond, 200))
+		if err := q.SetPaused(t.Context(), "d", false, ""); err != nil { // another instance resumes
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Second)
+		for _, id := range ids {
+			_, state, _ := q.Get(t.Context(), "d", id)
+			if n := rcv.count(id); n != 1 || (state != StateDead && !q.isDelivered(id)) {
+				t.Errorf("%s: %d attempts, state %q; want one, delivered or dead", id, n, state)
+			}
+		}
+	})
+}
+
+// TestPauseHoldsLeasedEnvelopes: a pause made while envelopes are leased
+// (by an operator through this sender, or on another instance) holds them
+// before their attempt: only the attempts in flight finish; the rest stay
+// queued, and are delivered once each after the resume.
+func TestPauseHoldsLeasedEnvelopes(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		setPaused func(s *Sender, q *memQueue, paused bool) error
+	}{
+		{"operator", func(s *Sender, _ *memQueue, paused bool) error {
+			return s.SetPaused(context.Background(), "d", paused, "admin")
+		}},
+		{"another instance", func(_ *Sender, q *memQueue, paused bool) error {
+			return q.SetPaused(context.Background(), "d", paused, "admin")
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				q := newMemQueue()
+				rcv := newFakeReceiver(answers(time.Second, 200))
+				s, _ := newTestSender(t, q, testConfig(), []Destination{{Name: "d", URL: "http://d.test/", Workers: 8}}, rcv, Options{})
+				ids := enqueueN(t, s, "d", "p", 40)
+				run(t, s)
+				time.Sleep(500 * time.Millisecond) // 8 in flight, 8 more leased
+				if err := tt.setPaused(s, q, true); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(5 * time.Second)
+				st, _ := q.Stats(t.Context(), "d", time.Now())
+				if rcv.total() != 8 || st.Queued != 32 || st.Leased != 0 || !st.Paused {
+					t.Errorf("%d attempts, stats %+v; want the 8 in flight, 32 queued and paused", rcv.total(), st)
+				}
+				if err := tt.setPaused(s, q, false); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(10 * time.Second)
+				for _, id := range ids {
+					if n := rcv.count(id); n != 1 || !q.isDelivered(id) {
+						t.Errorf("%s: %d attempts, delivered %v; want once", id, n, q.isDelivered(id))
+					}
+				}
+			})
+		})
+	}
+}
+
 // TestLeaseErrorKeepsWhatWasLeased: a Lease that answers envelopes and an
 // error (an entry set aside) delivers those envelopes now, not after
 // their lease has expired.
