@@ -48,8 +48,8 @@ type Config struct {
 	// its timeout and a settle margin (a tenth of the lease, at least 1s,
 	// at most a quarter of the lease) fit in what is left of its lease.
 	Lease time.Duration
-	// Breaker opens a destination's circuit after consecutive transient
-	// failures.
+	// Breaker opens a destination's circuit after consecutive failures
+	// that Classify counts (BreakerFailure).
 	Breaker BreakerConfig
 	// Batch is the most envelopes one lease takes.
 	Batch int
@@ -60,7 +60,7 @@ type Config struct {
 
 // BreakerConfig tunes the per-destination circuit breaker.
 type BreakerConfig struct {
-	Failures int           // consecutive transient failures that open it; default 5
+	Failures int           // consecutive counted failures that open it; default 5
 	Open     time.Duration // how long it stays open before a trial; default 30s
 	HalfOpen int           // trial deliveries while half-open; default 1
 }
