@@ -69,7 +69,9 @@ func (o ops) SetPaused(ctx context.Context, name string, paused bool, by string)
 	if !o.app.hasDestination(name) {
 		return sender.DestinationStatus{}, sender.ErrUnknownDestination
 	}
-	if err := o.app.sender.Queue().SetPaused(ctx, name, paused, by); err != nil {
+	// The sender holds its own workers at once, writes the store, and
+	// wakes the workers on a resume.
+	if err := o.app.sender.SetPaused(ctx, name, paused, by); err != nil {
 		return sender.DestinationStatus{}, err
 	}
 	action := "destination resumed"
@@ -77,9 +79,6 @@ func (o ops) SetPaused(ctx context.Context, name string, paused bool, by string)
 		action = "destination paused"
 	}
 	o.logger.Info(action, zap.String("destination", name), zap.String("by", by))
-	if !paused {
-		o.app.sender.Wake(name)
-	}
 	return o.app.sender.Status(ctx, name)
 }
 

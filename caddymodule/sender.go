@@ -71,8 +71,8 @@ type DestinationConfig struct {
 	// Secret is the signing secret; {env.*} and {file.*} are read when the
 	// config loads. Required.
 	Secret string `json:"secret,omitempty"`
-	// Workers caps this destination's deliveries in flight. Default: the
-	// sender's workers.
+	// Workers caps this destination's deliveries in flight. Default: half
+	// the sender's workers, at least 1.
 	Workers int `json:"workers,omitempty"`
 	// Rate limits this destination's attempts per second; 0: no limit.
 	Rate float64 `json:"rate,omitempty"`

@@ -1,6 +1,7 @@
 package sender
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"sync"
@@ -21,8 +22,13 @@ import (
 // through Remote, which keeps the newest state: of the latest generation
 // (a state change, such as closed to open, starts a new one), then the
 // most requests counted. A stale instance never undoes another's
-// transition, and a transition reaches every instance within the refresh
-// interval.
+// transition, and a transition reaches every instance within the merge
+// interval (Run's 50 ms) plus the refresh interval (breakerRefresh).
+//
+// Only a counted attempt writes: gobreaker's own State() writes the state
+// back on every call (and a new generation when the state's expiry has
+// passed), so the sender reads a breaker's state with sharedStore.state,
+// which writes nothing. An idle sender merges nothing into the remote.
 
 // Remote is where a shared breaker state lives: Redis, for instances that
 // share the work.
@@ -141,19 +147,54 @@ func (s *sharedStore) SetData(name string, data []byte) error {
 		e = &sharedEntry{fetched: s.now()}
 		s.entries[name] = e
 	}
-	if e.data != nil && !newer(data, e.data, true) {
+	if e.data != nil && (bytes.Equal(data, e.data) || !newer(data, e.data, true)) {
 		s.mu.Unlock()
 		return nil
 	}
-	e.data, e.dirty = data, s.remote != nil
+	// A breaker's first state (closed, nothing counted) is what no stored
+	// state means already: kept here, not written.
+	e.data, e.dirty = data, s.remote != nil && !untouched(data)
+	dirty := e.dirty
 	s.mu.Unlock()
-	if s.remote != nil {
+	if dirty {
 		select {
 		case s.flush <- struct{}{}:
 		default:
 		}
 	}
 	return nil
+}
+
+// untouched reports whether data is a breaker's first state: closed, of
+// the first generation, nothing counted.
+func untouched(data []byte) bool {
+	var st gobreaker.SharedState
+	return json.Unmarshal(data, &st) == nil && st.State == gobreaker.StateClosed &&
+		st.Generation <= 1 && st.Counts == (gobreaker.Counts{})
+}
+
+// stateKey is the name gobreaker's DistributedCircuitBreaker keeps the
+// state of the breaker called name under in its SharedDataStore.
+func stateKey(name string) string { return "gobreaker:state:" + name }
+
+// state reads the state of the breaker called name at now (gobreaker's
+// clock, time.Now) and writes nothing: an open breaker whose time is up
+// reads half-open, as gobreaker would make it, and becomes so when its
+// first trial is counted. Closed when there is no state, or it cannot be
+// read.
+func (s *sharedStore) state(name string, now time.Time) gobreaker.State {
+	data, err := s.GetData(stateKey(name))
+	if err != nil || data == nil {
+		return gobreaker.StateClosed
+	}
+	var st gobreaker.SharedState
+	if json.Unmarshal(data, &st) != nil {
+		return gobreaker.StateClosed
+	}
+	if st.State == gobreaker.StateOpen && st.Expiry.Before(now) {
+		return gobreaker.StateHalfOpen
+	}
+	return st.State
 }
 
 // run merges written states into the remote until ctx ends, at most one

@@ -24,14 +24,18 @@ func TestClassify(t *testing.T) {
 		want   Result
 	}{
 		{"2xx", 204, nil, nil, Result{Delivered: true}},
-		{"network", 0, nil, errors.New("connection refused"), Result{Class: ClassNetwork, Transient: true}},
-		{"deadline", 0, nil, fmt.Errorf("post: %w", context.DeadlineExceeded), Result{Class: ClassTimeout, Transient: true}},
-		{"our timeout", 0, nil, errTimeout, Result{Class: ClassTimeout, Transient: true}},
-		{"503", 503, ra("7"), nil, Result{Class: ClassHTTP5xx, Transient: true, RetryAfter: 7 * time.Second}},
-		{"429 date", 429, ra(t0.Add(90 * time.Second).UTC().Format(http.TimeFormat)), nil, Result{Class: ClassHTTP4xx, Transient: true, RetryAfter: 90 * time.Second}},
-		{"408", 408, nil, nil, Result{Class: ClassHTTP4xx, Transient: true}},
-		{"425", 425, nil, nil, Result{Class: ClassHTTP4xx, Transient: true}},
-		{"hookgate in_flight", 409, ra("3"), nil, Result{Class: ClassHTTP4xx, Transient: true, RetryAfter: 3 * time.Second}},
+		{"network", 0, nil, errors.New("connection refused"), Result{Class: ClassNetwork, Transient: true, Breaker: BreakerFailure}},
+		{"deadline", 0, nil, fmt.Errorf("post: %w", context.DeadlineExceeded), Result{Class: ClassTimeout, Transient: true, Breaker: BreakerFailure}},
+		{"our timeout", 0, nil, errTimeout, Result{Class: ClassTimeout, Transient: true, Breaker: BreakerFailure}},
+		{"request", 0, nil, &requestError{errors.New(`invalid header field value for "Webhook-Id"`)}, Result{Class: ClassRequest, Breaker: BreakerNotCounted}},
+		{"503", 503, ra("7"), nil, Result{Class: ClassHTTP5xx, Transient: true, Breaker: BreakerFailure, RetryAfter: 7 * time.Second}},
+		{"429 date", 429, ra(t0.Add(90 * time.Second).UTC().Format(http.TimeFormat)), nil, Result{Class: ClassHTTP4xx, Transient: true, Breaker: BreakerFailure, RetryAfter: 90 * time.Second}},
+		{"429 past int64", 429, ra("99999999999999999999"), nil, Result{Class: ClassHTTP4xx, Transient: true, Breaker: BreakerFailure, RetryAfter: maxRetryAfter}},
+		{"429 past the longest", 429, ra("9999999999"), nil, Result{Class: ClassHTTP4xx, Transient: true, Breaker: BreakerFailure, RetryAfter: maxRetryAfter}},
+		{"429 negative", 429, ra("-5"), nil, Result{Class: ClassHTTP4xx, Transient: true, Breaker: BreakerFailure}},
+		{"408", 408, nil, nil, Result{Class: ClassHTTP4xx, Transient: true, Breaker: BreakerFailure}},
+		{"425", 425, nil, nil, Result{Class: ClassHTTP4xx, Transient: true, Breaker: BreakerFailure}},
+		{"hookgate in_flight", 409, ra("3"), nil, Result{Class: ClassHTTP4xx, Transient: true, Breaker: BreakerNotCounted, RetryAfter: 3 * time.Second}},
 		{"plain 409", 409, nil, nil, Result{Class: ClassHTTP4xx}},
 		{"400", 400, nil, nil, Result{Class: ClassHTTP4xx}},
 		{"410", 410, nil, nil, Result{Class: ClassGone, Pause: true}},
@@ -75,6 +79,27 @@ func TestBackoffBounds(t *testing.T) {
 		if got := b.Delay(1, time.Hour); got != 15*time.Minute {
 			t.Errorf("Retry-After 1h: %v, want the 15m cap", got)
 		}
+		if got := b.Delay(1, retryAfter("99999999999999999999", t0)); got != 15*time.Minute {
+			t.Errorf("Retry-After past int64: %v, want the 15m cap", got)
+		}
+	}
+}
+
+// TestClassNumbersAreKept: a class's number is stored with each envelope,
+// so the classes keep their numbers and names; request came last.
+func TestClassNumbersAreKept(t *testing.T) {
+	want := []string{"network", "timeout", "http_5xx", "http_4xx", "http_3xx", "gone", "request"}
+	if diff := cmp.Diff(want, Classes()); diff != "" {
+		t.Errorf("Classes (-want +got):\n%s", diff)
+	}
+	for i, name := range want {
+		c, err := ParseClass(name)
+		if err != nil || c != Class(i+1) || c.String() != name {
+			t.Errorf("ParseClass(%q) = %d %v, want %d", name, c, err, i+1)
+		}
+	}
+	if ClassRequest != 7 {
+		t.Errorf("ClassRequest = %d, want 7", ClassRequest)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,10 +44,12 @@ type Config struct {
 	// Timeout bounds one attempt.
 	Timeout time.Duration
 	// Lease bounds a worker's hold of an envelope: one not settled by then
-	// (a crashed worker) is delivered again.
+	// (a crashed worker) is delivered again. An attempt starts only when
+	// its timeout and a settle margin (a tenth of the lease, at least 1s,
+	// at most a quarter of the lease) fit in what is left of its lease.
 	Lease time.Duration
-	// Breaker opens a destination's circuit after consecutive transient
-	// failures.
+	// Breaker opens a destination's circuit after consecutive failures
+	// that Classify counts (BreakerFailure).
 	Breaker BreakerConfig
 	// Batch is the most envelopes one lease takes.
 	Batch int
@@ -56,7 +60,7 @@ type Config struct {
 
 // BreakerConfig tunes the per-destination circuit breaker.
 type BreakerConfig struct {
-	Failures int           // consecutive transient failures that open it; default 5
+	Failures int           // consecutive counted failures that open it; default 5
 	Open     time.Duration // how long it stays open before a trial; default 30s
 	HalfOpen int           // trial deliveries while half-open; default 1
 }
@@ -67,8 +71,9 @@ type Destination struct {
 	URL  string
 	// Signer signs each request; nil sends it unsigned.
 	Signer Signer
-	// Workers caps this destination's deliveries in flight; default: the
-	// global cap.
+	// Workers caps this destination's deliveries in flight; default: half
+	// the global cap, at least 1, so that no destination can take every
+	// slot. It is at most the global cap.
 	Workers int
 	// Rate limits this destination's attempts per second; 0: no limit.
 	Rate  rate.Limit
@@ -95,7 +100,8 @@ type Observer interface {
 	Dead(dest string, quarantined time.Duration)
 	// BreakerState is a destination's breaker changing state.
 	BreakerState(dest string, state gobreaker.State)
-	// StoreError is a failed queue operation (lease or settle).
+	// StoreError is a failed queue operation: op is lease, settle, pause
+	// (writing a 410's pause) or paused (reading the pause).
 	StoreError(dest, op string)
 }
 
@@ -110,17 +116,20 @@ type Sender struct {
 	now    func() time.Time
 	logger *slog.Logger
 	obs    Observer
-	slots  chan struct{} // the global worker cap
-	shared *sharedStore  // the breakers' state
+	slots  *slots       // the global worker cap
+	shared *sharedStore // the breakers' state
 }
 
 // destination is a destination's running state.
 type destination struct {
 	Destination
+	origin  string // scheme://host[:port] of URL: what errors name
 	breaker *gobreaker.DistributedCircuitBreaker[struct{}]
+	shared  *sharedStore // where breaker keeps its state
 	limiter *rate.Limiter
 	workers int // its cap on deliveries in flight
 	wake    chan struct{}
+	pause   pauseFlag
 }
 
 // Options are a Sender's dependencies; the zero value means the defaults.
@@ -129,7 +138,10 @@ type Options struct {
 	Logger   *slog.Logger
 	Observer Observer
 	// Transport sends the requests; default: a clone of
-	// http.DefaultTransport.
+	// http.DefaultTransport whose response headers are bounded at 64 KiB
+	// (MaxResponseHeaderBytes), so a hostile receiver's endless headers
+	// cost little memory. A Transport given here is used as it is: bound
+	// its response headers yourself.
 	Transport http.RoundTripper
 	// Breakers shares the breakers' state with other instances; nil
 	// keeps it in this process.
@@ -156,11 +168,12 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 		// Keep a connection per worker: the default of 2 idle connections
 		// per host would open a new one for most deliveries.
 		t.MaxIdleConnsPerHost = cfg.Workers
+		t.MaxResponseHeaderBytes = maxResponseHeader
 		opts.Transport = t
 	}
 	s := &Sender{
 		queue: q, cfg: cfg, dests: map[string]*destination{}, now: opts.Now, logger: opts.Logger, obs: opts.Observer,
-		slots:  make(chan struct{}, cfg.Workers),
+		slots:  newSlots(cfg.Workers),
 		shared: newSharedStore(opts.Breakers, breakerRefresh, opts.Now),
 		client: &http.Client{
 			Transport: opts.Transport,
@@ -175,16 +188,21 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 		if _, dup := s.dests[d.Name]; dup {
 			return nil, fmt.Errorf("destination %q is configured twice", d.Name)
 		}
-		workers := d.Workers
-		if workers <= 0 || workers > cfg.Workers {
-			workers = cfg.Workers
+		u, err := url.Parse(d.URL)
+		if err != nil || u.Scheme == "" || u.Host == "" {
+			// Not quoted: a URL may hold secrets.
+			return nil, fmt.Errorf("destination %q: the url is not an absolute URL", d.Name)
 		}
-		ds := &destination{Destination: d, workers: workers, wake: make(chan struct{}, 1)}
+		workers := d.Workers
+		if workers <= 0 {
+			workers = max(1, cfg.Workers/2)
+		}
+		workers = min(workers, cfg.Workers)
+		ds := &destination{Destination: d, origin: u.Scheme + "://" + u.Host, shared: s.shared, workers: workers, wake: make(chan struct{}, 1)}
 		if d.Rate > 0 {
 			ds.limiter = rate.NewLimiter(d.Rate, max(d.Burst, 1))
 		}
 		name := d.Name
-		var err error
 		ds.breaker, err = gobreaker.NewDistributedCircuitBreaker[struct{}](s.shared, gobreaker.Settings{
 			Name:        name,
 			MaxRequests: uint32(cfg.Breaker.HalfOpen),
@@ -192,7 +210,8 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 			ReadyToTrip: func(c gobreaker.Counts) bool {
 				return c.ConsecutiveFailures >= uint32(cfg.Breaker.Failures)
 			},
-			// Only transient failures count against a destination: a
+			// Only what Classify counts as a failure counts against a
+			// destination (deliver leaves out what it does not count): a
 			// permanent 4xx is the receiver answering.
 			IsSuccessful: func(err error) bool { return !errors.Is(err, errTransient) },
 			OnStateChange: func(_ string, from, to gobreaker.State) {
@@ -251,7 +270,9 @@ func (cfg Config) Validate() error { return withDefaults(cfg).check() }
 
 // check reports a config whose lease could expire under a worker: an
 // envelope may wait for one attempt in the prefetch buffer, then make its
-// own, so the lease must outlast two timeouts.
+// own, so the lease must outlast two timeouts. (With the settle margin on
+// top, an envelope that waited a whole timeout may still not fit: it is
+// released unattempted and leased again, never lost.)
 func (cfg Config) check() error {
 	if cfg.Lease < 2*cfg.Timeout {
 		return fmt.Errorf("sender: lease %s must be at least twice the timeout %s", cfg.Lease, cfg.Timeout)
@@ -266,8 +287,31 @@ func (s *Sender) Destinations() []string { return append([]string(nil), s.order.
 func (s *Sender) Queue() Queue { return s.queue }
 
 // breakerRefresh is how often an instance reads the shared breaker state:
-// a breaker opened on one instance is open on all within about this long.
+// a breaker opened on one instance is open on all within about this long
+// after it is merged.
 const breakerRefresh = 100 * time.Millisecond
+
+// pauseRefresh is how often a destination that holds leases reads its
+// pause from the store: a pause made by another instance holds here within
+// about this long.
+const pauseRefresh = 100 * time.Millisecond
+
+// maxResponseHeader bounds a response's header (the default transport's
+// MaxResponseHeaderBytes). An answer whose header is larger fails as a
+// network error: transient, counted by the breaker, as any receiver that
+// does not answer properly.
+const maxResponseHeader = 64 << 10
+
+// settleMargin is the time an attempt leaves in its lease beyond its
+// timeout, for its outcome to be settled before the lease ends: a tenth of
+// the lease, at least a second, but no more than a quarter of the lease
+// (the lease is at least twice the timeout, so an envelope may still wait
+// a quarter of it for its attempt). An attempt starts only when its
+// timeout plus this margin fits in what is left of its lease: 3s of the
+// default 30s lease.
+func settleMargin(lease time.Duration) time.Duration {
+	return min(max(time.Second, lease/10), lease/4)
+}
 
 // BreakerState is a destination's breaker state (closed when it cannot
 // be read).
@@ -279,13 +323,8 @@ func (s *Sender) BreakerState(dest string) (gobreaker.State, bool) {
 	return d.state(), true
 }
 
-func (d *destination) state() gobreaker.State {
-	st, err := d.breaker.State()
-	if err != nil {
-		return gobreaker.StateClosed
-	}
-	return st
-}
+// state is d's breaker state; reading it writes nothing.
+func (d *destination) state() gobreaker.State { return d.shared.state(d.Name, time.Now()) }
 
 // ErrUnknownDestination means an envelope names no configured destination.
 var ErrUnknownDestination = errors.New("unknown destination")
@@ -332,38 +371,46 @@ func (s *Sender) Run(ctx context.Context) {
 	}
 }
 
+// job is a leased envelope, and its lease's end by this instance's
+// clock: the lease end the store gives (LeaseUntil) is by the store's
+// clock and only its fencing token, never compared with time here. The
+// local end is taken conservatively, from just before the Lease call.
+type job struct {
+	Leased
+	deadline time.Time
+}
+
+// outcome is an Outcome to settle, and its lease's local end.
+type outcome struct {
+	Outcome
+	deadline time.Time
+}
+
 // runDestination leases and delivers one destination's envelopes. Its
 // workers (the destination's cap) take leased envelopes from a prefetch
 // buffer as large as their number; the loop refills it in batches once
 // half of it is free, so a busy destination costs one lease round trip per
 // batch, and holds at most twice its workers' worth of leases.
+//
+// Lease deadlines and refresh intervals are measured on this process's
+// clock (time.Now); Options.Now dates what is stored.
 func (s *Sender) runDestination(ctx context.Context, d *destination) {
-	outcomes := make(chan Outcome, 2*d.workers+s.cfg.Batch)
+	outcomes := make(chan outcome, 2*d.workers+s.cfg.Batch)
 	var settled sync.WaitGroup
 	settled.Go(func() { s.settleLoop(d.Name, outcomes) })
-	workers := d.prefetch(s.cfg.Lease)
-	ready := make(chan Leased, workers)
+	workers := d.prefetch(s.cfg)
+	ready := make(chan job, workers)
 	room := make(chan struct{}, 1) // a worker took from ready
 	var out atomic.Int64           // leased and not yet settled: in ready, or being delivered
 	var pool sync.WaitGroup
 	for range workers {
 		pool.Go(func() {
-			for l := range ready {
+			for j := range ready {
 				select {
 				case room <- struct{}{}:
 				default:
 				}
-				if ctx.Err() != nil {
-					outcomes <- Outcome{Kind: Release, ID: l.ID, LeaseUntil: l.LeaseUntil}
-					out.Add(-1)
-					continue
-				}
-				if s.takeSlot(ctx, d) {
-					outcomes <- s.deliver(ctx, d, l)
-					<-s.slots
-				} else {
-					outcomes <- Outcome{Kind: Release, ID: l.ID, LeaseUntil: l.LeaseUntil}
-				}
+				outcomes <- outcome{s.work(ctx, d, j), j.deadline}
 				out.Add(-1)
 			}
 		})
@@ -377,6 +424,18 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 
 	idle := 10 * time.Millisecond
 	for ctx.Err() == nil {
+		if d.pause.get() {
+			// Nothing is leased while paused. A resume through this
+			// sender wakes d; one made elsewhere is read from the store
+			// at each poll.
+			s.wait(ctx, d, s.cfg.Poll)
+			s.refreshPause(ctx, d)
+			continue
+		}
+		if out.Load() > 0 {
+			// A pause made elsewhere holds what is leased here.
+			s.refreshPause(ctx, d)
+		}
 		want := max(1, cap(ready)/2)
 		switch d.state() {
 		case gobreaker.StateOpen:
@@ -394,7 +453,7 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 		}
 		free := cap(ready) - len(ready)
 		if free < want {
-			t := time.NewTimer(breakerRefresh) // and look at the breaker again
+			t := time.NewTimer(min(breakerRefresh, pauseRefresh)) // and look at the breaker and the pause again
 			select {
 			case <-room:
 			case <-t.C:
@@ -407,12 +466,17 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 		if d.state() == gobreaker.StateHalfOpen {
 			n = min(n, s.cfg.Breaker.HalfOpen)
 		}
+		deadline := time.Now().Add(s.cfg.Lease)
 		leased, err := s.queue.Lease(context.WithoutCancel(ctx), d.Name, n, s.now(), s.cfg.Lease)
 		if err != nil {
-			s.logger.Error("leasing envelopes", "destination", d.Name, "error", err)
+			s.logger.Error("leasing envelopes", "destination", d.Name, "leased", len(leased), "error", err)
 			s.obs.StoreError(d.Name, "lease")
-			s.wait(ctx, d, time.Second)
-			continue
+			if len(leased) == 0 {
+				s.wait(ctx, d, time.Second)
+				continue
+			}
+			// What was leased beside the error (an entry set aside, say)
+			// is delivered.
 		}
 		if len(leased) == 0 {
 			s.wait(ctx, d, idle)
@@ -422,21 +486,44 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 		idle = 10 * time.Millisecond
 		out.Add(int64(len(leased))) // counted before a worker can take one
 		for _, l := range leased {
-			ready <- l // there is room: only this loop fills it
+			ready <- job{l, deadline} // there is room: only this loop fills it
 		}
 	}
+}
+
+// work makes what it can of one leased envelope: it is released
+// unattempted when the sender stops, the destination is paused, or no slot
+// comes in time; else deliver has it.
+func (s *Sender) work(ctx context.Context, d *destination, j job) Outcome {
+	release := Outcome{Kind: Release, ID: j.ID, LeaseUntil: j.LeaseUntil}
+	if ctx.Err() != nil || d.pause.get() || !s.takeSlot(ctx, d, s.latestStart(j)) {
+		return release
+	}
+	defer s.slots.release(d.Name)
+	return s.deliver(ctx, d, j)
+}
+
+// latestStart is the latest j's attempt may start: its timeout and the
+// settle margin must fit in its lease.
+func (s *Sender) latestStart(j job) time.Time {
+	return j.deadline.Add(-s.cfg.Timeout - settleMargin(s.cfg.Lease))
 }
 
 // takeSlot takes a global worker slot, and a token of d's rate while it
 // holds the slot, so that no more than the rate is ever sent, even when
 // slots were scarce. A worker waiting for the rate gives its slot back
 // meanwhile: it holds nothing the other destinations need. False when ctx
-// ends first.
-func (s *Sender) takeSlot(ctx context.Context, d *destination) bool {
+// ends first, or when the attempt could not start by latest: then no
+// token is taken. A rate that would make it wait past latest is waited for
+// until latest, and no further: the lease is released then, not at once,
+// so that it is not leased again and again meanwhile.
+func (s *Sender) takeSlot(ctx context.Context, d *destination, latest time.Time) bool {
 	for {
-		select {
-		case s.slots <- struct{}{}:
-		case <-ctx.Done():
+		if time.Now().After(latest) || !s.slots.acquire(ctx, d.Name) {
+			return false
+		}
+		if time.Now().After(latest) {
+			s.slots.release(d.Name)
 			return false
 		}
 		if d.limiter == nil {
@@ -448,8 +535,8 @@ func (s *Sender) takeSlot(ctx context.Context, d *destination) bool {
 			return true
 		}
 		r.Cancel()
-		<-s.slots
-		t := time.NewTimer(wait)
+		s.slots.release(d.Name)
+		t := time.NewTimer(min(wait, time.Until(latest)+time.Millisecond))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -459,15 +546,89 @@ func (s *Sender) takeSlot(ctx context.Context, d *destination) bool {
 	}
 }
 
+// slots is the global cap on deliveries in flight, shared fairly: a freed
+// slot goes to the waiting destination that holds the fewest (the longest
+// waiting among equals), so that a slow destination cannot keep every slot
+// from the others.
+type slots struct {
+	mu      sync.Mutex
+	free    int
+	held    map[string]int // slots each destination holds
+	waiting []*slotWaiter  // in arrival order
+}
+
+type slotWaiter struct {
+	dest  string
+	given chan struct{} // closed when the slot is handed over
+}
+
+func newSlots(n int) *slots { return &slots{free: n, held: map[string]int{}} }
+
+// acquire takes a slot for dest, waiting for one; false when ctx ends
+// first.
+func (sl *slots) acquire(ctx context.Context, dest string) bool {
+	sl.mu.Lock()
+	if sl.free > 0 { // then no one waits: a freed slot is handed over
+		sl.free--
+		sl.held[dest]++
+		sl.mu.Unlock()
+		return true
+	}
+	w := &slotWaiter{dest: dest, given: make(chan struct{})}
+	sl.waiting = append(sl.waiting, w)
+	sl.mu.Unlock()
+	select {
+	case <-w.given:
+		return true
+	case <-ctx.Done():
+	}
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	select {
+	case <-w.given: // handed over meanwhile: pass it on
+		sl.releaseLocked(dest)
+	default:
+		sl.waiting = slices.DeleteFunc(sl.waiting, func(o *slotWaiter) bool { return o == w })
+	}
+	return false
+}
+
+// release gives back a slot of dest.
+func (sl *slots) release(dest string) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	sl.releaseLocked(dest)
+}
+
+func (sl *slots) releaseLocked(dest string) {
+	sl.held[dest]--
+	if len(sl.waiting) == 0 {
+		sl.free++
+		return
+	}
+	next := 0
+	for i, w := range sl.waiting {
+		if sl.held[w.dest] < sl.held[sl.waiting[next].dest] {
+			next = i
+		}
+	}
+	w := sl.waiting[next]
+	sl.waiting = slices.Delete(sl.waiting, next, next+1)
+	sl.held[w.dest]++
+	close(w.given)
+}
+
 // prefetch is how many workers a destination runs, and how many leased
 // envelopes it holds ready for them: its workers, and for a rate-limited
-// one no more than it attempts in a quarter of a lease, so that what it
-// holds (workers waiting for the rate, and the buffer) is attempted
-// within half a lease.
-func (d *destination) prefetch(lease time.Duration) int {
+// one no more than it attempts in a third of the time an envelope may
+// wait for its attempt (its lease less the timeout and the settle margin),
+// so that what it holds (workers waiting for the rate, and the buffer) is
+// attempted in two thirds of that time.
+func (d *destination) prefetch(cfg Config) int {
 	n := d.workers
 	if d.limiter != nil {
-		n = min(n, max(1, int(float64(d.limiter.Limit())*lease.Seconds()/4)))
+		room := cfg.Lease - cfg.Timeout - settleMargin(cfg.Lease)
+		n = min(n, max(1, int(float64(d.limiter.Limit())*room.Seconds()/3)))
 	}
 	return n
 }
@@ -483,40 +644,136 @@ func (s *Sender) wait(ctx context.Context, dst *destination, d time.Duration) {
 	}
 }
 
-// errTransient marks a transient failure for the breaker.
+// pauseFlag is a destination's pause as this instance knows it: set at
+// once by this instance (a 410, SetPaused), and read from the store
+// (refreshPause) to see what other instances did. A read never undoes a
+// change made here after it began, nor one still being written.
+type pauseFlag struct {
+	mu      sync.Mutex
+	paused  bool
+	version uint64    // bumped by every change made here
+	writing int       // changes made here, being written to the store
+	read    time.Time // when the store was last read
+}
+
+func (p *pauseFlag) get() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused
+}
+
+// hold sets the flag at once, for a change about to be written to the
+// store, and says what it was. Call written when the write is done.
+func (p *pauseFlag) hold(paused bool) (was bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	was, p.paused = p.paused, paused
+	p.version++
+	p.writing++
+	return was
+}
+
+// written ends a hold; revert puts back the value it found (the write
+// failed).
+func (p *pauseFlag) written(revert, was bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.writing--
+	p.version++
+	if revert {
+		p.paused = was
+	}
+}
+
+// refreshPause reads d's pause from the store, unless it did less than
+// pauseRefresh ago.
+func (s *Sender) refreshPause(ctx context.Context, d *destination) {
+	p := &d.pause
+	p.mu.Lock()
+	if time.Since(p.read) < pauseRefresh || p.writing > 0 {
+		p.mu.Unlock()
+		return
+	}
+	p.read = time.Now()
+	v := p.version
+	p.mu.Unlock()
+	paused, _, err := s.queue.Paused(context.WithoutCancel(ctx), d.Name)
+	if err != nil {
+		s.logger.Error("reading whether a destination is paused", "destination", d.Name, "error", err)
+		s.obs.StoreError(d.Name, "paused")
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.version == v && p.writing == 0 {
+		p.paused = paused
+	}
+}
+
+// SetPaused pauses or resumes dest, for this instance at once (no attempt
+// starts here once it returns) and in the store, for every instance (the
+// others see it within about pauseRefresh while they hold leases). by
+// names who asked; a resume wakes the destination's workers.
+func (s *Sender) SetPaused(ctx context.Context, dest string, paused bool, by string) error {
+	d, ok := s.dests[dest]
+	if !ok {
+		return fmt.Errorf("%w %q", ErrUnknownDestination, dest)
+	}
+	was := d.pause.hold(paused)
+	err := s.queue.SetPaused(ctx, dest, paused, by)
+	d.pause.written(err != nil, was)
+	if err != nil {
+		return err
+	}
+	if !paused {
+		s.Wake(dest)
+	}
+	return nil
+}
+
+// errTransient marks a failure the breaker counts.
 var errTransient = errors.New("transient failure")
 
-// deliver makes one attempt and returns its outcome.
-func (s *Sender) deliver(ctx context.Context, d *destination, l Leased) Outcome {
+// deliver makes one attempt and returns its outcome. It makes none (the
+// envelope is released, nothing charged) when the destination is paused or
+// its breaker open, or when the attempt's timeout and the settle margin
+// no longer fit in the lease.
+func (s *Sender) deliver(ctx context.Context, d *destination, j job) Outcome {
+	release := Outcome{Kind: Release, ID: j.ID, LeaseUntil: j.LeaseUntil}
+	if d.pause.get() {
+		// Paused (maybe by a 410 in flight beside it) since the lease.
+		return release
+	}
 	if d.state() == gobreaker.StateOpen {
-		// Opened (maybe by another instance) since the lease: not
-		// attempted, back to due, no attempt charged.
-		return Outcome{Kind: Release, ID: l.ID, LeaseUntil: l.LeaseUntil}
+		// Opened (maybe by another instance) since the lease.
+		return release
 	}
-	if s.now().Add(s.cfg.Timeout).After(l.LeaseUntil) {
+	if time.Now().After(s.latestStart(j)) {
 		// It waited (for the rate, for a worker) so long that its attempt
-		// could outlive the lease, and another worker deliver it too:
-		// back to due, not attempted.
-		return Outcome{Kind: Release, ID: l.ID, LeaseUntil: l.LeaseUntil}
+		// could outlive the lease, and another worker deliver it too.
+		return release
 	}
-	e := l.Envelope
+	e := j.Envelope
 	start := s.now()
 	res := s.attempt(d, e, start)
 	// The attempt is counted after it is made, so that the breaker's lock
 	// is never held across a request.
-	d.breaker.Execute(func() (struct{}, error) {
-		if !res.Delivered && res.Transient {
-			return struct{}{}, errTransient
-		}
-		return struct{}{}, nil
-	})
+	if res.Breaker != BreakerNotCounted {
+		failed := res.Breaker == BreakerFailure
+		d.breaker.Execute(func() (struct{}, error) {
+			if failed {
+				return struct{}{}, errTransient
+			}
+			return struct{}{}, nil
+		})
+	}
 	now := s.now()
 	latency := now.Sub(start)
 	switch {
 	case res.Delivered:
 		s.obs.Attempt(d.Name, "2xx", latency)
 		s.obs.Delivered(d.Name, now.Sub(e.CreatedAt))
-		return Outcome{Kind: Delivered, ID: l.ID, LeaseUntil: l.LeaseUntil}
+		return Outcome{Kind: Delivered, ID: j.ID, LeaseUntil: j.LeaseUntil}
 	case res.Transient:
 		s.obs.Attempt(d.Name, "transient", latency)
 	default:
@@ -525,18 +782,33 @@ func (s *Sender) deliver(ctx context.Context, d *destination, l Leased) Outcome 
 	next := *e
 	if res.Transient && next.Attempts < s.cfg.Attempts {
 		next.NextAt = now.Add(s.cfg.Backoff.Delay(next.Attempts, res.RetryAfter))
-		return Outcome{Kind: Retry, ID: l.ID, LeaseUntil: l.LeaseUntil, Envelope: &next}
+		return Outcome{Kind: Retry, ID: j.ID, LeaseUntil: j.LeaseUntil, Envelope: &next}
 	}
 	next.DeadAt = now
 	s.obs.Dead(d.Name, now.Sub(firstFailure(&next)))
 	if res.Pause {
-		if err := s.queue.SetPaused(context.WithoutCancel(ctx), d.Name, true, PausedByGone); err != nil {
-			s.logger.Error("pausing a gone destination", "destination", d.Name, "error", err)
-		} else {
-			s.logger.Warn("destination answered 410 Gone: paused until an operator resumes it", "destination", d.Name)
-		}
+		s.pauseGone(ctx, d)
 	}
-	return Outcome{Kind: Dead, ID: l.ID, LeaseUntil: l.LeaseUntil, Envelope: &next}
+	return Outcome{Kind: Dead, ID: j.ID, LeaseUntil: j.LeaseUntil, Envelope: &next}
+}
+
+// pauseGone pauses d after a 410: here at once, so that no other attempt
+// starts, then in the store. The attempts already in flight that meet a
+// 410 too dead-letter their own envelopes and leave the pause to the
+// first. If the store cannot be written, d stays paused here until the
+// store is read again: its next attempt may meet the 410 and try again.
+func (s *Sender) pauseGone(ctx context.Context, d *destination) {
+	was := d.pause.hold(true)
+	defer d.pause.written(false, was)
+	if was {
+		return
+	}
+	if err := s.queue.SetPaused(context.WithoutCancel(ctx), d.Name, true, PausedByGone); err != nil {
+		s.logger.Error("pausing a gone destination", "destination", d.Name, "error", err)
+		s.obs.StoreError(d.Name, "pause")
+		return
+	}
+	s.logger.Warn("destination answered 410 Gone: paused until an operator resumes it", "destination", d.Name)
 }
 
 // firstFailure is when the envelope's current run of attempts first
@@ -587,16 +859,23 @@ func (s *Sender) attempt(d *destination, e *Envelope, start time.Time) Result {
 // post sends e's payload, signed, and reads the answer's status and
 // headers (the body is drained, up to a bound, so the connection is
 // reused). Of a failure's body it keeps the start, as one line of text:
-// what the receiver said is what a person triaging needs.
+// what the receiver said is what a person triaging needs. Its errors name
+// the destination by d.origin only.
 func (s *Sender) post(ctx context.Context, d *destination, e *Envelope, now time.Time) (int, http.Header, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.URL, bytes.NewReader(e.Payload))
 	if err != nil {
-		return 0, nil, "", err
+		return 0, nil, "", d.scrub(&requestError{err})
 	}
 	req.Header = d.header(e, now)
+	if err := checkHeader(req.Header); err != nil {
+		return 0, nil, "", &requestError{err}
+	}
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return 0, nil, "", err
+		if refused(err) {
+			err = &requestError{err}
+		}
+		return 0, nil, "", d.scrub(err)
 	}
 	defer resp.Body.Close()
 	said := ""
@@ -607,6 +886,51 @@ func (s *Sender) post(ctx context.Context, d *destination, e *Envelope, now time
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	return resp.StatusCode, resp.Header, said, nil
+}
+
+// scrub makes err name only d's scheme://host[:port]: Go's *url.Error
+// prints the whole URL, whose user info, path and query may hold secrets.
+func (d *destination) scrub(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = d.origin
+	}
+	return err
+}
+
+// checkHeader refuses a header the transport would refuse: a name that is
+// not a token, or a value holding a control character (a delivery ID with
+// CR LF, signed into a header, say). Values are not quoted: one may hold a
+// signature.
+func checkHeader(h http.Header) error {
+	for k, vs := range h {
+		if k == "" || strings.IndexFunc(k, func(r rune) bool { return r >= 0x80 || !isTokenByte(byte(r)) }) >= 0 {
+			return fmt.Errorf("invalid header field name %q", k)
+		}
+		for _, v := range vs {
+			if strings.IndexFunc(v, func(r rune) bool { return r < 0x20 && r != '\t' || r == 0x7f }) >= 0 {
+				return fmt.Errorf("invalid header field value for %q", k)
+			}
+		}
+	}
+	return nil
+}
+
+// isTokenByte reports whether c may be in an HTTP token (RFC 9110).
+func isTokenByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// refused reports an error of the transport refusing the request itself
+// (Go gives these no type): class request, as checkHeader's.
+func refused(err error) bool {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	msg := err.Error()
+	return strings.HasPrefix(msg, "net/http: invalid header") || strings.HasPrefix(msg, "net/http: invalid trailer") ||
+		strings.HasPrefix(msg, "net/http: invalid method")
 }
 
 // maxSaid is how much of a failed answer's body an attempt keeps.
@@ -625,14 +949,19 @@ func oneLine(b []byte) string {
 }
 
 // header is the header of e's request to d at now: the destination's
-// own, the signature, the trace context and the redrive ID.
+// own, the payload's content type (unless the destination sets one), the
+// signature, the trace context and the redrive ID.
 func (d *destination) header(e *Envelope, now time.Time) http.Header {
 	h := make(http.Header, len(d.Header)+6)
 	for k, v := range d.Header {
 		h[k] = v
 	}
 	if h.Get("Content-Type") == "" {
-		h.Set("Content-Type", "application/json")
+		ct := e.ContentType
+		if ct == "" {
+			ct = "application/json"
+		}
+		h.Set("Content-Type", ct)
 	}
 	h.Set("User-Agent", "hookgate")
 	if d.Signer != nil {
@@ -655,10 +984,11 @@ func (d *destination) header(e *Envelope, now time.Time) http.Header {
 // settleLoop settles outcomes in batches: it takes what has arrived while
 // the previous batch was being written, so a busy destination costs one
 // store round trip per batch, and an idle one adds no delay.
-func (s *Sender) settleLoop(dest string, outcomes <-chan Outcome) {
+func (s *Sender) settleLoop(dest string, outcomes <-chan outcome) {
 	batch := make([]Outcome, 0, 256)
 	for o := range outcomes {
-		batch = append(batch[:0], o)
+		batch = append(batch[:0], o.Outcome)
+		deadline := o.deadline
 	drain:
 		for len(batch) < cap(batch) {
 			select {
@@ -666,19 +996,26 @@ func (s *Sender) settleLoop(dest string, outcomes <-chan Outcome) {
 				if !ok {
 					break drain
 				}
-				batch = append(batch, o)
+				batch = append(batch, o.Outcome)
+				deadline = later(deadline, o.deadline)
 			default:
 				break drain
 			}
 		}
-		s.settle(dest, batch)
+		s.settle(dest, batch, deadline)
 	}
 }
 
-// settle writes a batch, retrying a store failure until the batch's
-// leases would have expired anyway.
-func (s *Sender) settle(dest string, batch []Outcome) {
-	deadline := batch[0].LeaseUntil
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// settle writes a batch, retrying a store failure until the batch's last
+// lease would have ended anyway (deadline, by this instance's clock).
+func (s *Sender) settle(dest string, batch []Outcome, deadline time.Time) {
 	backoff := 50 * time.Millisecond
 	for {
 		skipped, err := s.queue.Settle(context.Background(), dest, batch, s.now())
@@ -691,7 +1028,7 @@ func (s *Sender) settle(dest string, batch []Outcome) {
 			}
 			return
 		}
-		if !s.now().Add(backoff).Before(deadline) {
+		if !time.Now().Add(backoff).Before(deadline) {
 			s.logger.Error("settling outcomes failed until their leases ended: they will be delivered again", "destination", dest, "outcomes", len(batch), "error", err)
 			return
 		}

@@ -499,7 +499,8 @@ func TestRetryAfterIsHonouredWithinTheCap(t *testing.T) {
 		want       time.Duration // from the attempt to the envelope's next time
 	}{
 		{"30", 30 * time.Second},
-		{"7200", time.Minute}, // asks for 2h; the cap is 1m
+		{"7200", time.Minute},                 // asks for 2h; the cap is 1m
+		{"99999999999999999999", time.Minute}, // past an int64: the cap, not at once
 	} {
 		t.Run(tt.retryAfter, func(t *testing.T) {
 			rcv := newReceiver(t, func(string, int) int { return 429 })
@@ -561,8 +562,8 @@ func TestRateHoldsAfterSlotsWereScarce(t *testing.T) {
 	cfg.Timeout = 10 * time.Second // the slow answers hold the slots their 3s
 	cfg.Lease = 20 * time.Second   // the limited destination runs all 8 workers (a quarter of a lease holds 10 attempts)
 	s, err := sender.New(q, cfg, []sender.Destination{
-		{Name: "slow", URL: slow.URL, Signer: signer(t)},
-		{Name: "limited", URL: limited.URL, Signer: signer(t), Rate: 2, Burst: 1},
+		{Name: "slow", URL: slow.URL, Signer: signer(t), Workers: 8},
+		{Name: "limited", URL: limited.URL, Signer: signer(t), Rate: 2, Burst: 1, Workers: 8},
 	}, sender.Options{})
 	if err != nil {
 		t.Fatal(err)

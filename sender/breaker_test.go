@@ -1,0 +1,121 @@
+package sender
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// memRemote is a Remote in memory that counts its calls.
+type memRemote struct {
+	mu            sync.Mutex
+	data          map[string][]byte
+	loads, merges int
+}
+
+func newMemRemote() *memRemote { return &memRemote{data: map[string][]byte{}} }
+
+func (r *memRemote) Load(_ context.Context, name string) ([]byte, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.loads++
+	return r.data[name], nil
+}
+
+func (r *memRemote) Merge(_ context.Context, name string, data []byte) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.merges++
+	if cur := r.data[name]; cur == nil || newer(data, cur, true) {
+		r.data[name] = data
+	}
+	return nil
+}
+
+func (r *memRemote) counts() (loads, merges int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.loads, r.merges
+}
+
+// TestIdleSenderWritesNoBreakerState: 20 destinations deliver an event
+// each, then have nothing to deliver for 5s, their state read at each
+// poll and by a scrape every 100ms: no breaker state is written while
+// idle, and each destination's is read at most once per refresh interval.
+func TestIdleSenderWritesNoBreakerState(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		remote := newMemRemote()
+		var dests []Destination
+		for i := range 20 {
+			dests = append(dests, Destination{Name: fmt.Sprint("d", i), URL: "http://d.test/"})
+		}
+		cfg := testConfig()
+		cfg.Poll = 0 // the default, 1s
+		rcv := newFakeReceiver(answers(10*time.Millisecond, 200))
+		s, _ := newTestSender(t, newMemQueue(), cfg, dests, rcv, Options{Breakers: remote})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { s.Run(ctx); close(done) }()
+		for _, d := range s.Destinations() {
+			enqueueN(t, s, d, d, 1)
+		}
+		time.Sleep(time.Second)
+		if rcv.total() != len(dests) {
+			t.Fatalf("%d delivered, want %d", rcv.total(), len(dests))
+		}
+		loads0, merges0 := remote.counts()
+		if merges0 == 0 {
+			t.Fatal("the deliveries' counts were not merged")
+		}
+		const idle = 5 * time.Second
+		for range idle / (100 * time.Millisecond) {
+			for _, d := range s.Destinations() {
+				s.BreakerState(d) // as the metrics' scrape does
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		cancel()
+		<-done
+		loads, merges := remote.counts()
+		if merges != merges0 {
+			t.Errorf("%d breaker states written while idle, want none", merges-merges0)
+		}
+		if most := len(dests) * int(idle/breakerRefresh+2); loads-loads0 > most {
+			t.Errorf("%d breaker states read while idle, want at most %d (one per destination per %s)", loads-loads0, most, breakerRefresh)
+		}
+	})
+}
+
+// TestBreakerOpenedElsewhereIsSeen: two instances share a Remote; the
+// failures of one open the breaker, and the other, which delivers
+// nothing, reads it open within the merge and refresh intervals.
+func TestBreakerOpenedElsewhereIsSeen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		remote := newMemRemote()
+		cfg := testConfig()
+		cfg.Attempts = 100
+		cfg.Breaker = BreakerConfig{Failures: 2, Open: time.Hour}
+		dests := func() []Destination { return []Destination{{Name: "d", URL: "http://d.test/"}} }
+		failing, _ := newTestSender(t, newMemQueue(), cfg, dests(), newFakeReceiver(answers(10*time.Millisecond, 503)), Options{Breakers: remote})
+		other, _ := newTestSender(t, newMemQueue(), cfg, dests(), newFakeReceiver(answers(0, 200)), Options{Breakers: remote})
+		run(t, failing)
+		run(t, other)
+		enqueueN(t, failing, "d", "f", 5)
+		time.Sleep(50 * time.Millisecond) // two attempts of 10ms open it
+		if st, _ := failing.BreakerState("d"); st != gobreaker.StateOpen {
+			t.Fatalf("the failing instance's breaker is %s, want open", st)
+		}
+		time.Sleep(50*time.Millisecond + breakerRefresh)
+		if st, _ := other.BreakerState("d"); st != gobreaker.StateOpen {
+			t.Errorf("the other instance reads %s, want open", st)
+		}
+	})
+}
+
+var _ http.RoundTripper = (*fakeReceiver)(nil)
