@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -69,9 +70,19 @@ func (o ops) SetPaused(ctx context.Context, name string, paused bool, by string)
 	if !o.app.hasDestination(name) {
 		return sender.DestinationStatus{}, sender.ErrUnknownDestination
 	}
+	// A subscriber's pause is kept under the subscriber's name alone,
+	// and a subscriber resumes only its own; everyone else's resume is
+	// any pause's.
+	stored := by
+	switch {
+	case strings.HasPrefix(by, sender.SubscriberPause("")):
+		stored, _, _ = strings.Cut(by, " ") // the subscriber alone
+	case !paused:
+		stored = "" // any pause
+	}
 	// The sender holds its own workers at once, writes the store, and
 	// wakes the workers on a resume.
-	if err := o.app.sender.SetPaused(ctx, name, paused, by); err != nil {
+	if err := o.app.sender.SetPaused(ctx, name, paused, stored); err != nil {
 		return sender.DestinationStatus{}, err
 	}
 	action := "destination resumed"

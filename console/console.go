@@ -684,7 +684,15 @@ func (c *Console) setPaused(w http.ResponseWriter, r *http.Request, v View, name
 	if v.Scope != "" && name != v.Scope {
 		return refuse(http.StatusNotFound, "unknown_destination", "no such destination")
 	}
-	if _, err := c.svc.SetPaused(r.Context(), name, paused, v.By); err != nil {
+	by := v.By
+	if v.Scope != "" {
+		// A subscriber's pause is its own: it resumes that one alone, never
+		// one an operator or a 410 made.
+		by = sender.SubscriberPause(v.Scope) + " " + v.By
+	}
+	if _, err := c.svc.SetPaused(r.Context(), name, paused, by); errors.Is(err, sender.ErrPausedByOther) {
+		return refuse(http.StatusForbidden, "resume_not_allowed", "this destination was paused by its operator (or by a 410 Gone answer): ask the operator to resume it")
+	} else if err != nil {
 		return err
 	}
 	http.Redirect(w, r, v.Base+"/", http.StatusSeeOther)

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -36,15 +37,24 @@ var reasonRE = regexp.MustCompile(`\b(bad_limit|bad_request|destination_orphaned
 // consoleClient speaks to a console as a script would: it keeps the CSRF
 // cookie, repeats its token in every form, and reads problem+json.
 type consoleClient struct {
-	base  string
-	http  *http.Client
-	token string
+	base       string
+	http       *http.Client
+	token      string
+	user, pass string // basic auth, when set
 }
 
-func newConsoleClient(t *testing.T, base string) *consoleClient {
+func newConsoleClient(t *testing.T, base string, userPass ...string) *consoleClient {
 	jar, _ := cookiejar.New(nil)
-	c := &consoleClient{base: base, http: &http.Client{Jar: jar, Timeout: 30 * time.Second}}
-	resp, err := c.http.Get(base + "/")
+	c := &consoleClient{base: base, http: &http.Client{Jar: jar, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	if len(userPass) == 2 {
+		c.user, c.pass = userPass[0], userPass[1]
+	}
+	req, _ := http.NewRequest(http.MethodGet, base+"/", nil)
+	if c.user != "" {
+		req.SetBasicAuth(c.user, c.pass)
+	}
+	resp, err := c.http.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,6 +77,9 @@ func (c *consoleClient) do(t *testing.T, method, path string, form url.Values) (
 		body = strings.NewReader(form.Encode())
 	}
 	req, _ := http.NewRequest(method, c.base+path, body)
+	if c.user != "" {
+		req.SetBasicAuth(c.user, c.pass)
+	}
 	if form != nil {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
@@ -171,7 +184,7 @@ func TestDoorsAgreeOnTheDeadLetterQueue(t *testing.T) {
 					o.IDs = append(o.IDs, id)
 				}
 			}
-			if m := regexp.MustCompile(`(\d+) (?:dead letters? )?match`).FindStringSubmatch(body); m != nil {
+			if m := regexp.MustCompile(`id="matched">(\d+)<`).FindStringSubmatch(body); m != nil && path == "/redrive" { // the preview
 				fmt.Sscan(m[1], &o.N)
 			}
 			return o
@@ -188,9 +201,11 @@ func TestDoorsAgreeOnTheDeadLetterQueue(t *testing.T) {
 			cli     func() outcome
 			console func() outcome
 		}{{
-			name:    "a redrive over max_redrive",
-			want:    outcome{Reason: "bad_limit"},
-			admin:   func() outcome { return admin("POST", "/hookgate/dlq/redrive", map[string]any{"destination": "a", "limit": 6}) },
+			name: "a redrive over max_redrive",
+			want: outcome{Reason: "bad_limit"},
+			admin: func() outcome {
+				return admin("POST", "/hookgate/dlq/redrive", map[string]any{"destination": "a", "limit": 6})
+			},
 			cli:     func() outcome { return command("dlq", "redrive", "--destination", "a", "--limit", "6") },
 			console: func() outcome { return page("POST", "/redrive", redriveForm("a", "6")) },
 		}, {
@@ -200,15 +215,19 @@ func TestDoorsAgreeOnTheDeadLetterQueue(t *testing.T) {
 			cli:     func() outcome { return command("dlq", "redrive", "--destination", "a") },
 			console: func() outcome { return page("POST", "/redrive", redriveForm("a", "0")) },
 		}, {
-			name:    "a redrive of an orphan",
-			want:    outcome{Reason: "destination_orphaned"},
-			admin:   func() outcome { return admin("POST", "/hookgate/dlq/redrive", map[string]any{"destination": "old", "limit": 1}) },
+			name: "a redrive of an orphan",
+			want: outcome{Reason: "destination_orphaned"},
+			admin: func() outcome {
+				return admin("POST", "/hookgate/dlq/redrive", map[string]any{"destination": "old", "limit": 1})
+			},
 			cli:     func() outcome { return command("dlq", "redrive", "--destination", "old", "--limit", "1") },
 			console: func() outcome { return page("POST", "/redrive", redriveForm("old", "1")) },
 		}, {
-			name:    "a redrive of a destination that never was",
-			want:    outcome{Reason: "bad_request"},
-			admin:   func() outcome { return admin("POST", "/hookgate/dlq/redrive", map[string]any{"destination": "nope", "limit": 1}) },
+			name: "a redrive of a destination that never was",
+			want: outcome{Reason: "bad_request"},
+			admin: func() outcome {
+				return admin("POST", "/hookgate/dlq/redrive", map[string]any{"destination": "nope", "limit": 1})
+			},
 			cli:     func() outcome { return command("dlq", "redrive", "--destination", "nope", "--limit", "1") },
 			console: func() outcome { return page("POST", "/redrive", redriveForm("nope", "1")) },
 		}, {
@@ -303,7 +322,12 @@ func TestDoorsAgreeOnEnqueue(t *testing.T) {
 		}
 		handler := func(id, body string) answer {
 			h := http.Header{"Content-Type": {"application/json"}}
-			if id != "" {
+			switch {
+			case strings.ContainsAny(id, "\r\n"):
+				// No HTTP client sends that in a header: in the body.
+				b, _ := json.Marshal(id)
+				body = `{"id":` + string(b) + `,` + strings.TrimPrefix(body, "{")
+			case id != "":
 				h.Set("Idempotency-Key", id)
 			}
 			st, hdr, got := post(t, g.URL, h, []byte(body))
@@ -411,6 +435,61 @@ func TestDoorsAgreeOnEnqueue(t *testing.T) {
 		again, againScheduled := fromCommand(), scheduled(1)
 		if want := (counts{Already: 2, Unrepairable: 1}); again != want || againScheduled != want {
 			t.Errorf("second runs: the command %+v, the schedule %+v; want both %+v", again, againScheduled, want)
+		}
+	})
+}
+
+// TestScopedConsoleResumesOnlyItsOwnPause: a console scoped to a
+// subscriber resumes a pause that subscriber made, never one its operator
+// made (or a 410), on both stores; the operator resumes any.
+func TestScopedConsoleResumesOnlyItsOwnPause(t *testing.T) {
+	backends(t, func(t *testing.T, global string) {
+		up := newUpstream(t, nil)
+		hash, err := exec.Command(binary, "hash-password", "--plaintext", "pw-a").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hookgate := fmt.Sprintf("hookgate {\n\t\t%s\n\t\tdestination a {\n\t\t\turl %s\n\t\t\tsecret %s\n\t\t}\n\t}", storeOf(global), up.URL, devSecret)
+		site := fmt.Sprintf(`handle_path /my/* {
+		basic_auth {
+			a %s
+		}
+		webhook_console {
+			destination {http.auth.user.id}
+		}
+	}`, strings.TrimSpace(string(hash)))
+		g := startGateway(t, site, gatewayOptions{Global: hookgate})
+		mine := newConsoleClient(t, g.URL+"/my", "a", "pw-a")
+		state := func() (string, string) {
+			d := destinationsOf(t, g)["a"]
+			by, _ := d["paused_by"].(string)
+			return d["state"].(string), by
+		}
+
+		if out, err := cli(t, g, "destinations", "pause", "a"); err != nil {
+			t.Fatal(err, out)
+		}
+		if st, reason, _ := mine.do(t, "POST", "/destinations/a/resume", url.Values{}); st != 403 || reason != "resume_not_allowed" {
+			t.Errorf("the subscriber's resume of the operator's pause: %d %s; want 403 resume_not_allowed", st, reason)
+		}
+		if s, by := state(); s != "paused" || strings.HasPrefix(by, "subscriber") {
+			t.Errorf("after the refused resume: %s by %q; want the operator's pause kept", s, by)
+		}
+		if out, err := cli(t, g, "destinations", "resume", "a"); err != nil {
+			t.Fatal(err, out)
+		}
+
+		if st, reason, _ := mine.do(t, "POST", "/destinations/a/pause", url.Values{}); st != 303 {
+			t.Fatalf("the subscriber's pause: %d %s", st, reason)
+		}
+		if s, by := state(); s != "paused" || by != "subscriber:a" {
+			t.Errorf("after the subscriber's pause: %s by %q; want paused by subscriber:a", s, by)
+		}
+		if st, reason, _ := mine.do(t, "POST", "/destinations/a/resume", url.Values{}); st != 303 {
+			t.Errorf("the subscriber's resume of its own pause: %d %s", st, reason)
+		}
+		if s, _ := state(); s != "active" {
+			t.Errorf("after the subscriber's resume: %s", s)
 		}
 	})
 }

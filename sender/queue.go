@@ -34,9 +34,11 @@ type Queue interface {
 	// under a redrive counts in that redrive's RedriveCounts.
 	Settle(ctx context.Context, dest string, outcomes []Outcome, now time.Time) (skipped int, err error)
 
-	// SetPaused pauses or resumes a destination; the state is kept. by
-	// names who paused it (PausedByGone for a 410, else the door an
-	// operator used); a resume ignores it.
+	// SetPaused pauses or resumes a destination; the state is kept. A
+	// pause records by, who made it (PausedByGone for a 410, a
+	// SubscriberPause, else the door an operator used). A resume with an
+	// empty by resumes any pause; with a by, only a pause that by made
+	// (ErrPausedByOther otherwise, and nothing changes).
 	SetPaused(ctx context.Context, dest string, paused bool, by string) error
 
 	// Paused reads whether dest is paused, and by whom: one small read,
@@ -165,6 +167,13 @@ type Stats struct {
 
 // PausedByGone is the pause a 410 Gone answer makes.
 const PausedByGone = "gone"
+
+// SubscriberPause is who a pause made by a subscriber (a console scoped
+// to its destination) is by: that subscriber alone may resume it.
+func SubscriberPause(scope string) string { return "subscriber:" + scope }
+
+// ErrPausedByOther means a resume of a pause that another made.
+var ErrPausedByOther = errors.New("paused by another")
 
 // ErrNotFound means the queue holds no such envelope.
 var ErrNotFound = errors.New("no such envelope")

@@ -712,12 +712,23 @@ func (s *Sender) refreshPause(ctx context.Context, d *destination) {
 
 // SetPaused pauses or resumes dest, for this instance at once (no attempt
 // starts here once it returns) and in the store, for every instance (the
-// others see it within about pauseRefresh while they hold leases). by
-// names who asked; a resume wakes the destination's workers.
+// others see it within about pauseRefresh while they hold leases). A
+// pause records by, who made it; a resume with a by resumes only a pause
+// that by made (ErrPausedByOther), one without resumes any. A resume wakes
+// the destination's workers.
 func (s *Sender) SetPaused(ctx context.Context, dest string, paused bool, by string) error {
 	d, ok := s.dests[dest]
 	if !ok {
 		return fmt.Errorf("%w %q", ErrUnknownDestination, dest)
+	}
+	if !paused && by != "" {
+		// A resume only of by's pause: the flag waits for the store's yes.
+		if err := s.queue.SetPaused(ctx, dest, false, by); err != nil {
+			return err
+		}
+		d.pause.written(false, d.pause.hold(false))
+		s.Wake(dest)
+		return nil
 	}
 	was := d.pause.hold(paused)
 	err := s.queue.SetPaused(ctx, dest, paused, by)

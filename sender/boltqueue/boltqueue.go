@@ -639,6 +639,9 @@ func (q *Queue) trim(d *dest, now time.Time) error {
 func (q *Queue) SetPaused(ctx context.Context, name string, paused bool, by string) error {
 	err := q.update(name, func(_ *bolt.Tx, d *dest) error {
 		if !paused {
+			if cur, who := d.pausedBy(); cur && by != "" && who != by {
+				return fmt.Errorf("%w: %s is paused by another than %s", sender.ErrPausedByOther, name, by)
+			}
 			return d.b.Delete(pausedKey)
 		}
 		if by == "" {

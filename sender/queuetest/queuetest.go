@@ -422,6 +422,36 @@ func Run(t *testing.T, newQueue NewQueue) {
 		}
 	})
 
+	t.Run("ASubscriberResumesOnlyItsOwnPause", func(t *testing.T) {
+		t.Parallel()
+		q := newQueue(t, retention)
+		sub := sender.SubscriberPause("d")
+		if err := q.SetPaused(t.Context(), "d", true, "admin api from 10.0.0.1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.SetPaused(t.Context(), "d", false, sub); !errors.Is(err, sender.ErrPausedByOther) {
+			t.Fatalf("the subscriber resumed the operator's pause: %v", err)
+		}
+		if paused, by, _ := q.Paused(t.Context(), "d"); !paused || by != "admin api from 10.0.0.1" {
+			t.Fatalf("after a refused resume: %v %q; want the operator's pause kept", paused, by)
+		}
+		if err := q.SetPaused(t.Context(), "d", false, ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.SetPaused(t.Context(), "d", true, sub); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.SetPaused(t.Context(), "d", false, sub); err != nil {
+			t.Fatalf("the subscriber's resume of its own pause: %v", err)
+		}
+		if paused, _, _ := q.Paused(t.Context(), "d"); paused {
+			t.Fatal("still paused after the subscriber resumed its own pause")
+		}
+		if err := q.SetPaused(t.Context(), "d", false, sub); err != nil {
+			t.Errorf("a resume of a destination that is not paused: %v", err)
+		}
+	})
+
 	t.Run("DestinationsAreIsolated", func(t *testing.T) {
 		t.Parallel()
 		q := newQueue(t, retention)

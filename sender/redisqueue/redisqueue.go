@@ -363,14 +363,33 @@ func (q *Queue) SetPaused(ctx context.Context, dest string, paused bool, by stri
 		if err = q.register(ctx, dest); err == nil {
 			err = q.rdb.Set(ctx, k.paused, by, 0).Err()
 		}
-	} else {
+	} else if by == "" {
 		err = q.rdb.Del(ctx, k.paused).Err()
+	} else {
+		var n int
+		if n, err = resumeIfScript.Run(ctx, q.rdb, []string{k.paused}, by).Int(); err == nil && n == 0 {
+			return fmt.Errorf("%w: %s is paused by another than %s", sender.ErrPausedByOther, dest, by)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("redis pause: %w", err)
 	}
 	return nil
 }
+
+// resumeIfScript resumes a destination only if by paused it.
+//
+//	KEYS  paused
+//	ARGV  by
+//	returns 1 when it is resumed (or was not paused), 0 when another paused it
+var resumeIfScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if cur and cur ~= ARGV[1] then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+return 1
+`)
 
 // Paused implements sender.Queue.
 func (q *Queue) Paused(ctx context.Context, dest string) (bool, string, error) {
