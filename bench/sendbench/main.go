@@ -106,7 +106,7 @@ func run(args []string) {
 	q := redisqueue.New(rdb, fmt.Sprintf("bench%d", time.Now().UnixNano()), 168*time.Hour)
 	signer, _ := verify.New("standard", []string{"whsec_aG9va2dhdGUtZGV2LXNlY3JldC1uZXZlci11c2UtaW4tcHJvZA=="}, verify.Options{})
 	s, err := sender.New(q, sender.Config{Workers: *c, Batch: *c, Poll: 10 * time.Millisecond},
-		[]sender.Destination{{Name: "bench", URL: *rcv + "/hooks", Signer: signer}}, sender.Options{})
+		[]sender.Destination{{Name: "bench", URL: *rcv + "/hooks", Signer: signer, Workers: *c}}, sender.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
