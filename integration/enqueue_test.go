@@ -8,7 +8,6 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -37,26 +36,7 @@ func problemDetail(t *testing.T, status int, h http.Header, body []byte) (reason
 // request sends method to url with headers and body.
 func request(t *testing.T, method, url string, h http.Header, body string) (int, http.Header, []byte) {
 	t.Helper()
-	if method == http.MethodPost {
-		return post(t, url, h, []byte(body))
-	}
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range h {
-		req.Header[k] = v
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header, b
+	return send(t, method, url, h, []byte(body))
 }
 
 // waitCount waits until up has received n requests, then a little more

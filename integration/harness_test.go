@@ -251,7 +251,14 @@ func (u *upstream) received() []recorded {
 // post sends body with headers to url and returns the status, headers and body.
 func post(t testing.TB, url string, h http.Header, body []byte) (int, http.Header, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, url, bytes.NewReader(body))
+	return send(t, http.MethodPost, url, h, body)
+}
+
+// send sends a request of method with headers and body to url, and
+// returns the status, headers and body.
+func send(t testing.TB, method, url string, h http.Header, body []byte) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, url, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,11 +95,7 @@ func MarshalEnvelope(e *Envelope) []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(len(e.Log)))
 	for _, a := range e.Log {
-		b = binary.AppendVarint(b, unixMs(a.At))
-		b = binary.AppendUvarint(b, uint64(a.Status))
-		b = wire.AppendString(b, a.Error)
-		b = binary.AppendUvarint(b, uint64(a.Latency.Microseconds()))
-		b = wire.AppendString(b, a.RedriveID)
+		b = AppendAttempt(b, a)
 	}
 	return append(b, e.Payload...)
 }
@@ -128,13 +124,7 @@ func UnmarshalEnvelope(b []byte) (*Envelope, error) {
 		return nil, errBadEnvelope
 	}
 	for range n {
-		var a Attempt
-		a.At = fromUnixMs(d.Varint())
-		a.Status = int(d.Uvarint())
-		a.Error = d.LenString()
-		a.Latency = time.Duration(d.Uvarint()) * time.Microsecond
-		a.RedriveID = d.LenString()
-		e.Log = append(e.Log, a)
+		e.Log = append(e.Log, readAttempt(&d))
 	}
 	if d.Err {
 		return nil, errBadEnvelope

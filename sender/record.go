@@ -180,16 +180,22 @@ func UnmarshalLog(b []byte) ([]Attempt, error) {
 	var log []Attempt
 	d := wire.Decoder{Buf: b}
 	for len(d.Buf) > 0 {
-		var a Attempt
-		a.At = fromUnixMs(d.Varint())
-		a.Status = int(d.Uvarint())
-		a.Error = d.LenString()
-		a.Latency = time.Duration(d.Uvarint()) * time.Microsecond
-		a.RedriveID = d.LenString()
+		a := readAttempt(&d)
 		if d.Err {
 			return nil, errBadLog
 		}
 		log = append(log, a)
 	}
 	return log, nil
+}
+
+// readAttempt reads what AppendAttempt wrote.
+func readAttempt(d *wire.Decoder) Attempt {
+	var a Attempt
+	a.At = fromUnixMs(d.Varint())
+	a.Status = int(d.Uvarint())
+	a.Error = d.LenString()
+	a.Latency = time.Duration(d.Uvarint()) * time.Microsecond
+	a.RedriveID = d.LenString()
+	return a
 }
