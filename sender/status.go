@@ -97,9 +97,8 @@ var ErrConfigured = errors.New("destination is configured")
 // Orphans lists the destinations the store holds envelopes of (queued,
 // leased or dead) that are not configured, in byte order, with their
 // depth and state "orphaned" (they have no breaker). Nothing of theirs is
-// delivered, and nothing trimmed but dead letters past the retention,
-// until an operator moves them to a configured destination or purges
-// them.
+// delivered, and nothing trimmed (an orphan settles nothing), until an
+// operator moves them to a configured destination or purges them.
 func (s *Sender) Orphans(ctx context.Context) ([]DestinationStatus, error) {
 	names, err := Orphans(ctx, s.queue, s.order)
 	if err != nil {
