@@ -33,6 +33,7 @@ import (
 //	donet    delivered at|id -> nil
 //	redrives redrive id -> moved, delivered, dead again, superseded (8
 //	         bytes each) | first moved at (8)
+//	redrivet first moved at|redrive id -> nil (trims redrives)
 //	counts   (a key) queued, leased, dead (8 bytes each), kept with the
 //	         indexes, so that Stats walks nothing
 //	paused   (a key) who paused it, present while the destination is paused
@@ -52,9 +53,10 @@ var (
 	doneB      = []byte("done")
 	donetB     = []byte("donet")
 	rdCountsB  = []byte("redrives")
+	rdTimesB   = []byte("redrivet")
 	countsKey  = []byte("counts")
 	pausedKey  = []byte("paused")
-	subBuckets = [][]byte{envB, metaB, logB, dueB, leasedB, deadB, doneB, donetB, rdCountsB}
+	subBuckets = [][]byte{envB, metaB, logB, dueB, leasedB, deadB, doneB, donetB, rdCountsB, rdTimesB}
 
 	errBadEntry = errors.New("malformed stored envelope entry")
 )
@@ -105,6 +107,7 @@ type dest struct {
 	env, meta, log         *bolt.Bucket
 	due, leased, dead      *bolt.Bucket
 	done, donet, rdCounts  *bolt.Bucket
+	rdTimes                *bolt.Bucket
 	corrupt                *bolt.Bucket
 	queued, leasedN, deadN int64 // the counts, as read
 	countsChanged          bool
@@ -159,7 +162,7 @@ func destOf(tx *bolt.Tx, name string) (*dest, error) {
 			return nil, err
 		}
 	}
-	if tx.Writable() && b.Bucket(rdCountsB) == nil {
+	if tx.Writable() && b.Bucket(rdTimesB) == nil {
 		for _, n := range subBuckets {
 			if _, err := b.CreateBucketIfNotExists(n); err != nil {
 				return nil, err
@@ -168,8 +171,8 @@ func destOf(tx *bolt.Tx, name string) (*dest, error) {
 	}
 	d := &dest{name: name, b: b, env: b.Bucket(envB), meta: b.Bucket(metaB), log: b.Bucket(logB),
 		due: b.Bucket(dueB), leased: b.Bucket(leasedB), dead: b.Bucket(deadB), done: b.Bucket(doneB),
-		donet: b.Bucket(donetB), rdCounts: b.Bucket(rdCountsB), corrupt: tx.Bucket(corruptB)}
-	if d.meta == nil || d.rdCounts == nil {
+		donet: b.Bucket(donetB), rdCounts: b.Bucket(rdCountsB), rdTimes: b.Bucket(rdTimesB), corrupt: tx.Bucket(corruptB)}
+	if d.meta == nil || d.rdTimes == nil {
 		// Read-only, on a store that upgrade has not reached (New runs it
 		// first, so only a read racing New): read nothing of it.
 		return nil, nil
@@ -618,17 +621,16 @@ func (q *Queue) trim(d *dest, now time.Time) error {
 			return err
 		}
 	}
-	var oldRedrives [][]byte
-	c = d.rdCounts.Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		if len(v) == 40 && int64(binary.BigEndian.Uint64(v[8*rdAt:])) <= cutoff {
-			if oldRedrives = append(oldRedrives, append([]byte(nil), k...)); len(oldRedrives) == trimBatch {
-				break
-			}
-		}
+	old = old[:0]
+	c = d.rdTimes.Cursor()
+	for k, _ := c.First(); k != nil && len(old) < trimBatch && scoreOf(k) <= cutoff; k, _ = c.Next() {
+		old = append(old, append([]byte(nil), k...))
 	}
-	for _, k := range oldRedrives {
-		if err := d.rdCounts.Delete(k); err != nil {
+	for _, k := range old {
+		if err := d.rdTimes.Delete(k); err != nil {
+			return err
+		}
+		if err := d.rdCounts.Delete(k[8:]); err != nil {
 			return err
 		}
 	}
@@ -845,6 +847,9 @@ func (q *Queue) Redrive(ctx context.Context, name string, ids []string, redriveI
 				return err
 			}
 			if v := d.rdCounts.Get([]byte(redriveID)); int64(binary.BigEndian.Uint64(v[8*rdAt:])) == 0 {
+				if err := d.rdTimes.Put(indexKey(ms(now), redriveID), nil); err != nil {
+					return err
+				}
 				return d.redriveCount(redriveID, rdAt, ms(now))
 			}
 		}

@@ -594,6 +594,20 @@ func Run(t *testing.T, newQueue NewQueue) {
 		if c, _ := q.RedriveCounts(t.Context(), "d", "rd_unknown"); c != (sender.RedriveCounts{}) {
 			t.Errorf("an unknown redrive = %+v, want zeros", c)
 		}
+		// Counts are kept for the retention, then trimmed by a settlement.
+		late := at.Add(retention + 2*time.Minute)
+		mustEnqueue(t, q, env("d", "late", late), queued)
+		l = mustLease(t, q, "d", 10, late)
+		var os []sender.Outcome
+		for _, x := range l {
+			os = append(os, sender.Outcome{Kind: sender.Release, ID: x.ID, LeaseUntil: x.LeaseUntil})
+		}
+		mustSettle(t, q, "d", os, late, 0)
+		for _, rd := range []string{"rd_1", "rd_2"} {
+			if c, _ := q.RedriveCounts(t.Context(), "d", rd); c != (sender.RedriveCounts{}) {
+				t.Errorf("%s past the retention = %+v, want trimmed", rd, c)
+			}
+		}
 	})
 
 	t.Run("OrphansAreListedMovedAndDropped", func(t *testing.T) {
