@@ -37,8 +37,9 @@ redrive moves a bounded batch back to the queue under a new redrive ID
 (--limit is required; --dry-run only counts) and prints the ID, then
 "hookgate dlq redrive --status <id>" shows its progress; purge deletes.
 Filters: --destination, --class (network, timeout, http_5xx, http_4xx,
-http_3xx, gone), --since and --until (RFC 3339), --id (repeatable).
---format json prints the admin API's JSON. Exit code 0, or 1 on error.
+http_3xx, gone, request), --since and --until (RFC 3339), --id (repeatable).
+--format json prints the admin API's JSON (show and --status always do).
+Exit code 0, or 1 on error.
 Documentation: README.md, "Dead letters", at github.com/hookgate/hookgate.`,
 		CobraFunc: func(cmd *cobra.Command) {
 			addAdminFlags(cmd)
