@@ -354,6 +354,29 @@ func (s *DLQ) Get(ctx context.Context, dest, id string) (*Envelope, State, error
 	return nil, "", ErrNotFound
 }
 
+// orphansMatch is ErrOrphaned, naming them, when f matches dead letters
+// of orphaned destinations.
+func (s *DLQ) orphansMatch(ctx context.Context, f Filter) error {
+	orphans, err := Orphans(ctx, s.queue, s.dests)
+	if err != nil {
+		return err
+	}
+	var hit []string
+	for _, o := range orphans {
+		found := false
+		if err := s.each(ctx, []string{o}, f, func(*Meta) bool { found = true; return false }); err != nil {
+			return err
+		}
+		if found {
+			hit = append(hit, o)
+		}
+	}
+	if len(hit) > 0 {
+		return fmt.Errorf("%w: the filter matches dead letters of %s, which the config no longer names: move them to a configured destination first (hookgate destinations move), or name a configured destination", ErrOrphaned, strings.Join(hit, ", "))
+	}
+	return nil
+}
+
 // redriveBatch is how many letters one store call moves.
 const redriveBatch = 200
 
@@ -374,6 +397,13 @@ func (s *DLQ) Redrive(ctx context.Context, f Filter, limit int, by string, dryRu
 	dests, err := s.check(ctx, f, true)
 	if err != nil {
 		return nil, err
+	}
+	if f.Destination == "" {
+		// A filter that matches an orphan's letters would leave them out
+		// without a word: it is refused, and names them.
+		if err := s.orphansMatch(ctx, f); err != nil {
+			return nil, err
+		}
 	}
 	r := &Redrive{Filter: f, Limit: limit, By: by, At: s.now()}
 	var picked []Letter

@@ -359,3 +359,34 @@ func TestProgressReadsCountsNotLetters(t *testing.T) {
 			leased[0].ID, leased[1].ID, outcomes[leased[0].ID], outcomes[leased[1].ID])
 	}
 }
+
+// TestRedriveOfAnOrphansLettersIsRefused: a redrive whose filter matches
+// dead letters of a destination no longer configured is refused, naming
+// it, whether the filter names it, matches it by class or by ID; one that
+// matches only configured destinations' letters goes ahead.
+func TestRedriveOfAnOrphansLettersIsRefused(t *testing.T) {
+	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	q := deadAt(t, 3, base) // on "d"
+	e := &sender.Envelope{ID: "live-1", Destination: "live", CreatedAt: base, NextAt: base, Payload: []byte(`{}`)}
+	if _, err := q.Enqueue(t.Context(), e); err != nil {
+		t.Fatal(err)
+	}
+	l, err := q.Lease(t.Context(), "live", 1, base, time.Hour)
+	if err != nil || len(l) != 1 {
+		t.Fatal(l, err)
+	}
+	dead := *l[0].Envelope
+	dead.Attempts, dead.Class, dead.DeadAt = 1, sender.ClassHTTP5xx, base
+	if _, err := q.Settle(t.Context(), "live", []sender.Outcome{{Kind: sender.Dead, ID: "live-1", LeaseUntil: l[0].LeaseUntil, Envelope: &dead}}, base); err != nil {
+		t.Fatal(err)
+	}
+	dlq := sender.NewDLQ(q, []string{"live"}, 0, nil) // "d" is an orphan now
+	for _, f := range []sender.Filter{{Destination: "d"}, {Class: "http_4xx"}, {IDs: []string{"d-0001"}}, {}} {
+		if r, err := dlq.Redrive(t.Context(), f, 5, "test", true); !errors.Is(err, sender.ErrOrphaned) || !strings.Contains(err.Error(), "d") {
+			t.Errorf("redrive of %+v: %+v, %v; want ErrOrphaned naming d", f, r, err)
+		}
+	}
+	if r, err := dlq.Redrive(t.Context(), sender.Filter{Class: "http_5xx"}, 5, "test", false); err != nil || r.Moved != 1 {
+		t.Errorf("redrive of the configured destination's class: %+v, %v", r, err)
+	}
+}

@@ -84,7 +84,8 @@ type Queue interface {
 
 	// Move moves every queued, leased and dead envelope of from to to:
 	// IDs, records, attempt logs and redrive IDs kept, queued ones due at
-	// now. An ID that to already holds with the same payload counts as
+	// now; and the IDs delivered within the retention, so that an enqueue
+	// under the new name stays idempotent. An ID that to already holds with the same payload counts as
 	// moved (a move that was cut short, done again); with another
 	// payload it stays in from and counts as kept.
 	Move(ctx context.Context, from, to string, now time.Time) (moved, kept int, err error)

@@ -927,7 +927,7 @@ func (q *Queue) Destinations(ctx context.Context) ([]string, error) {
 const moveBatch = 500
 
 // Move implements sender.Queue: in transactions of a bounded size, each
-// atomic.
+// atomic; then the delivered IDs.
 func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved, kept int, err error) {
 	if from == to {
 		return 0, 0, fmt.Errorf("bolt move: %q to itself", from)
@@ -996,6 +996,54 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 			return moved, len(skip), fmt.Errorf("bolt move: %w", err)
 		}
 		moved += n
+		if n == 0 {
+			break
+		}
+	}
+	// The IDs delivered within the retention go too, so that the enqueue
+	// stays idempotent under the new name.
+	for {
+		n := 0
+		err := q.write(func(tx *bolt.Tx) error {
+			n = 0
+			src, err := destOf(tx, from)
+			if err != nil {
+				return err
+			}
+			dst, err := destOf(tx, to)
+			if err != nil {
+				return err
+			}
+			var ids, vals [][]byte
+			c := src.done.Cursor()
+			for k, v := c.First(); k != nil && len(ids) < moveBatch; k, v = c.Next() {
+				ids, vals = append(ids, append([]byte(nil), k...)), append(vals, append([]byte(nil), v...))
+			}
+			for i, id := range ids {
+				v := vals[i]
+				if len(v) == 16 && dst.done.Get(id) == nil && dst.env.Get(id) == nil {
+					if err := dst.done.Put(id, v); err != nil {
+						return err
+					}
+					if err := dst.donet.Put(indexKey(int64(binary.BigEndian.Uint64(v[8:])), string(id)), nil); err != nil {
+						return err
+					}
+				}
+				if len(v) == 16 {
+					if err := src.donet.Delete(indexKey(int64(binary.BigEndian.Uint64(v[8:])), string(id))); err != nil {
+						return err
+					}
+				}
+				if err := src.done.Delete(id); err != nil {
+					return err
+				}
+				n++
+			}
+			return nil
+		})
+		if err != nil {
+			return moved, len(skip), fmt.Errorf("bolt move: delivered IDs: %w", err)
+		}
 		if n == 0 {
 			return moved, len(skip), nil
 		}

@@ -614,6 +614,9 @@ func Run(t *testing.T, newQueue NewQueue) {
 		t.Parallel()
 		q := newQueue(t, retention)
 		deadLetters(t, q, "old", 2) // l-000, l-001 dead
+		mustEnqueue(t, q, env("old", "sent", t0), queued)
+		sent := mustLease(t, q, "old", 1, t0)
+		mustSettle(t, q, "old", []sender.Outcome{{Kind: sender.Delivered, ID: "sent", LeaseUntil: sent[0].LeaseUntil}}, t0, 0)
 		mustEnqueue(t, q, env("old", "q1", t0), queued)
 		mustEnqueue(t, q, env("old", "q2", t0), queued)
 		mustEnqueue(t, q, env("old", "q3", t0), queued)
@@ -651,6 +654,12 @@ func Run(t *testing.T, newQueue NewQueue) {
 		if moved, kept, err := q.Move(t.Context(), "old", "new", t0.Add(time.Minute)); err != nil || moved != 0 || kept != 1 {
 			t.Errorf("a second Move = %d, %d, %v; want 0 moved, 1 kept", moved, kept, err)
 		}
+		// What was delivered under the old name is remembered under the
+		// new one: the enqueue stays idempotent.
+		mustEnqueue(t, q, env("new", "sent", t0.Add(time.Minute)), sender.EnqueueResult{State: sender.StateDelivered, Duplicate: true})
+		other := env("new", "sent", t0.Add(time.Minute))
+		other.Payload = []byte("another")
+		mustEnqueue(t, q, other, sender.EnqueueResult{State: sender.StateDelivered, Duplicate: true, Mismatch: true})
 		n, err := q.Drop(t.Context(), "old")
 		if err != nil || n != 1 {
 			t.Errorf("Drop = %d, %v; want 1 (q3)", n, err)

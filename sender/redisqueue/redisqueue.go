@@ -930,7 +930,74 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 			}
 		}
 	}
+	// The IDs delivered within the retention go too, so that the enqueue
+	// stays idempotent under the new name.
+	if err := q.moveDone(ctx, src, dst); err != nil {
+		return moved, kept, fmt.Errorf("redis move: delivered IDs: %w", err)
+	}
 	return moved, kept, nil
+}
+
+// moveDoneScript takes delivered IDs moved from another destination,
+// unless it holds the ID already (queued, leased, dead or delivered).
+//
+//	KEYS  meta, done, donet
+//	ARGV  per ID: id, fingerprint, delivered at ms
+var moveDoneScript = redis.NewScript(`
+for i = 1, #ARGV, 3 do
+  local id = ARGV[i]
+  if redis.call('HEXISTS', KEYS[1], id) == 0 and redis.call('HEXISTS', KEYS[2], id) == 0 then
+    redis.call('HSET', KEYS[2], id, ARGV[i+1])
+    redis.call('ZADD', KEYS[3], ARGV[i+2], id)
+  end
+end
+return 0
+`)
+
+// moveDoneOutScript forgets delivered IDs moved to another destination.
+//
+//	KEYS  done, donet
+//	ARGV  ids
+var moveDoneOutScript = redis.NewScript(`
+for _, id in ipairs(ARGV) do
+  redis.call('HDEL', KEYS[1], id)
+  redis.call('ZREM', KEYS[2], id)
+end
+return 0
+`)
+
+// moveDone moves from's delivered IDs to to, a page at a time: written
+// into to first, then forgotten in from.
+func (q *Queue) moveDone(ctx context.Context, src, dst keys) error {
+	for {
+		page, err := q.rdb.ZRangeWithScores(ctx, src.donet, 0, movePage-1).Result()
+		if err != nil || len(page) == 0 {
+			return err
+		}
+		ids := make([]string, len(page))
+		for i, z := range page {
+			ids[i] = z.Member.(string)
+		}
+		fps, err := q.rdb.HMGet(ctx, src.done, ids...).Result()
+		if err != nil {
+			return err
+		}
+		var in, out []any
+		for i, id := range ids {
+			if fp, ok := str(fps[i]); ok {
+				in = append(in, id, fp, int64(page[i].Score))
+			}
+			out = append(out, id)
+		}
+		if len(in) > 0 {
+			if err := moveDoneScript.Run(ctx, q.rdb, []string{dst.meta, dst.done, dst.donet}, in...).Err(); err != nil {
+				return err
+			}
+		}
+		if err := moveDoneOutScript.Run(ctx, q.rdb, []string{src.done, src.donet}, out...).Err(); err != nil {
+			return err
+		}
+	}
 }
 
 // Drop implements sender.Queue.
