@@ -1,0 +1,168 @@
+package boltqueue_test
+
+import (
+	"encoding/binary"
+	"path/filepath"
+
+	bolt "go.etcd.io/bbolt"
+
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/sender"
+	"github.com/hookgate/hookgate/sender/boltqueue"
+	"github.com/hookgate/hookgate/sender/queuetest"
+)
+
+func TestReview(t *testing.T) {
+	queuetest.RunReview(t, func(t *testing.T, retention time.Duration) sender.Queue {
+		_, q := openQueue(t, retention)
+		return q
+	})
+}
+
+// TestReviewCorruptLegacyDeadLetterLeavesTheDeadCountWrong: upgrade sets
+// aside a legacy entry that does not decode by deleting its env value but
+// not its index key; the dead count is recomputed from the index (KeyN),
+// so it counts the letter. No Purge can reach it (no env), and trim drops
+// the index key without decrementing: Stats.Dead (the depth gauge, the
+// orphan listing) stays one too high for ever.
+func TestReviewCorruptLegacyDeadLetterLeavesTheDeadCountWrong(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	t0 := time.UnixMilli(1_800_000_000_000)
+	key := func(at time.Time, id string) []byte {
+		return append(binary.BigEndian.AppendUint64(nil, uint64(at.UnixMilli())), id...)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		root, _ := tx.CreateBucket([]byte("sender"))
+		d, _ := root.CreateBucket([]byte("d"))
+		for _, n := range []string{"env", "due", "leased", "dead", "done", "donet"} {
+			d.CreateBucket([]byte(n))
+		}
+		d.Bucket([]byte("env")).Put([]byte("bad"), []byte("x junk that does not decode"))
+		return d.Bucket([]byte("dead")).Put(key(t0, "bad"), nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := boltqueue.New(db, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _, _ := q.Dead(t.Context(), "d", "", 10)
+	st, _ := q.Stats(t.Context(), "d", t0)
+	if st.Dead != len(page) {
+		t.Errorf("after the upgrade: Stats.Dead = %d, but Dead lists %d", st.Dead, len(page))
+	}
+	// Past the retention, a settle trims the dead index.
+	later := t0.Add(2 * time.Hour)
+	if _, err := q.Enqueue(t.Context(), &sender.Envelope{ID: "x", Destination: "d", CreatedAt: later, NextAt: later, Payload: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := q.Lease(t.Context(), "d", 1, later, time.Minute)
+	if _, err := q.Settle(t.Context(), "d", []sender.Outcome{{Kind: sender.Delivered, ID: "x", LeaseUntil: l[0].LeaseUntil}}, later); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := q.Stats(t.Context(), "d", later); st.Dead != 0 {
+		t.Errorf("after the trim: Stats.Dead = %d, want 0 (the count drifted from the index for good)", st.Dead)
+	}
+}
+
+// TestReviewCorruptDeadLetterBreaksTheDLQ: one dead letter whose record
+// does not decode fails Dead for the destination (and so every unscoped
+// DLQ scan) and fails Move of the whole orphan: only Lease sets aside.
+func TestReviewCorruptDeadLetterBreaksTheDLQ(t *testing.T) {
+	db, q := openQueue(t, time.Hour)
+	t0 := time.UnixMilli(1_800_000_000_000)
+	ctx := t.Context()
+	for _, id := range []string{"a", "b"} {
+		if _, err := q.Enqueue(ctx, &sender.Envelope{ID: id, Destination: "d", CreatedAt: t0, NextAt: t0, Payload: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, _ := q.Lease(ctx, "d", 2, t0, time.Minute)
+	var os []sender.Outcome
+	for _, x := range l {
+		e := *x.Envelope
+		e.DeadAt = t0
+		os = append(os, sender.Outcome{Kind: sender.Dead, ID: e.ID, LeaseUntil: x.LeaseUntil, Envelope: &e})
+	}
+	if _, err := q.Settle(ctx, "d", os, t0); err != nil {
+		t.Fatal(err)
+	}
+	err := db.Update(func(tx *bolt.Tx) error { // as TestCorruptEntryIsSetAside damages it
+		meta := tx.Bucket([]byte("sender")).Bucket([]byte("d")).Bucket([]byte("meta"))
+		v := append([]byte(nil), meta.Get([]byte("a"))...)
+		v[0] = 0xff
+		return meta.Put([]byte("a"), v)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlq := sender.NewDLQ(q, []string{"d", "e"}, 0, func() time.Time { return t0 })
+	if _, total, _, err := dlq.Summary(ctx, sender.Filter{}, 0); err != nil {
+		t.Errorf("Summary: %v (want b counted, a set aside)", err)
+	} else if total != 1 {
+		t.Errorf("Summary total = %d", total)
+	}
+	if _, _, err := q.Move(ctx, "d", "e", t0); err != nil {
+		t.Errorf("Move: %v (want b moved, a set aside)", err)
+	}
+}
+
+// TestReviewRedriveCountsRecreatedAfterTheirTrimLeak: since fcbe3ed the
+// counts are trimmed through redrivet, written only by Redrive. A letter
+// of a redrive still pending when its counts are trimmed (a long retry
+// schedule), or a moved letter counted in to, writes counts (redriveCount)
+// with no redrivet entry: they are never trimmed.
+func TestReviewRedriveCountsRecreatedAfterTheirTrimLeak(t *testing.T) {
+	db, q := openQueue(t, time.Hour)
+	t0 := time.UnixMilli(1_800_000_000_000)
+	ctx := t.Context()
+	enqueue := func(id string, at time.Time) {
+		t.Helper()
+		if _, err := q.Enqueue(ctx, &sender.Envelope{ID: id, Destination: "d", CreatedAt: t0, NextAt: at, Payload: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deliver := func(want string, at time.Time) {
+		t.Helper()
+		l, _ := q.Lease(ctx, "d", 1, at, time.Minute)
+		if len(l) != 1 || l[0].ID != want {
+			t.Fatalf("leased %v at %v, want %s", l, at, want)
+		}
+		if _, err := q.Settle(ctx, "d", []sender.Outcome{{Kind: sender.Delivered, ID: want, LeaseUntil: l[0].LeaseUntil}}, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enqueue("x", t0)
+	enqueue("tick1", t0.Add(150*time.Minute))
+	enqueue("tick2", t0.Add(48*time.Hour))
+	l, _ := q.Lease(ctx, "d", 1, t0, time.Minute)
+	e := *l[0].Envelope
+	e.DeadAt = t0
+	q.Settle(ctx, "d", []sender.Outcome{{Kind: sender.Dead, ID: "x", LeaseUntil: l[0].LeaseUntil, Envelope: &e}}, t0)
+	q.Redrive(ctx, "d", []string{"x"}, "rd_1", t0)
+	l, _ = q.Lease(ctx, "d", 1, t0, time.Minute)
+	e = *l[0].Envelope
+	e.NextAt = t0.Add(3 * time.Hour)
+	q.Settle(ctx, "d", []sender.Outcome{{Kind: sender.Retry, ID: "x", LeaseUntil: l[0].LeaseUntil, Envelope: &e}}, t0)
+	deliver("tick1", t0.Add(150*time.Minute)) // trims rd_1's counts
+	deliver("x", t0.Add(3*time.Hour))         // rd_1's counts written again, no redrivet entry
+	deliver("tick2", t0.Add(48*time.Hour))
+	var left []string
+	db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("sender")).Bucket([]byte("d")).Bucket([]byte("redrives")).ForEach(func(k, _ []byte) error {
+			left = append(left, string(k))
+			return nil
+		})
+	})
+	if len(left) != 0 {
+		t.Errorf("redrive counts left for ever (no redrivet entry to trim them): %v", left)
+	}
+}
