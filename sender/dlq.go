@@ -68,7 +68,8 @@ type Redrive struct {
 type Letter struct {
 	Destination string `json:"destination"`
 	ID          string `json:"id"`
-	// Outcome is delivered, dead_again, superseded or pending.
+	// Outcome is delivered, dead_again, superseded, pending, or gone
+	// (purged, moved to another destination, or past the retention).
 	Outcome   string `json:"outcome,omitempty"`
 	LastError string `json:"last_error,omitempty"`
 }
@@ -253,6 +254,9 @@ func (s *DLQ) Summary(ctx context.Context, f Filter, upTo int) (groups []Group, 
 			return false
 		}
 		k := [2]string{e.Destination, e.Class.String()}
+		if e.Broken {
+			k[1] = "broken"
+		}
 		i, ok := index[k]
 		if !ok {
 			i = len(groups)
@@ -408,6 +412,9 @@ func (s *DLQ) Redrive(ctx context.Context, f Filter, limit int, by string, dryRu
 	r := &Redrive{Filter: f, Limit: limit, By: by, At: s.now()}
 	var picked []Letter
 	err = s.each(ctx, dests, f, func(e *Meta) bool {
+		if e.Broken {
+			return true // never sent: found and purged as such
+		}
 		r.Matched++
 		if len(picked) < limit {
 			picked = append(picked, Letter{Destination: e.Destination, ID: e.ID})
@@ -521,6 +528,8 @@ func (s *DLQ) Progress(ctx context.Context, id, scope string) (*Redrive, error) 
 		m := found[[2]string{l.Destination, l.ID}]
 		switch {
 		case m == nil:
+			l.Outcome = "gone" // purged, moved away, or trimmed
+		case m.State == StateDelivered:
 			l.Outcome = "delivered"
 		case m.RedriveID != id:
 			l.Outcome = "superseded"

@@ -51,11 +51,14 @@ type Queue interface {
 
 	// Dead lists the records of dest's dead letters in dead-at order,
 	// from after the cursor (empty: the first), at most limit; next is ""
-	// at the end. It reads no payload.
+	// at the end. It reads no payload. A record that does not decode is
+	// listed as a BrokenMeta, never an error.
 	Dead(ctx context.Context, dest string, cursor string, limit int) (letters []*Meta, next string, err error)
 
 	// Metas reads the records of ids, with their states, in the order
-	// given; an ID it does not hold is left out. It reads no payload.
+	// given: a record that does not decode as a BrokenMeta, an ID
+	// delivered within the retention as its ID with StateDelivered; an ID
+	// it holds nothing of is left out. It reads no payload.
 	Metas(ctx context.Context, dest string, ids []string) ([]*Meta, error)
 
 	// Get reads an envelope in any state but delivered, with its state;
@@ -84,10 +87,13 @@ type Queue interface {
 
 	// Move moves every queued, leased and dead envelope of from to to:
 	// IDs, records, attempt logs and redrive IDs kept, queued ones due at
-	// now; and the IDs delivered within the retention, so that an enqueue
-	// under the new name stays idempotent. An ID that to already holds with the same payload counts as
-	// moved (a move that was cut short, done again); with another
-	// payload it stays in from and counts as kept.
+	// now; then the IDs delivered within the retention, so that an enqueue
+	// under the new name stays idempotent, and from's redrive counts. An
+	// ID that to already holds (queued, leased, dead or delivered) with
+	// the same payload counts as moved (a move that was cut short, done
+	// again); with another payload it stays in from and counts as kept,
+	// as do an envelope whose lease is live (its holder settles it) and
+	// one whose record does not decode.
 	Move(ctx context.Context, from, to string, now time.Time) (moved, kept int, err error)
 
 	// Drop deletes everything the store holds of dest: its envelopes in

@@ -47,7 +47,19 @@ type Meta struct {
 	Size        int
 	Fingerprint [8]byte
 	// State is the envelope's state when read (not in the encoded record).
+	// Metas answers an ID delivered within the retention as StateDelivered,
+	// with its ID alone.
 	State State
+	// Broken is set for a record that does not decode (a damaged entry,
+	// or one written by a newer version): it is listed, with the reason
+	// in LastError, so that it can be found and purged; it is never sent.
+	Broken bool
+}
+
+// BrokenMeta is the record listed for an envelope whose stored record
+// does not decode.
+func BrokenMeta(dest, id string, err error) *Meta {
+	return &Meta{ID: id, Destination: dest, Broken: true, LastError: "the stored record does not decode: " + err.Error()}
 }
 
 // MetaOf is e's record.

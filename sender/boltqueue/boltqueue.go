@@ -182,10 +182,22 @@ func destOf(tx *bolt.Tx, name string) (*dest, error) {
 		d.leasedN = int64(binary.BigEndian.Uint64(v[8:]))
 		d.deadN = int64(binary.BigEndian.Uint64(v[16:]))
 	} else {
-		d.queued, d.leasedN, d.deadN = int64(d.due.Stats().KeyN), int64(d.leased.Stats().KeyN), int64(d.dead.Stats().KeyN)
+		d.queued, d.leasedN, d.deadN = countKeys(d.due), countKeys(d.leased), countKeys(d.dead)
 		d.countsChanged = tx.Writable()
 	}
 	return d, nil
+}
+
+// countKeys walks b and counts its keys (bbolt's Bucket.Stats reads the
+// committed pages only, not what this transaction changed): for the
+// counts of a destination written before they were kept.
+func countKeys(b *bolt.Bucket) int64 {
+	var n int64
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		n++
+	}
+	return n
 }
 
 // entry is an env value.
@@ -516,7 +528,7 @@ func (q *Queue) Settle(ctx context.Context, name string, outcomes []sender.Outco
 				if err := d.remove(o.ID, cur); err != nil {
 					return err
 				}
-				if err := d.redriveCount(m.RedriveID, rdDelivered, 1); err != nil {
+				if err := d.redriveCount(m.RedriveID, rdDelivered, 1, ms(now)); err != nil {
 					return err
 				}
 				v := append(m.Fingerprint[:], binary.BigEndian.AppendUint64(nil, uint64(ms(now)))...)
@@ -530,7 +542,7 @@ func (q *Queue) Settle(ctx context.Context, name string, outcomes []sender.Outco
 				err = d.rewrite(o.Envelope, m, cur, 'q', ms(o.Envelope.NextAt))
 			case sender.Dead:
 				if err = d.rewrite(o.Envelope, m, cur, 'x', ms(o.Envelope.DeadAt)); err == nil {
-					err = d.redriveCount(m.RedriveID, rdDeadAgain, 1)
+					err = d.redriveCount(m.RedriveID, rdDeadAgain, 1, ms(now))
 				}
 			default:
 				err = fmt.Errorf("unknown outcome %d", o.Kind)
@@ -571,8 +583,10 @@ const (
 )
 
 // redriveCount adds delta to field of redrive id's counts (nothing for
-// the "" of an envelope never redriven).
-func (d *dest) redriveCount(id string, field int, delta int64) error {
+// the "" of an envelope never redriven). Counts written for the first
+// time (or again, after a trim) are dated now, in the time index that
+// trims them.
+func (d *dest) redriveCount(id string, field int, delta int64, now int64) error {
 	if id == "" {
 		return nil
 	}
@@ -580,6 +594,12 @@ func (d *dest) redriveCount(id string, field int, delta int64) error {
 	copy(v, d.rdCounts.Get([]byte(id)))
 	n := int64(binary.BigEndian.Uint64(v[8*field:]))
 	binary.BigEndian.PutUint64(v[8*field:], uint64(n+delta))
+	if binary.BigEndian.Uint64(v[8*rdAt:]) == 0 {
+		binary.BigEndian.PutUint64(v[8*rdAt:], uint64(now))
+		if err := d.rdTimes.Put(indexKey(now, id), nil); err != nil {
+			return err
+		}
+	}
 	return d.rdCounts.Put([]byte(id), v)
 }
 
@@ -733,7 +753,7 @@ func (q *Queue) Dead(ctx context.Context, name, cursor string, limit int) ([]*se
 			}
 			m, err := sender.UnmarshalMeta(name, string(k[8:]), v)
 			if err != nil {
-				return err
+				m = sender.BrokenMeta(name, string(k[8:]), err)
 			}
 			m.State, m.DeadAt = sender.StateDead, time.UnixMilli(scoreOf(k))
 			out = append(out, m)
@@ -762,11 +782,14 @@ func (q *Queue) Metas(ctx context.Context, name string, ids []string) ([]*sender
 				return err
 			}
 			if !ok {
+				if len(d.done.Get([]byte(id))) == 16 {
+					out = append(out, &sender.Meta{ID: id, Destination: name, State: sender.StateDelivered})
+				}
 				continue
 			}
 			m, err := d.record(id)
 			if err != nil {
-				return err
+				m = sender.BrokenMeta(name, id, err)
 			}
 			m.State = stateOf(cur.state, d.paused())
 			if cur.state == 'x' {
@@ -821,15 +844,15 @@ func (q *Queue) Redrive(ctx context.Context, name string, ids []string, redriveI
 			}
 			m, err := d.record(id)
 			if err != nil {
-				return err
+				continue // listed as broken, purgeable; never sent
 			}
 			if m.RedriveID != "" {
 				// An earlier redrive's letter that died again: now this
 				// one's.
-				if err := d.redriveCount(m.RedriveID, rdDeadAgain, -1); err != nil {
+				if err := d.redriveCount(m.RedriveID, rdDeadAgain, -1, ms(now)); err != nil {
 					return err
 				}
-				if err := d.redriveCount(m.RedriveID, rdSuperseded, 1); err != nil {
+				if err := d.redriveCount(m.RedriveID, rdSuperseded, 1, ms(now)); err != nil {
 					return err
 				}
 			}
@@ -843,15 +866,7 @@ func (q *Queue) Redrive(ctx context.Context, name string, ids []string, redriveI
 			moved = append(moved, id)
 		}
 		if len(moved) > 0 {
-			if err := d.redriveCount(redriveID, rdMoved, int64(len(moved))); err != nil {
-				return err
-			}
-			if v := d.rdCounts.Get([]byte(redriveID)); int64(binary.BigEndian.Uint64(v[8*rdAt:])) == 0 {
-				if err := d.rdTimes.Put(indexKey(ms(now), redriveID), nil); err != nil {
-					return err
-				}
-				return d.redriveCount(redriveID, rdAt, ms(now))
-			}
+			return d.redriveCount(redriveID, rdMoved, int64(len(moved)), ms(now))
 		}
 		return nil
 	})
@@ -954,28 +969,25 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 			}
 			for _, id := range ids {
 				e, cur, err := src.envelope(id)
-				if err != nil {
-					return fmt.Errorf("reading %q: %w", id, err)
+				if err != nil || (cur.state == 'l' && cur.score > ms(now)) {
+					// A part that does not decode stays where it is listed;
+					// a live lease stays for its holder to settle.
+					skip[id] = true
+					continue
 				}
 				m, err := src.record(id)
 				if err != nil {
 					return err
 				}
 				m.Destination, e.Destination = to, to
-				if _, ok, err := dst.load(id); err != nil {
-					return err
-				} else if ok {
-					have, err := dst.record(id)
-					if err != nil {
-						return err
-					}
-					if have.Fingerprint != m.Fingerprint {
+				if fp, held := dst.holds(id); held {
+					if fp != m.Fingerprint {
 						skip[id] = true
 						continue
 					}
 				} else {
 					state, score := cur.state, cur.score
-					if state == 'l' {
+					if state != 'x' {
 						state, score = 'q', ms(now)
 					}
 					if err := dst.put(e, m, state, score); err != nil {
@@ -1045,9 +1057,67 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 			return moved, len(skip), fmt.Errorf("bolt move: delivered IDs: %w", err)
 		}
 		if n == 0 {
-			return moved, len(skip), nil
+			break
 		}
 	}
+	err = q.write(func(tx *bolt.Tx) error {
+		src, err := destOf(tx, from)
+		if err != nil {
+			return err
+		}
+		dst, err := destOf(tx, to)
+		if err != nil {
+			return err
+		}
+		return src.moveRedriveCounts(dst)
+	})
+	if err != nil {
+		return moved, len(skip), fmt.Errorf("bolt move: redrive counts: %w", err)
+	}
+	return moved, len(skip), nil
+}
+
+// holds reports whether d holds id, in any state or delivered within the
+// retention, and the fingerprint of its payload.
+func (d *dest) holds(id string) ([8]byte, bool) {
+	if v := d.meta.Get([]byte(id)); len(v) >= 9 {
+		return [8]byte(v[1:9]), true
+	}
+	if v := d.done.Get([]byte(id)); len(v) == 16 {
+		return [8]byte(v[:8]), true
+	}
+	return [8]byte{}, false
+}
+
+// moveRedriveCounts adds d's redrive counts to to's, and forgets them in
+// d: the letters they count are to's now.
+func (d *dest) moveRedriveCounts(to *dest) error {
+	type counts struct{ id, v []byte }
+	var all []counts
+	d.rdCounts.ForEach(func(k, v []byte) error {
+		all = append(all, counts{append([]byte(nil), k...), append([]byte(nil), v...)})
+		return nil
+	})
+	for _, c := range all {
+		if len(c.v) != 40 {
+			continue
+		}
+		at := int64(binary.BigEndian.Uint64(c.v[8*rdAt:]))
+		for f := rdMoved; f < rdAt; f++ {
+			if n := int64(binary.BigEndian.Uint64(c.v[8*f:])); n != 0 {
+				if err := to.redriveCount(string(c.id), f, n, at); err != nil {
+					return err
+				}
+			}
+		}
+		if err := d.rdTimes.Delete(indexKey(at, string(c.id))); err != nil {
+			return err
+		}
+		if err := d.rdCounts.Delete(c.id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Drop implements sender.Queue.
@@ -1061,7 +1131,7 @@ func (q *Queue) Drop(ctx context.Context, name string) (int, error) {
 			return nil
 		}
 		if env := b.Bucket(envB); env != nil {
-			n = env.Stats().KeyN
+			n = int(countKeys(env))
 		}
 		if err := root.DeleteBucket([]byte(name)); err != nil {
 			return err
@@ -1107,6 +1177,7 @@ func upgrade(tx *bolt.Tx) error {
 			raw []byte
 		}
 		var all []old
+		aside := map[string]bool{} // set aside: their index entries go too
 		d.env.ForEach(func(k, v []byte) error {
 			all = append(all, old{string(k), append([]byte(nil), v...)})
 			return nil
@@ -1123,6 +1194,7 @@ func upgrade(tx *bolt.Tx) error {
 				if err := d.env.Delete([]byte(o.id)); err != nil {
 					return err
 				}
+				aside[o.id] = true
 				continue
 			}
 			e.ID, e.Destination = o.id, d.name
@@ -1140,6 +1212,25 @@ func upgrade(tx *bolt.Tx) error {
 				}
 			}
 		}
+		if len(aside) > 0 {
+			for _, ix := range []*bolt.Bucket{d.due, d.leased, d.dead} {
+				var stale [][]byte
+				ix.ForEach(func(k, _ []byte) error {
+					if len(k) >= 8 && aside[string(k[8:])] {
+						stale = append(stale, append([]byte(nil), k...))
+					}
+					return nil
+				})
+				for _, k := range stale {
+					if err := ix.Delete(k); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		// The counts, from the indexes as the upgrade left them.
+		d.queued, d.leasedN, d.deadN = countKeys(d.due), countKeys(d.leased), countKeys(d.dead)
+		d.countsChanged = true
 		if err := d.flush(); err != nil {
 			return err
 		}

@@ -104,6 +104,8 @@ func deadLetters(t *testing.T, q sender.Queue, dest string, n int) []string {
 
 // Run runs the suite.
 func Run(t *testing.T, newQueue NewQueue) {
+	runOperations(t, newQueue)
+
 	t.Run("EnqueueIsIdempotent", func(t *testing.T) {
 		t.Parallel()
 		q := newQueue(t, retention)

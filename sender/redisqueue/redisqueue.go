@@ -64,8 +64,10 @@ func (q *Queue) register(ctx context.Context, dest string) error {
 //
 //	KEYS  meta, body, leased, dead, done, donet, paused, ready, due
 //	ARGV  id, record, payload, due ms, now ms, retention ms
-//	returns {state, mismatch}: mismatch -1 when added, 0 a duplicate of the
-//	same payload, 1 of another payload
+//	returns {state, mismatch, first}: mismatch -1 when added, 0 a duplicate
+//	of the same payload, 1 of another payload; first 1 when the envelope
+//	added is the only one the destination holds (its name is registered
+//	again: another instance may have dropped it)
 var enqueueScript = redis.NewScript(`
 local fp = string.sub(ARGV[2], 2, 9)
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
@@ -91,14 +93,18 @@ if tonumber(ARGV[4]) <= tonumber(ARGV[5]) then
 else
   redis.call('ZADD', KEYS[9], ARGV[4], ARGV[1])
 end
+local first = (redis.call('HLEN', KEYS[1]) == 1) and 1 or 0
 if redis.call('EXISTS', KEYS[7]) == 1 then
-  return {'paused', -1}
+  return {'paused', -1, first}
 end
-return {'queued', -1}
+return {'queued', -1, first}
 `)
 
 // Enqueue implements sender.Queue.
 func (q *Queue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.EnqueueResult, error) {
+	if len(e.RedriveID) >= 128 {
+		return sender.EnqueueResult{}, fmt.Errorf("redis enqueue: a redrive ID of %d bytes (the record keeps under 128)", len(e.RedriveID))
+	}
 	if err := q.register(ctx, e.Destination); err != nil {
 		return sender.EnqueueResult{}, fmt.Errorf("redis enqueue: %w", err)
 	}
@@ -110,6 +116,14 @@ func (q *Queue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.Enqueue
 	}
 	state, _ := v[0].(string)
 	m, _ := v[1].(int64)
+	if len(v) > 2 && v[2] == int64(1) {
+		// The destination's first envelope: its name goes into the SET
+		// again, whatever this process remembers (a Drop elsewhere).
+		q.registered.Delete(e.Destination)
+		if err := q.register(ctx, e.Destination); err != nil {
+			return sender.EnqueueResult{}, fmt.Errorf("redis enqueue: %w", err)
+		}
+	}
 	return sender.EnqueueResult{State: sender.State(state), Duplicate: m >= 0, Mismatch: m == 1}, nil
 }
 
@@ -228,7 +242,15 @@ func (q *Queue) Lease(ctx context.Context, dest string, n int, now time.Time, le
 	var bad []any
 	for i := range n2 {
 		id, _ := str(v[i])
-		e, err := assemble(dest, id, v[n2+i], v[2*n2+i], v[3*n2+i])
+		meta, body, log := v[n2+i], v[2*n2+i], v[3*n2+i]
+		if meta == nil {
+			// Written by a version before 2 (not yet upgraded, or by an
+			// instance of it still running): moved to this layout now.
+			if parts, err := q.upgradeOne(ctx, k, dest, id); err == nil && parts != nil {
+				meta, body, log = parts[0], parts[1], parts[2]
+			}
+		}
+		e, err := assemble(dest, id, meta, body, log)
 		if err != nil {
 			bad = append(bad, id)
 			continue
@@ -264,8 +286,12 @@ for i = 3, #ARGV, 6 do
     redis.call('ZREM', KEYS[5], id)
     local m = redis.call('HGET', KEYS[1], id)
     local rid = ''
-    if m then
+    if m and #m >= 18 then
       rid = string.sub(m, 19, 18 + string.byte(m, 18))
+    end
+    if rid ~= '' then
+      -- counts written again after their trim are dated, and trimmed
+      redis.call('ZADD', KEYS[11], 'NX', ARGV[1], rid)
     end
     if kind == 'd' then
       redis.call('HDEL', KEYS[1], id)
@@ -400,7 +426,16 @@ func (q *Queue) Paused(ctx context.Context, dest string) (bool, string, error) {
 	if err != nil {
 		return false, "", fmt.Errorf("redis paused: %w", err)
 	}
-	return true, by, nil
+	return true, pausedBy(by), nil
+}
+
+// pausedBy is who paused, as stored: "1" was a pause of a version that
+// did not say who.
+func pausedBy(v string) string {
+	if v == "1" {
+		return "unknown"
+	}
+	return v
 }
 
 // statsScript reads a destination's depth.
@@ -438,7 +473,7 @@ func (q *Queue) Stats(ctx context.Context, dest string, now time.Time) (sender.S
 	n := func(i int) int64 { x, _ := v[i].(int64); return x }
 	s := sender.Stats{Queued: int(n(0)), Leased: int(n(1)), Dead: int(n(2)), Corrupt: int(n(6))}
 	if by, ok := v[3].(string); ok {
-		s.Paused, s.PausedBy = true, by
+		s.Paused, s.PausedBy = true, pausedBy(by)
 	}
 	if n(4) >= 0 {
 		s.OldestReady = now.Sub(time.UnixMilli(n(4)))
@@ -534,7 +569,7 @@ func (q *Queue) Dead(ctx context.Context, dest, cursor string, limit int) ([]*se
 		score, _ := str(v[2*j+1])
 		m, err := sender.UnmarshalMeta(dest, id, []byte(raw))
 		if err != nil {
-			return nil, "", fmt.Errorf("redis dead: %q: %w", id, err)
+			m = sender.BrokenMeta(dest, id, err)
 		}
 		at, _ := strconv.ParseInt(score, 10, 64)
 		m.State, m.DeadAt = sender.StateDead, time.UnixMilli(at)
@@ -549,14 +584,20 @@ func (q *Queue) Dead(ctx context.Context, dest, cursor string, limit int) ([]*se
 
 // metasScript reads records and states.
 //
-//	KEYS  meta, leased, dead, paused
+//	KEYS  meta, leased, dead, paused, done
 //	ARGV  ids
-//	returns {paused, then per id: record or false, leased, dead-at ms or false}
+//	returns {paused, then per id: record or false, leased (1, or 2 when
+//	not held but delivered within the retention), dead-at ms or false}
 var metasScript = redis.NewScript(`
 local out = {redis.call('EXISTS', KEYS[4])}
 for _, id in ipairs(ARGV) do
-  table.insert(out, redis.call('HGET', KEYS[1], id))
-  table.insert(out, redis.call('ZSCORE', KEYS[2], id) and 1 or 0)
+  local m = redis.call('HGET', KEYS[1], id)
+  table.insert(out, m)
+  if not m and redis.call('HEXISTS', KEYS[5], id) == 1 then
+    table.insert(out, 2)
+  else
+    table.insert(out, redis.call('ZSCORE', KEYS[2], id) and 1 or 0)
+  end
   table.insert(out, redis.call('ZSCORE', KEYS[3], id))
 end
 return out
@@ -572,7 +613,7 @@ func (q *Queue) Metas(ctx context.Context, dest string, ids []string) ([]*sender
 	for i, id := range ids {
 		args[i] = id
 	}
-	v, err := metasScript.Run(ctx, q.rdb, []string{k.meta, k.leased, k.dead, k.paused}, args...).Slice()
+	v, err := metasScript.Run(ctx, q.rdb, []string{k.meta, k.leased, k.dead, k.paused, k.done}, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("redis metas: %w", err)
 	}
@@ -581,11 +622,14 @@ func (q *Queue) Metas(ctx context.Context, dest string, ids []string) ([]*sender
 	for i, id := range ids {
 		raw, ok := str(v[1+3*i])
 		if !ok {
+			if v[2+3*i] == int64(2) {
+				out = append(out, &sender.Meta{ID: id, Destination: dest, State: sender.StateDelivered})
+			}
 			continue
 		}
 		m, err := sender.UnmarshalMeta(dest, id, []byte(raw))
 		if err != nil {
-			return nil, fmt.Errorf("redis metas: %q: %w", id, err)
+			m = sender.BrokenMeta(dest, id, err)
 		}
 		m.State = stateOf(v[2+3*i] == int64(1), v[3+3*i], paused)
 		if m.State == sender.StateDead {
@@ -659,7 +703,8 @@ local moved = {}
 for i = 4, #ARGV do
   local id = ARGV[i]
   local m = redis.call('HGET', KEYS[1], id)
-  if m and redis.call('ZREM', KEYS[2], id) == 1 then
+  -- a record that does not decode is listed as broken, never sent
+  if m and #m >= 18 and string.byte(m, 1) == 2 and redis.call('ZREM', KEYS[2], id) == 1 then
     local n = string.byte(m, 18)
     local old = string.sub(m, 19, 18 + n)
     if old ~= '' then
@@ -766,7 +811,8 @@ const movePage = 200
 // envelope's parts.
 //
 //	KEYS  index, meta, body, log
-//	ARGV  "list" or "zset", offset, n
+//	ARGV  "list", "zset" or "leases", offset, n, now ms ("" for Redis's
+//	      clock): of leases, only those ended by now
 //	returns {ids..., scores..., records..., payloads..., logs...} (a list's
 //	scores are 0)
 var movePageScript = redis.NewScript(`
@@ -776,6 +822,17 @@ if ARGV[1] == 'list' then
   ids = redis.call('LRANGE', KEYS[1], off, off + n - 1)
   for i = 1, #ids do
     scores[i] = 0
+  end
+elseif ARGV[1] == 'leases' then
+  local now = tonumber(ARGV[4])
+  if ARGV[4] == '' then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  local r = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', off, n)
+  for i = 1, #r, 2 do
+    table.insert(ids, r[i])
+    table.insert(scores, r[i+1])
   end
 else
   local r = redis.call('ZRANGE', KEYS[1], off, off + n - 1, 'WITHSCORES')
@@ -868,12 +925,16 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 		return 0, 0, fmt.Errorf("redis move: %w", err)
 	}
 	src, dst := keysOf(q.prefix, from), keysOf(q.prefix, to)
+	clock := "" // Redis's: a live lease stays for its holder to settle
+	if q.callerClock {
+		clock = strconv.FormatInt(ms(now), 10)
+	}
 	for _, ix := range []struct{ key, kind, state string }{
-		{src.ready, "list", "q"}, {src.due, "zset", "q"}, {src.leased, "zset", "q"}, {src.dead, "zset", "x"},
+		{src.ready, "list", "q"}, {src.due, "zset", "q"}, {src.leased, "leases", "q"}, {src.dead, "zset", "x"},
 	} {
 		offset := 0 // the envelopes of this index kept in from
 		for {
-			v, err := movePageScript.Run(ctx, q.rdb, []string{ix.key, src.meta, src.body, src.log}, ix.kind, offset, movePage).Slice()
+			v, err := movePageScript.Run(ctx, q.rdb, []string{ix.key, src.meta, src.body, src.log}, ix.kind, offset, movePage, clock).Slice()
 			if err != nil {
 				return moved, kept, fmt.Errorf("redis move: reading %s: %w", from, err)
 			}
@@ -894,7 +955,10 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 				}
 				m, err := sender.UnmarshalMeta(to, id, []byte(rec))
 				if err != nil {
-					return moved, kept, fmt.Errorf("redis move: %q: %w", id, err)
+					// Stays in from, where it is listed as broken.
+					kept++
+					offset++
+					continue
 				}
 				body, _ := str(v[3*n+i])
 				log, _ := str(v[4*n+i])
@@ -935,7 +999,55 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 	if err := q.moveDone(ctx, src, dst); err != nil {
 		return moved, kept, fmt.Errorf("redis move: delivered IDs: %w", err)
 	}
-	return moved, kept, nil
+	if err := q.moveRedriveCounts(ctx, src, dst); err != nil {
+		return moved, kept, fmt.Errorf("redis move: redrive counts: %w", err)
+	}
+	// What is leased and live stays, for its holder to settle.
+	live, err := q.rdb.ZCard(ctx, src.leased).Result()
+	if err != nil {
+		return moved, kept, fmt.Errorf("redis move: %w", err)
+	}
+	return moved, kept + int(live), nil
+}
+
+// mergeCountsScript adds another destination's redrive counts.
+//
+//	KEYS  rdc, rdt
+//	ARGV  n fields, then field, count pairs, then redrive id, first moved
+//	      at pairs
+var mergeCountsScript = redis.NewScript(`
+local n = tonumber(ARGV[1])
+for i = 2, 1 + 2 * n, 2 do
+  redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i+1])
+end
+for i = 2 + 2 * n, #ARGV, 2 do
+  redis.call('ZADD', KEYS[2], 'NX', ARGV[i+1], ARGV[i])
+end
+return 0
+`)
+
+// moveRedriveCounts adds from's redrive counts to to's, then forgets
+// them in from: the letters they count are to's now.
+func (q *Queue) moveRedriveCounts(ctx context.Context, src, dst keys) error {
+	counts, err := q.rdb.HGetAll(ctx, src.rdc).Result()
+	if err != nil || len(counts) == 0 {
+		return err
+	}
+	times, err := q.rdb.ZRangeWithScores(ctx, src.rdt, 0, -1).Result()
+	if err != nil {
+		return err
+	}
+	args := []any{len(counts)}
+	for f, n := range counts {
+		args = append(args, f, n)
+	}
+	for _, z := range times {
+		args = append(args, z.Member, int64(z.Score))
+	}
+	if err := mergeCountsScript.Run(ctx, q.rdb, []string{dst.rdc, dst.rdt}, args...).Err(); err != nil {
+		return err
+	}
+	return q.rdb.Del(ctx, src.rdc, src.rdt).Err()
 }
 
 // moveDoneScript takes delivered IDs moved from another destination,
@@ -1079,6 +1191,48 @@ redis.call('HDEL', KEYS[1], ARGV[1])
 return 1
 `)
 
+// upgradeOne moves the envelope id of dest from the layout before
+// version 2 to the current one, or sets it aside when it does not decode.
+// It answers the envelope's record, payload and log as a script would
+// (nil when env did not hold it, or it was set aside).
+func (q *Queue) upgradeOne(ctx context.Context, k keys, dest, id string) ([]any, error) {
+	old, err := q.rdb.HGet(ctx, k.env, id).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var e *sender.Envelope
+	if len(old) > 8 {
+		e, err = sender.UnmarshalEnvelope([]byte(old[8:]))
+	}
+	if e == nil || err != nil {
+		if err := q.rdb.HSet(ctx, k.corrupt, id, old).Err(); err != nil {
+			return nil, err
+		}
+		return nil, q.rdb.HDel(ctx, k.env, id).Err()
+	}
+	e.ID, e.Destination = id, dest
+	m := sender.MetaOf(e)
+	m.Fingerprint = [8]byte([]byte(old[:8])) // of the payload as first enqueued
+	rec, log := sender.MarshalMeta(m), sender.MarshalLog(e.Log)
+	n, err := upgradeScript.Run(ctx, q.rdb, []string{k.env, k.meta, k.body, k.log}, id, old, rec, e.Payload, log).Int()
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 { // changed meanwhile (another instance moved it): as it is now
+		parts, err := q.rdb.HMGet(ctx, k.meta, id).Result()
+		if err != nil || parts[0] == nil {
+			return nil, err
+		}
+		body, _ := q.rdb.HGet(ctx, k.body, id).Result()
+		l, _ := q.rdb.HGet(ctx, k.log, id).Result()
+		return []any{parts[0], body, l}, nil
+	}
+	return []any{string(rec), string(e.Payload), string(log)}, nil
+}
+
 // Upgrade moves the envelopes of a store written before version 2 (one
 // hash value holding the whole envelope, read in full by every scan) to
 // the current layout, and registers their destinations; an entry that
@@ -1121,31 +1275,25 @@ func (q *Queue) Upgrade(ctx context.Context) (int, error) {
 			return moved, fmt.Errorf("redis upgrade: %w", err)
 		}
 		k := keysOf(q.prefix, dest)
-		entries, err := q.rdb.HGetAll(ctx, k.env).Result()
-		if err != nil {
-			return moved, fmt.Errorf("redis upgrade: %w", err)
-		}
-		for id, old := range entries {
-			var e *sender.Envelope
-			if len(old) > 8 {
-				e, err = sender.UnmarshalEnvelope([]byte(old[8:]))
-			}
-			if e == nil || err != nil {
-				if err := q.rdb.HSet(ctx, k.corrupt, id, old).Err(); err != nil {
-					return moved, fmt.Errorf("redis upgrade: %w", err)
-				}
-				q.rdb.HDel(ctx, k.env, id)
-				continue
-			}
-			e.ID, e.Destination = id, dest
-			m := sender.MetaOf(e)
-			m.Fingerprint = [8]byte([]byte(old[:8])) // of the payload as first enqueued
-			n, err := upgradeScript.Run(ctx, q.rdb, []string{k.env, k.meta, k.body, k.log},
-				id, old, sender.MarshalMeta(m), e.Payload, sender.MarshalLog(e.Log)).Int()
+		for {
+			// A page at a time, from the start: what is moved leaves the
+			// hash.
+			ids, _, err := q.rdb.HScan(ctx, k.env, 0, "*", 200).Result()
 			if err != nil {
 				return moved, fmt.Errorf("redis upgrade: %w", err)
 			}
-			moved += n
+			if len(ids) == 0 {
+				break
+			}
+			for i := 0; i < len(ids); i += 2 {
+				parts, err := q.upgradeOne(ctx, k, dest, ids[i])
+				if err != nil {
+					return moved, fmt.Errorf("redis upgrade: %w", err)
+				}
+				if parts != nil {
+					moved++
+				}
+			}
 		}
 	}
 	if err := q.rdb.Set(ctx, q.upgradedKey(), "2", 0).Err(); err != nil {

@@ -11,23 +11,12 @@ import (
 
 	"github.com/hookgate/hookgate/sender"
 	"github.com/hookgate/hookgate/sender/boltqueue"
-	"github.com/hookgate/hookgate/sender/queuetest"
 )
 
-func TestReview(t *testing.T) {
-	queuetest.RunReview(t, func(t *testing.T, retention time.Duration) sender.Queue {
-		_, q := openQueue(t, retention)
-		return q
-	})
-}
-
-// TestReviewCorruptLegacyDeadLetterLeavesTheDeadCountWrong: upgrade sets
-// aside a legacy entry that does not decode by deleting its env value but
-// not its index key; the dead count is recomputed from the index (KeyN),
-// so it counts the letter. No Purge can reach it (no env), and trim drops
-// the index key without decrementing: Stats.Dead (the depth gauge, the
-// orphan listing) stays one too high for ever.
-func TestReviewCorruptLegacyDeadLetterLeavesTheDeadCountWrong(t *testing.T) {
+// TestUpgradeDropsTheIndexOfALegacyEntrySetAside: a legacy entry that
+// does not decode is set aside by the upgrade with its index entries, so
+// the depth counts agree with what is listed, before and after a trim.
+func TestUpgradeDropsTheIndexOfALegacyEntrySetAside(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	db, err := bolt.Open(path, 0o600, nil)
 	if err != nil {
@@ -73,10 +62,11 @@ func TestReviewCorruptLegacyDeadLetterLeavesTheDeadCountWrong(t *testing.T) {
 	}
 }
 
-// TestReviewCorruptDeadLetterBreaksTheDLQ: one dead letter whose record
-// does not decode fails Dead for the destination (and so every unscoped
-// DLQ scan) and fails Move of the whole orphan: only Lease sets aside.
-func TestReviewCorruptDeadLetterBreaksTheDLQ(t *testing.T) {
+// TestABrokenDeadLetterIsListedNotAnError: a dead letter whose record does
+// not decode is listed as broken (its reason in last_error, purgeable),
+// never an error that stops every scan of its destination or the move of
+// an orphan (where it stays, kept).
+func TestABrokenDeadLetterIsListedNotAnError(t *testing.T) {
 	db, q := openQueue(t, time.Hour)
 	t0 := time.UnixMilli(1_800_000_000_000)
 	ctx := t.Context()
@@ -105,22 +95,21 @@ func TestReviewCorruptDeadLetterBreaksTheDLQ(t *testing.T) {
 		t.Fatal(err)
 	}
 	dlq := sender.NewDLQ(q, []string{"d", "e"}, 0, func() time.Time { return t0 })
-	if _, total, _, err := dlq.Summary(ctx, sender.Filter{}, 0); err != nil {
-		t.Errorf("Summary: %v (want b counted, a set aside)", err)
-	} else if total != 1 {
-		t.Errorf("Summary total = %d", total)
+	if groups, total, _, err := dlq.Summary(ctx, sender.Filter{}, 0); err != nil {
+		t.Errorf("Summary: %v (want b counted, a listed as broken)", err)
+	} else if total != 2 || len(groups) != 2 || (groups[0].Class != "broken" && groups[1].Class != "broken") {
+		t.Errorf("Summary = %+v, total %d; want b's group and a's as broken", groups, total)
 	}
 	if _, _, err := q.Move(ctx, "d", "e", t0); err != nil {
 		t.Errorf("Move: %v (want b moved, a set aside)", err)
 	}
 }
 
-// TestReviewRedriveCountsRecreatedAfterTheirTrimLeak: since fcbe3ed the
-// counts are trimmed through redrivet, written only by Redrive. A letter
-// of a redrive still pending when its counts are trimmed (a long retry
-// schedule), or a moved letter counted in to, writes counts (redriveCount)
-// with no redrivet entry: they are never trimmed.
-func TestReviewRedriveCountsRecreatedAfterTheirTrimLeak(t *testing.T) {
+// TestRedriveCountsWrittenAfterTheirTrimAreTrimmed: a letter of a redrive
+// still pending when the redrive's counts are trimmed (a long retry
+// schedule), or a moved letter counted in its new destination, writes
+// counts that are dated then, and trimmed in their turn.
+func TestRedriveCountsWrittenAfterTheirTrimAreTrimmed(t *testing.T) {
 	db, q := openQueue(t, time.Hour)
 	t0 := time.UnixMilli(1_800_000_000_000)
 	ctx := t.Context()

@@ -1,8 +1,9 @@
 package queuetest
 
-// Review tests (hostile review of issue 17): each one states what the
-// Queue contract or DESIGN.md promises, and fails where a backend does
-// not keep it. Run with RunReview from each backend's review_test.go.
+// The operations an operator runs on an ordinary day (a rename and its
+// move, a purge, a redrive followed to its end), each against what the
+// Queue contract promises; part of Run. They came from a hostile review
+// of issue 17's queues, each a failing test first.
 
 import (
 	"fmt"
@@ -16,14 +17,12 @@ import (
 	"github.com/hookgate/hookgate/sender"
 )
 
-// RunReview runs the review tests.
-func RunReview(t *testing.T, newQueue NewQueue) {
-	// Move: "An ID that to already holds with the same payload counts as
-	// moved". An ID that to delivered (within the retention) is held by
-	// to: Enqueue answers it as a duplicate, and the Redis queue's Move
-	// does not write it again. The bolt queue writes it as queued: the
-	// receiver gets the same event a second time.
-	t.Run("ReviewMoveDoesNotResendAnIDDeliveredInTo", func(t *testing.T) {
+// runOperations runs them.
+func runOperations(t *testing.T, newQueue NewQueue) {
+	// Move: an ID that to delivered within the retention is held by to:
+	// it is not written again (the receiver would get it a second time),
+	// and the enqueue still answers it as a duplicate.
+	t.Run("MoveDoesNotResendAnIDDeliveredInTo", func(t *testing.T) {
 		t.Parallel()
 		q := newQueue(t, retention)
 		mustEnqueue(t, q, env("new", "m1", t0), queued)
@@ -43,11 +42,8 @@ func RunReview(t *testing.T, newQueue NewQueue) {
 	})
 
 	// Move keeps redrive IDs; the letters' outcomes are then counted in
-	// to, and DLQ.Progress sums every destination's counts ("Its letters
-	// may have been moved since"). The bolt queue drops to's counts of a
-	// redrive at the next Settle (no "first moved at": trimmed as if past
-	// the retention), so the delivery is never counted.
-	t.Run("ReviewRedriveCountsFollowAMovedLetter", func(t *testing.T) {
+	// to, and a redrive's counts summed over every destination show them.
+	t.Run("RedriveCountsFollowAMovedLetter", func(t *testing.T) {
 		t.Parallel()
 		q := newQueue(t, retention)
 		deadLetters(t, q, "old", 1) // l-000
@@ -80,10 +76,10 @@ func RunReview(t *testing.T, newQueue NewQueue) {
 		}
 	})
 
-	// The rename runbook: move the orphan, then purge it. Purge (Drop)
-	// deletes the orphan's redrive counts, so an earlier redrive made
-	// under the old name reports its delivered letters as pending.
-	t.Run("ReviewProgressSurvivesPurgeOfAMovedOrphan", func(t *testing.T) {
+	// The rename runbook: move the orphan, then purge it. A redrive made
+	// under the old name keeps its progress: the counts moved with the
+	// letters.
+	t.Run("ProgressSurvivesPurgeOfAMovedOrphan", func(t *testing.T) {
 		t.Parallel()
 		q := newQueue(t, retention).(sender.AuditedQueue)
 		deadLetters(t, q, "old", 2) // l-000, l-001
@@ -116,10 +112,9 @@ func RunReview(t *testing.T, newQueue NewQueue) {
 		}
 	})
 
-	// A letter that died again and was then purged is reported by
-	// Progress's letter list as "delivered" (m == nil), contradicting its
-	// own counts (dead_again 1).
-	t.Run("ReviewProgressDoesNotCallAPurgedLetterDelivered", func(t *testing.T) {
+	// A letter that died again and was then purged is never reported
+	// delivered by Progress's letter list: its counts say dead again.
+	t.Run("ProgressDoesNotCallAPurgedLetterDelivered", func(t *testing.T) {
 		t.Parallel()
 		q := newQueue(t, retention).(sender.AuditedQueue)
 		deadLetters(t, q, "d", 1)
@@ -148,7 +143,7 @@ func RunReview(t *testing.T, newQueue NewQueue) {
 
 	// DLQ.List pages across configured destinations and orphans, with
 	// names and IDs holding the cursor's separators: each letter once.
-	t.Run("ReviewDLQListPagesAcrossDestinationsOnce", func(t *testing.T) {
+	t.Run("DLQListPagesAcrossDestinationsOnce", func(t *testing.T) {
 		t.Parallel()
 		q := newQueue(t, retention).(sender.AuditedQueue)
 		dests := []string{"b|1", "a b", "100%:x"}
@@ -199,7 +194,7 @@ func RunReview(t *testing.T, newQueue NewQueue) {
 	// Redrive rewrites the record in place (Redis: at fixed offsets):
 	// only the redrive ID and the next time may change, whatever the
 	// lengths of the old and new redrive IDs.
-	t.Run("ReviewRedriveRewritesOnlyTheRedriveIDAndNextTime", func(t *testing.T) {
+	t.Run("RedriveRewritesOnlyTheRedriveIDAndNextTime", func(t *testing.T) {
 		t.Parallel()
 		q := newQueue(t, retention)
 		e := env("d", "m1", t0)
@@ -230,11 +225,9 @@ func RunReview(t *testing.T, newQueue NewQueue) {
 		}
 	})
 
-	// Move of a destination whose envelope is leased and being delivered
-	// (the interface moves leased envelopes, due at once): to delivers it
-	// while the attempt is in flight, and the holder's settlement is
-	// skipped.
-	t.Run("ReviewMoveLeavesALiveLeaseAlone", func(t *testing.T) {
+	// Move leaves a live lease alone: to does not deliver it while the
+	// attempt is in flight, and the holder's settlement counts.
+	t.Run("MoveLeavesALiveLeaseAlone", func(t *testing.T) {
 		t.Parallel()
 		q := newQueue(t, retention)
 		mustEnqueue(t, q, env("old", "m1", t0), queued)
@@ -250,10 +243,9 @@ func RunReview(t *testing.T, newQueue NewQueue) {
 		}
 	})
 
-	// Move: "queued ones due at now". A retry scheduled for later is
-	// due at once in to (Redis puts it on the ready list); bolt keeps
-	// its old due time.
-	t.Run("ReviewMovedQueuedEnvelopesAreDueNow", func(t *testing.T) {
+	// Move: queued ones are due at the move's now, a retry scheduled for
+	// later included.
+	t.Run("MovedQueuedEnvelopesAreDueNow", func(t *testing.T) {
 		t.Parallel()
 		q := newQueue(t, retention)
 		e := env("old", "m1", t0)
@@ -270,7 +262,7 @@ func RunReview(t *testing.T, newQueue NewQueue) {
 
 	// Stats (counters on bolt) must agree with what the store holds,
 	// after any sequence of operations.
-	t.Run("ReviewStatsAgreeWithTheEnvelopesAfterRandomOperations", func(t *testing.T) {
+	t.Run("StatsAgreeWithTheEnvelopesAfterRandomOperations", func(t *testing.T) {
 		t.Parallel()
 		seeds := 3
 		if n, err := strconv.Atoi(os.Getenv("REVIEW_SEEDS")); err == nil {
