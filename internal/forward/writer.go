@@ -1,21 +1,14 @@
-package caddymodule
+package forward
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
-	"time"
-
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-
-	"github.com/hookgate/hookgate/internal/problem"
 )
 
-// forwardWriter is the response writer that webhook_dedupe and
-// webhook_freshness hand to the handlers below them (reverse_proxy). It
+// forwardWriter is the response writer Send hands to the handler below
+// (reverse_proxy, under webhook_dedupe and webhook_freshness). It
 //
 //   - records the status the upstream answered, whatever happens next;
 //   - buffers the body up to a limit, so that a final outcome can be
@@ -139,80 +132,4 @@ func (f *forwardWriter) finish() {
 	}
 	f.sendHeader()
 	f.toClient(f.buf.Bytes())
-}
-
-// serveForward runs next with fw, turning a panic (Caddy's reverse_proxy
-// aborts with http.ErrAbortHandler when copying the response fails) into
-// the value it returns, so the caller can settle its claim or lease before
-// it answers.
-func serveForward(next caddyhttp.Handler, fw *forwardWriter, r *http.Request) (err error, panicked any) {
-	defer func() {
-		if p := recover(); p != nil {
-			panicked = p
-		}
-	}()
-	return next.ServeHTTP(fw, r), nil
-}
-
-// answerAborted answers a client whose forward panicked, once the caller
-// has settled its state: a precise problem when nothing was written yet,
-// else the connection is aborted (a truncated response must not look
-// whole). A panic other than http.ErrAbortHandler is a bug below: it is
-// raised again for Caddy to log.
-// before is the response header as it was before the forward: the
-// headers the upstream set are not this answer's.
-func answerAborted(w http.ResponseWriter, fw *forwardWriter, before http.Header, fctx context.Context, panicked any) {
-	if panicked != http.ErrAbortHandler {
-		panic(panicked)
-	}
-	if fw.sent {
-		panic(http.ErrAbortHandler)
-	}
-	h := w.Header()
-	clear(h)
-	for k, v := range before {
-		h[k] = v
-	}
-	if errors.Is(fctx.Err(), context.DeadlineExceeded) {
-		problem.Write(w, http.StatusGatewayTimeout, "upstream_timeout", "the upstream's response outlived the forward's deadline (the lease)", 0)
-		return
-	}
-	problem.Write(w, http.StatusBadGateway, "upstream_response_incomplete", "the upstream's response ended before it was complete", 0)
-}
-
-// minSettle is how long a forward's outcome is written for, at least, even
-// when the lease has already ended (a pause, a slow upstream): a late
-// record is fenced by its token, and a late watermark is a max-register,
-// so either is safe to write, and each is worth trying.
-const minSettle = 2 * time.Second
-
-// settleDeadline is when the retries of a forward's outcome give up: when
-// the lease ends, or minSettle from now, whichever is later.
-func settleDeadline(leaseUntil time.Time) time.Time {
-	if floor := time.Now().Add(minSettle); floor.After(leaseUntil) {
-		return floor
-	}
-	return leaseUntil
-}
-
-// oneShot makes r a request the HTTP transport never sends twice on its
-// own. Go's transport resends a request whose reused connection closed
-// after the upstream read it when the request is "replayable": its body
-// can be had again (GetBody) or it has none, and it is idempotent by
-// method or by an Idempotency-Key or X-Idempotency-Key header. A webhook
-// forward must reach the upstream once; a retry is the sender's to make.
-func oneShot(r *http.Request) {
-	r.GetBody = nil
-	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
-		return // a body that cannot be had again: never replayed
-	}
-	// A request without a body is replayable whatever GetBody says; the
-	// transport finds the idempotency headers by their canonical names, so
-	// they are sent under lower-case names, which HTTP treats as the same.
-	for _, name := range []string{"Idempotency-Key", "X-Idempotency-Key"} {
-		if v, ok := r.Header[name]; ok {
-			delete(r.Header, name)
-			r.Header[strings.ToLower(name)] = v
-		}
-	}
 }
