@@ -18,14 +18,12 @@ import (
 //     the client fails, the rest of the body is still read from the
 //     upstream and discarded, so the upstream's answer is seen to its end.
 type forwardWriter struct {
-	w      http.ResponseWriter // the client
-	buf    *bytes.Buffer       // nil: stream from the start
-	limit  int64
-	status int
-	// sent is set once the status line went to the client; overflowed when
-	// the body outgrew the buffer and streamed (it is not recorded).
-	sent, overflowed bool
-	clientErr        error // the first failed write to the client
+	w         http.ResponseWriter // the client
+	buf       *bytes.Buffer       // nil: stream from the start
+	limit     int64
+	status    int
+	sent      bool  // the status line went to the client
+	clientErr error // the first failed write to the client
 }
 
 // newForwardWriter returns a writer that buffers up to limit bytes in buf,
@@ -53,7 +51,6 @@ func (f *forwardWriter) WriteHeader(code int) {
 	if f.buf != nil {
 		if n, err := strconv.ParseInt(f.w.Header().Get("Content-Length"), 10, 64); err == nil && n > f.limit {
 			f.buf = nil // too large to record: stream it
-			f.overflowed = true
 		}
 	}
 	if f.buf == nil {
@@ -71,7 +68,6 @@ func (f *forwardWriter) Write(p []byte) (int, error) {
 		}
 		// Over the limit: what was buffered goes first, then the rest
 		// streams; the outcome is recorded without its body.
-		f.overflowed = true
 		buffered := f.buf.Bytes()
 		f.buf = nil
 		f.sendHeader()
