@@ -24,6 +24,13 @@
 //     retry that follows it finds the outcome recorded. A response whose
 //     status already went to the client and then failed is aborted, not
 //     ended, so a truncated answer never looks whole.
+//   - The settle deadline. The outcome's writes may be retried until the
+//     lease ends, or for two seconds when it ends sooner or has ended
+//     (Result.SettleDeadline): a late record is fenced by its token and a
+//     late watermark is a max-register, so a late write is safe.
+//
+// Send holds no lease itself: the caller takes it before and settles it in
+// its settle function.
 //
 // An outcome is final when it is the upstream's decision about this
 // delivery: one that may be recorded and replayed to every later copy
