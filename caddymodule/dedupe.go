@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/forward"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/verify"
 )
@@ -262,45 +262,36 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		h.logger.Warn("forwarding again after an expired lease: the previous forward may have reached the upstream",
 			zap.String("key", key))
 	}
-	return h.forward(ctx, w, r, next, key, dec)
+	return h.forward(w, r, next, key, dec)
 }
 
 // forward sends the request upstream under the claim, detached from the
 // client (a client that hangs up does not cancel it; the lease bounds it),
 // settles the claim however the forward ends, then answers the client.
-func (h *Dedupe) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, key string, dec dedupe.Decision) error {
-	// The forward ends a margin before the lease, so its record normally
-	// lands while the claim still holds; the record itself may use the
-	// rest of the lease.
-	detached := context.WithoutCancel(ctx)
-	lease := h.deduper.Lease()
-	fctx, cancel := context.WithDeadline(detached, dec.LeaseUntil.Add(-min(lease/10, time.Second)))
-	defer cancel()
-	note := new(forwardNote)
-	fctx = context.WithValue(fctx, forwardNoteKey{}, note)
-
+// The body is buffered up to max_record, then streams to the client; the
+// outcome is still recorded, without it.
+func (h *Dedupe) forward(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, key string, dec dedupe.Decision) error {
 	buf := h.bufs.Get().(*bytes.Buffer)
-	buf.Reset()
 	defer func() {
 		if buf.Cap() <= 1<<20 {
 			h.bufs.Put(buf)
 		}
 	}()
-	// Headers set before the forward (Server, a header directive's) are
-	// this request's, not the upstream's: they are not recorded.
-	before := w.Header().Clone()
-	// The body is buffered up to max_record, then streams to the client;
-	// the outcome is still recorded, without it.
-	fw := newForwardWriter(w, buf, h.maxRecord())
-	fr := r.WithContext(fctx)
-	oneShot(fr)
-	err, panicked := serveForward(next, fw, fr)
-	status := fw.status
-	if status == 0 && err == nil && panicked == nil {
-		status = http.StatusOK
-	}
+	return forward.Send(w, r, next, forward.Config{
+		LeaseUntil: dec.LeaseUntil,
+		Lease:      h.deduper.Lease(),
+		Buffer:     buf,
+		MaxRecord:  h.maxRecord(),
+	}, func(detached context.Context, res *forward.Result) {
+		h.settle(detached, key, dec, res)
+	})
+}
 
-	if status == 0 || note.notFinal {
+// settle releases the claim when the forward's outcome is not final, and
+// records it when it is (Finish applies the record classes), before the
+// client gets its answer.
+func (h *Dedupe) settle(detached context.Context, key string, dec dedupe.Decision, res *forward.Result) {
+	if res.Status == 0 || res.NotFinal {
 		// No response from upstream (down, timeout, a copy that failed
 		// before the status), or an answer of hookgate's own that asks
 		// for a retry: not final.
@@ -311,42 +302,33 @@ func (h *Dedupe) forward(ctx context.Context, w http.ResponseWriter, r *http.Req
 		// A status was received: final ones are recorded, without the
 		// body when it streamed or did not arrive whole.
 		rctx, recordSpan := startSpan(detached, "webhook_dedupe.record")
-		rctx, cancelRecord := context.WithDeadline(rctx, settleDeadline(dec.LeaseUntil))
+		rctx, cancelRecord := context.WithDeadline(rctx, res.SettleDeadline())
 		recorded, ferr := h.deduper.Finish(rctx, key, dec, dedupe.Response{
-			Status:   status,
-			Header:   changedHeaders(before, w.Header()),
-			Body:     fw.Body(),
-			Streamed: fw.Streamed() || panicked != nil || err != nil,
+			Status:   res.Status,
+			Header:   res.Header(),
+			Body:     res.Body,
+			Streamed: res.Truncated,
 		})
 		cancelRecord()
 		recordSpan.End()
 		switch {
 		case errors.Is(ferr, dedupe.ErrClaimLost):
-			h.logger.Warn("outcome not recorded: the lease expired and another forward took over", zap.String("key", key), zap.Int("status", status))
+			h.logger.Warn("outcome not recorded: the lease expired and another forward took over", zap.String("key", key), zap.Int("status", res.Status))
 		case ferr != nil:
 			// Counted when the retry comes: it finds the claim expired
 			// and is forwarded again as lease_expired.
-			h.logger.Error("recording outcome failed until the lease ended: a retry will be forwarded again", zap.String("key", key), zap.Int("status", status), zap.Error(ferr))
+			h.logger.Error("recording outcome failed until the lease ended: a retry will be forwarded again", zap.String("key", key), zap.Int("status", res.Status), zap.Error(ferr))
 		}
 		if c := h.logger.Check(zapcore.DebugLevel, "forwarded"); c != nil {
-			c.Write(zap.String("key", key), zap.Int("status", status), zap.Bool("recorded", recorded))
+			c.Write(zap.String("key", key), zap.Int("status", res.Status), zap.Bool("recorded", recorded))
 		}
-		if span := trace.SpanFromContext(ctx); span.IsRecording() {
-			span.SetAttributes(attribute.Int("http.response.status_code", status), attribute.Bool("hookgate.recorded", recorded))
+		if span := trace.SpanFromContext(detached); span.IsRecording() {
+			span.SetAttributes(attribute.Int("http.response.status_code", res.Status), attribute.Bool("hookgate.recorded", recorded))
 		}
 	}
-	if fw.clientErr != nil {
-		h.logger.Debug("the client left before the response ended; the forward ran to its end", zap.String("key", key), zap.Error(fw.clientErr))
+	if res.ClientErr != nil {
+		h.logger.Debug("the client left before the response ended; the forward ran to its end", zap.String("key", key), zap.Error(res.ClientErr))
 	}
-	switch {
-	case panicked != nil:
-		answerAborted(w, fw, before, fctx, panicked)
-		return nil
-	case err != nil:
-		return err
-	}
-	fw.finish()
-	return nil
 }
 
 func (h *Dedupe) maxRecord() int64 {
@@ -354,32 +336,6 @@ func (h *Dedupe) maxRecord() int64 {
 		return dedupe.DefaultMaxRecord
 	}
 	return h.MaxRecord
-}
-
-// changedHeaders returns the headers of after that before did not hold
-// with the same values: what the handlers after dedupe (the upstream) set.
-func changedHeaders(before, after http.Header) http.Header {
-	out := make(http.Header, len(after))
-	for k, v := range after {
-		if !slices.Equal(before[k], v) {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-// forwardNote lets the handlers after dedupe say that their answer is not
-// a final outcome, whatever its status: hookgate's own 409s that ask for a
-// retry (entity_busy, or a stale event under on_stale reject).
-type forwardNote struct{ notFinal bool }
-
-type forwardNoteKey struct{}
-
-// markNotFinal tells an enclosing webhook_dedupe not to record the answer.
-func markNotFinal(ctx context.Context) {
-	if n, ok := ctx.Value(forwardNoteKey{}).(*forwardNote); ok {
-		n.notFinal = true
-	}
 }
 
 // writeRecord replays a recorded response.

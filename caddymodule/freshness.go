@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/forward"
 	"github.com/hookgate/hookgate/internal/problem"
 )
 
@@ -198,13 +199,13 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	case errors.Is(err, dedupe.ErrEventInFuture):
 		// Judged by this instance's clock: a copy arriving later may be
 		// judged otherwise, so webhook_dedupe never records this answer.
-		markNotFinal(ctx)
+		forward.MarkNotFinal(ctx)
 		return reject(http.StatusBadRequest, "event_time_in_future", err.Error())
 	case err != nil && ctx.Err() != nil:
 		// The client left, or the enclosing dedupe's lease ended, while
 		// this event waited for its entity: not applied, retry later.
 		count(dedupe.ResultBusy)
-		markNotFinal(ctx)
+		forward.MarkNotFinal(ctx)
 		problem.Write(w, http.StatusConflict, "entity_busy", "the wait for this entity ended", time.Second)
 		return nil
 	case err != nil:
@@ -222,7 +223,7 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 			detail = "the event is older than max_age " + time.Duration(h.MaxAge).String()
 		}
 		if h.OnStale == "reject" {
-			markNotFinal(ctx) // each retry is judged afresh
+			forward.MarkNotFinal(ctx) // each retry is judged afresh
 			problem.Write(w, http.StatusConflict, judgement.Result, detail, 0)
 			return nil
 		}
@@ -234,7 +235,7 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		return nil
 	case dedupe.ResultBusy:
 		count(judgement.Result)
-		markNotFinal(ctx)
+		forward.MarkNotFinal(ctx)
 		problem.Write(w, http.StatusConflict, "entity_busy", "another event of this entity is being applied", max(judgement.LeaseUntil.Sub(h.now()), time.Nanosecond))
 		return nil
 	}
@@ -242,52 +243,41 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	// Fresh: forward, and move the watermark if the upstream applied it.
 	// The forward is detached from the client (the upstream may act even if
 	// the client leaves) and ends a margin before the entity's lease, so no
-	// other event of the entity can be forwarded alongside it.
+	// other event of the entity can be forwarded alongside it. Inside
+	// webhook_dedupe, the problem a panic below is answered with is seen
+	// there as a 502 (nothing received: its claim is released); a status
+	// already sent aborts, and dedupe records it.
 	lease := time.Duration(h.Lease)
 	if lease == 0 {
 		lease = dedupe.DefaultLease
 	}
-	detached := context.WithoutCancel(ctx)
-	fctx, cancel := context.WithDeadline(detached, judgement.LeaseUntil.Add(-min(lease/10, time.Second)))
-	defer cancel()
-	before := w.Header().Clone()
-	fw := newForwardWriter(w, nil, 0)
-	fr := r.WithContext(fctx)
-	oneShot(fr)
-	err, panicked := serveForward(next, fw, fr)
-	status := fw.status
-	if status == 0 && err == nil && panicked == nil {
-		status = http.StatusOK
-	}
-	// A 2xx received is applied, even when the copy of its body failed
-	// afterwards: the upstream decided.
-	applied := status >= 200 && status < 300
-	if applied {
-		count(dedupe.ResultApplied)
-	} else {
-		count("not_applied")
-	}
-	// The watermark write is retried until the entity's lease ends (and
-	// for a moment at least).
-	done, cancelDone := context.WithDeadline(detached, settleDeadline(judgement.LeaseUntil))
-	var derr error
-	if h.EventTime != "" {
-		derr = h.fresh.DoneTime(done, entity, judgement.Token, eventTime, applied)
-	} else {
-		derr = h.fresh.DoneSequence(done, entity, judgement.Token, seq, applied)
-	}
-	cancelDone()
-	if derr != nil {
-		h.logger.Error("freshness: finishing the event failed until its lease ended",
-			zap.String("entity", entity), zap.Bool("applied", applied), zap.Error(derr))
-	}
-	if panicked != nil {
-		// Inside webhook_dedupe, a problem written here is seen there as
-		// a 502 (nothing received: its claim is released); a status
-		// already sent aborts, and dedupe records it.
-		answerAborted(w, fw, before, fctx, panicked)
-	}
-	return err
+	return forward.Send(w, r, next, forward.Config{
+		LeaseUntil: judgement.LeaseUntil,
+		Lease:      lease,
+	}, func(detached context.Context, res *forward.Result) {
+		// A 2xx received is applied, even when the copy of its body failed
+		// afterwards: the upstream decided.
+		applied := res.Status >= 200 && res.Status < 300
+		if applied {
+			count(dedupe.ResultApplied)
+		} else {
+			count("not_applied")
+		}
+		// The watermark write is retried until the entity's lease ends (and
+		// for a moment at least).
+		done, cancelDone := context.WithDeadline(detached, res.SettleDeadline())
+		var derr error
+		if h.EventTime != "" {
+			derr = h.fresh.DoneTime(done, entity, judgement.Token, eventTime, applied)
+		} else {
+			derr = h.fresh.DoneSequence(done, entity, judgement.Token, seq, applied)
+		}
+		cancelDone()
+		if derr != nil {
+			h.logger.Error("freshness: finishing the event failed until its lease ended",
+				zap.String("entity", entity), zap.Bool("applied", applied), zap.Error(derr))
+		}
+	})
 }
 
 // maxUnixSeconds is 9999-12-31T23:59:59Z, the last time RFC 3339 can write.

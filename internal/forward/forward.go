@@ -1,0 +1,292 @@
+// Package forward sends a webhook to the upstream under a lease: the one
+// code path that webhook_dedupe (under its claim) and webhook_freshness
+// (under its entity lease) both forward through.
+//
+// The contract of Send:
+//
+//   - One send. The request reaches the handler below once. Go's HTTP
+//     transport would resend a request on its own when a reused
+//     connection closed after the upstream read it; Send makes the request
+//     one the transport never resends. A retry is the sender's to make.
+//   - Detached from the client. A client that hangs up does not cancel the
+//     forward, because the upstream may already have acted: the handler
+//     below runs under the request's context without its cancellation,
+//     and once a write to the client fails, the rest of the answer is
+//     still read from the upstream and discarded, so its status is known.
+//   - Bounded by the lease. The forward's deadline is a margin before the
+//     lease ends (a tenth of the lease, at most a second), so that its
+//     outcome normally lands while the lease still holds.
+//   - Settled, then answered. However the forward ends (an answer, an
+//     error, a panic below: Caddy's reverse_proxy aborts with
+//     http.ErrAbortHandler when a copy fails), the caller's settle function
+//     runs first, with the outcome; only then does the client get its
+//     answer. A buffered answer is written whole after the settle, so a
+//     retry that follows it finds the outcome recorded. A response whose
+//     status already went to the client and then failed is aborted, not
+//     ended, so a truncated answer never looks whole.
+//   - The settle deadline. The outcome's writes may be retried until the
+//     lease ends, or for two seconds when it ends sooner or has ended
+//     (Result.SettleDeadline): a late record is fenced by its token and a
+//     late watermark is a max-register, so a late write is safe.
+//
+// Send holds no lease itself: the caller takes it before and settles it in
+// its settle function.
+//
+// An outcome is final when it is the upstream's decision about this
+// delivery: one that may be recorded and replayed to every later copy
+// instead of forwarding it again. No status at all (upstream down, the
+// deadline passed, a copy that failed before the status) is never final,
+// nor is an answer that a handler below marked with MarkNotFinal (hookgate's
+// own answers that ask for a retry). Which received statuses are final
+// beyond that is the caller's rule (webhook_dedupe's record classes).
+package forward
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hookgate/hookgate/internal/problem"
+)
+
+// Handler is the handler below: reverse_proxy, or whatever the route
+// holds. A caddyhttp.Handler is one.
+type Handler interface {
+	ServeHTTP(http.ResponseWriter, *http.Request) error
+}
+
+// Config is what one forward runs under.
+type Config struct {
+	// LeaseUntil is when the lease held for the forward ends.
+	LeaseUntil time.Time
+
+	// Lease is the lease's whole length: the forward ends a tenth of it
+	// (at most a second) before LeaseUntil.
+	Lease time.Duration
+
+	// Buffer, when set, makes the outcome one to record: the answer's body
+	// is buffered in it, up to MaxRecord bytes (past that it streams), and
+	// a handler below may mark its answer not final (MarkNotFinal). When
+	// nil, the body streams from the start and such marks go to an
+	// enclosing forward. The caller owns the buffer; Send resets it.
+	Buffer *bytes.Buffer
+
+	// MaxRecord is the largest body buffered, with Buffer.
+	MaxRecord int64
+}
+
+// Result is the outcome of a forward, as its settle function sees it.
+type Result struct {
+	// Status is the status the handler below answered, or 0 when it
+	// answered none (upstream down, the deadline passed, a copy that failed
+	// before the status).
+	Status int
+
+	// NotFinal is set, with Config.Buffer, when a handler below marked its
+	// answer not final (MarkNotFinal).
+	NotFinal bool
+
+	// Body is the buffered body, with Config.Buffer.
+	Body []byte
+
+	// Truncated is set when Body is not the whole answer: it streamed past
+	// MaxRecord (or was not buffered), or the forward ended in an error
+	// or a panic, so the body may not have arrived whole.
+	Truncated bool
+
+	// ClientErr is the first write to the client that failed: the client
+	// left, and the forward ran to its end without it.
+	ClientErr error
+
+	leaseUntil time.Time
+	before     http.Header
+	w          http.ResponseWriter
+}
+
+// Header returns the headers the handlers below set: those of the
+// response that did not hold the same values before the forward (Server,
+// a header directive's are this gateway's, not the upstream's).
+func (r *Result) Header() http.Header {
+	after := r.w.Header()
+	out := make(http.Header, len(after))
+	for k, v := range after {
+		if !slices.Equal(r.before[k], v) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// SettleDeadline is when the retries of the outcome's write should give
+// up: when the lease ends, or minSettle from now, whichever is later.
+func (r *Result) SettleDeadline() time.Time {
+	return settleDeadline(time.Now(), r.leaseUntil)
+}
+
+// minSettle is how long a forward's outcome is written for, at least, even
+// when the lease has already ended (a pause, a slow upstream): a late
+// record is fenced by its token, and a late watermark is a max-register,
+// so either is safe to write, and each is worth trying.
+const minSettle = 2 * time.Second
+
+func settleDeadline(now, leaseUntil time.Time) time.Time {
+	if floor := now.Add(minSettle); floor.After(leaseUntil) {
+		return floor
+	}
+	return leaseUntil
+}
+
+// margin is how long before its lease ends a forward's deadline is: a
+// tenth of the lease, at most a second, so the outcome's write normally
+// lands while the lease still holds and may use the rest of it.
+func margin(lease time.Duration) time.Duration {
+	return min(lease/10, time.Second)
+}
+
+// Send forwards r to next once, under the lease c describes and detached
+// from the client, then calls settle with the outcome, then answers w. The
+// context settle gets is r's without its cancellation or the forward's
+// deadline; Result.SettleDeadline bounds the writes that must still land.
+// settle must not keep the Result: its Body is the caller's buffer.
+//
+// Send returns next's error, for the calling handler to return. A panic
+// below is raised again once settled, unless it is http.ErrAbortHandler
+// and nothing was sent yet: then the client gets a 502
+// upstream_response_incomplete (504 upstream_timeout when the forward's
+// deadline had passed), with the response headers as they were before the
+// forward.
+func Send(w http.ResponseWriter, r *http.Request, next Handler, c Config, settle func(context.Context, *Result)) error {
+	detached := context.WithoutCancel(r.Context())
+	fctx, cancel := context.WithDeadline(detached, c.LeaseUntil.Add(-margin(c.Lease)))
+	defer cancel()
+
+	var n *note
+	if c.Buffer != nil {
+		n = new(note)
+		fctx = context.WithValue(fctx, noteKey{}, n)
+		c.Buffer.Reset()
+	}
+	// Headers set before the forward (Server, a header directive's) are
+	// this request's, not the upstream's.
+	before := w.Header().Clone()
+	fw := newForwardWriter(w, c.Buffer, c.MaxRecord)
+	fr := r.WithContext(fctx)
+	oneShot(fr)
+	err, panicked := serve(next, fw, fr)
+
+	res := &Result{
+		Status:     fw.status,
+		Body:       fw.Body(),
+		Truncated:  fw.Streamed() || panicked != nil || err != nil,
+		ClientErr:  fw.clientErr,
+		leaseUntil: c.LeaseUntil,
+		before:     before,
+		w:          w,
+	}
+	if res.Status == 0 && err == nil && panicked == nil {
+		res.Status = http.StatusOK
+	}
+	if n != nil {
+		res.NotFinal = n.notFinal
+	}
+	settle(detached, res)
+
+	switch {
+	case panicked != nil:
+		answerAborted(w, fw, before, fctx, panicked)
+		return nil
+	case err != nil:
+		return err
+	}
+	fw.finish()
+	return nil
+}
+
+// serve runs next with fw, turning a panic (Caddy's reverse_proxy aborts
+// with http.ErrAbortHandler when copying the response fails) into the
+// value it returns, so the outcome can be settled before the answer.
+func serve(next Handler, fw *forwardWriter, r *http.Request) (err error, panicked any) {
+	defer func() {
+		if p := recover(); p != nil {
+			panicked = p
+		}
+	}()
+	return next.ServeHTTP(fw, r), nil
+}
+
+// answerAborted answers a client whose forward panicked, once the outcome
+// is settled: a precise problem when nothing was written yet, else the
+// connection is aborted (a truncated response must not look whole). A
+// panic other than http.ErrAbortHandler is a bug below: it is raised
+// again for Caddy to log.
+// before is the response header as it was before the forward: the
+// headers the upstream set are not this answer's.
+func answerAborted(w http.ResponseWriter, fw *forwardWriter, before http.Header, fctx context.Context, panicked any) {
+	if panicked != http.ErrAbortHandler {
+		panic(panicked)
+	}
+	if fw.sent {
+		panic(http.ErrAbortHandler)
+	}
+	h := w.Header()
+	clear(h)
+	for k, v := range before {
+		h[k] = v
+	}
+	if errors.Is(fctx.Err(), context.DeadlineExceeded) {
+		problem.Write(w, http.StatusGatewayTimeout, "upstream_timeout", "the upstream's response outlived the forward's deadline (the lease)", 0)
+		return
+	}
+	problem.Write(w, http.StatusBadGateway, "upstream_response_incomplete", "the upstream's response ended before it was complete", 0)
+}
+
+// oneShot makes r a request the HTTP transport never sends twice on its
+// own. Go's transport resends a request whose reused connection closed
+// after the upstream read it when the request is "replayable": its body
+// can be had again (GetBody) or it has none, and it is idempotent by
+// method or by an Idempotency-Key or X-Idempotency-Key header. A webhook
+// forward must reach the upstream once; a retry is the sender's to make.
+func oneShot(r *http.Request) {
+	r.GetBody = nil
+	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		return // a body that cannot be had again: never replayed
+	}
+	// A request without a body is replayable whatever GetBody says; the
+	// transport finds the idempotency headers by their canonical names, so
+	// they are sent under lower-case names, which HTTP treats as the same.
+	for _, name := range []string{"Idempotency-Key", "X-Idempotency-Key"} {
+		if v, ok := r.Header[name]; ok {
+			delete(r.Header, name)
+			r.Header[strings.ToLower(name)] = v
+		}
+	}
+}
+
+// note is where a handler below a recording forward says that its answer
+// is not final.
+type note struct{ notFinal bool }
+
+type noteKey struct{}
+
+// MarkNotFinal tells the nearest enclosing forward that records its
+// outcome (one with a Config.Buffer: webhook_dedupe's) that the answer being written
+// is not final, whatever its status: hookgate's own answers that ask for a
+// retry (webhook_freshness's entity_busy, a stale event under on_stale
+// reject, an event time in the future). Outside such a forward it does
+// nothing. ctx is the context of the request the handler was given.
+//
+// The mark travels in the request's context because nothing else reaches
+// the forward in every configuration: Caddy passes a handler only the
+// writer and the request, and takes back an error that it would handle
+// itself (logging it, running handle_errors) when no forward encloses the
+// handler; and the writer may be wrapped by a writer that does not unwrap
+// (the tracing handler's), which would hide the forward's writer.
+func MarkNotFinal(ctx context.Context) {
+	if n, ok := ctx.Value(noteKey{}).(*note); ok {
+		n.notFinal = true
+	}
+}
