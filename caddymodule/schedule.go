@@ -135,13 +135,13 @@ func (a *App) runScheduled(ctx context.Context, j *ReconcileJob, slot time.Time)
 		count("skipped")
 		return
 	}
-	opts := runOptions{Timeout: time.Duration(j.Every), Bound: "the job's period, every"}
+	opts := reconcile.RunOptions{Timeout: time.Duration(j.Every), Bound: "the job's period, every"}
 	if j.Repair != nil {
-		opts.Enqueuer = appEnqueuer{app: a, destination: j.Repair.Destination}
+		opts.Enqueuer = reconcile.SenderEnqueuer{Sender: a, Destination: j.Repair.Destination}
 		opts.Limit = j.Repair.Limit
 	}
 	start := time.Now()
-	r, rep, err := j.run(ctx, opts)
+	r, rep, err := j.job().Run(ctx, opts)
 	a.metrics.reconcile.duration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(jobAttr))
 	if err != nil {
 		log.Error("reconcile run failed", zap.Error(err))
