@@ -1,19 +1,12 @@
 package caddymodule
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"os"
-	"sort"
 	"strconv"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -22,9 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/reconcile"
-	"github.com/hookgate/hookgate/sender"
 )
 
 // ReconcileJob compares a source of truth with a receiver's state.
@@ -280,31 +271,6 @@ Documentation: README.md, "Reconcile".`,
 	})
 }
 
-// reconcileReport is the JSON report.
-type reconcileReport struct {
-	Job      string `json:"job"`
-	Compared struct {
-		Truth    int `json:"truth"`
-		Receiver int `json:"receiver"`
-	} `json:"compared"`
-	Drift    map[string]int    `json:"drift"`
-	Samples  []reconcileSample `json:"samples"`
-	Repaired int               `json:"repaired"`
-	// Unrepairable counts, with --repair, the missing or mismatched keys
-	// that cannot make a valid delivery ID: reported, never enqueued.
-	Unrepairable    int     `json:"unrepairable"`
-	DurationSeconds float64 `json:"duration_seconds"`
-	// already counts the repairs an earlier run enqueued (table only).
-	already int
-}
-
-type reconcileSample struct {
-	Key           string  `json:"key"`
-	Kind          string  `json:"kind"`
-	TruthState    *string `json:"truth_state"`
-	ReceiverState *string `json:"receiver_state"`
-}
-
 func cmdReconcile(cmd *cobra.Command) (int, error) {
 	configFile, _ := cmd.Flags().GetString("config")
 	adapter, _ := cmd.Flags().GetString("adapter")
@@ -349,7 +315,7 @@ func cmdReconcile(cmd *cobra.Command) (int, error) {
 	if job == nil {
 		return 2, fmt.Errorf("no reconcile job %q in %s", name, configFile)
 	}
-	opts := runOptions{Timeout: timeout, Bound: "--timeout", Limit: limit}
+	opts := reconcile.RunOptions{Timeout: timeout, Bound: "--timeout", Limit: limit}
 	if repair {
 		if job.Repair == nil {
 			return 2, fmt.Errorf("job %s has no repair block", name)
@@ -361,7 +327,7 @@ func cmdReconcile(cmd *cobra.Command) (int, error) {
 		if addr == "" {
 			addr = caddy.DefaultAdminListen
 		}
-		opts.Enqueuer, err = newAdminEnqueuer(addr, job.Repair.Destination)
+		opts.Enqueuer, err = reconcile.NewAdminEnqueuer(addr, job.Repair.Destination)
 		if err != nil {
 			return 2, err
 		}
@@ -369,37 +335,16 @@ func cmdReconcile(cmd *cobra.Command) (int, error) {
 	start := time.Now()
 	progress, done := progressLine(os.Stderr, name)
 	opts.Progress = progress
-	r, rep, err := job.run(context.Background(), opts)
+	r, rep, err := job.job().Run(context.Background(), opts)
 	done()
 	if err != nil {
 		return 2, err
 	}
-	out := reconcileReport{Job: name, Drift: map[string]int{}, Samples: []reconcileSample{}, DurationSeconds: time.Since(start).Seconds()}
-	out.Compared.Truth, out.Compared.Receiver = r.Compared.Truth, r.Compared.Receiver
+	out := reconcile.NewRunReport(name, r, rep, time.Since(start))
 	if rep != nil {
-		out.Repaired, out.Unrepairable, out.already = rep.Repaired, rep.Unrepairable, rep.Already
-		for _, s := range rep.UnrepairableSamples {
-			fmt.Fprintf(cmd.ErrOrStderr(), "warning: key %q not repaired: %v\n", s.Key, s.Err)
-		}
-		if more := rep.Unrepairable - len(rep.UnrepairableSamples); more > 0 {
-			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d more keys not repaired: they cannot make a valid delivery ID\n", more)
-		}
+		reconcile.PrintUnrepairable(cmd.ErrOrStderr(), rep)
 	}
-	for k, n := range r.Drift {
-		out.Drift[string(k)] = n
-	}
-	for _, d := range r.Samples {
-		s := reconcileSample{Key: d.Key, Kind: string(d.Kind)}
-		if d.Truth != nil {
-			s.TruthState = &d.Truth.State
-		}
-		if d.Receiver != nil {
-			s.ReceiverState = &d.Receiver.State
-		}
-		out.Samples = append(out.Samples, s)
-	}
-	sort.SliceStable(out.Samples, func(i, k int) bool { return out.Samples[i].Key < out.Samples[k].Key })
-	printReport(cmd.OutOrStdout(), format, out)
+	out.Print(cmd.OutOrStdout(), format)
 	if r.Total() > 0 {
 		return 1, nil
 	}
@@ -455,197 +400,25 @@ func (j *ReconcileJob) validate() error {
 	return nil
 }
 
-// compare runs the job's comparison; found, if set, sees each drift, and
-// progress, if set, the report so far every 10,000 rows.
-func (j *ReconcileJob) compare(ctx context.Context, found func(reconcile.Drift) error, progress func(*reconcile.Report)) (*reconcile.Report, error) {
-	if err := j.validate(); err != nil {
-		return nil, err
+// job is j as a reconcile.Job. At each run it checks j (a JSON config
+// gets the Caddyfile parser's checks) and builds the sources, resolving
+// their placeholders.
+func (j *ReconcileJob) job() *reconcile.Job {
+	rj := &reconcile.Job{Name: j.Name, Expect: j.Expect, Grace: time.Duration(j.Grace)}
+	if j.Repair != nil {
+		rj.EventType = j.Repair.EventType
 	}
-	truth, err := j.Truth.source()
-	if err != nil {
-		return nil, fmt.Errorf("truth: %w", err)
-	}
-	recv, err := j.Receiver.source()
-	if err != nil {
-		return nil, fmt.Errorf("receiver: %w", err)
-	}
-	grace := time.Duration(j.Grace)
-	if grace == 0 {
-		grace = 2 * time.Minute
-	}
-	return reconcile.Compare(ctx, truth, recv, reconcile.Config{Expect: j.Expect, Grace: grace, Progress: progress}, found)
-}
-
-// errRunTimeout is the cause of a run stopped at its time limit.
-var errRunTimeout = errors.New("the reconcile run timed out")
-
-// runOptions tune one run of a job.
-type runOptions struct {
-	// Timeout bounds the whole run: both sources and the repairs. Bound
-	// names what set it, for the error (--timeout, or the period).
-	Timeout time.Duration
-	Bound   string
-	// Enqueuer, if set, repairs the missing and mismatched keys, at most
-	// Limit newly enqueued (default reconcile.DefaultRepairLimit).
-	Enqueuer reconcile.Enqueuer
-	Limit    int
-	// Progress, if set, sees the report so far every 10,000 rows.
-	Progress func(*reconcile.Report)
-}
-
-// run is one run of the job, the command's and a scheduled one's alike:
-// the comparison and, with an Enqueuer, the repairs, through one
-// reconcile.Repairer (returned, nil without repairs), all within
-// o.Timeout.
-func (j *ReconcileJob) run(ctx context.Context, o runOptions) (*reconcile.Report, *reconcile.Repairer, error) {
-	if o.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, o.Timeout, errRunTimeout)
-		defer cancel()
-	}
-	var rep *reconcile.Repairer
-	var found func(reconcile.Drift) error
-	if o.Enqueuer != nil {
-		if j.Repair == nil {
-			return nil, nil, fmt.Errorf("job %s has no repair block", j.Name)
+	rj.Sources = func() (truth, receiver reconcile.Source, err error) {
+		if err := j.validate(); err != nil {
+			return nil, nil, err
 		}
-		rep = &reconcile.Repairer{Enqueuer: o.Enqueuer, EventType: j.Repair.EventType, Limit: o.Limit}
-		found = func(d reconcile.Drift) error { return rep.Repair(ctx, d) }
-	}
-	r, err := j.compare(ctx, found, o.Progress)
-	if err != nil && errors.Is(context.Cause(ctx), errRunTimeout) {
-		err = fmt.Errorf("%w: it took longer than %s (%s)", errRunTimeout, o.Timeout, o.Bound)
-		if r != nil {
-			err = fmt.Errorf("%w and stopped after %d truth and %d receiver rows", err, r.Compared.Truth, r.Compared.Receiver)
+		if truth, err = j.Truth.source(); err != nil {
+			return nil, nil, fmt.Errorf("truth: %w", err)
 		}
-	}
-	return r, rep, err
-}
-
-// adminEnqueuer enqueues repair events through a running gateway's admin
-// API (POST /hookgate/destinations/<name>/enqueue), as the command does.
-type adminEnqueuer struct {
-	base        *url.URL
-	destination string
-	client      *http.Client
-}
-
-// newAdminEnqueuer enqueues to destination through the admin API at
-// addr, a host:port or a URL.
-func newAdminEnqueuer(addr, destination string) (*adminEnqueuer, error) {
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
-	}
-	u, err := url.Parse(strings.TrimSuffix(addr, "/"))
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("--address: want host:port or an http:// URL")
-	}
-	return &adminEnqueuer{base: u, destination: destination, client: &http.Client{Timeout: 60 * time.Second}}, nil
-}
-
-// Enqueue implements reconcile.Enqueuer: a 202 is Enqueued, or
-// AlreadyEnqueued when it says duplicate; a 422
-// key_reused_with_different_payload is AlreadyEnqueued; a 400 bad_id
-// wraps sender.ErrBadID.
-func (a *adminEnqueuer) Enqueue(ctx context.Context, e reconcile.Event) (reconcile.Outcome, error) {
-	body, err := json.Marshal(map[string]any{
-		"id": e.ID, "event_type": e.Type, "entity": e.Entity, "payload": json.RawMessage(e.Payload),
-		"event_time": e.EventTime.UTC().Format(time.RFC3339Nano),
-	})
-	if err != nil {
-		return 0, err
-	}
-	u := a.base.String() + "/hookgate/destinations/" + url.PathEscape(a.destination) + "/enqueue"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := a.client.Do(req)
-	if err != nil {
-		if ue, ok := errors.AsType[*url.Error](err); ok {
-			err = ue.Err // it quotes the whole URL
+		if receiver, err = j.Receiver.source(); err != nil {
+			return nil, nil, fmt.Errorf("receiver: %w", err)
 		}
-		return 0, fmt.Errorf("is the gateway running with its admin API on %s? %w", reconcile.Origin(a.base), err)
+		return truth, receiver, nil
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode < 300 {
-		var answer struct {
-			Duplicate bool `json:"duplicate"`
-		}
-		if err := json.Unmarshal(b, &answer); err != nil {
-			return 0, fmt.Errorf("the admin API's answer: %w", err)
-		}
-		if answer.Duplicate {
-			return reconcile.AlreadyEnqueued, nil
-		}
-		return reconcile.Enqueued, nil
-	}
-	var p problem.Details
-	json.Unmarshal(b, &p)
-	switch {
-	case resp.StatusCode == http.StatusUnprocessableEntity && p.Reason == "key_reused_with_different_payload":
-		return reconcile.AlreadyEnqueued, nil
-	case resp.StatusCode == http.StatusBadRequest && p.Reason == "bad_id":
-		return 0, fmt.Errorf("%w: the admin API answered 400 bad_id: %s", sender.ErrBadID, p.Detail)
-	case p.Reason != "":
-		return 0, fmt.Errorf("the admin API answered %d %s: %s", resp.StatusCode, p.Reason, p.Detail)
-	}
-	return 0, fmt.Errorf("the admin API answered %s", resp.Status)
-}
-
-// appEnqueuer enqueues repair events through the app's sender, in
-// process, as a scheduled run does.
-type appEnqueuer struct {
-	app         *App
-	destination string
-}
-
-// Enqueue implements reconcile.Enqueuer: a duplicate, with this payload
-// or another, is AlreadyEnqueued.
-func (a appEnqueuer) Enqueue(ctx context.Context, e reconcile.Event) (reconcile.Outcome, error) {
-	res, err := a.app.Enqueue(ctx, &sender.Envelope{
-		ID: e.ID, Destination: a.destination, EventType: e.Type,
-		Entity: e.Entity, EventTime: e.EventTime, Payload: e.Payload,
-	})
-	switch {
-	case err != nil:
-		return 0, err
-	case res.Duplicate || res.Mismatch:
-		return reconcile.AlreadyEnqueued, nil
-	}
-	return reconcile.Enqueued, nil
-}
-
-func printReport(w io.Writer, format string, r reconcileReport) {
-	if format == "json" {
-		b, _ := json.Marshal(r) // one line: a cron log of runs is JSON Lines
-		fmt.Fprintln(w, string(b))
-		return
-	}
-	fmt.Fprintf(w, "job %s: compared %d truth rows, %d receiver rows in %.1fs\n", r.Job, r.Compared.Truth, r.Compared.Receiver, r.DurationSeconds)
-	fmt.Fprintf(w, "drift: %d missing, %d mismatched, %d orphaned; %d repairs enqueued", r.Drift["missing"], r.Drift["mismatched"], r.Drift["orphaned"], r.Repaired)
-	if r.already > 0 {
-		fmt.Fprintf(w, ", %d already enqueued by an earlier run", r.already)
-	}
-	if r.Unrepairable > 0 {
-		fmt.Fprintf(w, ", %d unrepairable (no valid delivery ID)", r.Unrepairable)
-	}
-	fmt.Fprintln(w)
-	if len(r.Samples) == 0 {
-		return
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tKIND\tTRUTH\tRECEIVER")
-	state := func(s *string) string {
-		if s == nil {
-			return "-"
-		}
-		return *s
-	}
-	for _, s := range r.Samples {
-		fmt.Fprintln(tw, strings.Join([]string{s.Key, s.Kind, state(s.TruthState), state(s.ReceiverState)}, "\t"))
-	}
-	tw.Flush()
+	return rj
 }

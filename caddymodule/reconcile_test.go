@@ -1,11 +1,9 @@
 package caddymodule
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,14 +34,14 @@ func TestRepairPathsAgree(t *testing.T) {
 		Truth: &ReconcileSource{Kind: "http", URL: src.URL}, Receiver: &ReconcileSource{Kind: "http", URL: empty.URL},
 		Repair: &ReconcileRepair{Destination: "enrollment", EventType: "reservation.{state}"},
 	}
-	admin, err := newAdminEnqueuer(addr, "enrollment")
+	admin, err := reconcile.NewAdminEnqueuer(addr, "enrollment")
 	if err != nil {
 		t.Fatal(err)
 	}
-	doors := map[string]reconcile.Enqueuer{"command": admin, "scheduled": appEnqueuer{app: app, destination: "enrollment"}}
+	doors := map[string]reconcile.Enqueuer{"command": admin, "scheduled": reconcile.SenderEnqueuer{Sender: app, Destination: "enrollment"}}
 	run := func(door string) string {
 		t.Helper()
-		r, rep, err := job.run(t.Context(), runOptions{Timeout: time.Minute, Enqueuer: doors[door]})
+		r, rep, err := job.job().Run(t.Context(), reconcile.RunOptions{Timeout: time.Minute, Enqueuer: doors[door]})
 		if err != nil {
 			t.Fatalf("%s: %v", door, err)
 		}
@@ -66,25 +64,5 @@ func TestRepairPathsAgree(t *testing.T) {
 		if got := run(door); got != "missing 3, repaired 0, already 3" {
 			t.Errorf("%s, once all were repaired: %s; want all three already", door, got)
 		}
-	}
-}
-
-// TestRunTimeout: --timeout bounds a run whose source hangs; the error
-// says so, with what was compared.
-func TestRunTimeout(t *testing.T) {
-	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
-	defer hang.Close()
-	empty := truthAPI(t, func() []reconcile.Row { return nil })
-	job := &ReconcileJob{
-		Name: "enrollments", Expect: map[string]string{"confirmed": "active"},
-		Truth: &ReconcileSource{Kind: "http", URL: empty.URL}, Receiver: &ReconcileSource{Kind: "http", URL: hang.URL},
-	}
-	start := time.Now()
-	_, _, err := job.run(t.Context(), runOptions{Timeout: 300 * time.Millisecond, Bound: "--timeout"})
-	if !errors.Is(err, errRunTimeout) || !strings.Contains(err.Error(), "took longer than 300ms (--timeout)") {
-		t.Errorf("err = %v, want the run's timeout", err)
-	}
-	if took := time.Since(start); took > 5*time.Second {
-		t.Errorf("the run took %s", took)
 	}
 }

@@ -2,29 +2,24 @@ package caddymodule
 
 import (
 	"context"
-	"crypto/rand"
-	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
 
-	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/reconcile"
 )
 
-// Scheduled reconcile runs. A job with `every` runs in each gateway at the
-// start of every slot (Unix time truncated to the period); the first
-// instance to claim the slot in the state store runs it, the others skip
-// it. The claim is a dedupe claim under a key no webhook can use, leased
-// for the period: an instance that dies mid-run leaves the slot to expire,
-// and the next slot runs again. A run is bounded by its period, as the
-// command's by --timeout: one that outlasts it fails, so it never outlives
-// its claim nor runs beside the next slot's run.
+// Scheduled reconcile runs (reconcile.Schedule): each job with `every`
+// runs in the gateway at the start of every slot, one instance at a time
+// under a claim in the state store (reconcile.StoreLocker).
 
-// reconcileMetrics are the scheduled runs' instruments.
+// reconcileMetrics are the scheduled runs' instruments; they observe the
+// runs as a reconcile.Observer.
 type reconcileMetrics struct {
 	drift    metric.Int64Gauge
 	lastRun  metric.Float64Gauge
@@ -56,124 +51,58 @@ func newReconcileMetrics(meter metric.Meter) (*reconcileMetrics, error) {
 	return m, nil
 }
 
+// Ran implements reconcile.Observer.
+func (m *reconcileMetrics) Ran(job string, took time.Duration) {
+	m.duration.Record(context.Background(), took.Seconds(), metric.WithAttributes(attribute.String("job", job)))
+}
+
+// Found implements reconcile.Observer.
+func (m *reconcileMetrics) Found(job string, slot time.Time, r *reconcile.Report) {
+	ctx, jobAttr := context.Background(), attribute.String("job", job)
+	for _, k := range []reconcile.Kind{reconcile.Missing, reconcile.Mismatched, reconcile.Orphaned} {
+		m.drift.Record(ctx, int64(r.Drift[k]), metric.WithAttributes(jobAttr, attribute.String("kind", string(k))))
+	}
+	m.lastRun.Record(ctx, float64(slot.Unix()), metric.WithAttributes(jobAttr))
+}
+
+// Ended implements reconcile.Observer.
+func (m *reconcileMetrics) Ended(job string, result reconcile.Result) {
+	m.runs.Add(context.Background(), 1, metric.WithAttributes(attribute.String("job", job), attribute.String("result", string(result))))
+}
+
 // startSchedules starts a loop per job with `every`.
 func (a *App) startSchedules() {
-	var jobs []*ReconcileJob
+	var schedules []*reconcile.Schedule
 	for _, j := range a.Reconcile {
-		if j.Every > 0 {
-			jobs = append(jobs, j)
+		if j.Every <= 0 {
+			continue
 		}
+		s := &reconcile.Schedule{
+			Job:      j.job(),
+			Every:    time.Duration(j.Every),
+			Locker:   reconcile.StoreLocker{Store: a.store},
+			Logger:   slogLogger(a.logger),
+			Observer: a.metrics.reconcile,
+		}
+		if j.Repair != nil {
+			s.Enqueuer = reconcile.SenderEnqueuer{Sender: a, Destination: j.Repair.Destination}
+			s.Limit = j.Repair.Limit
+		}
+		schedules = append(schedules, s)
 	}
-	if len(jobs) == 0 {
+	if len(schedules) == 0 {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	wg := new(sync.WaitGroup)
 	a.stopSchedules = func() { cancel(); wg.Wait() }
-	for _, j := range jobs {
-		wg.Go(func() { a.schedule(ctx, j, time.Now, sleepUntil) })
+	for _, s := range schedules {
+		wg.Go(func() { s.Run(ctx) })
 	}
 }
 
-// sleepUntil waits until t or ctx's end, reporting whether t came.
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	timer := time.NewTimer(time.Until(t))
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-timer.C:
-		return true
-	}
-}
-
-// schedule runs j at the start of each slot until ctx ends.
-func (a *App) schedule(ctx context.Context, j *ReconcileJob, now func() time.Time, sleep func(context.Context, time.Time) bool) {
-	var last time.Time
-	for {
-		slot := nextSlot(now(), time.Duration(j.Every), last)
-		if !sleep(ctx, slot) {
-			return
-		}
-		a.runScheduled(ctx, j, slot)
-		last = slot
-	}
-}
-
-// nextSlot is the start of the period after now, periods counted from the
-// Unix epoch, and after last (a clock stepped back repeats no slot).
-func nextSlot(now time.Time, every time.Duration, last time.Time) time.Time {
-	slot := time.Unix(0, (now.UnixNano()/int64(every)+1)*int64(every))
-	if !last.IsZero() && !slot.After(last) {
-		slot = last.Add(every)
-	}
-	return slot
-}
-
-// runScheduled runs j for slot if this instance claims the slot.
-func (a *App) runScheduled(ctx context.Context, j *ReconcileJob, slot time.Time) {
-	log := a.logger.With(zap.String("job", j.Name), zap.Time("slot", slot))
-	jobAttr := attribute.String("job", j.Name)
-	count := func(result string) {
-		a.metrics.reconcile.runs.Add(ctx, 1, metric.WithAttributes(jobAttr, attribute.String("result", result)))
-	}
-	key := fmt.Sprintf("\x00reconcile/%s/%d", j.Name, slot.Unix())
-	res, err := a.store.Claim(ctx, key, dedupe.Claim{
-		Fingerprint: dedupe.FingerprintOf([]byte(j.Name)),
-		Token:       rand.Text(), // unique: a claim by the same token is a retry, and wins
-		Lease:       time.Duration(j.Every),
-		Retention:   2 * time.Duration(j.Every),
-		Now:         time.Now(),
-	})
-	if err != nil {
-		log.Error("reconcile: claiming the slot", zap.Error(err))
-		count("error")
-		return
-	}
-	if res.Status != dedupe.Claimed {
-		log.Debug("reconcile: another instance runs this slot")
-		count("skipped")
-		return
-	}
-	opts := runOptions{Timeout: time.Duration(j.Every), Bound: "the job's period, every"}
-	if j.Repair != nil {
-		opts.Enqueuer = appEnqueuer{app: a, destination: j.Repair.Destination}
-		opts.Limit = j.Repair.Limit
-	}
-	start := time.Now()
-	r, rep, err := j.run(ctx, opts)
-	a.metrics.reconcile.duration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(jobAttr))
-	if err != nil {
-		log.Error("reconcile run failed", zap.Error(err))
-		count("error")
-		return
-	}
-	for _, k := range []reconcile.Kind{reconcile.Missing, reconcile.Mismatched, reconcile.Orphaned} {
-		a.metrics.reconcile.drift.Record(ctx, int64(r.Drift[k]), metric.WithAttributes(jobAttr, attribute.String("kind", string(k))))
-	}
-	a.metrics.reconcile.lastRun.Record(ctx, float64(slot.Unix()), metric.WithAttributes(jobAttr))
-	fields := []zap.Field{
-		zap.Int("truth", r.Compared.Truth), zap.Int("receiver", r.Compared.Receiver),
-		zap.Int("missing", r.Drift[reconcile.Missing]), zap.Int("mismatched", r.Drift[reconcile.Mismatched]),
-		zap.Int("orphaned", r.Drift[reconcile.Orphaned]),
-		zap.Duration("took", time.Since(start)),
-	}
-	if rep != nil {
-		fields = append(fields, zap.Int("repaired", rep.Repaired), zap.Int("already_repaired", rep.Already), zap.Int("unrepairable", rep.Unrepairable))
-		if rep.Unrepairable > 0 {
-			keys := make([]string, len(rep.UnrepairableSamples))
-			for i, s := range rep.UnrepairableSamples {
-				keys[i] = s.Key
-			}
-			log.Warn("reconcile: keys that cannot make a valid delivery ID (1 to 1024 bytes of visible ASCII) were not repaired",
-				zap.Int("unrepairable", rep.Unrepairable), zap.Strings("keys", keys))
-		}
-	}
-	if r.Total() > 0 {
-		log.Warn("reconcile found drift", fields...)
-		count("drift")
-		return
-	}
-	log.Info("reconcile clean", fields...)
-	count("clean")
+// slogLogger is l as a *slog.Logger, as Caddy's ctx.Slogger makes one:
+// its name kept, no stack traces added.
+func slogLogger(l *zap.Logger) *slog.Logger {
+	return slog.New(zapslog.NewHandler(l.Core(), zapslog.WithName(l.Name()), zapslog.AddStacktraceAt(slog.Level(127))))
 }

@@ -2,6 +2,8 @@ package caddymodule
 
 import (
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -9,43 +11,37 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/hookgate/hookgate/reconcile"
 )
 
-func TestNextSlot(t *testing.T) {
-	at := func(s string) time.Time {
-		v, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
+// TestSlogLoggerKeepsTheZapLog: the scheduled runs log through slog; an
+// entry reaches Caddy's log as the zap logger wrote it: the logger's
+// name, the level, the fields encoded as zap encodes them, and no stack
+// trace.
+func TestSlogLoggerKeepsTheZapLog(t *testing.T) {
+	var buf strings.Builder
+	enc := zap.NewProductionEncoderConfig()
+	enc.TimeKey = "" // the two entries' times differ
+	logger := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(&buf), zapcore.DebugLevel)).Named("hookgate")
+	slot := time.Date(2026, 11, 30, 12, 15, 0, 0, time.UTC)
+	err := errors.New("store down")
+	logger.With(zap.String("job", "j"), zap.Time("slot", slot)).Error("reconcile run failed",
+		zap.Error(err), zap.Int("truth", 3), zap.Duration("took", 1500*time.Millisecond), zap.Strings("keys", []string{"a b"}))
+	slogLogger(logger).With(slog.String("job", "j"), slog.Time("slot", slot)).Error("reconcile run failed",
+		slog.Any("error", err), slog.Int("truth", 3), slog.Duration("took", 1500*time.Millisecond), slog.Any("keys", []string{"a b"}))
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want 2:\n%s", len(lines), buf.String())
 	}
-	for _, c := range []struct {
-		now   string
-		every time.Duration
-		last  string
-		want  string
-	}{
-		{"2026-11-30T12:07:10Z", 15 * time.Minute, "", "2026-11-30T12:15:00Z"},
-		{"2026-11-30T12:15:00Z", 15 * time.Minute, "", "2026-11-30T12:30:00Z"},
-		// Counted from the Unix epoch, not Go's year 1: 7m periods start
-		// at multiples of 420 Unix seconds.
-		{"2026-11-30T12:07:10Z", 7 * time.Minute, "", time.Unix((at("2026-11-30T12:07:10Z").Unix()/420+1)*420, 0).UTC().Format(time.RFC3339)},
-		// The clock stepped back after the 12:15 run: no slot twice.
-		{"2026-11-30T12:14:59.9Z", 15 * time.Minute, "2026-11-30T12:15:00Z", "2026-11-30T12:30:00Z"},
-	} {
-		var last time.Time
-		if c.last != "" {
-			last = at(c.last)
-		}
-		got := nextSlot(at(c.now), c.every, last)
-		if !got.Equal(at(c.want)) {
-			t.Errorf("nextSlot(%s, %s, %q) = %s, want %s", c.now, c.every, c.last, got.UTC(), c.want)
-		}
-		if got.Unix()%int64(c.every/time.Second) != 0 {
-			t.Errorf("nextSlot(%s, %s) = %s is not a multiple of the period in Unix time", c.now, c.every, got)
-		}
+	if diff := cmp.Diff(lines[0], lines[1]); diff != "" {
+		t.Errorf("zap (-) and slog (+) lines differ:\n%s", diff)
+	}
+	if !strings.Contains(lines[1], `"logger":"hookgate"`) || strings.Contains(lines[1], "stacktrace") {
+		t.Errorf("the slog line: %s", lines[1])
 	}
 }
 

@@ -3,7 +3,14 @@
 // keys the receiver misses, keys it holds in another state than the truth
 // implies, and keys it holds that the truth does not know. Both sides
 // stream their rows in key order, so the comparison is one merge in
-// constant memory, whatever their size. It imports no Caddy.
+// constant memory, whatever their size.
+//
+// A Job's Run is one run, the command's and a scheduled one's alike: the
+// comparison and, through an Enqueuer (the admin API's door or the
+// sender's), the repair events of one Repairer. RunReport is the report
+// the command prints. A Schedule runs a job at the start of every slot,
+// one instance at a time through a Locker (StoreLocker: a claim in the
+// dedupe store the instances share). It imports no Caddy.
 package reconcile
 
 import (

@@ -1,0 +1,53 @@
+package reconcile
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"time"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+// Locker lets one instance at a time run a slot of a scheduled job.
+type Locker interface {
+	// Lock claims job's slot for lease and reports whether this instance
+	// holds it: false when another instance claimed it first.
+	Lock(ctx context.Context, job string, slot time.Time, lease time.Duration) (bool, error)
+}
+
+// Claimer is the part of a dedupe store a StoreLocker needs.
+type Claimer interface {
+	Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.ClaimResult, error)
+}
+
+// StoreLocker is a Locker over the state store the instances share. A
+// slot is a dedupe claim under a key no webhook can use,
+// "\x00reconcile/<job>/<the slot's Unix seconds>", leased for the lease
+// and kept for twice that: an instance that dies mid-run leaves the slot
+// to expire, and the next slot runs again.
+type StoreLocker struct {
+	Store Claimer
+	// Now is the claim's time. Default time.Now.
+	Now func() time.Time
+}
+
+// Lock implements Locker: only a fresh claim holds the slot.
+func (l StoreLocker) Lock(ctx context.Context, job string, slot time.Time, lease time.Duration) (bool, error) {
+	now := l.Now
+	if now == nil {
+		now = time.Now
+	}
+	key := fmt.Sprintf("\x00reconcile/%s/%d", job, slot.Unix())
+	res, err := l.Store.Claim(ctx, key, dedupe.Claim{
+		Fingerprint: dedupe.FingerprintOf([]byte(job)),
+		Token:       rand.Text(), // unique: a claim by the same token is a retry, and wins
+		Lease:       lease,
+		Retention:   2 * lease,
+		Now:         now(),
+	})
+	if err != nil {
+		return false, err
+	}
+	return res.Status == dedupe.Claimed, nil
+}
