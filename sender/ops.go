@@ -1,0 +1,200 @@
+package sender
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+)
+
+// Ops is the one service behind the doors to the sender's state: the
+// admin API (package httpapi, which the `hookgate dlq` and `destinations`
+// commands speak to) and the operator console. Every state change goes
+// through it, so each is logged, counted and followed by the same wake-up
+// whichever door it came in by.
+type Ops struct {
+	sender *Sender
+	dlq    *DLQ
+	logger *slog.Logger
+	opts   OpsOptions
+}
+
+// OpsOptions are an Ops's dependencies beyond the sender; the zero value
+// logs nothing and counts nothing.
+type OpsOptions struct {
+	Logger *slog.Logger
+	// Enqueued is told of each enqueue the store applied, a duplicate or
+	// not (metrics).
+	Enqueued func(ctx context.Context, dest string, duplicate bool)
+	// Redriven is told of the letters each redrive moved (metrics).
+	Redriven func(ctx context.Context, letters []Letter)
+}
+
+// NewOps returns the service over s and its dead letters dlq.
+func NewOps(s *Sender, dlq *DLQ, opts OpsOptions) *Ops {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Ops{sender: s, dlq: dlq, logger: logger, opts: opts}
+}
+
+// Configured reports whether name is a configured destination.
+func (o *Ops) Configured(name string) bool {
+	_, ok := o.sender.dests[name]
+	return ok
+}
+
+// Destinations lists every destination's health, in configuration order,
+// then the orphans: destinations the store holds envelopes of that the
+// configuration no longer names.
+func (o *Ops) Destinations(ctx context.Context) ([]DestinationStatus, error) {
+	out := []DestinationStatus{}
+	for _, name := range o.sender.Destinations() {
+		v, err := o.sender.Status(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	orphans, err := o.sender.Orphans(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, orphans...), nil
+}
+
+// MoveOrphan moves an orphan's envelopes to a configured destination; by
+// names who asked.
+func (o *Ops) MoveOrphan(ctx context.Context, from, to, by string) (moved, kept int, err error) {
+	moved, kept, err = o.sender.MoveOrphan(ctx, from, to)
+	if moved > 0 || kept > 0 || err == nil {
+		o.logger.Info("orphaned destination moved", withError([]any{"from", from, "to", to,
+			"moved", moved, "kept", kept, "by", by}, err)...)
+	}
+	return moved, kept, err
+}
+
+// PurgeOrphan deletes everything the store holds of an orphan.
+func (o *Ops) PurgeOrphan(ctx context.Context, name, by string) (int, error) {
+	n, err := o.sender.PurgeOrphan(ctx, name)
+	if err == nil {
+		o.logger.Warn("orphaned destination purged", "destination", name, "removed", n, "by", by)
+	}
+	return n, err
+}
+
+// Destination reads one destination's health.
+func (o *Ops) Destination(ctx context.Context, name string) (DestinationStatus, error) {
+	return o.sender.Status(ctx, name)
+}
+
+// SetPaused pauses or resumes a destination; by names who asked. A
+// subscriber's pause (by starts with SubscriberPause) is kept under the
+// subscriber's name alone, and a subscriber resumes only its own; anyone
+// else's resume is of any pause.
+func (o *Ops) SetPaused(ctx context.Context, name string, paused bool, by string) (DestinationStatus, error) {
+	if !o.Configured(name) {
+		return DestinationStatus{}, ErrUnknownDestination
+	}
+	stored := by
+	switch {
+	case strings.HasPrefix(by, SubscriberPause("")):
+		stored, _, _ = strings.Cut(by, " ") // the subscriber alone
+	case !paused:
+		stored = "" // any pause
+	}
+	// The sender holds its own workers at once, writes the store, and
+	// wakes the workers on a resume.
+	if err := o.sender.SetPaused(ctx, name, paused, stored); err != nil {
+		return DestinationStatus{}, err
+	}
+	action := "destination resumed"
+	if paused {
+		action = "destination paused"
+	}
+	o.logger.Info(action, "destination", name, "by", by)
+	return o.sender.Status(ctx, name)
+}
+
+// Enqueue queues e for delivery, idempotent by e.ID within its
+// destination. An ID that is not 1 to 1024 bytes of visible ASCII is
+// refused with an error that wraps ErrBadID; another error leaves the
+// outcome unknown (the store may have applied it).
+func (o *Ops) Enqueue(ctx context.Context, e *Envelope) (EnqueueResult, error) {
+	if err := CheckID(e.ID); err != nil {
+		return EnqueueResult{}, err
+	}
+	res, err := o.sender.Enqueue(ctx, e)
+	if err == nil && o.opts.Enqueued != nil {
+		o.opts.Enqueued(ctx, e.Destination, res.Duplicate)
+	}
+	return res, err
+}
+
+// Summary groups the dead letters f matches by destination and class, at
+// most upTo of them when upTo is above 0.
+func (o *Ops) Summary(ctx context.Context, f Filter, upTo int) ([]Group, int, bool, error) {
+	return o.dlq.Summary(ctx, f, upTo)
+}
+
+// Count counts the dead letters f matches, up to upTo.
+func (o *Ops) Count(ctx context.Context, f Filter, upTo int) (int, bool, error) {
+	return o.dlq.Count(ctx, f, upTo)
+}
+
+// List pages through the dead letters f matches.
+func (o *Ops) List(ctx context.Context, f Filter, limit int, cursor string) ([]*Meta, string, error) {
+	return o.dlq.List(ctx, f, limit, cursor)
+}
+
+// Get reads one envelope of dest ("" for any destination).
+func (o *Ops) Get(ctx context.Context, dest, id string) (*Envelope, State, error) {
+	return o.dlq.Get(ctx, dest, id)
+}
+
+// HeaderSent is the header e's next attempt carries, secrets redacted.
+func (o *Ops) HeaderSent(e *Envelope) (http.Header, error) {
+	return o.sender.HeaderSent(e)
+}
+
+// Redrive moves up to limit of the dead letters f matches back to the
+// queue under a new redrive ID (a dry run only counts), then wakes the
+// workers.
+func (o *Ops) Redrive(ctx context.Context, f Filter, limit int, by string, dryRun bool) (*Redrive, error) {
+	rd, err := o.dlq.Redrive(ctx, f, limit, by, dryRun)
+	if rd != nil && rd.Moved > 0 {
+		if o.opts.Redriven != nil {
+			o.opts.Redriven(ctx, rd.Letters)
+		}
+		o.logger.Info("redrive", withError([]any{"redrive_id", rd.ID, "matched", rd.Matched,
+			"moved", rd.Moved, "by", by}, err)...)
+		for _, d := range o.sender.Destinations() {
+			o.sender.Wake(d)
+		}
+	}
+	return rd, err
+}
+
+// Progress reads a redrive's audit record and what became of its letters;
+// with a scope, only a redrive confined to that destination.
+func (o *Ops) Progress(ctx context.Context, id, scope string) (*Redrive, error) {
+	return o.dlq.Progress(ctx, id, scope)
+}
+
+// Purge deletes the dead letters f matches; by names who asked.
+func (o *Ops) Purge(ctx context.Context, f Filter, by string) (int, error) {
+	n, err := o.dlq.Purge(ctx, f)
+	if n > 0 {
+		o.logger.Info("dead letters purged", "removed", n, "ids", f.IDs, "by", by)
+	}
+	return n, err
+}
+
+// withError appends err to a log line's attributes when there is one.
+func withError(args []any, err error) []any {
+	if err != nil {
+		args = append(args, "error", err)
+	}
+	return args
+}
