@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net/url"
 	"os"
 	"os/exec"
@@ -429,8 +430,13 @@ func (redisLogger) Printf(_ context.Context, format string, v ...any) {
 
 var setRedisLogger sync.Once
 
-// zapslogLogger adapts Caddy's zap logger for the domain packages' slog.
-func zapslogLogger(l *zap.Logger) *slog.Logger { return slog.New(zapslog.NewHandler(l.Core())) }
+// zapslogLogger adapts Caddy's zap logger for the domain packages' slog,
+// so that a line reads as one of l's own: under l's name, and without the
+// stack trace zapslog adds to every error by default (Caddy's logs carry
+// none unless configured to).
+func zapslogLogger(l *zap.Logger) *slog.Logger {
+	return slog.New(zapslog.NewHandler(l.Core(), zapslog.WithName(l.Name()), zapslog.AddStacktraceAt(slog.Level(math.MaxInt))))
+}
 
 // instrumentedStore records each store operation's latency.
 type instrumentedStore struct {
