@@ -19,6 +19,7 @@ import (
 
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
+	"github.com/hookgate/hookgate/sender/httpapi"
 )
 
 // The dlq and destinations commands speak to a running gateway's admin
@@ -235,8 +236,8 @@ func cmdDLQ(cmd *cobra.Command, args []string) error {
 			q.Set("cursor", cur)
 		}
 		var v struct {
-			Entries []deadEntry `json:"entries"`
-			Next    string      `json:"next_cursor"`
+			Entries []httpapi.DeadEntry `json:"entries"`
+			Next    string              `json:"next_cursor"`
 		}
 		raw, err := c.call(http.MethodGet, "/hookgate/dlq?"+q.Encode(), nil, &v)
 		if err != nil {
@@ -329,8 +330,8 @@ func cmdDLQ(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
-func redriveBody(cmd *cobra.Command) (redriveRequest, error) {
-	var in redriveRequest
+func redriveBody(cmd *cobra.Command) (httpapi.RedriveRequest, error) {
+	var in httpapi.RedriveRequest
 	in.Destination, _ = cmd.Flags().GetString("destination")
 	in.Class, _ = cmd.Flags().GetString("class")
 	in.Since, _ = cmd.Flags().GetString("since")

@@ -8,6 +8,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -49,6 +50,7 @@ type Console struct {
 	MaxRedrive int `json:"max_redrive,omitempty"`
 
 	app     *App
+	once    *sync.Once // builds console at the first request the sender can serve
 	console *console.Console
 }
 
@@ -91,11 +93,7 @@ func (h *Console) Provision(ctx caddy.Context) error {
 		ctx.Logger().Warn("webhook_console is scoped by a placeholder the client chooses: anyone can name any destination; scope by an authenticated identity such as {http.auth.user.id}",
 			zap.String("destination", h.Destination))
 	}
-	h.app = app
-	// The confirm tokens live in the app's store, so that instances
-	// sharing Redis share them.
-	h.console = console.New(app.ops(), app.store, nil)
-	h.console.MaxRedrive = h.MaxRedrive
+	h.app, h.once = app, new(sync.Once)
 	return nil
 }
 
@@ -116,6 +114,13 @@ func (h *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		problem.Write(w, http.StatusServiceUnavailable, "sender_not_running", "the sender is not running yet", 0)
 		return nil
 	}
+	// The app's service exists once its sender runs, after Provision.
+	// The confirm tokens live in the app's store, so that instances
+	// sharing Redis share them.
+	h.once.Do(func() {
+		h.console = console.New(h.app.ops(), h.app.store, nil)
+		h.console.MaxRedrive = h.MaxRedrive
+	})
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	v := console.View{Base: mountPath(r)}
 	if h.Destination != "" {

@@ -194,6 +194,20 @@ func (a *App) startSender() error {
 	return nil
 }
 
+// ops is the service over the sender's state that the admin API and the
+// console use; nil until the sender runs. It holds nothing of its own, so
+// a new one each time is the same service.
+func (a *App) ops() *sender.Ops {
+	if a.sender == nil {
+		return nil
+	}
+	return sender.NewOps(a.sender, a.dlq, sender.OpsOptions{
+		Logger:   zapslogLogger(a.logger),
+		Enqueued: a.metrics.enqueuedResult,
+		Redriven: a.metrics.redriven,
+	})
+}
+
 // warnOrphans logs, once per config load, each destination the store
 // holds envelopes of that this config does not name (a rename, a
 // removal): they are kept, and not delivered, until moved or purged.
@@ -233,11 +247,7 @@ func (a *App) Enqueue(ctx context.Context, e *sender.Envelope) (sender.EnqueueRe
 	if a.sender == nil {
 		return sender.EnqueueResult{}, errors.New("the sender is not running")
 	}
-	res, err := a.sender.Enqueue(ctx, e)
-	if err == nil {
-		a.metrics.enqueuedResult(ctx, e.Destination, res.Duplicate)
-	}
-	return res, err
+	return a.ops().Enqueue(ctx, e)
 }
 
 // hasDestination reports whether name is a configured destination.
