@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.uber.org/zap"
 
+	"github.com/hookgate/hookgate/internal/eventtime"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
 )
@@ -140,7 +141,7 @@ func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	}
 	if h.EventTime != "" {
 		if raw := repl.ReplaceKnown(h.EventTime, ""); raw != "" {
-			if e.EventTime, err = parseEventTime(raw); err != nil {
+			if e.EventTime, err = eventtime.Parse(raw); err != nil {
 				problem.Write(w, http.StatusBadRequest, "malformed_event_time", err.Error(), 0)
 				return nil
 			}

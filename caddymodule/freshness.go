@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -16,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/eventtime"
 	"github.com/hookgate/hookgate/internal/forward"
 	"github.com/hookgate/hookgate/internal/problem"
 )
@@ -181,7 +180,7 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		if rerr != nil {
 			return reject(http.StatusBadRequest, "missing_event_time", "the event time "+h.EventTime+" resolves to nothing: "+rerr.Error())
 		}
-		if eventTime, err = parseEventTime(raw); err != nil {
+		if eventTime, err = eventtime.Parse(raw); err != nil {
 			return reject(http.StatusBadRequest, "malformed_event_time", err.Error())
 		}
 		judgement, err = h.fresh.CheckTime(ctx, entity, eventTime)
@@ -278,22 +277,6 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 				zap.String("entity", entity), zap.Bool("applied", applied), zap.Error(derr))
 		}
 	})
-}
-
-// maxUnixSeconds is 9999-12-31T23:59:59Z, the last time RFC 3339 can write.
-const maxUnixSeconds = 253402300799
-
-// parseEventTime parses RFC 3339 or unix seconds (an integer or a decimal).
-func parseEventTime(s string) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f < 0 || f > maxUnixSeconds || math.IsNaN(f) || strings.ContainsAny(s, "eExXpP_") {
-		return time.Time{}, fmt.Errorf("event time %q is neither RFC 3339 nor unix seconds", truncate(s, 40))
-	}
-	sec, frac := math.Modf(f)
-	return time.Unix(int64(sec), int64(frac*1e9)), nil
 }
 
 // maxSequence keeps sequence numbers exact in the stores (Lua numbers are
