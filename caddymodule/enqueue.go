@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/hookgate/hookgate/internal/eventtime"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
+	"github.com/hookgate/hookgate/sender/httpapi"
 )
 
 func init() {
@@ -88,14 +88,6 @@ func (h *Enqueue) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// enqueueAnswer is webhook_enqueue's 202 body.
-type enqueueAnswer struct {
-	ID          string `json:"id"`
-	Destination string `json:"destination"`
-	State       string `json:"state"`
-	Duplicate   bool   `json:"duplicate"`
-}
-
 // ServeHTTP queues the event. It answers 405 to any method but POST, 400
 // to an empty body, to a body that must be JSON and is not (see
 // mustBeJSON), and to a missing or bad delivery ID, and enqueues nothing
@@ -150,39 +142,9 @@ func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	carrier := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(r.Context(), carrier)
 	e.TraceParent, e.TraceState = carrier["traceparent"], carrier["tracestate"]
-	writeEnqueued(w, h.app, r, e, h.logger)
+	httpapi.WriteEnqueued(w, r, h.app.Enqueue, e, zapslogLogger(h.logger))
 	return nil
 }
-
-// writeEnqueued enqueues e through the app and answers as webhook_enqueue
-// does; the admin API's enqueue answers the same way.
-func writeEnqueued(w http.ResponseWriter, app *App, r *http.Request, e *sender.Envelope, logger *zap.Logger) {
-	res, err := app.Enqueue(r.Context(), e)
-	switch {
-	case errors.Is(err, sender.ErrBadID):
-		problem.Write(w, http.StatusBadRequest, "bad_id", err.Error(), 0)
-		return
-	case err != nil:
-		// The store may have applied the enqueue after it stopped waiting
-		// (a hung Redis runs the script when it wakes): the outcome is
-		// unknown, never "nothing was enqueued".
-		logger.Error("enqueue failed: outcome unknown", zap.String("destination", e.Destination), zap.String("id", e.ID), zap.Error(err))
-		problem.Write(w, http.StatusServiceUnavailable, "store_unavailable", enqueueUnknown, time.Second)
-		return
-	case res.Mismatch:
-		problem.Write(w, http.StatusUnprocessableEntity, "key_reused_with_different_payload", "this delivery ID was enqueued with another payload", 0)
-		return
-	}
-	b, _ := json.Marshal(enqueueAnswer{ID: e.ID, Destination: e.Destination, State: string(res.State), Duplicate: res.Duplicate})
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
-	w.WriteHeader(http.StatusAccepted)
-	w.Write(append(b, '\n'))
-}
-
-// enqueueUnknown is the detail of an enqueue's 503.
-const enqueueUnknown = "the queue's store failed or did not answer in time: the outcome is unknown, " +
-	"the event may have been enqueued; retry with the same delivery ID, which is safe (the enqueue is idempotent)"
 
 // mustBeJSON reports whether the body must be valid JSON: it is sent as
 // JSON (application/json, application/*+json, or no Content-Type), or
@@ -213,7 +175,7 @@ func (h *Enqueue) deliveryID(repl *caddy.Replacer, r *http.Request, body []byte)
 	default:
 		v := gjson.GetBytes(body, "id")
 		if v.Exists() && v.Type != gjson.String {
-			return "", "bad_id", "the body's \"id\" is " + jsonKind(v) + ", not a string"
+			return "", "bad_id", "the body's \"id\" is " + httpapi.JSONKind(v) + ", not a string"
 		}
 		id = v.String()
 	}
@@ -224,23 +186,6 @@ func (h *Enqueue) deliveryID(repl *caddy.Replacer, r *http.Request, body []byte)
 		return "", "bad_id", err.Error()
 	}
 	return id, "", ""
-}
-
-// jsonKind names the kind of a JSON value, for an error.
-func jsonKind(v gjson.Result) string {
-	switch {
-	case v.Type == gjson.Number:
-		return "a number"
-	case v.Type == gjson.True || v.Type == gjson.False:
-		return "a boolean"
-	case v.Type == gjson.Null:
-		return "null"
-	case v.IsArray():
-		return "an array"
-	case v.IsObject():
-		return "an object"
-	}
-	return "a string"
 }
 
 func parseEnqueue(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {

@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -89,7 +91,7 @@ func envelopeOf(r *http.Request, dest string) (*sender.Envelope, error) {
 	var id string
 	if len(in.ID) > 0 {
 		if v := gjson.ParseBytes(in.ID); v.Type != gjson.String {
-			return nil, Errorf(http.StatusBadRequest, "bad_id", "id must be a string, not %s", jsonKind(v))
+			return nil, Errorf(http.StatusBadRequest, "bad_id", "id must be a string, not %s", JSONKind(v))
 		}
 		if err := json.Unmarshal(in.ID, &id); err != nil {
 			return nil, Errorf(http.StatusBadRequest, "bad_id", "id: %v", err)
@@ -130,7 +132,15 @@ const enqueueUnknown = "the queue's store failed or did not answer in time: the 
 
 // enqueue enqueues e and answers as webhook_enqueue does.
 func (h *Handler) enqueue(w http.ResponseWriter, r *http.Request, e *sender.Envelope) {
-	res, err := h.ops.Enqueue(r.Context(), e)
+	WriteEnqueued(w, r, h.ops.Enqueue, e, h.logger)
+}
+
+// WriteEnqueued enqueues e through enqueue and answers: 202 with
+// {"id","destination","state","duplicate"}, or a problem (400 bad_id, 422
+// key_reused_with_different_payload, 503 store_unavailable whose outcome
+// is unknown). webhook_enqueue and the admin API's enqueue answer so.
+func WriteEnqueued(w http.ResponseWriter, r *http.Request, enqueue func(context.Context, *sender.Envelope) (sender.EnqueueResult, error), e *sender.Envelope, logger *slog.Logger) {
+	res, err := enqueue(r.Context(), e)
 	switch {
 	case errors.Is(err, sender.ErrBadID):
 		problem.Write(w, http.StatusBadRequest, "bad_id", err.Error(), 0)
@@ -139,7 +149,7 @@ func (h *Handler) enqueue(w http.ResponseWriter, r *http.Request, e *sender.Enve
 		// The store may have applied the enqueue after it stopped waiting
 		// (a hung Redis runs the script when it wakes): the outcome is
 		// unknown, never "nothing was enqueued".
-		h.logger.Error("enqueue failed: outcome unknown", "destination", e.Destination, "id", e.ID, "error", err)
+		logger.Error("enqueue failed: outcome unknown", "destination", e.Destination, "id", e.ID, "error", err)
 		problem.Write(w, http.StatusServiceUnavailable, "store_unavailable", enqueueUnknown, time.Second)
 		return
 	case res.Mismatch:
@@ -153,8 +163,9 @@ func (h *Handler) enqueue(w http.ResponseWriter, r *http.Request, e *sender.Enve
 	w.Write(append(b, '\n'))
 }
 
-// jsonKind names the kind of a JSON value, for an error.
-func jsonKind(v gjson.Result) string {
+// JSONKind names the kind of a JSON value, for an error: "a number",
+// "an object", ...
+func JSONKind(v gjson.Result) string {
 	switch {
 	case v.Type == gjson.Number:
 		return "a number"
