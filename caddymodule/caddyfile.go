@@ -32,19 +32,8 @@ func init() {
 	httpcaddyfile.RegisterDirectiveOrder("webhook_freshness", httpcaddyfile.Before, "push")
 }
 
-// parseGlobalOption parses the hookgate global option:
-//
-//	hookgate {
-//		store redis <url>... {
-//			sentinel_master <name>
-//		}
-//		store file [<dir>]
-//		key_prefix <prefix>
-//		sender { ... }
-//		destination <name> { ... }
-//	}
-//
-// Repeated hookgate blocks merge; a subdirective given twice is an error.
+// parseGlobalOption parses the hookgate global option, merging repeated
+// hookgate blocks; the syntax is on [App.UnmarshalCaddyfile].
 func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 	app := new(App)
 	if existing != nil {
@@ -58,8 +47,24 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 	return httpcaddyfile.App{Name: "hookgate", Value: caddyconfig.JSON(app, nil)}, nil
 }
 
-// UnmarshalCaddyfile sets up the app from Caddyfile tokens; see
-// parseGlobalOption for the syntax.
+// UnmarshalCaddyfile sets up the app from the hookgate global option's
+// Caddyfile tokens. Syntax:
+//
+//	hookgate {
+//		store redis <url>... {
+//			sentinel_master <name>
+//		}
+//		store file [<dir>]
+//		key_prefix <prefix>
+//		sender { ... }
+//		destination <name> { ... }
+//		reconcile <name> { ... }
+//	}
+//
+// The store defaults to file in caddy.AppDataDir()/hookgate, key_prefix to
+// hookgate. destination and reconcile repeat, one block per name; the
+// README's "The sender" and "Reconcile" give their blocks. Repeated
+// hookgate blocks merge; a subdirective or a name given twice is an error.
 func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // consume option name
 	if d.NextArg() {

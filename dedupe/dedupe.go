@@ -1,9 +1,24 @@
-// Package dedupe is the claim → forward → record → replay state machine that
-// makes a webhook receiver see each delivery once: the first copy of a key
-// is claimed (a lease, a fencing token, the body's fingerprint) and
+// Package dedupe holds the two rules a webhook receiver needs in front of
+// it, and the store interfaces they need.
+//
+// [Deduper] runs the claim → forward → record → replay state machine, so
+// that a receiver sees each delivery once: the first copy of a key is
+// claimed (a lease, a fencing token, the body's fingerprint) and
 // forwarded; its final response is recorded; every later copy gets the
-// record replayed. The Store interface is what it needs of a backend; see
-// the redisstore and boltstore packages. It imports no Caddy.
+// record replayed. Its backend is a [Store].
+//
+// [Freshness], the stale-event rule, keeps a receiver from applying an
+// event older than one it already applied to the same entity: per entity,
+// a watermark of the newest applied event (by the event's own time or by a
+// sequence number, never by arrival) and a lease, so that one entity's
+// events are checked and applied one at a time. An event older than the
+// watermark is superseded (an equal one is applied); one whose own time is
+// older than the allowed age ([FreshnessConfig].MaxAge) is too old; and the
+// watermark moves up only when the upstream applied the event (answered
+// 2xx). Its backend is an [EntityStore].
+//
+// The redisstore and boltstore packages implement both interfaces, and
+// pass the one conformance suite in storetest. It imports no Caddy.
 package dedupe
 
 import (

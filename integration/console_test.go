@@ -195,9 +195,13 @@ func (f *consoleFixture) appliedCount(id string) int {
 }
 
 // browser starts headless Chromium (Debian's chromium package). A missing
-// browser fails the test: .ci/run installs it.
+// browser fails the test: .ci/run installs it. Under -short (the fast
+// tier, which needs no Chromium) the test skips instead.
 func browser(t *testing.T) context.Context {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs Chromium: skipped under -short")
+	}
 	path := ""
 	for _, p := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if found, err := exec.LookPath(p); err == nil {

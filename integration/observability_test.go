@@ -17,9 +17,13 @@ import (
 )
 
 // promtool runs Prometheus's promtool; CI installs it (Debian's
-// prometheus package).
+// prometheus package). Under -short (the fast tier, which needs no
+// promtool) the test skips instead.
 func promtool(t *testing.T, args ...string) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs promtool: skipped under -short")
+	}
 	if _, err := exec.LookPath("promtool"); err != nil {
 		t.Fatal("promtool is not on PATH: install it (Debian: apt-get install prometheus); .ci/run does")
 	}

@@ -191,7 +191,8 @@ func waitApplied(t *testing.T, a *applier, prefix string, n int, within time.Dur
 // hookgate receiver (verify + dedupe) in front of a receiver that answers
 // 503 to 30% of requests and times out on 10%, with 5% of answers lost
 // after the receiver committed: every event is applied once, none lost.
-// 10,000 events a store (about 80 s each with -race on 2 cores).
+// 10,000 events a store (about 80 s each with -race on 2 cores); 1,000
+// under -short.
 func TestSenderChaosExactlyOnce(t *testing.T) {
 	backends(t, func(t *testing.T, global string) {
 		store := storeOf(global)
@@ -215,6 +216,9 @@ http://127.0.0.1:%d {
 	reverse_proxy %s`, receiverPort, devSecret, up.Listener.Addr())
 		g := startGateway(t, site, gatewayOptions{Global: senderGlobal(store, drop.URL, "")})
 		n := 10000 // the issue's size; HOOKGATE_CHAOS_EVENTS=1000 for a quicker run
+		if testing.Short() {
+			n = 1000 // the fast tier: the run is bound by the receiver's sleeps, not CPU
+		}
 		if v, err := strconv.Atoi(os.Getenv("HOOKGATE_CHAOS_EVENTS")); err == nil && v > 0 {
 			n = v
 		}

@@ -1,10 +1,3 @@
-// Package sender delivers outbound webhooks from a durable queue: an
-// envelope per event, enqueued once by delivery ID, leased by workers in
-// batches, delivered signed, retried with capped exponential backoff and
-// full jitter on transient failures, dead-lettered on permanent ones or
-// when its attempts run out, and redriven by an operator. The Queue
-// interface is what it needs of a store; see the redisqueue and boltqueue
-// packages. It imports no Caddy.
 package sender
 
 import (

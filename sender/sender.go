@@ -1,3 +1,17 @@
+// Package sender delivers outbound webhooks from a durable queue. An
+// [Envelope] is one event on its way to one destination: enqueued once by
+// delivery ID, leased by the [Sender]'s workers in batches, delivered
+// signed, retried with capped exponential backoff and full jitter on
+// transient failures, dead-lettered on permanent ones or when its attempts
+// run out, and redriven by an operator. [Classify] names an attempt's
+// failure class, and a circuit breaker per destination holds attempts to a
+// destination that keeps failing. [DLQ] is the dead-letter service: list,
+// group, inspect, redrive and purge, one implementation behind the admin
+// API and the CLI.
+//
+// The [Queue] interface is what it needs of a store; the redisqueue and
+// boltqueue packages implement it and pass the one conformance suite in
+// queuetest. It imports no Caddy.
 package sender
 
 import (

@@ -1,9 +1,10 @@
 // Package pgtest starts a real PostgreSQL server for tests: initdb into a
 // temporary directory, postgres on a free loopback port, stopped when the
 // test ends. It needs PostgreSQL's server binaries (Debian's postgresql
-// package; .ci/run installs it) and fails the test, never skips it, when
-// they are missing. As root it runs them as the postgres user (initdb
-// refuses root).
+// package; .ci/run installs it) and fails the test when they are missing.
+// Under go test -short (the fast tier, which needs no PostgreSQL) Start
+// skips the test instead, before looking for the binaries; only -short
+// skips. As root it runs them as the postgres user (initdb refuses root).
 package pgtest
 
 import (
@@ -60,6 +61,9 @@ func command(name string, args ...string) *exec.Cmd {
 // Start initialises and starts a server, stopped when the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs PostgreSQL: skipped under -short")
+	}
 	bin := binDir(t)
 	dir, err := os.MkdirTemp("", "pgtest-")
 	if err != nil {

@@ -1,7 +1,9 @@
 // Package redistest starts real redis-server processes on free loopback
 // ports for tests: single nodes that a test may stop and restart, and a
 // three-master Cluster. It needs redis-server and redis-cli on PATH and
-// fails the test, never skips it, when they are missing.
+// fails the test when they are missing. Under go test -short (the fast
+// tier, which needs no Redis) every Start skips the test instead, before
+// looking for the binaries; only -short skips.
 package redistest
 
 import (
@@ -49,6 +51,7 @@ func StartWith(t testing.TB, extra ...string) *Server {
 
 func start(t testing.TB, extra []string) *Server {
 	t.Helper()
+	skipShort(t)
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatal("redis-server is not on PATH: install it (Debian: apt-get install redis-server); .ci/run does")
 	}
@@ -56,6 +59,15 @@ func start(t testing.TB, extra []string) *Server {
 	s.Restart()
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// skipShort skips the test under go test -short: the fast tier runs
+// without Redis. Without -short a missing redis-server is a failure.
+func skipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs redis-server: skipped under -short")
+	}
 }
 
 // Restart starts the server again on the same port after Stop.
@@ -109,6 +121,7 @@ func ping(addr string) bool {
 // with redis-cli --cluster create. It returns their addresses.
 func StartCluster(t testing.TB) []string {
 	t.Helper()
+	skipShort(t)
 	if _, err := exec.LookPath("redis-cli"); err != nil {
 		t.Fatal("redis-cli is not on PATH: install it (Debian: apt-get install redis-server); .ci/run does")
 	}
@@ -174,6 +187,7 @@ func FreePort(t testing.TB) int {
 // "mymaster" and returns its address once it knows the master.
 func StartSentinel(t testing.TB, master *Server) string {
 	t.Helper()
+	skipShort(t)
 	port := FreePort(t)
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "sentinel.conf")
