@@ -32,7 +32,7 @@ Documentation: README.md, "The embedded store".`,
 				Short: "Checks the embedded store's file for corruption",
 				Args:  cobra.MaximumNArgs(1),
 				RunE: func(cmd *cobra.Command, args []string) error {
-					path := filepath.Join(caddy.AppDataDir(), "hookgate", stateFile)
+					path := filepath.Join(caddy.AppDataDir(), "hookgate", StateFile)
 					if len(args) == 1 {
 						path = args[0]
 					}
@@ -62,7 +62,7 @@ func cmdStoreCheck(path string, limit time.Duration) (string, string, error) {
 		return path, "", fmt.Errorf("store file: %w", err)
 	}
 	if fi.IsDir() {
-		path = filepath.Join(path, stateFile)
+		path = filepath.Join(path, StateFile)
 		if fi, err = os.Stat(path); err != nil {
 			return path, "", fmt.Errorf("store file: %w", err)
 		}
@@ -70,9 +70,8 @@ func cmdStoreCheck(path string, limit time.Duration) (string, string, error) {
 	if fi.Size() == 0 {
 		return path, "empty (a new store: hookgate initialises it at start)", nil
 	}
-	db, err := openStateFile(path, time.Second, limit, true)
-	if err != nil {
+	if err := CheckStateFile(path, limit); err != nil {
 		return path, "", err
 	}
-	return path, "sound", db.Close()
+	return path, "sound", nil
 }

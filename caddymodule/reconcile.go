@@ -335,7 +335,7 @@ func cmdReconcile(cmd *cobra.Command) (int, error) {
 	start := time.Now()
 	progress, done := progressLine(os.Stderr, name)
 	opts.Progress = progress
-	r, rep, err := job.job().Run(context.Background(), opts)
+	r, rep, err := job.Job().Run(context.Background(), opts)
 	done()
 	if err != nil {
 		return 2, err
@@ -400,10 +400,10 @@ func (j *ReconcileJob) validate() error {
 	return nil
 }
 
-// job is j as a reconcile.Job. At each run it checks j (a JSON config
+// Job is j as a reconcile.Job. At each run it checks j (a JSON config
 // gets the Caddyfile parser's checks) and builds the sources, resolving
 // their placeholders.
-func (j *ReconcileJob) job() *reconcile.Job {
+func (j *ReconcileJob) Job() *reconcile.Job {
 	rj := &reconcile.Job{Name: j.Name, Expect: j.Expect, Grace: time.Duration(j.Grace)}
 	if j.Repair != nil {
 		rj.EventType = j.Repair.EventType
