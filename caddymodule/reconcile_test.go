@@ -41,7 +41,7 @@ func TestRepairPathsAgree(t *testing.T) {
 	doors := map[string]reconcile.Enqueuer{"command": admin, "scheduled": reconcile.SenderEnqueuer{Sender: app, Destination: "enrollment"}}
 	run := func(door string) string {
 		t.Helper()
-		r, rep, err := job.job().Run(t.Context(), reconcile.RunOptions{Timeout: time.Minute, Enqueuer: doors[door]})
+		r, rep, err := job.Job().Run(t.Context(), reconcile.RunOptions{Timeout: time.Minute, Enqueuer: doors[door]})
 		if err != nil {
 			t.Fatalf("%s: %v", door, err)
 		}

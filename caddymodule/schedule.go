@@ -78,7 +78,7 @@ func (a *App) startSchedules() {
 			continue
 		}
 		s := &reconcile.Schedule{
-			Job:      j.job(),
+			Job:      j.Job(),
 			Every:    time.Duration(j.Every),
 			Locker:   reconcile.StoreLocker{Store: a.store},
 			Logger:   slogLogger(a.logger),

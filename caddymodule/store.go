@@ -81,7 +81,7 @@ func (a *App) openStore(logger *zap.Logger) (opened, string, error) {
 			if err := os.MkdirAll(a.Store.Dir, 0o700); err != nil {
 				return nil, fmt.Errorf("store file: %w", err)
 			}
-			path := filepath.Join(a.Store.Dir, stateFile)
+			path := filepath.Join(a.Store.Dir, StateFile)
 			db, err := openStateFile(path, 5*time.Second, 0, false)
 			if err != nil {
 				return nil, err
@@ -198,8 +198,19 @@ func checkEvictionPolicy(ctx context.Context, rdb redis.UniversalClient, logger 
 	}
 }
 
-// stateFile is the embedded store's file name in its directory.
-const stateFile = "state.db"
+// StateFile is the embedded store's file name in its directory.
+const StateFile = "state.db"
+
+// CheckStateFile checks the embedded store's file at path as a start
+// does, within limit (0: by its size), but read-only and waiting at most
+// a second for its lock; its errors name the file and the remedy.
+func CheckStateFile(path string, limit time.Duration) error {
+	db, err := openStateFile(path, time.Second, limit, true)
+	if err != nil {
+		return err
+	}
+	return db.Close()
+}
 
 // openStateFile checks the embedded store's file (checkStateFile, within
 // limit; 0: by its size), then opens it, with errors that name the file

@@ -8,12 +8,13 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
-	"github.com/hookgate/hookgate/caddymodule"
+	_ "github.com/hookgate/hookgate/caddymodule"
+	"github.com/hookgate/hookgate/caddymodule/cli"
 )
 
 func main() {
 	caddy.CustomBinaryName = "hookgate"
-	caddy.CustomLongDescription = caddymodule.LongDescription
-	caddy.CustomVersion = "hookgate " + caddymodule.Version() + " on Caddy"
+	caddy.CustomLongDescription = cli.LongDescription
+	caddy.CustomVersion = "hookgate " + cli.Version() + " on Caddy"
 	caddycmd.Main()
 }

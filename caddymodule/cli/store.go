@@ -1,4 +1,4 @@
-package caddymodule
+package cli
 
 import (
 	"fmt"
@@ -9,10 +9,12 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
+
+	"github.com/hookgate/hookgate/caddymodule"
 )
 
 func init() {
-	registerCommand(caddycmd.Command{
+	register(caddycmd.Command{
 		Name:  "store",
 		Usage: "check [<file or directory>]",
 		Short: "Checks the embedded store's file for corruption",
@@ -31,20 +33,7 @@ Documentation: README.md, "The embedded store".`,
 				Use:   "check [<file or directory>]",
 				Short: "Checks the embedded store's file for corruption",
 				Args:  cobra.MaximumNArgs(1),
-				RunE: func(cmd *cobra.Command, args []string) error {
-					path := filepath.Join(caddy.AppDataDir(), "hookgate", stateFile)
-					if len(args) == 1 {
-						path = args[0]
-					}
-					limit, _ := cmd.Flags().GetDuration("timeout")
-					path, verdict, err := cmdStoreCheck(path, limit)
-					if err != nil {
-						fmt.Fprintln(cmd.ErrOrStderr(), err)
-						os.Exit(1)
-					}
-					fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", path, verdict)
-					return nil
-				},
+				RunE:  runE(cmdStoreCheck),
 			}
 			check.Flags().Duration("timeout", 0, "give up, and call the file corrupt, after this long (default a minute, and 30s per GiB)")
 			cmd.AddCommand(check)
@@ -52,17 +41,35 @@ Documentation: README.md, "The embedded store".`,
 	})
 }
 
-// cmdStoreCheck checks the store file at path (or state.db in the
+// cmdStoreCheck checks the store file (the argument, else the default
+// store's) and prints which file it checked and what it found: exit code
+// 0 when it is sound or empty, else 1 and the error, unprefixed.
+func cmdStoreCheck(cmd *cobra.Command, args []string) (int, error) {
+	path := filepath.Join(caddy.AppDataDir(), "hookgate", caddymodule.StateFile)
+	if len(args) == 1 {
+		path = args[0]
+	}
+	limit, _ := cmd.Flags().GetDuration("timeout")
+	path, verdict, err := checkStore(path, limit)
+	if err != nil {
+		fmt.Fprintln(cmd.ErrOrStderr(), err)
+		return 1, nil
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", path, verdict)
+	return 0, nil
+}
+
+// checkStore checks the store file at path (or state.db in the
 // directory path), in a child process given up to limit, and says which
 // file it checked and what it found: sound, or empty (a new store, which
 // hookgate initialises).
-func cmdStoreCheck(path string, limit time.Duration) (string, string, error) {
+func checkStore(path string, limit time.Duration) (string, string, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return path, "", fmt.Errorf("store file: %w", err)
 	}
 	if fi.IsDir() {
-		path = filepath.Join(path, stateFile)
+		path = filepath.Join(path, caddymodule.StateFile)
 		if fi, err = os.Stat(path); err != nil {
 			return path, "", fmt.Errorf("store file: %w", err)
 		}
@@ -70,9 +77,8 @@ func cmdStoreCheck(path string, limit time.Duration) (string, string, error) {
 	if fi.Size() == 0 {
 		return path, "empty (a new store: hookgate initialises it at start)", nil
 	}
-	db, err := openStateFile(path, time.Second, limit, true)
-	if err != nil {
+	if err := caddymodule.CheckStateFile(path, limit); err != nil {
 		return path, "", err
 	}
-	return path, "sound", db.Close()
+	return path, "sound", nil
 }

@@ -1,11 +1,6 @@
-package caddymodule
+package cli
 
-import (
-	"runtime/debug"
-
-	caddycmd "github.com/caddyserver/caddy/v2/cmd"
-	"github.com/spf13/cobra"
-)
+import "runtime/debug"
 
 // Version is hookgate's version, from the build information: the module
 // version when built as a dependency, else the VCS revision (and
@@ -74,23 +69,3 @@ To run the quickstart gateway:
 	$ hookgate run --config caddyfiles/quickstart.Caddyfile
 
 Documentation: README.md at https://github.com/hookgate/hookgate`
-
-// registerCommand registers one of hookgate's commands. Its help ends with
-// hookgate's documentation, where Caddy's own commands point to Caddy's.
-func registerCommand(c caddycmd.Command) {
-	setup := c.CobraFunc
-	if setup == nil {
-		panic("hookgate command " + c.Name + ": CobraFunc is required")
-	}
-	c.CobraFunc = func(cmd *cobra.Command) {
-		setup(cmd)
-		cmd.SetHelpTemplate(helpTemplate)
-	}
-	caddycmd.RegisterCommand(c)
-}
-
-// helpTemplate is cobra's default help template, then hookgate's docs.
-var helpTemplate = (&cobra.Command{}).HelpTemplate() + `
-Full documentation is available at:
-https://github.com/hookgate/hookgate#readme
-`

@@ -1,4 +1,4 @@
-package caddymodule
+package cli
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 )
 
 func init() {
-	registerCommand(caddycmd.Command{
+	register(caddycmd.Command{
 		Name:  "sign",
 		Usage: "[--scheme <scheme>] [--secret <secret>] [--id <id>] [--timestamp <unix>] [--send <url> [-H 'Name: value']... [--content-type <type>]] <body|@file|@->",
 		Short: "Signs a webhook body as a genuine sender would, and optionally sends it",
@@ -45,38 +45,32 @@ for a JSON body, none otherwise). See README.md, "Sending test requests".`,
 			cmd.Flags().StringArrayP("header", "H", nil, "with --send: add a request header 'Name: value' (repeatable)")
 			cmd.Flags().String("content-type", "", "with --send: the body's Content-Type")
 			cmd.Args = cobra.ExactArgs(1)
-			cmd.RunE = func(cmd *cobra.Command, args []string) error {
-				code, err := cmdSign(caddycmd.Flags{FlagSet: cmd.Flags()}, args[0], cmd.OutOrStdout())
-				if err != nil {
-					return err
-				}
-				if code != 0 {
-					os.Exit(code)
-				}
-				return nil
-			}
+			cmd.RunE = runE(cmdSign)
 		},
 	})
 }
 
-func cmdSign(fl caddycmd.Flags, bodyArg string, out io.Writer) (int, error) {
+// cmdSign prints the headers that sign the body, or sends the signed
+// body and prints the answer: exit code 0 for a 2xx answer, 1 otherwise.
+func cmdSign(cmd *cobra.Command, args []string) (int, error) {
+	fl, out := caddycmd.Flags{FlagSet: cmd.Flags()}, cmd.OutOrStdout()
 	secret := fl.String("secret")
 	if secret == "" {
 		secret = os.Getenv("HOOKGATE_SECRET")
 	}
 	if secret == "" {
-		return 2, fmt.Errorf("no secret: pass --secret or set HOOKGATE_SECRET")
+		return 1, fmt.Errorf("no secret: pass --secret or set HOOKGATE_SECRET")
 	}
-	body, err := readBodyArg(bodyArg)
+	body, err := readBodyArg(args[0], cmd.InOrStdin())
 	if err != nil {
-		return 2, err
+		return 1, err
 	}
 	v, err := verify.New(fl.String("scheme"), []string{secret}, verify.Options{})
 	if err != nil {
-		return 2, err
+		return 1, err
 	}
 	if !v.CanSign() {
-		return 2, fmt.Errorf("a whpk_ public key only verifies: sign with the whsk_ key")
+		return 1, fmt.Errorf("a whpk_ public key only verifies: sign with the whsk_ key")
 	}
 	id := fl.String("id")
 	if id == "" {
@@ -97,7 +91,7 @@ func cmdSign(fl caddycmd.Flags, bodyArg string, out io.Writer) (int, error) {
 	}
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return 2, err
+		return 1, err
 	}
 	req.Header = h
 	if json.Valid(body) {
@@ -110,13 +104,13 @@ func cmdSign(fl caddycmd.Flags, bodyArg string, out io.Writer) (int, error) {
 	for _, line := range extra {
 		name, value, ok := strings.Cut(line, ":")
 		if !ok || strings.TrimSpace(name) == "" {
-			return 2, fmt.Errorf("-H %q: want 'Name: value'", line)
+			return 1, fmt.Errorf("-H %q: want 'Name: value'", line)
 		}
 		req.Header.Add(strings.TrimSpace(name), strings.TrimSpace(value))
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 2, err
+		return 1, err
 	}
 	defer resp.Body.Close()
 	fmt.Fprintf(out, "%s %s\n", resp.Proto, resp.Status)
@@ -129,13 +123,13 @@ func cmdSign(fl caddycmd.Flags, bodyArg string, out io.Writer) (int, error) {
 	return 0, nil
 }
 
-func readBodyArg(arg string) ([]byte, error) {
+func readBodyArg(arg string, stdin io.Reader) ([]byte, error) {
 	name, ok := strings.CutPrefix(arg, "@")
 	switch {
 	case !ok:
 		return []byte(arg), nil
 	case name == "-":
-		return io.ReadAll(os.Stdin)
+		return io.ReadAll(stdin)
 	default:
 		return os.ReadFile(name)
 	}

@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+
+	"github.com/hookgate/hookgate/sender"
+)
+
+func init() {
+	register(caddycmd.Command{
+		Name:  "destinations",
+		Usage: "list|pause <name>|resume <name>|move <orphan> <to>|purge <orphan>",
+		Short: "Lists, pauses and resumes the sender's destinations; moves or purges orphans",
+		Long: `
+Speaks to a running gateway's admin API (--address, default Caddy's
+localhost:2019). list shows each destination's state, breaker and queue
+depth; pause stops its deliveries (its events are kept); resume starts them
+again, also after a 410 Gone paused it. A destination the store holds
+envelopes of but the configuration no longer names (renamed, removed) is
+listed as orphaned: nothing of it is delivered until move sends its queued
+and dead envelopes to a configured destination (IDs and attempt logs kept),
+or purge deletes them. Exit code 0, or 1 on error.
+Documentation: README.md, "The sender", at github.com/hookgate/hookgate.`,
+		CobraFunc: func(cmd *cobra.Command) {
+			addAdminFlags(cmd)
+			cmd.Args = cobra.RangeArgs(1, 3)
+			cmd.RunE = runE(adminCommand(cmdDestinations))
+		},
+	})
+}
+
+func cmdDestinations(cmd *cobra.Command, args []string) error {
+	c, err := newAdminClient(cmd)
+	if err != nil {
+		return err
+	}
+	switch args[0] {
+	case "list":
+		var v struct{ Destinations []sender.DestinationStatus }
+		raw, err := c.call(http.MethodGet, "/hookgate/destinations", nil, &v)
+		if err != nil {
+			return err
+		}
+		if c.format == "json" {
+			c.printJSON(raw)
+			return nil
+		}
+		var rows [][]string
+		for _, d := range v.Destinations {
+			breaker := d.Breaker
+			if breaker == "" {
+				breaker = "-"
+			}
+			rows = append(rows, []string{d.Name, d.State, breaker, fmt.Sprint(d.Depth["queued"]), fmt.Sprint(d.Depth["leased"]),
+				fmt.Sprint(d.Depth["paused"]), fmt.Sprint(d.Depth["dead"]), fmt.Sprintf("%.0fs", d.OldestReadyAge)})
+		}
+		c.table("NAME\tSTATE\tBREAKER\tQUEUED\tLEASED\tPAUSED\tDEAD\tOLDEST READY", rows)
+	case "pause", "resume":
+		if len(args) != 2 {
+			return fmt.Errorf("%s needs a destination name", args[0])
+		}
+		var d sender.DestinationStatus
+		raw, err := c.call(http.MethodPost, "/hookgate/destinations/"+url.PathEscape(args[1])+"/"+args[0], nil, &d)
+		if err != nil {
+			return err
+		}
+		if c.format == "json" {
+			c.printJSON(raw)
+			return nil
+		}
+		fmt.Fprintf(c.out, "%s: %s\n", d.Name, d.State)
+	case "move":
+		if len(args) != 3 {
+			return fmt.Errorf("move needs the orphan and the configured destination to move to")
+		}
+		var v struct{ Moved, Kept int }
+		raw, err := c.call(http.MethodPost, "/hookgate/destinations/"+url.PathEscape(args[1])+"/move", map[string]string{"to": args[2]}, &v)
+		if err != nil {
+			return err
+		}
+		if c.format == "json" {
+			c.printJSON(raw)
+			return nil
+		}
+		fmt.Fprintf(c.out, "moved %d from %s to %s", v.Moved, args[1], args[2])
+		if v.Kept > 0 {
+			fmt.Fprintf(c.out, "; %d kept in %s: %s holds their IDs with another payload", v.Kept, args[1], args[2])
+		}
+		fmt.Fprintln(c.out)
+	case "purge":
+		if len(args) != 2 {
+			return fmt.Errorf("purge needs the orphan's name")
+		}
+		var v struct{ Removed int }
+		raw, err := c.call(http.MethodPost, "/hookgate/destinations/"+url.PathEscape(args[1])+"/purge", nil, &v)
+		if err != nil {
+			return err
+		}
+		if c.format == "json" {
+			c.printJSON(raw)
+			return nil
+		}
+		fmt.Fprintf(c.out, "purged %s: %d envelopes removed\n", args[1], v.Removed)
+	default:
+		return fmt.Errorf("unknown destinations command %q: want list, pause, resume, move or purge", args[0])
+	}
+	return nil
+}

@@ -1,0 +1,126 @@
+package cli
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/verify"
+)
+
+const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// TestSignPrintsHeaders: without --send, sign prints the scheme's headers,
+// sorted, one "Name: value" a line, for a body given inline, as @file or
+// as @- (standard input).
+func TestSignPrintsHeaders(t *testing.T) {
+	t.Setenv("HOOKGATE_SECRET", "")
+	file := filepath.Join(t.TempDir(), "body.json")
+	if err := os.WriteFile(file, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := "Webhook-Id: msg_1\nWebhook-Signature: v1,+xVE8FAZIm7LgRUMek7bIxFHD6uoOR4OSIBAVqRTjuo=\nWebhook-Timestamp: 1700000000\n"
+	for _, tc := range []struct{ arg, stdin string }{{"hello", ""}, {"@" + file, ""}, {"@-", "hello"}} {
+		got := execute(t, tc.stdin, "sign", "--secret", testSecret, "--id", "msg_1", "--timestamp", "1700000000", tc.arg)
+		if got != (result{stdout: want}) {
+			t.Errorf("sign %s: %+v; want exit 0 and\n%s", tc.arg, got, want)
+		}
+	}
+
+	t.Setenv("HOOKGATE_SECRET", testSecret)
+	got := execute(t, "", "sign", "--scheme", "stripe", "--timestamp", "1700000000", `{"id":"x"}`)
+	if want := "Stripe-Signature: t=1700000000,v1=5c0f6789d2efab10985138588cf88203ba9ba4763f0ec0fe4fbe4c21aa87184b\n"; got != (result{stdout: want}) {
+		t.Errorf("sign --scheme stripe, the secret from the environment: %+v; want exit 0 and\n%s", got, want)
+	}
+}
+
+// TestSignSend: with --send, sign POSTs the signed body with the -H
+// headers and the content type, prints the answer, and exits 0 for a 2xx
+// answer, 1 otherwise.
+func TestSignSend(t *testing.T) {
+	t.Setenv("HOOKGATE_SECRET", "")
+	v, err := verify.New("standard", []string{testSecret}, verify.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got http.Header
+	var gotBody []byte
+	received := func() (http.Header, []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		return got, gotBody
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got, gotBody = r.Header, body
+		mu.Unlock()
+		if _, err := v.Verify(r.Header, body, time.Now()); err != nil {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusUnauthorized)
+			io.WriteString(w, `{"reason":"bad_signature"}`)
+			return
+		}
+		w.Header().Set("X-Answer", "yes")
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+
+	res := execute(t, "", "sign", "--secret", testSecret, "--id", "msg_cli", "--send", srv.URL,
+		"-H", "X-Tenant: t-1", "-H", "X-Trace: a:b", "--content-type", "text/plain", "hello")
+	if res.code != 0 || res.stderr != "" || !strings.HasPrefix(res.stdout, "HTTP/1.1 200 OK\n") ||
+		!strings.Contains(res.stdout, "\nX-Answer: yes\n") || !strings.HasSuffix(res.stdout, "\n\nok") {
+		t.Errorf("sign --send, a 200 answer: %+v", res)
+	}
+	if h, body := received(); string(body) != "hello" || h.Get("X-Tenant") != "t-1" || h.Get("X-Trace") != "a:b" ||
+		h.Get("Content-Type") != "text/plain" || h.Get("Webhook-Id") != "msg_cli" {
+		t.Errorf("the request sent: %v, body %q", h, body)
+	}
+
+	res = execute(t, "", "sign", "--secret", testSecret, "--send", srv.URL, `{"a":1}`)
+	if h, _ := received(); res.code != 0 || h.Get("Content-Type") != "application/json" {
+		t.Errorf("sign --send of a JSON body: %+v, Content-Type %q", res, h.Get("Content-Type"))
+	}
+
+	res = execute(t, "", "sign", "--secret", "whsec_d3Jvbmcgc2VjcmV0", "--send", srv.URL, "hello")
+	if res.code != 1 || res.stderr != "" || !strings.HasPrefix(res.stdout, "HTTP/1.1 401 Unauthorized\n") || !strings.HasSuffix(res.stdout, `{"reason":"bad_signature"}`) {
+		t.Errorf("sign --send, a 401 answer: %+v; want exit 1 and the answer", res)
+	}
+}
+
+// TestSignErrors: each error is exit 1, "Error: ..." on the error output,
+// nothing sent or printed.
+func TestSignErrors(t *testing.T) {
+	t.Setenv("HOOKGATE_SECRET", "")
+	var sent atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { sent.Add(1) }))
+	defer srv.Close()
+	for _, tc := range []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"hello"}, "Error: no secret: pass --secret or set HOOKGATE_SECRET\n"},
+		{[]string{"--secret", testSecret, "--scheme", "nope", "hello"}, "Error: unknown scheme \"nope\""},
+		{[]string{"--secret", testSecret, "@" + filepath.Join(t.TempDir(), "none")}, "Error: open "},
+		{[]string{"--secret", testSecret, "--send", srv.URL, "-H", "no-colon", "x"}, "Error: -H \"no-colon\": want 'Name: value'\n"},
+		{[]string{"--secret", testSecret, "--send", "http://127.0.0.1:1/", "x"}, "Error: Post \"http://127.0.0.1:1/\": "},
+		{[]string{"--secret", testSecret, "--nope", "x"}, "Error: unknown flag: --nope\n"},
+		{[]string{"--secret", testSecret, "a", "b"}, "Error: accepts 1 arg(s), received 2\n"},
+	} {
+		res := execute(t, "", append([]string{"sign"}, tc.args...)...)
+		if res.code != 1 || res.stdout != "" || !strings.HasPrefix(res.stderr, tc.stderr) || strings.Count(res.stderr, "Error:") != 1 {
+			t.Errorf("sign %q: %+v; want exit 1, stderr %q", tc.args, res, tc.stderr)
+		}
+	}
+	if n := sent.Load(); n != 0 {
+		t.Errorf("%d requests sent", n)
+	}
+}
