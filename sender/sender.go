@@ -6,8 +6,10 @@
 // run out, and redriven by an operator. [Classify] names an attempt's
 // failure class, and a circuit breaker per destination holds attempts to a
 // destination that keeps failing. [DLQ] is the dead-letter service: list,
-// group, inspect, redrive and purge, one implementation behind the admin
-// API and the CLI.
+// group, inspect, redrive and purge. [Ops] is the one service behind every
+// door to the sender's state, the admin API (package httpapi, which the
+// hookgate commands speak to) and the console: each state change goes
+// through it.
 //
 // The [Queue] interface is what it needs of a store; the redisqueue and
 // boltqueue packages implement it and pass the one conformance suite in
