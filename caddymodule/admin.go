@@ -79,10 +79,10 @@ func (a *adminAPI) remembered(w http.ResponseWriter, r *http.Request, app *App, 
 	if err != nil || key == "" {
 		return httpapi.Errorf(http.StatusBadRequest, "bad_request", "a %s needs a key", kind)
 	}
-	if !app.store.used {
+	if !app.storeUsed {
 		return httpapi.Errorf(http.StatusNotFound, "no_store", "no handler of this config uses the store")
 	}
-	if _, err := app.store.get(); err != nil {
+	if _, err := app.store.Conn(); err != nil {
 		return err
 	}
 	now := time.Now()

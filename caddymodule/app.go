@@ -6,15 +6,21 @@ package caddymodule
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
+	"math"
 	"path/filepath"
 	"sync"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/store"
+	"github.com/hookgate/hookgate/internal/telemetry"
 	"github.com/hookgate/hookgate/sender"
 )
 
@@ -44,9 +50,11 @@ type App struct {
 	// by the gateway for the jobs with `every`.
 	Reconcile []*ReconcileJob `json:"reconcile,omitempty"`
 
-	metrics       *metrics
+	metrics       *telemetry.Metrics
 	logger        *zap.Logger
-	store         *lazyStore
+	store         *store.Lazy // opened on Start when storeUsed, or on first use
+	storeUsed     bool        // a handler, the sender or a schedule needs the store
+	poolKey       string      // the open store's key in connections
 	destinations  []sender.Destination
 	sender        *sender.Sender
 	dlq           *sender.DLQ
@@ -74,101 +82,63 @@ type StoreConfig struct {
 	SentinelMaster string `json:"sentinel_master,omitempty"`
 }
 
-// lazyStore is the app's store. It opens on the app's Start, or on first
-// use if a request comes first, never in Provision: `hookgate validate`
-// must not take the bbolt file's lock from a running gateway. A config
-// without dedupe never opens it.
-type lazyStore struct {
-	open    func() (opened, string, error)
-	used    bool // a handler or the sender needs it: Start opens it
-	once    sync.Once
-	store   backend
-	queue   func(retention time.Duration) (sender.AuditedQueue, error)
-	shared  sender.Remote
-	err     error
-	poolKey string
-}
+// connections holds the open stores, keyed by their config, so that a
+// config reload (which provisions the new config before the old one is
+// cleaned up) reuses them instead of opening them twice.
+var connections = caddy.NewUsagePool()
 
-// backend is what a store backend provides: dedupe and freshness state.
-type backend interface {
-	dedupe.Store
-	dedupe.EntityStore
-}
-
-// get opens the store on first call.
-func (l *lazyStore) get() (backend, error) {
-	l.once.Do(func() {
-		var o opened
-		o, l.poolKey, l.err = l.open()
-		l.store, l.queue, l.shared = o.backend, o.queue, o.breakers
+// openStore opens the configured store, or reuses the one open already,
+// and remembers its key in connections for Cleanup.
+func (a *App) openStore() (*store.Conn, error) {
+	cfg := store.Config{Backend: a.Store.Backend, Dir: a.Store.Dir, SentinelMaster: a.Store.SentinelMaster}
+	if cfg.Backend == "redis" {
+		setRedisLogger.Do(func() { redis.SetLogger(redisLogger{}) })
+		var err error
+		if cfg.URLs, err = resolveURLs(a.Store.URLs); err != nil {
+			return nil, err
+		}
+	}
+	key, _ := json.Marshal(cfg)
+	v, _, err := connections.LoadOrNew(string(key), func() (caddy.Destructor, error) {
+		return store.Open(cfg, zapslogLogger(a.logger))
 	})
-	return l.store, l.err
+	if err != nil {
+		return nil, err
+	}
+	a.poolKey = string(key)
+	return v.(*store.Conn), nil
 }
 
-// The lazyStore is itself a dedupe.Store; each call opens it if needed.
-
-func (l *lazyStore) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.ClaimResult, error) {
-	s, err := l.get()
-	if err != nil {
-		return dedupe.ClaimResult{}, err
+// resolveURLs reads the {env.*} and {file.*} placeholders of the Redis
+// URLs now, so that a password never appears in the adapted config.
+func resolveURLs(urls []string) ([]string, error) {
+	repl := caddy.NewReplacer()
+	resolved := make([]string, len(urls))
+	for i, tmpl := range urls {
+		var err error
+		if resolved[i], err = repl.ReplaceOrErr(tmpl, true, true); err != nil {
+			return nil, fmt.Errorf("store redis: URL %d: %v", i+1, err)
+		}
 	}
-	return s.Claim(ctx, key, c)
+	return resolved, nil
 }
 
-func (l *lazyStore) Record(ctx context.Context, key, token string, rec dedupe.Record, retention time.Duration, now time.Time) error {
-	s, err := l.get()
-	if err != nil {
-		return err
-	}
-	return s.Record(ctx, key, token, rec, retention, now)
+// redisLogger sends go-redis's own log lines through Caddy's logger, as
+// JSON like every other line, instead of plain text on stderr.
+type redisLogger struct{}
+
+func (redisLogger) Printf(_ context.Context, format string, v ...any) {
+	caddy.Log().Named("redis").Warn(fmt.Sprintf(format, v...))
 }
 
-func (l *lazyStore) Release(ctx context.Context, key, token string) error {
-	s, err := l.get()
-	if err != nil {
-		return err
-	}
-	return s.Release(ctx, key, token)
-}
+var setRedisLogger sync.Once
 
-func (l *lazyStore) Get(ctx context.Context, key string, now time.Time) (dedupe.Entry, error) {
-	s, err := l.get()
-	if err != nil {
-		return dedupe.Entry{}, err
-	}
-	return s.Get(ctx, key, now)
-}
-
-func (l *lazyStore) Forget(ctx context.Context, key string) (bool, error) {
-	s, err := l.get()
-	if err != nil {
-		return false, err
-	}
-	return s.Forget(ctx, key)
-}
-
-func (l *lazyStore) GetEntity(ctx context.Context, entity string, now time.Time) (dedupe.EntityState, error) {
-	s, err := l.get()
-	if err != nil {
-		return dedupe.EntityState{}, err
-	}
-	return s.GetEntity(ctx, entity, now)
-}
-
-func (l *lazyStore) AcquireEntity(ctx context.Context, entity string, a dedupe.Acquire) (dedupe.AcquireResult, error) {
-	s, err := l.get()
-	if err != nil {
-		return dedupe.AcquireResult{}, err
-	}
-	return s.AcquireEntity(ctx, entity, a)
-}
-
-func (l *lazyStore) FinishEntity(ctx context.Context, entity, token string, f dedupe.Finish) error {
-	s, err := l.get()
-	if err != nil {
-		return err
-	}
-	return s.FinishEntity(ctx, entity, token, f)
+// zapslogLogger adapts Caddy's zap logger for the domain packages' slog,
+// so that a line reads as one of l's own: under l's name, and without the
+// stack trace zapslog adds to every error by default (Caddy's logs carry
+// none unless configured to).
+func zapslogLogger(l *zap.Logger) *slog.Logger {
+	return slog.New(zapslog.NewHandler(l.Core(), zapslog.WithName(l.Name()), zapslog.AddStacktraceAt(slog.Level(math.MaxInt))))
 }
 
 // CaddyModule returns the Caddy module information.
@@ -194,22 +164,18 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.Store.Backend == "file" && a.Store.Dir == "" {
 		a.Store.Dir = filepath.Join(caddy.AppDataDir(), "hookgate")
 	}
-	m, err := newMetrics(ctx.GetMetricsRegistry())
+	m, err := telemetry.New(ctx.GetMetricsRegistry())
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	a.metrics = m
-	a.store = &lazyStore{open: func() (opened, string, error) {
-		o, poolKey, err := a.openStore(a.logger)
-		if err != nil {
-			return opened{}, "", err
-		}
-		o.backend = newInstrumentedStore(o.backend, a.Store.Backend, a.metrics.storeOpDuration)
-		return o, poolKey, nil
-	}}
+	// The store opens on Start, or on first use if a request comes
+	// first, never here: `hookgate validate` must not take the bbolt
+	// file's lock from a running gateway.
+	a.store = store.NewLazy(a.openStore, a.KeyPrefix, a.Store.Backend, m.StoreOpDuration())
 	for _, j := range a.Reconcile {
 		if j.Every > 0 {
-			a.store.used = true // the schedule's lock lives in the store
+			a.storeUsed = true // the schedule's lock lives in the store
 		}
 	}
 	return a.provisionSender()
@@ -226,7 +192,11 @@ func (a *App) Validate() error {
 		if len(a.Store.URLs) == 0 {
 			return fmt.Errorf("store redis needs at least one URL")
 		}
-		if _, err := redisOptions(a.Store); err != nil {
+		urls, err := resolveURLs(a.Store.URLs)
+		if err != nil {
+			return err
+		}
+		if _, err := store.RedisOptions(urls, a.Store.SentinelMaster); err != nil {
 			return err
 		}
 	default:
@@ -251,8 +221,8 @@ func (a *App) Validate() error {
 // Start opens the store when a handler or the sender needs it, starts
 // the sender's workers, and makes the app the one the admin API serves.
 func (a *App) Start() error {
-	if a.store.used {
-		if _, err := a.store.get(); err != nil {
+	if a.storeUsed {
+		if _, err := a.store.Conn(); err != nil {
 			return err
 		}
 	}
@@ -279,13 +249,13 @@ func (a *App) Stop() error {
 
 // Cleanup releases what Provision acquired.
 func (a *App) Cleanup() error {
-	if a.store != nil && a.store.poolKey != "" {
-		if _, err := connections.Delete(a.store.poolKey); err != nil {
+	if a.poolKey != "" {
+		if _, err := connections.Delete(a.poolKey); err != nil {
 			a.logger.Error("closing store", zap.Error(err))
 		}
 	}
 	if a.metrics != nil {
-		return a.metrics.shutdown()
+		return a.metrics.Shutdown()
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -14,12 +15,13 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/dedupe/redisstore"
 	"github.com/hookgate/hookgate/internal/redistest"
+	"github.com/hookgate/hookgate/internal/store"
+	"github.com/hookgate/hookgate/internal/telemetry"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -30,21 +32,23 @@ import (
 // once. It reports the Redis round trips (pipelines) per request.
 func BenchmarkVerifyDedupeUnique(b *testing.B) {
 	srv := redistest.Start(b)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	b.Cleanup(func() { rdb.Close() })
-	store := redisstore.New(rdb, "bench")
-	m, err := newMetrics(prometheus.NewRegistry())
+	conn, err := store.Open(store.Config{Backend: "redis", URLs: []string{"redis://" + srv.Addr()}}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { m.shutdown() })
+	b.Cleanup(func() { conn.Destruct() })
+	m, err := telemetry.New(prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Shutdown() })
 	const secret = "whsec_c2VjcmV0LWZvci10ZXN0cw=="
 	verifier, err := verify.New("standard", []string{secret}, verify.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	v := &Verify{Scheme: "standard", MaxBody: DefaultMaxBody, verifier: verifier, now: time.Now, metrics: m, attrs: new(sync.Map), logger: zap.NewNop()}
-	is := newInstrumentedStore(store, "redis", m.storeOpDuration)
+	v := &Verify{Scheme: "standard", MaxBody: DefaultMaxBody, verifier: verifier, now: time.Now, metrics: m, logger: zap.NewNop()}
+	is := store.NewLazy(func() (*store.Conn, error) { return conn, nil }, "bench", "redis", m.StoreOpDuration())
 	d, err := dedupe.New(is, dedupe.Config{ReplayCache: -1})
 	if err != nil {
 		b.Fatal(err)
@@ -77,5 +81,5 @@ func BenchmarkVerifyDedupeUnique(b *testing.B) {
 		}
 	})
 	b.StopTimer()
-	b.ReportMetric(float64(store.Stats().Pipelines)/float64(b.N), "trips/op")
+	b.ReportMetric(float64(is.Unwrap().(*redisstore.Store).Stats().Pipelines)/float64(b.N), "trips/op")
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/forward"
 	"github.com/hookgate/hookgate/internal/problem"
+	"github.com/hookgate/hookgate/internal/telemetry"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -76,7 +77,7 @@ type Dedupe struct {
 
 	deduper *dedupe.Deduper
 	now     func() time.Time
-	metrics *metrics
+	metrics *telemetry.Metrics
 	logger  *zap.Logger
 	bufs    *sync.Pool
 }
@@ -202,7 +203,7 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	ctx, span := startSpan(r.Context(), "webhook_dedupe")
 	defer span.End()
 	count := func(result string) {
-		h.metrics.dedupeResult(ctx, result)
+		h.metrics.DedupeResult(ctx, result)
 		if span.IsRecording() {
 			span.SetAttributes(attribute.String("hookgate.result", result))
 		}
@@ -355,7 +356,7 @@ func writeRecord(w http.ResponseWriter, rec *dedupe.Record) {
 
 // dedupeStore returns the app's shared store, opened when the app starts.
 func (a *App) dedupeStore() dedupe.Store {
-	a.store.used = true
+	a.storeUsed = true
 	return a.store
 }
 

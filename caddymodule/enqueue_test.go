@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/internal/problem"
+	"github.com/hookgate/hookgate/internal/telemetry"
 	"github.com/hookgate/hookgate/sender"
 )
 
@@ -55,7 +56,7 @@ type enqueueFixture struct {
 
 func newEnqueueFixture(t *testing.T) *enqueueFixture {
 	t.Helper()
-	m, err := newMetrics(prometheus.NewRegistry())
+	m, err := telemetry.New(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/hookgate/hookgate/internal/eventtime"
 	"github.com/hookgate/hookgate/internal/forward"
 	"github.com/hookgate/hookgate/internal/problem"
+	"github.com/hookgate/hookgate/internal/telemetry"
 )
 
 func init() {
@@ -68,7 +69,7 @@ type Freshness struct {
 
 	fresh   *dedupe.Freshness
 	now     func() time.Time
-	metrics *metrics
+	metrics *telemetry.Metrics
 	logger  *zap.Logger
 }
 
@@ -141,7 +142,7 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	ctx, span := startSpan(r.Context(), "webhook_freshness")
 	defer span.End()
 	count := func(result string) {
-		h.metrics.freshnessResult(ctx, result)
+		h.metrics.FreshnessResult(ctx, result)
 		if span.IsRecording() {
 			span.SetAttributes(attribute.String("hookgate.result", result))
 		}
@@ -301,7 +302,7 @@ func truncate(s string, n int) string {
 
 // entityStore returns the app's shared store for freshness state.
 func (a *App) entityStore() dedupe.EntityStore {
-	a.store.used = true
+	a.storeUsed = true
 	return a.store
 }
 

@@ -31,7 +31,7 @@ func TestSlogLoggerKeepsTheZapLog(t *testing.T) {
 	err := errors.New("store down")
 	logger.With(zap.String("job", "j"), zap.Time("slot", slot)).Error("reconcile run failed",
 		zap.Error(err), zap.Int("truth", 3), zap.Duration("took", 1500*time.Millisecond), zap.Strings("keys", []string{"a b"}))
-	slogLogger(logger).With(slog.String("job", "j"), slog.Time("slot", slot)).Error("reconcile run failed",
+	zapslogLogger(logger).With(slog.String("job", "j"), slog.Time("slot", slot)).Error("reconcile run failed",
 		slog.Any("error", err), slog.Int("truth", 3), slog.Duration("took", 1500*time.Millisecond), slog.Any("keys", []string{"a b"}))
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
 	if len(lines) != 2 {

@@ -11,9 +11,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/sony/gobreaker/v2"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
@@ -131,7 +128,7 @@ func (a *App) provisionSender() error {
 		}
 		a.destinations = append(a.destinations, d)
 	}
-	a.store.used = true
+	a.storeUsed = true
 	return a.senderConfig().Validate()
 }
 
@@ -162,25 +159,26 @@ func (a *App) startSender() error {
 	if len(a.destinations) == 0 {
 		return nil
 	}
-	if _, err := a.store.get(); err != nil {
+	conn, err := a.store.Conn()
+	if err != nil {
 		return err
 	}
-	q, err := a.store.queue(a.retention())
+	q, err := conn.Queue(a.KeyPrefix, a.retention())
 	if err != nil {
 		return fmt.Errorf("sender queue: %w", err)
 	}
 	s, err := sender.New(q, a.senderConfig(), a.destinations, sender.Options{
 		Logger:   zapslogLogger(a.logger.Named("sender")),
-		Observer: a.metrics.senderObserver(),
-		Breakers: a.store.shared,
+		Observer: a.metrics.SenderObserver(),
+		Breakers: conn.Breakers(a.KeyPrefix),
 	})
 	if err != nil {
 		return err
 	}
-	if err := a.metrics.observeQueues(s); err != nil {
+	if err := a.metrics.ObserveQueues(s); err != nil {
 		return fmt.Errorf("sender metrics: %w", err)
 	}
-	a.metrics.sender.zero(s.Destinations())
+	a.metrics.ZeroDestinations(s.Destinations())
 	ctx, cancel := context.WithCancel(context.Background())
 	a.sender, a.stopSender, a.senderDone = s, cancel, new(sync.WaitGroup)
 	maxRedrive := 0
@@ -203,8 +201,8 @@ func (a *App) ops() *sender.Ops {
 	}
 	return sender.NewOps(a.sender, a.dlq, sender.OpsOptions{
 		Logger:   zapslogLogger(a.logger),
-		Enqueued: a.metrics.enqueuedResult,
-		Redriven: a.metrics.redriven,
+		Enqueued: a.metrics.Enqueued,
+		Redriven: a.metrics.Redriven,
 	})
 }
 
@@ -277,207 +275,4 @@ func parseRate(s string) (float64, error) {
 		return v / 3600, nil
 	}
 	return 0, fmt.Errorf("rate %q: want <n>/s, <n>/m or <n>/h", s)
-}
-
-// senderMetrics are the sender's instruments.
-type senderMetrics struct {
-	deliveries  metric.Int64Counter
-	attempts    metric.Int64Counter
-	attemptDur  metric.Float64Histogram
-	deliveryAge metric.Float64Histogram
-	timeToDLQ   metric.Float64Histogram
-	enqueued    metric.Int64Counter
-	storeErrors metric.Int64Counter
-	redriven    metric.Int64Counter
-	attrs       sync.Map // label set -> metric.MeasurementOption
-}
-
-func newSenderMetrics(meter metric.Meter) (*senderMetrics, error) {
-	m := new(senderMetrics)
-	var err error
-	seconds := metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
-	if m.deliveries, err = meter.Int64Counter("hookgate_sender_deliveries_total",
-		metric.WithDescription("Envelopes settled for good, by destination and outcome (delivered, dead).")); err != nil {
-		return nil, err
-	}
-	if m.attempts, err = meter.Int64Counter("hookgate_sender_attempts_total",
-		metric.WithDescription("Delivery attempts by destination and result (2xx, transient, permanent).")); err != nil {
-		return nil, err
-	}
-	if m.attemptDur, err = meter.Float64Histogram("hookgate_sender_attempt_duration_seconds",
-		metric.WithDescription("Latency of delivery attempts by destination."), metric.WithUnit("s"), seconds); err != nil {
-		return nil, err
-	}
-	if m.deliveryAge, err = meter.Float64Histogram("hookgate_sender_delivery_age_seconds",
-		metric.WithDescription("Time from enqueue to successful delivery, by destination."), metric.WithUnit("s"), seconds); err != nil {
-		return nil, err
-	}
-	if m.timeToDLQ, err = meter.Float64Histogram("hookgate_sender_time_to_dlq_seconds",
-		metric.WithDescription("Time from the first failed attempt to the dead letter, by destination."), metric.WithUnit("s"), seconds); err != nil {
-		return nil, err
-	}
-	if m.storeErrors, err = meter.Int64Counter("hookgate_sender_store_errors_total",
-		metric.WithDescription("Failed queue operations by destination and op (lease, settle).")); err != nil {
-		return nil, err
-	}
-	if m.redriven, err = meter.Int64Counter("hookgate_sender_redriven_total",
-		metric.WithDescription("Dead letters moved back to the queue by a redrive, by destination.")); err != nil {
-		return nil, err
-	}
-	if m.enqueued, err = meter.Int64Counter("hookgate_sender_enqueued_total",
-		metric.WithDescription("Enqueues by destination and result (queued, duplicate).")); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-// labels returns the measurement option of a label set, built once.
-func (m *senderMetrics) labels(kv ...string) metric.MeasurementOption {
-	key := strings.Join(kv, "\x00")
-	if v, ok := m.attrs.Load(key); ok {
-		return v.(metric.MeasurementOption)
-	}
-	var as []attribute.KeyValue
-	for i := 0; i+1 < len(kv); i += 2 {
-		as = append(as, attribute.String(kv[i], kv[i+1]))
-	}
-	v, _ := m.attrs.LoadOrStore(key, metric.WithAttributeSet(attribute.NewSet(as...)))
-	return v.(metric.MeasurementOption)
-}
-
-// zero starts each destination's counters at 0, so that every series a
-// rule or panel divides by exists from the start: a destination that never
-// dead-lettered still has deliveries_total{outcome="dead"}, and its error
-// ratio is 0, not absent.
-func (m *senderMetrics) zero(dests []string) {
-	ctx := context.Background()
-	for _, d := range dests {
-		for _, outcome := range []string{"delivered", "dead"} {
-			m.deliveries.Add(ctx, 0, m.labels("destination", d, "outcome", outcome))
-		}
-		for _, result := range []string{"2xx", "transient", "permanent"} {
-			m.attempts.Add(ctx, 0, m.labels("destination", d, "result", result))
-		}
-		for _, result := range []string{"queued", "duplicate"} {
-			m.enqueued.Add(ctx, 0, m.labels("destination", d, "result", result))
-		}
-		m.redriven.Add(ctx, 0, m.labels("destination", d))
-	}
-}
-
-// senderObserver adapts the metrics to sender.Observer.
-func (m *metrics) senderObserver() sender.Observer { return observer{m.sender} }
-
-type observer struct{ m *senderMetrics }
-
-func (o observer) Attempt(dest, result string, latency time.Duration) {
-	ctx := context.Background()
-	o.m.attempts.Add(ctx, 1, o.m.labels("destination", dest, "result", result))
-	o.m.attemptDur.Record(ctx, latency.Seconds(), o.m.labels("destination", dest))
-}
-
-func (o observer) Delivered(dest string, age time.Duration) {
-	ctx := context.Background()
-	o.m.deliveries.Add(ctx, 1, o.m.labels("destination", dest, "outcome", "delivered"))
-	o.m.deliveryAge.Record(ctx, age.Seconds(), o.m.labels("destination", dest))
-}
-
-func (o observer) Dead(dest string, quarantined time.Duration) {
-	ctx := context.Background()
-	o.m.deliveries.Add(ctx, 1, o.m.labels("destination", dest, "outcome", "dead"))
-	o.m.timeToDLQ.Record(ctx, quarantined.Seconds(), o.m.labels("destination", dest))
-}
-
-func (o observer) StoreError(dest, op string) {
-	o.m.storeErrors.Add(context.Background(), 1, o.m.labels("destination", dest, "op", op))
-}
-
-// BreakerState is read from the sender at each scrape instead.
-func (o observer) BreakerState(string, gobreaker.State) {}
-
-// redriven counts the dead letters a redrive moved.
-func (m *metrics) redriven(ctx context.Context, letters []sender.Letter) {
-	for _, l := range letters {
-		m.sender.redriven.Add(ctx, 1, m.sender.labels("destination", l.Destination))
-	}
-}
-
-// enqueuedResult counts an enqueue.
-func (m *metrics) enqueuedResult(ctx context.Context, dest string, duplicate bool) {
-	result := "queued"
-	if duplicate {
-		result = "duplicate"
-	}
-	m.sender.enqueued.Add(ctx, 1, m.sender.labels("destination", dest, "result", result))
-}
-
-// observeQueues registers the gauges read from the queue at each scrape:
-// depth by state, oldest ready age, and breaker state.
-func (m *metrics) observeQueues(s *sender.Sender) error {
-	meter := m.provider.Meter("github.com/hookgate/hookgate")
-	depth, err := meter.Int64ObservableGauge("hookgate_sender_queue_depth",
-		metric.WithDescription("Envelopes by destination and state (queued, leased, paused, dead, corrupt)."))
-	if err != nil {
-		return err
-	}
-	oldest, err := meter.Float64ObservableGauge("hookgate_sender_oldest_ready_age_seconds",
-		metric.WithDescription("Age of the oldest envelope due for delivery, by destination."), metric.WithUnit("s"))
-	if err != nil {
-		return err
-	}
-	oldestDead, err := meter.Float64ObservableGauge("hookgate_sender_dlq_oldest_age_seconds",
-		metric.WithDescription("Age of the oldest dead letter, by destination; 0 when there is none."), metric.WithUnit("s"))
-	if err != nil {
-		return err
-	}
-	breaker, err := meter.Int64ObservableGauge("hookgate_sender_breaker_state",
-		metric.WithDescription("Destination breaker state: 0 closed, 1 half-open, 2 open."))
-	if err != nil {
-		return err
-	}
-	_, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
-		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		dests := s.Destinations()
-		if orphans, err := s.Orphans(ctx); err == nil {
-			for _, o := range orphans {
-				dests = append(dests, o.Name)
-			}
-		}
-		for _, dest := range dests {
-			st, err := s.Queue().Stats(ctx, dest, time.Now())
-			if err != nil {
-				continue // a scrape while the store is down shows no depth
-			}
-			queued, paused := st.Queued, 0
-			if _, configured := s.BreakerState(dest); st.Paused && configured { // an orphan is orphaned, not paused
-				queued, paused = 0, st.Queued
-			}
-			for state, n := range map[string]int{"queued": queued, "leased": st.Leased, "paused": paused, "dead": st.Dead, "corrupt": st.Corrupt} {
-				o.ObserveInt64(depth, int64(n), metric.WithAttributes(attribute.String("destination", dest), attribute.String("state", state)))
-			}
-			o.ObserveFloat64(oldest, st.OldestReady.Seconds(), metric.WithAttributes(attribute.String("destination", dest)))
-			deadAge := 0.0
-			if !st.OldestDead.IsZero() {
-				deadAge = time.Since(st.OldestDead).Seconds()
-			}
-			o.ObserveFloat64(oldestDead, deadAge, metric.WithAttributes(attribute.String("destination", dest)))
-			if bs, ok := s.BreakerState(dest); ok { // an orphan has none
-				o.ObserveInt64(breaker, breakerValue(bs), metric.WithAttributes(attribute.String("destination", dest)))
-			}
-		}
-		return nil
-	}, depth, oldest, oldestDead, breaker)
-	return err
-}
-
-// breakerValue maps a breaker state to the gauge's value.
-func breakerValue(s gobreaker.State) int64 {
-	switch s {
-	case gobreaker.StateHalfOpen:
-		return 1
-	case gobreaker.StateOpen:
-		return 2
-	}
-	return 0
 }

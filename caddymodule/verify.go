@@ -20,12 +20,12 @@ import (
 	"github.com/tidwall/gjson"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/hookgate/hookgate/internal/problem"
+	"github.com/hookgate/hookgate/internal/telemetry"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -71,8 +71,7 @@ type Verify struct {
 
 	verifier *verify.Verifier
 	now      func() time.Time
-	metrics  *metrics
-	attrs    *sync.Map // result -> []metric.AddOption of this scheme, built once
+	metrics  *telemetry.Metrics
 	logger   *zap.Logger
 }
 
@@ -128,7 +127,6 @@ func (v *Verify) Provision(ctx caddy.Context) error {
 		return err
 	}
 	v.metrics = app.metrics
-	v.attrs = new(sync.Map)
 	return nil
 }
 
@@ -140,12 +138,7 @@ func (v *Verify) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 
 	r = withContext(r, ctx)
 	result, status, d, r, err := v.check(r)
-	opts, ok := v.attrs.Load(result)
-	if !ok {
-		opts, _ = v.attrs.LoadOrStore(result, []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(
-			attribute.String("scheme", v.Scheme), attribute.String("result", result)))})
-	}
-	v.metrics.verifyRequests.Add(ctx, 1, opts.([]metric.AddOption)...)
+	v.metrics.Verified(ctx, v.Scheme, result)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("hookgate.result", result))
 	}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/zap"
 
+	"github.com/hookgate/hookgate/internal/telemetry"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -27,12 +27,12 @@ func newTestVerify(t *testing.T, secret string) *Verify {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := newMetrics(prometheus.NewRegistry())
+	m, err := telemetry.New(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { m.shutdown() })
-	return &Verify{Scheme: "standard", MaxBody: DefaultMaxBody, verifier: v, now: time.Now, metrics: m, attrs: new(sync.Map), logger: zap.NewNop()}
+	t.Cleanup(func() { m.Shutdown() })
+	return &Verify{Scheme: "standard", MaxBody: DefaultMaxBody, verifier: v, now: time.Now, metrics: m, logger: zap.NewNop()}
 }
 
 // TestVerifySpanAndPlaceholders checks the handler starts its span under

@@ -10,7 +10,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
-	"github.com/hookgate/hookgate/caddymodule"
+	"github.com/hookgate/hookgate/internal/store"
 )
 
 func init() {
@@ -45,7 +45,7 @@ Documentation: README.md, "The embedded store".`,
 // store's) and prints which file it checked and what it found: exit code
 // 0 when it is sound or empty, else 1 and the error, unprefixed.
 func cmdStoreCheck(cmd *cobra.Command, args []string) (int, error) {
-	path := filepath.Join(caddy.AppDataDir(), "hookgate", caddymodule.StateFile)
+	path := filepath.Join(caddy.AppDataDir(), "hookgate", store.StateFile)
 	if len(args) == 1 {
 		path = args[0]
 	}
@@ -69,7 +69,7 @@ func checkStore(path string, limit time.Duration) (string, string, error) {
 		return path, "", fmt.Errorf("store file: %w", err)
 	}
 	if fi.IsDir() {
-		path = filepath.Join(path, caddymodule.StateFile)
+		path = filepath.Join(path, store.StateFile)
 		if fi, err = os.Stat(path); err != nil {
 			return path, "", fmt.Errorf("store file: %w", err)
 		}
@@ -77,7 +77,7 @@ func checkStore(path string, limit time.Duration) (string, string, error) {
 	if fi.Size() == 0 {
 		return path, "empty (a new store: hookgate initialises it at start)", nil
 	}
-	if err := caddymodule.CheckStateFile(path, limit); err != nil {
+	if err := store.CheckStateFile(path, limit); err != nil {
 		return path, "", err
 	}
 	return path, "sound", nil

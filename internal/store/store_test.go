@@ -1,0 +1,80 @@
+package store
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+// TestRedisOptions: one URL is a single node, several a Cluster, several
+// with a master name Sentinels; credentials come from the first URL, and
+// no error quotes a credential.
+func TestRedisOptions(t *testing.T) {
+	o, err := RedisOptions([]string{"redis://u:pw@a:1/2", "redis://b:1"}, "")
+	if err != nil || !o.IsClusterMode || o.Password != "pw" || o.Username != "u" || o.DB != 2 || len(o.Addrs) != 2 {
+		t.Fatalf("cluster: %+v %v", o, err)
+	}
+	if o, _ := RedisOptions([]string{"redis://a:1", "redis://b:1"}, "m"); o.IsClusterMode || o.MasterName != "m" {
+		t.Errorf("sentinels: %+v", o)
+	}
+	for _, raw := range []string{"redis://:s3cr3t-pw%zz@h:1", "redis://:s3cr3t-pw@h:1/0/1", "redis://:pw@h:1/0?dial_timeout=s3cr3t-pw", "http://s3cr3t-pw@h:1"} {
+		_, err := RedisOptions([]string{raw}, "")
+		if err == nil || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("%s: %v", raw, err)
+		}
+	}
+}
+
+// TestLazyOpensOnFirstUse: nothing is opened before the first call; the
+// file store opens then, and each timed operation is recorded.
+func TestLazyOpensOnFirstUse(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	hist, err := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("t").Float64Histogram("d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	opened := 0
+	l := NewLazy(func() (*Conn, error) {
+		opened++
+		return Open(Config{Backend: "file", Dir: dir}, slog.New(slog.DiscardHandler))
+	}, "p", "file", hist)
+	if opened != 0 {
+		t.Fatal("opened before first use")
+	}
+	ctx := context.Background()
+	res, err := l.Claim(ctx, "k", dedupe.Claim{Token: "t", Lease: time.Minute, Retention: time.Hour, Now: time.Now()})
+	if err != nil || res.Status != dedupe.Claimed {
+		t.Fatalf("claim: %+v %v", res, err)
+	}
+	if _, err := l.Forget(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := l.Conn()
+	defer c.Destruct()
+	if opened != 1 {
+		t.Errorf("opened %d times", opened)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	h := rm.ScopeMetrics[0].Metrics[0].Data.(metricdata.Histogram[float64])
+	if len(h.DataPoints) != 1 || h.DataPoints[0].Count != 1 {
+		t.Errorf("recorded %+v, want one claim (forget is not timed)", h.DataPoints)
+	}
+}
+
+// TestOpenUnknownBackend names the backend.
+func TestOpenUnknownBackend(t *testing.T) {
+	if _, err := Open(Config{Backend: "etcd"}, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), `"etcd"`) {
+		t.Errorf("got %v", err)
+	}
+}
