@@ -212,9 +212,7 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	// without verify, dedupe reads at most DefaultMaxBody itself.
 	r, body, err := bufferBody(withContext(r, ctx), DefaultMaxBody)
 	if err != nil {
-		reason, status := bodyRejection(err)
-		count(reason)
-		problem.Write(w, status, reason, err.Error(), 0)
+		count(writeBodyRejection(w, err))
 		return nil
 	}
 	ctx = r.Context()

@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -68,12 +67,11 @@ func (Enqueue) CaddyModule() caddy.ModuleInfo {
 // Provision sets up the handler.
 func (h *Enqueue) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
-	if h.MaxBody == 0 {
-		h.MaxBody = DefaultMaxBody
+	maxBody, err := provisionMaxBody(h.MaxBody)
+	if err != nil {
+		return err
 	}
-	if h.MaxBody < 0 {
-		return errors.New("max_body must be positive")
-	}
+	h.MaxBody = maxBody
 	if h.now == nil {
 		h.now = time.Now
 	}
@@ -100,8 +98,7 @@ func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	}
 	r, body, err := bufferBody(r, h.MaxBody)
 	if err != nil {
-		reason, status := bodyRejection(err)
-		problem.Write(w, status, reason, err.Error(), 0)
+		writeBodyRejection(w, err)
 		return nil
 	}
 	if len(body) == 0 {

@@ -156,8 +156,8 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	// reads it itself, so that {webhook.json.*} resolves.
 	r, _, err := bufferBody(withContext(r, ctx), DefaultMaxBody)
 	if err != nil {
-		reason, status := bodyRejection(err)
-		return reject(status, reason, err.Error())
+		count(writeBodyRejection(w, err))
+		return nil
 	}
 	ctx = r.Context()
 	repl := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)

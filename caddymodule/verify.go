@@ -1,13 +1,8 @@
 package caddymodule
 
 import (
-	"bytes"
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -17,7 +12,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/tidwall/gjson"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -32,9 +26,6 @@ import (
 func init() {
 	caddy.RegisterModule(Verify{})
 }
-
-// DefaultMaxBody is the default largest body webhook_verify reads: 1 MiB.
-const DefaultMaxBody = 1 << 20
 
 // DevSecret is the public development secret of the README's quickstart:
 // running on it logs a warning.
@@ -90,12 +81,11 @@ func (v *Verify) Provision(ctx caddy.Context) error {
 	if v.Scheme == "" {
 		v.Scheme = "standard"
 	}
-	if v.MaxBody == 0 {
-		v.MaxBody = DefaultMaxBody
+	maxBody, err := provisionMaxBody(v.MaxBody)
+	if err != nil {
+		return err
 	}
-	if v.MaxBody < 0 {
-		return fmt.Errorf("max_body must be positive")
-	}
+	v.MaxBody = maxBody
 	if v.now == nil {
 		v.now = time.Now
 	}
@@ -194,115 +184,6 @@ func (v *Verify) check(r *http.Request) (result string, status int, d verify.Del
 	default:
 		return "bad_signature", http.StatusUnauthorized, d, r, verify.ErrBadSignature
 	}
-}
-
-// bodyCtxKey keys the request body, read once by the first webhook handler.
-type bodyCtxKey struct{}
-
-var errBodyTooLarge = errors.New("body too large")
-
-// initialBodyBuffer caps the buffer allocated up front from Content-Length.
-const initialBodyBuffer = 64 << 10
-
-// bufferBody returns r carrying its body, read at most once per request: a
-// handler earlier in the chain may already have read it, within its own
-// limit, and then r is returned as it is. Otherwise it reads up to limit
-// and returns a request whose context holds the body and whose Body reads
-// it again for the next handler; the body's placeholders,
-// {webhook.json.<path>} and {webhook.body_sha256}, are set from then on.
-func bufferBody(r *http.Request, limit int64) (*http.Request, []byte, error) {
-	if b, ok := r.Context().Value(bodyCtxKey{}).([]byte); ok {
-		return r, b, nil
-	}
-	body, err := readBody(r, limit)
-	if err != nil {
-		return r, nil, err
-	}
-	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		repl.Map(bodyPlaceholders(body))
-	}
-	r = r.WithContext(context.WithValue(r.Context(), bodyCtxKey{}, body))
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	return r, body, nil
-}
-
-// bodyRejection maps a bufferBody error to its reason and status.
-func bodyRejection(err error) (reason string, status int) {
-	if errors.Is(err, errBodyTooLarge) {
-		return "body_too_large", http.StatusRequestEntityTooLarge
-	}
-	return "body_unreadable", http.StatusBadRequest
-}
-
-// readBody reads at most limit bytes of r's body.
-func readBody(r *http.Request, limit int64) ([]byte, error) {
-	if r.ContentLength > limit {
-		return nil, fmt.Errorf("%w: Content-Length %d is over %d bytes", errBodyTooLarge, r.ContentLength, limit)
-	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		// Trust the client's Content-Length only so far: a forger could
-		// otherwise pin max_body of memory per connection without sending it.
-		// ReadFrom wants MinRead bytes free to read the EOF: without them
-		// a body of exactly Content-Length would be copied to a buffer
-		// twice the size.
-		buf.Grow(int(min(r.ContentLength, initialBodyBuffer)) + bytes.MinRead)
-	}
-	n, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1))
-	if tooBig := new(http.MaxBytesError); errors.As(err, &tooBig) {
-		return nil, fmt.Errorf("%w: over the server's request_body limit of %d bytes", errBodyTooLarge, tooBig.Limit)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading body: %w", err)
-	}
-	if n > limit {
-		return nil, fmt.Errorf("%w: over %d bytes", errBodyTooLarge, limit)
-	}
-	return buf.Bytes(), nil
-}
-
-// bodyPlaceholders resolves {webhook.json.<path>} against the body, with
-// gjson path syntax (a body that is not JSON resolves every path to ""),
-// and {webhook.body_sha256}, the body's SHA-256 in hex, computed once.
-func bodyPlaceholders(body []byte) caddy.ReplacerFunc {
-	sum := sync.OnceValue(func() string {
-		s := sha256.Sum256(body)
-		return hex.EncodeToString(s[:])
-	})
-	return func(key string) (any, bool) {
-		if key == "webhook.body_sha256" {
-			return sum(), true
-		}
-		path, ok := strings.CutPrefix(key, "webhook.json.")
-		if !ok {
-			return nil, false
-		}
-		return gjson.GetBytes(body, path).String(), true
-	}
-}
-
-// startSpan starts a child span of ctx's with hookgate's tracer from the
-// span's provider: Caddy does not set a global provider, its tracing
-// handler puts the span in the context. Without tracing (no span in
-// ctx, so its provider is the no-op one) it returns ctx and its no-op span
-// as they are: a no-op child would record nothing either, and would cost
-// a context and a request copy per handler.
-func startSpan(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
-	parent := trace.SpanFromContext(ctx)
-	if !parent.SpanContext().IsValid() && !parent.IsRecording() {
-		return ctx, parent
-	}
-	return parent.TracerProvider().Tracer("github.com/hookgate/hookgate").Start(ctx, name, opts...)
-}
-
-// withContext is r.WithContext, without the copy when ctx is r's already.
-func withContext(r *http.Request, ctx context.Context) *http.Request {
-	if ctx == r.Context() {
-		return r
-	}
-	return r.WithContext(ctx)
 }
 
 // Interface guards
