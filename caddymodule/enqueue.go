@@ -93,7 +93,7 @@ func (h *Enqueue) Provision(ctx caddy.Context) error {
 func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		problem.Write(w, http.StatusMethodNotAllowed, "method_not_allowed", "webhook_enqueue takes POST, not "+truncate(r.Method, 40), 0)
+		problem.Write(w, http.StatusMethodNotAllowed, "method_not_allowed", "webhook_enqueue takes POST, not "+problem.Truncate(r.Method, 40), 0)
 		return nil
 	}
 	r, body, err := bufferBody(r, h.MaxBody)
@@ -110,7 +110,7 @@ func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		contentType = "application/json"
 	}
 	if h.mustBeJSON(r, contentType) && !json.Valid(body) {
-		problem.Write(w, http.StatusBadRequest, "malformed_json", "the body is not valid JSON (its Content-Type is "+truncate(contentType, 80)+", or the delivery ID is read from it)", 0)
+		problem.Write(w, http.StatusBadRequest, "malformed_json", "the body is not valid JSON (its Content-Type is "+problem.Truncate(contentType, 80)+", or the delivery ID is read from it)", 0)
 		return nil
 	}
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)

@@ -287,16 +287,9 @@ const maxSequence = 1<<53 - 1
 func parseSequence(s string) (int64, error) {
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < 0 || n > maxSequence {
-		return 0, fmt.Errorf("sequence %q is not an integer between 0 and 2^53-1", truncate(s, 40))
+		return 0, fmt.Errorf("sequence %q is not an integer between 0 and 2^53-1", problem.Truncate(s, 40))
 	}
 	return n, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }
 
 // entityStore returns the app's shared store for freshness state.
