@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -26,6 +28,9 @@ import (
 
 func init() {
 	caddy.RegisterModule(Dedupe{})
+	httpcaddyfile.RegisterHandlerDirective("webhook_dedupe", parseDedupe)
+	// Dedupe runs after encode, so it records the un-encoded response.
+	httpcaddyfile.RegisterDirectiveOrder("webhook_dedupe", httpcaddyfile.After, "encode")
 }
 
 // Dedupe is the webhook_dedupe handler: the first copy of a delivery is
@@ -357,8 +362,83 @@ func (a *App) dedupeStore() dedupe.Store {
 	return a.store
 }
 
+func parseDedupe(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	dd := new(Dedupe)
+	err := dd.UnmarshalCaddyfile(h.Dispenser)
+	return dd, err
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
+//
+//	webhook_dedupe {
+//		key        <placeholder>
+//		retention  <duration>
+//		lease      <duration>
+//		in_flight  reject|wait <duration>
+//		record     <status-class>...
+//		max_record <size>
+//		on_store_error reject|forward
+//		replay_cache   <entries>|off
+//	}
+func (h *Dedupe) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	seen := map[string]bool{}
+	for d.NextBlock(0) {
+		sub := d.Val()
+		if seen[sub] {
+			return d.Errf("%s given twice", sub)
+		}
+		seen[sub] = true
+		args := d.RemainingArgs()
+		var err error
+		switch sub {
+		case "key":
+			h.Key, err = oneArg(d, args)
+		case "retention":
+			h.Retention, err = positiveDuration(d, sub, args)
+		case "lease":
+			h.Lease, err = positiveDuration(d, sub, args)
+		case "in_flight":
+			h.InFlight, h.InFlightWait, err = waitOr(d, sub, "reject", args)
+		case "record":
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			h.Record = args
+		case "max_record":
+			var v string
+			if v, err = oneArg(d, args); err == nil {
+				if h.MaxRecord, err = parseSize(v); err != nil {
+					return d.Errf("max_record: %v", err)
+				}
+			}
+		case "on_store_error":
+			h.OnStoreError, err = oneArg(d, args)
+		case "replay_cache":
+			var v string
+			if v, err = oneArg(d, args); err == nil {
+				if v == "off" {
+					h.ReplayCache = -1
+				} else if h.ReplayCache, err = strconv.Atoi(v); err != nil || h.ReplayCache <= 0 {
+					return d.Errf("replay_cache: want a positive number of entries, or off; got %q", v)
+				}
+			}
+		default:
+			return d.Errf("unknown webhook_dedupe subdirective %q", sub)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return h.validate()
+}
+
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*Dedupe)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Dedupe)(nil)
+	_ caddyfile.Unmarshaler       = (*Dedupe)(nil)
 )

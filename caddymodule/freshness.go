@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap"
@@ -21,6 +23,10 @@ import (
 
 func init() {
 	caddy.RegisterModule(Freshness{})
+	httpcaddyfile.RegisterHandlerDirective("webhook_freshness", parseFreshness)
+	// Freshness runs right after dedupe (before push), so a duplicate is
+	// replayed before any freshness question is asked.
+	httpcaddyfile.RegisterDirectiveOrder("webhook_freshness", httpcaddyfile.Before, "push")
 }
 
 // Freshness is the webhook_freshness handler: it judges each event by its
@@ -298,8 +304,73 @@ func (a *App) entityStore() dedupe.EntityStore {
 	return a.store
 }
 
+func parseFreshness(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	f := new(Freshness)
+	err := f.UnmarshalCaddyfile(h.Dispenser)
+	return f, err
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
+//
+//	webhook_freshness {
+//		entity      <placeholder>
+//		event_time  <placeholder>
+//		sequence    <placeholder>
+//		max_age     <duration>
+//		on_stale    ack|reject
+//		entity_busy wait <duration>|reject
+//		lease       <duration>
+//		retention   <duration>
+//	}
+//
+// entity and one of event_time and sequence are required.
+func (h *Freshness) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	seen := map[string]bool{}
+	for d.NextBlock(0) {
+		sub := d.Val()
+		if seen[sub] {
+			return d.Errf("%s given twice", sub)
+		}
+		seen[sub] = true
+		args := d.RemainingArgs()
+		if len(args) == 0 {
+			return d.ArgErr()
+		}
+		var err error
+		switch sub {
+		case "entity":
+			h.Entity, err = oneArg(d, args)
+		case "event_time":
+			h.EventTime, err = oneArg(d, args)
+		case "sequence":
+			h.Sequence, err = oneArg(d, args)
+		case "on_stale":
+			h.OnStale, err = oneArg(d, args)
+		case "max_age":
+			h.MaxAge, err = positiveDuration(d, sub, args)
+		case "lease":
+			h.Lease, err = positiveDuration(d, sub, args)
+		case "retention":
+			h.Retention, err = positiveDuration(d, sub, args)
+		case "entity_busy":
+			h.EntityBusy, h.EntityBusyWait, err = waitOr(d, sub, "reject", args)
+		default:
+			return d.Errf("unknown webhook_freshness subdirective %q", sub)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return h.validate()
+}
+
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*Freshness)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Freshness)(nil)
+	_ caddyfile.Unmarshaler       = (*Freshness)(nil)
 )

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -25,6 +27,9 @@ import (
 
 func init() {
 	caddy.RegisterModule(Verify{})
+	httpcaddyfile.RegisterHandlerDirective("webhook_verify", parseVerify)
+	// Verification sits where authentication sits.
+	httpcaddyfile.RegisterDirectiveOrder("webhook_verify", httpcaddyfile.Before, "basic_auth")
 }
 
 // DevSecret is the public development secret of the README's quickstart:
@@ -186,8 +191,124 @@ func (v *Verify) check(r *http.Request) (result string, status int, d verify.Del
 	}
 }
 
+func parseVerify(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	v := new(Verify)
+	err := v.UnmarshalCaddyfile(h.Dispenser)
+	return v, err
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
+//
+//	webhook_verify [<scheme>] {
+//		scheme    standard|stripe|github|shopify|slack|hookgate|hmac
+//		secret    <secret>...
+//		tolerance <dur> [<future>]
+//		max_body  <size>
+//		hmac {
+//			id_header        <name>
+//			timestamp_header <name>
+//			signature_header <name>
+//			algorithm        sha1|sha256|sha512
+//			encoding         hex|base64
+//			prefix           <text>
+//			content          <template over {id} {timestamp} {body}>
+//		}
+//	}
+//
+// secret is repeatable; any one may match. One tolerance value applies in
+// both directions; two are past, then future.
+func (v *Verify) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume directive name
+	if d.NextArg() {
+		v.Scheme = d.Val()
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+	}
+	seen := map[string]bool{}
+	for d.NextBlock(0) {
+		sub := d.Val()
+		if seen[sub] && sub != "secret" {
+			return d.Errf("%s given twice", sub)
+		}
+		seen[sub] = true
+		args := d.RemainingArgs()
+		switch sub {
+		case "scheme":
+			if len(args) != 1 {
+				return d.ArgErr()
+			}
+			if v.Scheme != "" {
+				return d.Err("scheme given twice")
+			}
+			v.Scheme = args[0]
+		case "secret":
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			v.Secrets = append(v.Secrets, args...)
+		case "tolerance":
+			if len(args) < 1 || len(args) > 2 {
+				return d.ArgErr()
+			}
+			past, err := caddy.ParseDuration(args[0])
+			if err != nil {
+				return d.Errf("tolerance: %v", err)
+			}
+			future := past
+			if len(args) == 2 {
+				if future, err = caddy.ParseDuration(args[1]); err != nil {
+					return d.Errf("tolerance: %v", err)
+				}
+			}
+			if past <= 0 || future <= 0 {
+				// Zero would silently mean the default in JSON; say so instead.
+				return d.Errf("tolerance must be positive: omit it for the default of 5m")
+			}
+			v.Tolerance, v.FutureTolerance = caddy.Duration(past), caddy.Duration(future)
+		case "max_body":
+			if len(args) != 1 {
+				return d.ArgErr()
+			}
+			size, err := parseSize(args[0])
+			if err != nil {
+				return d.Errf("max_body: %v", err)
+			}
+			v.MaxBody = size
+		case "hmac":
+			if len(args) != 0 {
+				return d.ArgErr()
+			}
+			v.HMAC = new(verify.HMAC)
+			fields := map[string]*string{
+				"id_header": &v.HMAC.IDHeader, "timestamp_header": &v.HMAC.TimestampHeader,
+				"signature_header": &v.HMAC.SignatureHeader, "algorithm": &v.HMAC.Algorithm,
+				"encoding": &v.HMAC.Encoding, "prefix": &v.HMAC.Prefix, "content": &v.HMAC.Content,
+			}
+			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				field, ok := fields[d.Val()]
+				if !ok {
+					return d.Errf("unknown hmac subdirective %q", d.Val())
+				}
+				if *field != "" {
+					return d.Errf("hmac: %s given twice", d.Val())
+				}
+				val, err := oneArg(d, d.RemainingArgs())
+				if err != nil {
+					return err
+				}
+				*field = val
+			}
+		default:
+			return d.Errf("unknown webhook_verify subdirective %q", sub)
+		}
+	}
+	return nil
+}
+
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*Verify)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Verify)(nil)
+	_ caddyfile.Unmarshaler       = (*Verify)(nil)
 )
