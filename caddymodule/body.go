@@ -69,9 +69,9 @@ func bufferBody(r *http.Request, limit int64) (*http.Request, []byte, error) {
 // bodyRejection maps a bufferBody error to its reason and status.
 func bodyRejection(err error) (reason string, status int) {
 	if errors.Is(err, errBodyTooLarge) {
-		return "body_too_large", http.StatusRequestEntityTooLarge
+		return reasonBodyTooLarge, http.StatusRequestEntityTooLarge
 	}
-	return "body_unreadable", http.StatusBadRequest
+	return reasonBodyUnreadable, http.StatusBadRequest
 }
 
 // writeBodyRejection answers a bufferBody error as problem+json and

@@ -195,9 +195,9 @@ func (h *Dedupe) key(repl *caddy.Replacer) (key, reason, detail string) {
 	key, err := repl.ReplaceOrErr(tmpl, true, true)
 	switch {
 	case err != nil:
-		return "", "missing_idempotency_key", "the idempotency key " + tmpl + " resolves to nothing: " + err.Error()
+		return "", reasonMissingIdempotencyKey, "the idempotency key " + tmpl + " resolves to nothing: " + err.Error()
 	case len(key) > dedupe.MaxKeyLen:
-		return "", "idempotency_key_too_long", fmt.Sprintf("the idempotency key is %d bytes, over %d", len(key), dedupe.MaxKeyLen)
+		return "", reasonIdempotencyKeyTooLong, fmt.Sprintf("the idempotency key is %d bytes, over %d", len(key), dedupe.MaxKeyLen)
 	}
 	return key, "", ""
 }
@@ -245,7 +245,7 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		if h.OnStoreError == "forward" {
 			return next.ServeHTTP(w, r)
 		}
-		problem.Write(w, http.StatusServiceUnavailable, "store_unavailable", "the dedupe store is unavailable; nothing was forwarded", time.Second)
+		problem.Write(w, http.StatusServiceUnavailable, reasonStoreUnavailable, "the dedupe store is unavailable; nothing was forwarded", time.Second)
 		return nil
 	}
 	count(dec.Result)
@@ -255,10 +255,10 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		return nil
 	case dedupe.Reject:
 		if errors.Is(dec.Err, dedupe.ErrKeyReused) {
-			problem.Write(w, http.StatusUnprocessableEntity, "key_reused_with_different_payload", dec.Err.Error(), 0)
+			problem.Write(w, http.StatusUnprocessableEntity, reasonKeyReusedWithDifferentPayload, dec.Err.Error(), 0)
 			return nil
 		}
-		problem.Write(w, http.StatusConflict, "in_flight", dec.Err.Error(), max(dec.RetryAfter(h.now()), time.Nanosecond))
+		problem.Write(w, http.StatusConflict, reasonInFlight, dec.Err.Error(), max(dec.RetryAfter(h.now()), time.Nanosecond))
 		return nil
 	}
 	if dec.Result == "lease_expired" {

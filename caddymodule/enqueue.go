@@ -93,7 +93,7 @@ func (h *Enqueue) Provision(ctx caddy.Context) error {
 func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		problem.Write(w, http.StatusMethodNotAllowed, "method_not_allowed", "webhook_enqueue takes POST, not "+problem.Truncate(r.Method, 40), 0)
+		problem.Write(w, http.StatusMethodNotAllowed, reasonMethodNotAllowed, "webhook_enqueue takes POST, not "+problem.Truncate(r.Method, 40), 0)
 		return nil
 	}
 	r, body, err := bufferBody(r, h.MaxBody)
@@ -102,7 +102,7 @@ func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		return nil
 	}
 	if len(body) == 0 {
-		problem.Write(w, http.StatusBadRequest, "empty_payload", "the body is empty: it is the event's payload", 0)
+		problem.Write(w, http.StatusBadRequest, reasonEmptyPayload, "the body is empty: it is the event's payload", 0)
 		return nil
 	}
 	contentType := r.Header.Get("Content-Type")
@@ -110,7 +110,7 @@ func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		contentType = "application/json"
 	}
 	if h.mustBeJSON(r, contentType) && !json.Valid(body) {
-		problem.Write(w, http.StatusBadRequest, "malformed_json", "the body is not valid JSON (its Content-Type is "+problem.Truncate(contentType, 80)+", or the delivery ID is read from it)", 0)
+		problem.Write(w, http.StatusBadRequest, reasonMalformedJSON, "the body is not valid JSON (its Content-Type is "+problem.Truncate(contentType, 80)+", or the delivery ID is read from it)", 0)
 		return nil
 	}
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
@@ -131,7 +131,7 @@ func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	if h.EventTime != "" {
 		if raw := repl.ReplaceKnown(h.EventTime, ""); raw != "" {
 			if e.EventTime, err = eventtime.Parse(raw); err != nil {
-				problem.Write(w, http.StatusBadRequest, "malformed_event_time", err.Error(), 0)
+				problem.Write(w, http.StatusBadRequest, reasonMalformedEventTime, err.Error(), 0)
 				return nil
 			}
 		}
@@ -172,15 +172,15 @@ func (h *Enqueue) deliveryID(repl *caddy.Replacer, r *http.Request, body []byte)
 	default:
 		v := gjson.GetBytes(body, "id")
 		if v.Exists() && v.Type != gjson.String {
-			return "", "bad_id", "the body's \"id\" is " + httpapi.JSONKind(v) + ", not a string"
+			return "", reasonBadID, "the body's \"id\" is " + httpapi.JSONKind(v) + ", not a string"
 		}
 		id = v.String()
 	}
 	if id == "" {
-		return "", "missing_idempotency_key", "a delivery ID is required: an Idempotency-Key header, the body's \"id\", or the id placeholder"
+		return "", reasonMissingIdempotencyKey, "a delivery ID is required: an Idempotency-Key header, the body's \"id\", or the id placeholder"
 	}
 	if err := sender.CheckID(id); err != nil {
-		return "", "bad_id", err.Error()
+		return "", reasonBadID, err.Error()
 	}
 	return id, "", ""
 }

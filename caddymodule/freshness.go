@@ -171,10 +171,10 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	// one literal entity (or time) shared by every request.
 	entity, err := repl.ReplaceOrErr(h.Entity, true, true)
 	if err != nil {
-		return reject(http.StatusBadRequest, "missing_entity", "the entity "+h.Entity+" resolves to nothing: "+err.Error())
+		return reject(http.StatusBadRequest, reasonMissingEntity, "the entity "+h.Entity+" resolves to nothing: "+err.Error())
 	}
 	if len(entity) > dedupe.MaxKeyLen {
-		return reject(http.StatusBadRequest, "entity_too_long", fmt.Sprintf("the entity is %d bytes, over %d", len(entity), dedupe.MaxKeyLen))
+		return reject(http.StatusBadRequest, reasonEntityTooLong, fmt.Sprintf("the entity is %d bytes, over %d", len(entity), dedupe.MaxKeyLen))
 	}
 	var (
 		eventTime time.Time
@@ -184,19 +184,19 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	if h.EventTime != "" {
 		raw, rerr := repl.ReplaceOrErr(h.EventTime, true, true)
 		if rerr != nil {
-			return reject(http.StatusBadRequest, "missing_event_time", "the event time "+h.EventTime+" resolves to nothing: "+rerr.Error())
+			return reject(http.StatusBadRequest, reasonMissingEventTime, "the event time "+h.EventTime+" resolves to nothing: "+rerr.Error())
 		}
 		if eventTime, err = eventtime.Parse(raw); err != nil {
-			return reject(http.StatusBadRequest, "malformed_event_time", err.Error())
+			return reject(http.StatusBadRequest, reasonMalformedEventTime, err.Error())
 		}
 		judgement, err = h.fresh.CheckTime(ctx, entity, eventTime)
 	} else {
 		raw, rerr := repl.ReplaceOrErr(h.Sequence, true, true)
 		if rerr != nil {
-			return reject(http.StatusBadRequest, "missing_sequence", "the sequence "+h.Sequence+" resolves to nothing: "+rerr.Error())
+			return reject(http.StatusBadRequest, reasonMissingSequence, "the sequence "+h.Sequence+" resolves to nothing: "+rerr.Error())
 		}
 		if seq, err = parseSequence(raw); err != nil {
-			return reject(http.StatusBadRequest, "malformed_sequence", err.Error())
+			return reject(http.StatusBadRequest, reasonMalformedSequence, err.Error())
 		}
 		judgement, err = h.fresh.CheckSequence(ctx, entity, seq)
 	}
@@ -205,18 +205,18 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		// Judged by this instance's clock: a copy arriving later may be
 		// judged otherwise, so webhook_dedupe never records this answer.
 		forward.MarkNotFinal(ctx)
-		return reject(http.StatusBadRequest, "event_time_in_future", err.Error())
+		return reject(http.StatusBadRequest, reasonEventTimeInFuture, err.Error())
 	case err != nil && ctx.Err() != nil:
 		// The client left, or the enclosing dedupe's lease ended, while
 		// this event waited for its entity: not applied, retry later.
 		count(dedupe.ResultBusy)
 		forward.MarkNotFinal(ctx)
-		problem.Write(w, http.StatusConflict, "entity_busy", "the wait for this entity ended", time.Second)
+		problem.Write(w, http.StatusConflict, reasonEntityBusy, "the wait for this entity ended", time.Second)
 		return nil
 	case err != nil:
 		count("store_error")
 		h.logger.Error("freshness store failed", zap.String("entity", entity), zap.Error(err))
-		problem.Write(w, http.StatusServiceUnavailable, "store_unavailable", "the freshness store is unavailable; nothing was forwarded", time.Second)
+		problem.Write(w, http.StatusServiceUnavailable, reasonStoreUnavailable, "the freshness store is unavailable; nothing was forwarded", time.Second)
 		return nil
 	}
 
@@ -241,7 +241,7 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	case dedupe.ResultBusy:
 		count(judgement.Result)
 		forward.MarkNotFinal(ctx)
-		problem.Write(w, http.StatusConflict, "entity_busy", "another event of this entity is being applied", max(judgement.LeaseUntil.Sub(h.now()), time.Nanosecond))
+		problem.Write(w, http.StatusConflict, reasonEntityBusy, "another event of this entity is being applied", max(judgement.LeaseUntil.Sub(h.now()), time.Nanosecond))
 		return nil
 	}
 

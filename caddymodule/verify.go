@@ -181,13 +181,13 @@ func (v *Verify) check(r *http.Request) (result string, status int, d verify.Del
 	case err == nil:
 		return "accepted", 0, d, r, nil
 	case errors.Is(err, verify.ErrMissingHeader):
-		return "missing_header", http.StatusBadRequest, d, r, err
+		return reasonMissingHeader, http.StatusBadRequest, d, r, err
 	case errors.Is(err, verify.ErrMalformedHeader):
-		return "malformed_header", http.StatusBadRequest, d, r, err
+		return reasonMalformedHeader, http.StatusBadRequest, d, r, err
 	case errors.Is(err, verify.ErrTimestampOutOfTolerance):
-		return "timestamp_out_of_tolerance", http.StatusUnauthorized, d, r, err
+		return reasonTimestampOutOfTolerance, http.StatusUnauthorized, d, r, err
 	default:
-		return "bad_signature", http.StatusUnauthorized, d, r, verify.ErrBadSignature
+		return reasonBadSignature, http.StatusUnauthorized, d, r, verify.ErrBadSignature
 	}
 }
 
