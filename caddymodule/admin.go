@@ -53,7 +53,7 @@ func (a *adminAPI) Routes() []caddy.AdminRoute {
 func (a *adminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 	app := runningApp()
 	if app == nil {
-		problem.Write(w, http.StatusNotFound, "no_hookgate", "no hookgate app is running: no handler or destination of the running config uses it", 0)
+		problem.Write(w, http.StatusNotFound, reasonNoHookgate, "no hookgate app is running: no handler or destination of the running config uses it", 0)
 		return nil
 	}
 	logger := zapslogLogger(a.logger)
@@ -77,10 +77,10 @@ func (a *adminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 func (a *adminAPI) remembered(w http.ResponseWriter, r *http.Request, app *App, kind, esc string) error {
 	key, err := url.PathUnescape(esc)
 	if err != nil || key == "" {
-		return httpapi.Errorf(http.StatusBadRequest, "bad_request", "a %s needs a key", kind)
+		return httpapi.Errorf(http.StatusBadRequest, reasonBadRequest, "a %s needs a key", kind)
 	}
 	if !app.storeUsed {
-		return httpapi.Errorf(http.StatusNotFound, "no_store", "no handler of this config uses the store")
+		return httpapi.Errorf(http.StatusNotFound, reasonNoStore, "no handler of this config uses the store")
 	}
 	if _, err := app.store.Conn(); err != nil {
 		return err
@@ -113,7 +113,7 @@ func (a *adminAPI) remembered(w http.ResponseWriter, r *http.Request, app *App, 
 			d.Uncache(key)
 		}
 		if !found {
-			return httpapi.Errorf(http.StatusNotFound, "not_found", "the store holds nothing for this key")
+			return httpapi.Errorf(http.StatusNotFound, reasonNotFound, "the store holds nothing for this key")
 		}
 		a.logger.Warn("dedupe record forgotten: the next copy of this delivery is forwarded as new",
 			zap.String("key", key), zap.String("by", r.RemoteAddr))
@@ -139,7 +139,7 @@ func (a *adminAPI) remembered(w http.ResponseWriter, r *http.Request, app *App, 
 		}
 		return httpapi.WriteJSON(w, http.StatusOK, out)
 	}
-	return httpapi.Errorf(http.StatusMethodNotAllowed, "method_not_allowed", "%s is not allowed here", r.Method)
+	return httpapi.Errorf(http.StatusMethodNotAllowed, reasonMethodNotAllowed, "%s is not allowed here", r.Method)
 }
 
 // Interface guards

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -27,6 +29,9 @@ import (
 
 func init() {
 	caddy.RegisterModule(Dedupe{})
+	httpcaddyfile.RegisterHandlerDirective("webhook_dedupe", parseDedupe)
+	// Dedupe runs after encode, so it records the un-encoded response.
+	httpcaddyfile.RegisterDirectiveOrder("webhook_dedupe", httpcaddyfile.After, "encode")
 }
 
 // Dedupe is the webhook_dedupe handler: the first copy of a delivery is
@@ -191,9 +196,9 @@ func (h *Dedupe) key(repl *caddy.Replacer) (key, reason, detail string) {
 	key, err := repl.ReplaceOrErr(tmpl, true, true)
 	switch {
 	case err != nil:
-		return "", "missing_idempotency_key", "the idempotency key " + tmpl + " resolves to nothing: " + err.Error()
+		return "", reasonMissingIdempotencyKey, "the idempotency key " + tmpl + " resolves to nothing: " + err.Error()
 	case len(key) > dedupe.MaxKeyLen:
-		return "", "idempotency_key_too_long", fmt.Sprintf("the idempotency key is %d bytes, over %d", len(key), dedupe.MaxKeyLen)
+		return "", reasonIdempotencyKeyTooLong, fmt.Sprintf("the idempotency key is %d bytes, over %d", len(key), dedupe.MaxKeyLen)
 	}
 	return key, "", ""
 }
@@ -213,9 +218,7 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	// without verify, dedupe reads at most DefaultMaxBody itself.
 	r, body, err := bufferBody(withContext(r, ctx), DefaultMaxBody)
 	if err != nil {
-		reason, status := bodyRejection(err)
-		count(reason)
-		problem.Write(w, status, reason, err.Error(), 0)
+		count(writeBodyRejection(w, err))
 		return nil
 	}
 	ctx = r.Context()
@@ -243,7 +246,7 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		if h.OnStoreError == "forward" {
 			return next.ServeHTTP(w, r)
 		}
-		problem.Write(w, http.StatusServiceUnavailable, "store_unavailable", "the dedupe store is unavailable; nothing was forwarded", time.Second)
+		problem.Write(w, http.StatusServiceUnavailable, reasonStoreUnavailable, "the dedupe store is unavailable; nothing was forwarded", time.Second)
 		return nil
 	}
 	count(dec.Result)
@@ -253,10 +256,10 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		return nil
 	case dedupe.Reject:
 		if errors.Is(dec.Err, dedupe.ErrKeyReused) {
-			problem.Write(w, http.StatusUnprocessableEntity, "key_reused_with_different_payload", dec.Err.Error(), 0)
+			problem.Write(w, http.StatusUnprocessableEntity, reasonKeyReusedWithDifferentPayload, dec.Err.Error(), 0)
 			return nil
 		}
-		problem.Write(w, http.StatusConflict, "in_flight", dec.Err.Error(), max(dec.RetryAfter(h.now()), time.Nanosecond))
+		problem.Write(w, http.StatusConflict, reasonInFlight, dec.Err.Error(), max(dec.RetryAfter(h.now()), time.Nanosecond))
 		return nil
 	}
 	if dec.Result == "lease_expired" {
@@ -360,8 +363,83 @@ func (a *App) dedupeStore() dedupe.Store {
 	return a.store
 }
 
+func parseDedupe(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	dd := new(Dedupe)
+	err := dd.UnmarshalCaddyfile(h.Dispenser)
+	return dd, err
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
+//
+//	webhook_dedupe {
+//		key        <placeholder>
+//		retention  <duration>
+//		lease      <duration>
+//		in_flight  reject|wait <duration>
+//		record     <status-class>...
+//		max_record <size>
+//		on_store_error reject|forward
+//		replay_cache   <entries>|off
+//	}
+func (h *Dedupe) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	seen := map[string]bool{}
+	for d.NextBlock(0) {
+		sub := d.Val()
+		if seen[sub] {
+			return d.Errf("%s given twice", sub)
+		}
+		seen[sub] = true
+		args := d.RemainingArgs()
+		var err error
+		switch sub {
+		case "key":
+			h.Key, err = oneArg(d, args)
+		case "retention":
+			h.Retention, err = positiveDuration(d, sub, args)
+		case "lease":
+			h.Lease, err = positiveDuration(d, sub, args)
+		case "in_flight":
+			h.InFlight, h.InFlightWait, err = waitOr(d, sub, "reject", args)
+		case "record":
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			h.Record = args
+		case "max_record":
+			var v string
+			if v, err = oneArg(d, args); err == nil {
+				if h.MaxRecord, err = parseSize(v); err != nil {
+					return d.Errf("max_record: %v", err)
+				}
+			}
+		case "on_store_error":
+			h.OnStoreError, err = oneArg(d, args)
+		case "replay_cache":
+			var v string
+			if v, err = oneArg(d, args); err == nil {
+				if v == "off" {
+					h.ReplayCache = -1
+				} else if h.ReplayCache, err = strconv.Atoi(v); err != nil || h.ReplayCache <= 0 {
+					return d.Errf("replay_cache: want a positive number of entries, or off; got %q", v)
+				}
+			}
+		default:
+			return d.Errf("unknown webhook_dedupe subdirective %q", sub)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return h.validate()
+}
+
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*Dedupe)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Dedupe)(nil)
+	_ caddyfile.Unmarshaler       = (*Dedupe)(nil)
 )

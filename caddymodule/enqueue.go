@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -68,12 +67,11 @@ func (Enqueue) CaddyModule() caddy.ModuleInfo {
 // Provision sets up the handler.
 func (h *Enqueue) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
-	if h.MaxBody == 0 {
-		h.MaxBody = DefaultMaxBody
+	maxBody, err := provisionMaxBody(h.MaxBody)
+	if err != nil {
+		return err
 	}
-	if h.MaxBody < 0 {
-		return errors.New("max_body must be positive")
-	}
+	h.MaxBody = maxBody
 	if h.now == nil {
 		h.now = time.Now
 	}
@@ -95,17 +93,16 @@ func (h *Enqueue) Provision(ctx caddy.Context) error {
 func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		problem.Write(w, http.StatusMethodNotAllowed, "method_not_allowed", "webhook_enqueue takes POST, not "+truncate(r.Method, 40), 0)
+		problem.Write(w, http.StatusMethodNotAllowed, reasonMethodNotAllowed, "webhook_enqueue takes POST, not "+problem.Truncate(r.Method, 40), 0)
 		return nil
 	}
 	r, body, err := bufferBody(r, h.MaxBody)
 	if err != nil {
-		reason, status := bodyRejection(err)
-		problem.Write(w, status, reason, err.Error(), 0)
+		writeBodyRejection(w, err)
 		return nil
 	}
 	if len(body) == 0 {
-		problem.Write(w, http.StatusBadRequest, "empty_payload", "the body is empty: it is the event's payload", 0)
+		problem.Write(w, http.StatusBadRequest, reasonEmptyPayload, "the body is empty: it is the event's payload", 0)
 		return nil
 	}
 	contentType := r.Header.Get("Content-Type")
@@ -113,7 +110,7 @@ func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		contentType = "application/json"
 	}
 	if h.mustBeJSON(r, contentType) && !json.Valid(body) {
-		problem.Write(w, http.StatusBadRequest, "malformed_json", "the body is not valid JSON (its Content-Type is "+truncate(contentType, 80)+", or the delivery ID is read from it)", 0)
+		problem.Write(w, http.StatusBadRequest, reasonMalformedJSON, "the body is not valid JSON (its Content-Type is "+problem.Truncate(contentType, 80)+", or the delivery ID is read from it)", 0)
 		return nil
 	}
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
@@ -134,7 +131,7 @@ func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	if h.EventTime != "" {
 		if raw := repl.ReplaceKnown(h.EventTime, ""); raw != "" {
 			if e.EventTime, err = eventtime.Parse(raw); err != nil {
-				problem.Write(w, http.StatusBadRequest, "malformed_event_time", err.Error(), 0)
+				problem.Write(w, http.StatusBadRequest, reasonMalformedEventTime, err.Error(), 0)
 				return nil
 			}
 		}
@@ -175,15 +172,15 @@ func (h *Enqueue) deliveryID(repl *caddy.Replacer, r *http.Request, body []byte)
 	default:
 		v := gjson.GetBytes(body, "id")
 		if v.Exists() && v.Type != gjson.String {
-			return "", "bad_id", "the body's \"id\" is " + httpapi.JSONKind(v) + ", not a string"
+			return "", reasonBadID, "the body's \"id\" is " + httpapi.JSONKind(v) + ", not a string"
 		}
 		id = v.String()
 	}
 	if id == "" {
-		return "", "missing_idempotency_key", "a delivery ID is required: an Idempotency-Key header, the body's \"id\", or the id placeholder"
+		return "", reasonMissingIdempotencyKey, "a delivery ID is required: an Idempotency-Key header, the body's \"id\", or the id placeholder"
 	}
 	if err := sender.CheckID(id); err != nil {
-		return "", "bad_id", err.Error()
+		return "", reasonBadID, err.Error()
 	}
 	return id, "", ""
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap"
@@ -22,6 +24,10 @@ import (
 
 func init() {
 	caddy.RegisterModule(Freshness{})
+	httpcaddyfile.RegisterHandlerDirective("webhook_freshness", parseFreshness)
+	// Freshness runs right after dedupe (before push), so a duplicate is
+	// replayed before any freshness question is asked.
+	httpcaddyfile.RegisterDirectiveOrder("webhook_freshness", httpcaddyfile.Before, "push")
 }
 
 // Freshness is the webhook_freshness handler: it judges each event by its
@@ -157,8 +163,8 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	// reads it itself, so that {webhook.json.*} resolves.
 	r, _, err := bufferBody(withContext(r, ctx), DefaultMaxBody)
 	if err != nil {
-		reason, status := bodyRejection(err)
-		return reject(status, reason, err.Error())
+		count(writeBodyRejection(w, err))
+		return nil
 	}
 	ctx = r.Context()
 	repl := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
@@ -166,10 +172,10 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	// one literal entity (or time) shared by every request.
 	entity, err := repl.ReplaceOrErr(h.Entity, true, true)
 	if err != nil {
-		return reject(http.StatusBadRequest, "missing_entity", "the entity "+h.Entity+" resolves to nothing: "+err.Error())
+		return reject(http.StatusBadRequest, reasonMissingEntity, "the entity "+h.Entity+" resolves to nothing: "+err.Error())
 	}
 	if len(entity) > dedupe.MaxKeyLen {
-		return reject(http.StatusBadRequest, "entity_too_long", fmt.Sprintf("the entity is %d bytes, over %d", len(entity), dedupe.MaxKeyLen))
+		return reject(http.StatusBadRequest, reasonEntityTooLong, fmt.Sprintf("the entity is %d bytes, over %d", len(entity), dedupe.MaxKeyLen))
 	}
 	var (
 		eventTime time.Time
@@ -179,19 +185,19 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	if h.EventTime != "" {
 		raw, rerr := repl.ReplaceOrErr(h.EventTime, true, true)
 		if rerr != nil {
-			return reject(http.StatusBadRequest, "missing_event_time", "the event time "+h.EventTime+" resolves to nothing: "+rerr.Error())
+			return reject(http.StatusBadRequest, reasonMissingEventTime, "the event time "+h.EventTime+" resolves to nothing: "+rerr.Error())
 		}
 		if eventTime, err = eventtime.Parse(raw); err != nil {
-			return reject(http.StatusBadRequest, "malformed_event_time", err.Error())
+			return reject(http.StatusBadRequest, reasonMalformedEventTime, err.Error())
 		}
 		judgement, err = h.fresh.CheckTime(ctx, entity, eventTime)
 	} else {
 		raw, rerr := repl.ReplaceOrErr(h.Sequence, true, true)
 		if rerr != nil {
-			return reject(http.StatusBadRequest, "missing_sequence", "the sequence "+h.Sequence+" resolves to nothing: "+rerr.Error())
+			return reject(http.StatusBadRequest, reasonMissingSequence, "the sequence "+h.Sequence+" resolves to nothing: "+rerr.Error())
 		}
 		if seq, err = parseSequence(raw); err != nil {
-			return reject(http.StatusBadRequest, "malformed_sequence", err.Error())
+			return reject(http.StatusBadRequest, reasonMalformedSequence, err.Error())
 		}
 		judgement, err = h.fresh.CheckSequence(ctx, entity, seq)
 	}
@@ -200,18 +206,18 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		// Judged by this instance's clock: a copy arriving later may be
 		// judged otherwise, so webhook_dedupe never records this answer.
 		forward.MarkNotFinal(ctx)
-		return reject(http.StatusBadRequest, "event_time_in_future", err.Error())
+		return reject(http.StatusBadRequest, reasonEventTimeInFuture, err.Error())
 	case err != nil && ctx.Err() != nil:
 		// The client left, or the enclosing dedupe's lease ended, while
 		// this event waited for its entity: not applied, retry later.
 		count(dedupe.ResultBusy)
 		forward.MarkNotFinal(ctx)
-		problem.Write(w, http.StatusConflict, "entity_busy", "the wait for this entity ended", time.Second)
+		problem.Write(w, http.StatusConflict, reasonEntityBusy, "the wait for this entity ended", time.Second)
 		return nil
 	case err != nil:
 		count("store_error")
 		h.logger.Error("freshness store failed", zap.String("entity", entity), zap.Error(err))
-		problem.Write(w, http.StatusServiceUnavailable, "store_unavailable", "the freshness store is unavailable; nothing was forwarded", time.Second)
+		problem.Write(w, http.StatusServiceUnavailable, reasonStoreUnavailable, "the freshness store is unavailable; nothing was forwarded", time.Second)
 		return nil
 	}
 
@@ -236,7 +242,7 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	case dedupe.ResultBusy:
 		count(judgement.Result)
 		forward.MarkNotFinal(ctx)
-		problem.Write(w, http.StatusConflict, "entity_busy", "another event of this entity is being applied", max(judgement.LeaseUntil.Sub(h.now()), time.Nanosecond))
+		problem.Write(w, http.StatusConflict, reasonEntityBusy, "another event of this entity is being applied", max(judgement.LeaseUntil.Sub(h.now()), time.Nanosecond))
 		return nil
 	}
 
@@ -288,16 +294,9 @@ const maxSequence = 1<<53 - 1
 func parseSequence(s string) (int64, error) {
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < 0 || n > maxSequence {
-		return 0, fmt.Errorf("sequence %q is not an integer between 0 and 2^53-1", truncate(s, 40))
+		return 0, fmt.Errorf("sequence %q is not an integer between 0 and 2^53-1", problem.Truncate(s, 40))
 	}
 	return n, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }
 
 // entityStore returns the app's shared store for freshness state.
@@ -306,8 +305,73 @@ func (a *App) entityStore() dedupe.EntityStore {
 	return a.store
 }
 
+func parseFreshness(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	f := new(Freshness)
+	err := f.UnmarshalCaddyfile(h.Dispenser)
+	return f, err
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
+//
+//	webhook_freshness {
+//		entity      <placeholder>
+//		event_time  <placeholder>
+//		sequence    <placeholder>
+//		max_age     <duration>
+//		on_stale    ack|reject
+//		entity_busy wait <duration>|reject
+//		lease       <duration>
+//		retention   <duration>
+//	}
+//
+// entity and one of event_time and sequence are required.
+func (h *Freshness) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	seen := map[string]bool{}
+	for d.NextBlock(0) {
+		sub := d.Val()
+		if seen[sub] {
+			return d.Errf("%s given twice", sub)
+		}
+		seen[sub] = true
+		args := d.RemainingArgs()
+		if len(args) == 0 {
+			return d.ArgErr()
+		}
+		var err error
+		switch sub {
+		case "entity":
+			h.Entity, err = oneArg(d, args)
+		case "event_time":
+			h.EventTime, err = oneArg(d, args)
+		case "sequence":
+			h.Sequence, err = oneArg(d, args)
+		case "on_stale":
+			h.OnStale, err = oneArg(d, args)
+		case "max_age":
+			h.MaxAge, err = positiveDuration(d, sub, args)
+		case "lease":
+			h.Lease, err = positiveDuration(d, sub, args)
+		case "retention":
+			h.Retention, err = positiveDuration(d, sub, args)
+		case "entity_busy":
+			h.EntityBusy, h.EntityBusyWait, err = waitOr(d, sub, "reject", args)
+		default:
+			return d.Errf("unknown webhook_freshness subdirective %q", sub)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return h.validate()
+}
+
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*Freshness)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Freshness)(nil)
+	_ caddyfile.Unmarshaler       = (*Freshness)(nil)
 )

@@ -1,23 +1,18 @@
 package caddymodule
 
 import (
-	"bytes"
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/tidwall/gjson"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -31,10 +26,10 @@ import (
 
 func init() {
 	caddy.RegisterModule(Verify{})
+	httpcaddyfile.RegisterHandlerDirective("webhook_verify", parseVerify)
+	// Verification sits where authentication sits.
+	httpcaddyfile.RegisterDirectiveOrder("webhook_verify", httpcaddyfile.Before, "basic_auth")
 }
-
-// DefaultMaxBody is the default largest body webhook_verify reads: 1 MiB.
-const DefaultMaxBody = 1 << 20
 
 // DevSecret is the public development secret of the README's quickstart:
 // running on it logs a warning.
@@ -89,12 +84,11 @@ func (v *Verify) Provision(ctx caddy.Context) error {
 	if v.Scheme == "" {
 		v.Scheme = "standard"
 	}
-	if v.MaxBody == 0 {
-		v.MaxBody = DefaultMaxBody
+	maxBody, err := provisionMaxBody(v.MaxBody)
+	if err != nil {
+		return err
 	}
-	if v.MaxBody < 0 {
-		return fmt.Errorf("max_body must be positive")
-	}
+	v.MaxBody = maxBody
 	if v.now == nil {
 		v.now = time.Now
 	}
@@ -179,127 +173,134 @@ func (v *Verify) check(r *http.Request) (result string, status int, d verify.Del
 	case err == nil:
 		return "accepted", 0, d, r, nil
 	case errors.Is(err, verify.ErrMissingHeader):
-		return "missing_header", http.StatusBadRequest, d, r, err
+		return reasonMissingHeader, http.StatusBadRequest, d, r, err
 	case errors.Is(err, verify.ErrMalformedHeader):
-		return "malformed_header", http.StatusBadRequest, d, r, err
+		return reasonMalformedHeader, http.StatusBadRequest, d, r, err
 	case errors.Is(err, verify.ErrTimestampOutOfTolerance):
-		return "timestamp_out_of_tolerance", http.StatusUnauthorized, d, r, err
+		return reasonTimestampOutOfTolerance, http.StatusUnauthorized, d, r, err
 	default:
-		return "bad_signature", http.StatusUnauthorized, d, r, verify.ErrBadSignature
+		return reasonBadSignature, http.StatusUnauthorized, d, r, verify.ErrBadSignature
 	}
 }
 
-// bodyCtxKey keys the request body, read once by the first webhook handler.
-type bodyCtxKey struct{}
-
-var errBodyTooLarge = errors.New("body too large")
-
-// initialBodyBuffer caps the buffer allocated up front from Content-Length.
-const initialBodyBuffer = 64 << 10
-
-// bufferBody returns r carrying its body, read at most once per request: a
-// handler earlier in the chain may already have read it, within its own
-// limit, and then r is returned as it is. Otherwise it reads up to limit
-// and returns a request whose context holds the body and whose Body reads
-// it again for the next handler; the body's placeholders,
-// {webhook.json.<path>} and {webhook.body_sha256}, are set from then on.
-func bufferBody(r *http.Request, limit int64) (*http.Request, []byte, error) {
-	if b, ok := r.Context().Value(bodyCtxKey{}).([]byte); ok {
-		return r, b, nil
-	}
-	body, err := readBody(r, limit)
-	if err != nil {
-		return r, nil, err
-	}
-	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		repl.Map(bodyPlaceholders(body))
-	}
-	r = r.WithContext(context.WithValue(r.Context(), bodyCtxKey{}, body))
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	return r, body, nil
+func parseVerify(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	v := new(Verify)
+	err := v.UnmarshalCaddyfile(h.Dispenser)
+	return v, err
 }
 
-// bodyRejection maps a bufferBody error to its reason and status.
-func bodyRejection(err error) (reason string, status int) {
-	if errors.Is(err, errBodyTooLarge) {
-		return "body_too_large", http.StatusRequestEntityTooLarge
-	}
-	return "body_unreadable", http.StatusBadRequest
-}
-
-// readBody reads at most limit bytes of r's body.
-func readBody(r *http.Request, limit int64) ([]byte, error) {
-	if r.ContentLength > limit {
-		return nil, fmt.Errorf("%w: Content-Length %d is over %d bytes", errBodyTooLarge, r.ContentLength, limit)
-	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		// Trust the client's Content-Length only so far: a forger could
-		// otherwise pin max_body of memory per connection without sending it.
-		// ReadFrom wants MinRead bytes free to read the EOF: without them
-		// a body of exactly Content-Length would be copied to a buffer
-		// twice the size.
-		buf.Grow(int(min(r.ContentLength, initialBodyBuffer)) + bytes.MinRead)
-	}
-	n, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1))
-	if tooBig := new(http.MaxBytesError); errors.As(err, &tooBig) {
-		return nil, fmt.Errorf("%w: over the server's request_body limit of %d bytes", errBodyTooLarge, tooBig.Limit)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading body: %w", err)
-	}
-	if n > limit {
-		return nil, fmt.Errorf("%w: over %d bytes", errBodyTooLarge, limit)
-	}
-	return buf.Bytes(), nil
-}
-
-// bodyPlaceholders resolves {webhook.json.<path>} against the body, with
-// gjson path syntax (a body that is not JSON resolves every path to ""),
-// and {webhook.body_sha256}, the body's SHA-256 in hex, computed once.
-func bodyPlaceholders(body []byte) caddy.ReplacerFunc {
-	sum := sync.OnceValue(func() string {
-		s := sha256.Sum256(body)
-		return hex.EncodeToString(s[:])
-	})
-	return func(key string) (any, bool) {
-		if key == "webhook.body_sha256" {
-			return sum(), true
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
+//
+//	webhook_verify [<scheme>] {
+//		scheme    standard|stripe|github|shopify|slack|hookgate|hmac
+//		secret    <secret>...
+//		tolerance <dur> [<future>]
+//		max_body  <size>
+//		hmac {
+//			id_header        <name>
+//			timestamp_header <name>
+//			signature_header <name>
+//			algorithm        sha1|sha256|sha512
+//			encoding         hex|base64
+//			prefix           <text>
+//			content          <template over {id} {timestamp} {body}>
+//		}
+//	}
+//
+// secret is repeatable; any one may match. One tolerance value applies in
+// both directions; two are past, then future.
+func (v *Verify) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume directive name
+	if d.NextArg() {
+		v.Scheme = d.Val()
+		if d.NextArg() {
+			return d.ArgErr()
 		}
-		path, ok := strings.CutPrefix(key, "webhook.json.")
-		if !ok {
-			return nil, false
+	}
+	seen := map[string]bool{}
+	for d.NextBlock(0) {
+		sub := d.Val()
+		if seen[sub] && sub != "secret" {
+			return d.Errf("%s given twice", sub)
 		}
-		return gjson.GetBytes(body, path).String(), true
+		seen[sub] = true
+		args := d.RemainingArgs()
+		switch sub {
+		case "scheme":
+			if len(args) != 1 {
+				return d.ArgErr()
+			}
+			if v.Scheme != "" {
+				return d.Err("scheme given twice")
+			}
+			v.Scheme = args[0]
+		case "secret":
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			v.Secrets = append(v.Secrets, args...)
+		case "tolerance":
+			if len(args) < 1 || len(args) > 2 {
+				return d.ArgErr()
+			}
+			past, err := caddy.ParseDuration(args[0])
+			if err != nil {
+				return d.Errf("tolerance: %v", err)
+			}
+			future := past
+			if len(args) == 2 {
+				if future, err = caddy.ParseDuration(args[1]); err != nil {
+					return d.Errf("tolerance: %v", err)
+				}
+			}
+			if past <= 0 || future <= 0 {
+				// Zero would silently mean the default in JSON; say so instead.
+				return d.Errf("tolerance must be positive: omit it for the default of 5m")
+			}
+			v.Tolerance, v.FutureTolerance = caddy.Duration(past), caddy.Duration(future)
+		case "max_body":
+			if len(args) != 1 {
+				return d.ArgErr()
+			}
+			size, err := parseSize(args[0])
+			if err != nil {
+				return d.Errf("max_body: %v", err)
+			}
+			v.MaxBody = size
+		case "hmac":
+			if len(args) != 0 {
+				return d.ArgErr()
+			}
+			v.HMAC = new(verify.HMAC)
+			fields := map[string]*string{
+				"id_header": &v.HMAC.IDHeader, "timestamp_header": &v.HMAC.TimestampHeader,
+				"signature_header": &v.HMAC.SignatureHeader, "algorithm": &v.HMAC.Algorithm,
+				"encoding": &v.HMAC.Encoding, "prefix": &v.HMAC.Prefix, "content": &v.HMAC.Content,
+			}
+			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				field, ok := fields[d.Val()]
+				if !ok {
+					return d.Errf("unknown hmac subdirective %q", d.Val())
+				}
+				if *field != "" {
+					return d.Errf("hmac: %s given twice", d.Val())
+				}
+				val, err := oneArg(d, d.RemainingArgs())
+				if err != nil {
+					return err
+				}
+				*field = val
+			}
+		default:
+			return d.Errf("unknown webhook_verify subdirective %q", sub)
+		}
 	}
-}
-
-// startSpan starts a child span of ctx's with hookgate's tracer from the
-// span's provider: Caddy does not set a global provider, its tracing
-// handler puts the span in the context. Without tracing (no span in
-// ctx, so its provider is the no-op one) it returns ctx and its no-op span
-// as they are: a no-op child would record nothing either, and would cost
-// a context and a request copy per handler.
-func startSpan(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
-	parent := trace.SpanFromContext(ctx)
-	if !parent.SpanContext().IsValid() && !parent.IsRecording() {
-		return ctx, parent
-	}
-	return parent.TracerProvider().Tracer("github.com/hookgate/hookgate").Start(ctx, name, opts...)
-}
-
-// withContext is r.WithContext, without the copy when ctx is r's already.
-func withContext(r *http.Request, ctx context.Context) *http.Request {
-	if ctx == r.Context() {
-		return r
-	}
-	return r.WithContext(ctx)
+	return nil
 }
 
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*Verify)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Verify)(nil)
+	_ caddyfile.Unmarshaler       = (*Verify)(nil)
 )

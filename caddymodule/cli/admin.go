@@ -119,10 +119,3 @@ func ago(t time.Time) string {
 	}
 	return time.Since(t).Truncate(time.Second).String()
 }
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
-}

@@ -11,6 +11,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
+	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender/httpapi"
 )
 
@@ -114,7 +115,7 @@ func cmdDLQ(cmd *cobra.Command, args []string) error {
 		}
 		var rows [][]string
 		for _, e := range v.Entries {
-			rows = append(rows, []string{e.ID, e.Destination, e.EventType, e.Class, fmt.Sprint(e.LastStatus), fmt.Sprint(e.Attempts), e.DeadAt.Format(time.RFC3339), truncate(e.LastError, 60)})
+			rows = append(rows, []string{e.ID, e.Destination, e.EventType, e.Class, fmt.Sprint(e.LastStatus), fmt.Sprint(e.Attempts), e.DeadAt.Format(time.RFC3339), problem.Truncate(e.LastError, 60)})
 		}
 		c.table("ID\tDESTINATION\tTYPE\tCLASS\tSTATUS\tATTEMPTS\tDEAD AT\tLAST ERROR", rows)
 		if v.Next != "" {

@@ -45,3 +45,12 @@ func Write(w http.ResponseWriter, status int, reason, detail string, retryAfter 
 func RetryAfterSeconds(d time.Duration) int {
 	return max(1, int(math.Ceil(d.Seconds())))
 }
+
+// Truncate shortens s to its first n bytes and an ellipsis, for quoting a
+// value the client chose in a detail, or a long one in a table.
+func Truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}

@@ -26,3 +26,15 @@ func TestWrite(t *testing.T) {
 		}
 	}
 }
+
+func TestTruncate(t *testing.T) {
+	for _, tt := range []struct {
+		s    string
+		n    int
+		want string
+	}{{"", 3, ""}, {"abc", 3, "abc"}, {"abcd", 3, "abc…"}} {
+		if got := Truncate(tt.s, tt.n); got != tt.want {
+			t.Errorf("Truncate(%q, %d) = %q, want %q", tt.s, tt.n, got, tt.want)
+		}
+	}
+}

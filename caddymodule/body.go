@@ -1,0 +1,130 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/tidwall/gjson"
+
+	"github.com/hookgate/hookgate/internal/problem"
+)
+
+// DefaultMaxBody is the default largest body a hookgate handler reads (its
+// max_body, or the limit of dedupe and freshness without verify): 1 MiB.
+const DefaultMaxBody = 1 << 20
+
+// provisionMaxBody is a handler's max_body after Provision: DefaultMaxBody
+// when unset, an error when negative.
+func provisionMaxBody(n int64) (int64, error) {
+	switch {
+	case n == 0:
+		return DefaultMaxBody, nil
+	case n < 0:
+		return 0, errors.New("max_body must be positive")
+	}
+	return n, nil
+}
+
+// bodyCtxKey keys the request body, read once by the first webhook handler.
+type bodyCtxKey struct{}
+
+var errBodyTooLarge = errors.New("body too large")
+
+// initialBodyBuffer caps the buffer allocated up front from Content-Length.
+const initialBodyBuffer = 64 << 10
+
+// bufferBody returns r carrying its body, read at most once per request: a
+// handler earlier in the chain may already have read it, within its own
+// limit, and then r is returned as it is. Otherwise it reads up to limit
+// and returns a request whose context holds the body and whose Body reads
+// it again for the next handler; the body's placeholders,
+// {webhook.json.<path>} and {webhook.body_sha256}, are set from then on.
+func bufferBody(r *http.Request, limit int64) (*http.Request, []byte, error) {
+	if b, ok := r.Context().Value(bodyCtxKey{}).([]byte); ok {
+		return r, b, nil
+	}
+	body, err := readBody(r, limit)
+	if err != nil {
+		return r, nil, err
+	}
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		repl.Map(bodyPlaceholders(body))
+	}
+	r = r.WithContext(context.WithValue(r.Context(), bodyCtxKey{}, body))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return r, body, nil
+}
+
+// bodyRejection maps a bufferBody error to its reason and status.
+func bodyRejection(err error) (reason string, status int) {
+	if errors.Is(err, errBodyTooLarge) {
+		return reasonBodyTooLarge, http.StatusRequestEntityTooLarge
+	}
+	return reasonBodyUnreadable, http.StatusBadRequest
+}
+
+// writeBodyRejection answers a bufferBody error as problem+json and
+// returns its reason.
+func writeBodyRejection(w http.ResponseWriter, err error) (reason string) {
+	reason, status := bodyRejection(err)
+	problem.Write(w, status, reason, err.Error(), 0)
+	return reason
+}
+
+// readBody reads at most limit bytes of r's body.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, fmt.Errorf("%w: Content-Length %d is over %d bytes", errBodyTooLarge, r.ContentLength, limit)
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		// Trust the client's Content-Length only so far: a forger could
+		// otherwise pin max_body of memory per connection without sending it.
+		// ReadFrom wants MinRead bytes free to read the EOF: without them
+		// a body of exactly Content-Length would be copied to a buffer
+		// twice the size.
+		buf.Grow(int(min(r.ContentLength, initialBodyBuffer)) + bytes.MinRead)
+	}
+	n, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1))
+	if tooBig := new(http.MaxBytesError); errors.As(err, &tooBig) {
+		return nil, fmt.Errorf("%w: over the server's request_body limit of %d bytes", errBodyTooLarge, tooBig.Limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading body: %w", err)
+	}
+	if n > limit {
+		return nil, fmt.Errorf("%w: over %d bytes", errBodyTooLarge, limit)
+	}
+	return buf.Bytes(), nil
+}
+
+// bodyPlaceholders resolves {webhook.json.<path>} against the body, with
+// gjson path syntax (a body that is not JSON resolves every path to ""),
+// and {webhook.body_sha256}, the body's SHA-256 in hex, computed once.
+func bodyPlaceholders(body []byte) caddy.ReplacerFunc {
+	sum := sync.OnceValue(func() string {
+		s := sha256.Sum256(body)
+		return hex.EncodeToString(s[:])
+	})
+	return func(key string) (any, bool) {
+		if key == "webhook.body_sha256" {
+			return sum(), true
+		}
+		path, ok := strings.CutPrefix(key, "webhook.json.")
+		if !ok {
+			return nil, false
+		}
+		return gjson.GetBytes(body, path).String(), true
+	}
+}
