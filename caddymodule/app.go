@@ -90,13 +90,12 @@ var connections = caddy.NewUsagePool()
 // openStore opens the configured store, or reuses the one open already,
 // and remembers its key in connections for Cleanup.
 func (a *App) openStore() (*store.Conn, error) {
-	cfg := store.Config{Backend: a.Store.Backend, Dir: a.Store.Dir, SentinelMaster: a.Store.SentinelMaster}
+	cfg, err := a.storeConfig()
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Backend == "redis" {
 		setRedisLogger.Do(func() { redis.SetLogger(redisLogger{}) })
-		var err error
-		if cfg.URLs, err = resolveURLs(a.Store.URLs); err != nil {
-			return nil, err
-		}
 	}
 	key, _ := json.Marshal(cfg)
 	v, _, err := connections.LoadOrNew(string(key), func() (caddy.Destructor, error) {
@@ -109,18 +108,20 @@ func (a *App) openStore() (*store.Conn, error) {
 	return v.(*store.Conn), nil
 }
 
-// resolveURLs reads the {env.*} and {file.*} placeholders of the Redis
-// URLs now, so that a password never appears in the adapted config.
-func resolveURLs(urls []string) ([]string, error) {
+// storeConfig is a.Store, checked, with the {env.*} and {file.*}
+// placeholders of its Redis URLs read now, so that a password never
+// appears in the adapted config.
+func (a *App) storeConfig() (store.Config, error) {
+	cfg := store.Config{Backend: a.Store.Backend, Dir: a.Store.Dir, SentinelMaster: a.Store.SentinelMaster}
 	repl := caddy.NewReplacer()
-	resolved := make([]string, len(urls))
-	for i, tmpl := range urls {
-		var err error
-		if resolved[i], err = repl.ReplaceOrErr(tmpl, true, true); err != nil {
-			return nil, fmt.Errorf("store redis: URL %d: %v", i+1, err)
+	for i, tmpl := range a.Store.URLs {
+		u, err := repl.ReplaceOrErr(tmpl, true, true)
+		if err != nil {
+			return cfg, fmt.Errorf("store redis: URL %d: %v", i+1, err)
 		}
+		cfg.URLs = append(cfg.URLs, u)
 	}
-	return resolved, nil
+	return cfg, cfg.Check()
 }
 
 // redisLogger sends go-redis's own log lines through Caddy's logger, as
@@ -183,24 +184,8 @@ func (a *App) Provision(ctx caddy.Context) error {
 
 // Validate checks the configuration.
 func (a *App) Validate() error {
-	switch a.Store.Backend {
-	case "file":
-		if len(a.Store.URLs) > 0 || a.Store.SentinelMaster != "" {
-			return fmt.Errorf("store file takes a directory, not Redis URLs")
-		}
-	case "redis":
-		if len(a.Store.URLs) == 0 {
-			return fmt.Errorf("store redis needs at least one URL")
-		}
-		urls, err := resolveURLs(a.Store.URLs)
-		if err != nil {
-			return err
-		}
-		if _, err := store.RedisOptions(urls, a.Store.SentinelMaster); err != nil {
-			return err
-		}
-	default:
-		return fmt.Errorf("unknown store backend %q (want file or redis)", a.Store.Backend)
+	if _, err := a.storeConfig(); err != nil {
+		return err
 	}
 	names := map[string]bool{}
 	for _, j := range a.Reconcile {

@@ -11,6 +11,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/dustin/go-humanize"
+
+	"github.com/hookgate/hookgate/sender"
 )
 
 func init() {
@@ -284,7 +286,7 @@ func (dc *DestinationConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "rate":
 			var v string
 			if v, err = oneArg(d, args); err == nil {
-				if dc.Rate, err = parseRate(v); err != nil {
+				if dc.Rate, err = sender.ParseRate(v); err != nil {
 					return d.Err(err.Error())
 				}
 			}

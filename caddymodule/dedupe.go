@@ -252,7 +252,7 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	count(dec.Result)
 	switch dec.Action {
 	case dedupe.Replay:
-		writeRecord(w, dec.Record)
+		dec.Record.Replay(w)
 		return nil
 	case dedupe.Reject:
 		if errors.Is(dec.Err, dedupe.ErrKeyReused) {
@@ -340,21 +340,6 @@ func (h *Dedupe) maxRecord() int64 {
 		return dedupe.DefaultMaxRecord
 	}
 	return h.MaxRecord
-}
-
-// writeRecord replays a recorded response.
-func writeRecord(w http.ResponseWriter, rec *dedupe.Record) {
-	h := w.Header()
-	for k, v := range rec.Header {
-		h[k] = append([]string(nil), v...)
-	}
-	h.Set("Idempotent-Replayed", "true")
-	if rec.BodyOmitted {
-		h.Set("Idempotent-Body-Omitted", "true")
-	}
-	h.Set("Content-Length", strconv.Itoa(len(rec.Body)))
-	w.WriteHeader(rec.Status)
-	w.Write(rec.Body)
 }
 
 // dedupeStore returns the app's shared store, opened when the app starts.

@@ -196,7 +196,7 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		if rerr != nil {
 			return reject(http.StatusBadRequest, reasonMissingSequence, "the sequence "+h.Sequence+" resolves to nothing: "+rerr.Error())
 		}
-		if seq, err = parseSequence(raw); err != nil {
+		if seq, err = dedupe.ParseSequence(raw); err != nil {
 			return reject(http.StatusBadRequest, reasonMalformedSequence, err.Error())
 		}
 		judgement, err = h.fresh.CheckSequence(ctx, entity, seq)
@@ -284,19 +284,6 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 				zap.String("entity", entity), zap.Bool("applied", applied), zap.Error(derr))
 		}
 	})
-}
-
-// maxSequence keeps sequence numbers exact in the stores (Lua numbers are
-// doubles): 2^53-1.
-const maxSequence = 1<<53 - 1
-
-// parseSequence parses a non-negative integer sequence number.
-func parseSequence(s string) (int64, error) {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 || n > maxSequence {
-		return 0, fmt.Errorf("sequence %q is not an integer between 0 and 2^53-1", problem.Truncate(s, 40))
-	}
-	return n, nil
 }
 
 // entityStore returns the app's shared store for freshness state.

@@ -45,9 +45,7 @@ const (
 	reasonSenderNotRunning    = "sender_not_running"    // 503
 	reasonConsoleScopeUnknown = "console_scope_unknown" // 403
 
-	// The admin API's /hookgate/dedupe/ and /hookgate/freshness/ routes.
+	// The admin API (dedupe/httpapi and sender/httpapi answer the rest).
 	reasonNoHookgate = "no_hookgate" // 404, any /hookgate/ route
-	reasonBadRequest = "bad_request" // 400
-	reasonNoStore    = "no_store"    // 404
-	reasonNotFound   = "not_found"   // 404
+	reasonNoStore    = "no_store"    // 404, /hookgate/dedupe/ and /hookgate/freshness/
 )

@@ -17,7 +17,8 @@ import (
 // domainReasons are the reason codes the README names that a domain
 // package writes, not caddymodule: each with the package (from the
 // repository's root) whose source holds it. caddymodule passes them
-// through: the admin API and webhook_enqueue answer with sender/httpapi,
+// through: the admin API and webhook_enqueue answer with sender/httpapi
+// and dedupe/httpapi,
 // webhook_console with console, dedupe's and freshness's forwards with
 // internal/forward; the stale answers are dedupe's judgements.
 var domainReasons = map[string]string{
@@ -25,6 +26,8 @@ var domainReasons = map[string]string{
 	"too_old":                      "dedupe", // dedupe.ResultTooOld
 	"upstream_response_incomplete": "internal/forward",
 	"upstream_timeout":             "internal/forward",
+	"bad_request":                  "dedupe/httpapi",
+	"not_found":                    "dedupe/httpapi",
 	"unknown_destination":          "sender/httpapi",
 	"bad_limit":                    "sender/httpapi",
 	"destination_orphaned":         "sender/httpapi",

@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"fmt"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -45,42 +44,7 @@ type ReconcileRepair struct {
 // ReconcileSource is one side of a job: a PostgreSQL query, or an HTTP
 // JSON endpoint. The DSN, URL and header values may be {env.*}
 // placeholders, read when the job runs.
-type ReconcileSource struct {
-	Kind    string            `json:"kind"` // postgres or http
-	DSN     string            `json:"dsn,omitempty"`
-	Query   string            `json:"query,omitempty"`
-	URL     string            `json:"url,omitempty"`
-	Headers map[string]string `json:"headers,omitempty"`
-}
-
-// source builds the reconcile.Source, its placeholders resolved.
-func (s *ReconcileSource) source() (reconcile.Source, error) {
-	repl := caddy.NewReplacer()
-	resolve := func(v string) (string, error) { return repl.ReplaceOrErr(v, true, true) }
-	switch s.Kind {
-	case "postgres":
-		dsn, err := resolve(s.DSN)
-		if err != nil {
-			return nil, fmt.Errorf("postgres DSN: %w", err)
-		}
-		return reconcile.Postgres{DSN: dsn, Query: s.Query}, nil
-	case "http":
-		u, err := resolve(s.URL)
-		if err != nil {
-			return nil, fmt.Errorf("http URL: %w", err)
-		}
-		h := http.Header{}
-		for k, v := range s.Headers {
-			val, err := resolve(v)
-			if err != nil {
-				return nil, fmt.Errorf("http header %s: %w", k, err)
-			}
-			h.Set(k, val)
-		}
-		return reconcile.HTTP{URL: u, Header: h}, nil
-	}
-	return nil, fmt.Errorf("unknown source %q (want postgres or http)", s.Kind)
-}
+type ReconcileSource = reconcile.SourceSpec
 
 // unmarshalCaddyfile parses a reconcile block:
 //
@@ -219,15 +183,11 @@ func (j *ReconcileJob) validate() error {
 	case j.Repair != nil && j.Repair.Limit < 0:
 		return fmt.Errorf("repair limit %d: want a positive integer", j.Repair.Limit)
 	}
-	for side, src := range map[string]*ReconcileSource{"truth": j.Truth, "receiver": j.Receiver} {
-		switch {
-		case src.Kind == "postgres" && (src.DSN == "" || src.Query == ""):
-			return fmt.Errorf("%s: postgres needs a DSN and a query", side)
-		case src.Kind == "http" && src.URL == "":
-			return fmt.Errorf("%s: http needs a URL", side)
-		case src.Kind != "postgres" && src.Kind != "http":
-			return fmt.Errorf("%s: unknown source %q (want postgres or http)", side, src.Kind)
-		}
+	if err := j.Truth.Check("truth"); err != nil {
+		return err
+	}
+	if err := j.Receiver.Check("receiver"); err != nil {
+		return err
 	}
 	return nil
 }
@@ -240,17 +200,48 @@ func (j *ReconcileJob) Job() *reconcile.Job {
 	if j.Repair != nil {
 		rj.EventType = j.Repair.EventType
 	}
+	repl := caddy.NewReplacer()
+	resolve := func(v string) (string, error) { return repl.ReplaceOrErr(v, true, true) }
 	rj.Sources = func() (truth, receiver reconcile.Source, err error) {
 		if err := j.validate(); err != nil {
 			return nil, nil, err
 		}
-		if truth, err = j.Truth.source(); err != nil {
+		if truth, err = j.Truth.Source(resolve); err != nil {
 			return nil, nil, fmt.Errorf("truth: %w", err)
 		}
-		if receiver, err = j.Receiver.source(); err != nil {
+		if receiver, err = j.Receiver.Source(resolve); err != nil {
 			return nil, nil, fmt.Errorf("receiver: %w", err)
 		}
 		return truth, receiver, nil
 	}
 	return rj
+}
+
+// Scheduled reconcile runs (reconcile.Schedule): each job with `every`
+// runs in the gateway at the start of every slot, one instance at a time
+// under a claim in the state store (reconcile.StoreLocker).
+
+// startSchedules starts a loop per job with `every`.
+func (a *App) startSchedules() {
+	var schedules []*reconcile.Schedule
+	for _, j := range a.Reconcile {
+		if j.Every <= 0 {
+			continue
+		}
+		s := &reconcile.Schedule{
+			Job:      j.Job(),
+			Every:    time.Duration(j.Every),
+			Locker:   reconcile.StoreLocker{Store: a.store},
+			Logger:   zapslogLogger(a.logger),
+			Observer: a.metrics.Reconcile(),
+		}
+		if j.Repair != nil {
+			s.Enqueuer = reconcile.SenderEnqueuer{Sender: a, Destination: j.Repair.Destination}
+			s.Limit = j.Repair.Limit
+		}
+		schedules = append(schedules, s)
+	}
+	if len(schedules) > 0 {
+		a.stopSchedules = reconcile.Start(schedules)
+	}
 }

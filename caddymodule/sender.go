@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -88,20 +86,10 @@ func (a *App) provisionSender() error {
 		a.Sender = new(SenderConfig)
 	}
 	repl := caddy.NewReplacer()
-	seen := map[string]bool{}
 	for _, dc := range a.Destinations {
-		switch {
-		case dc.Name == "":
-			return errors.New("destination: a name is required")
-		case seen[dc.Name]:
-			return fmt.Errorf("destination %q is configured twice", dc.Name)
-		case dc.Workers < 0 || dc.Rate < 0:
-			return fmt.Errorf("destination %q: workers and rate must not be negative", dc.Name)
-		}
-		seen[dc.Name] = true
-		u, err := url.Parse(dc.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("destination %q: url must be an http:// or https:// URL", dc.Name)
+		d := sender.Destination{Name: dc.Name, URL: dc.URL, Workers: dc.Workers, Rate: rate.Limit(dc.Rate), Burst: max(1, int(dc.Rate))}
+		if err := sender.CheckDestinations(append(a.destinations, d)); err != nil {
+			return err
 		}
 		scheme := dc.Scheme
 		if scheme == "" {
@@ -116,15 +104,11 @@ func (a *App) provisionSender() error {
 		if err != nil {
 			return fmt.Errorf("destination %q: %w", dc.Name, err)
 		}
-		if !signer.CanSign() {
+		if d.Signer = signer; !signer.CanSign() {
 			return fmt.Errorf("destination %q: a whpk_ public key only verifies: sign with the whsk_ key", dc.Name)
 		}
 		if secret == DevSecret {
 			a.logger.Warn("destination signs with the public development secret: set HOOKGATE_SECRET to a secret of your own", zap.String("destination", dc.Name))
-		}
-		d := sender.Destination{Name: dc.Name, URL: dc.URL, Signer: signer, Workers: dc.Workers}
-		if dc.Rate > 0 {
-			d.Rate, d.Burst = rate.Limit(dc.Rate), max(1, int(dc.Rate))
 		}
 		a.destinations = append(a.destinations, d)
 	}
@@ -188,7 +172,7 @@ func (a *App) startSender() error {
 	a.dlq = sender.NewDLQ(q, s.Destinations(), maxRedrive, nil)
 	a.senderDone.Go(func() { s.Run(ctx) })
 	a.logger.Info("sender started", zap.Strings("destinations", s.Destinations()))
-	a.warnOrphans(ctx, s)
+	s.WarnOrphans(ctx)
 	return nil
 }
 
@@ -204,24 +188,6 @@ func (a *App) ops() *sender.Ops {
 		Enqueued: a.metrics.Enqueued,
 		Redriven: a.metrics.Redriven,
 	})
-}
-
-// warnOrphans logs, once per config load, each destination the store
-// holds envelopes of that this config does not name (a rename, a
-// removal): they are kept, and not delivered, until moved or purged.
-func (a *App) warnOrphans(ctx context.Context, s *sender.Sender) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	orphans, err := s.Orphans(ctx)
-	if err != nil {
-		a.logger.Warn("could not look for orphaned destinations", zap.Error(err))
-		return
-	}
-	for _, o := range orphans {
-		a.logger.Warn("the store holds envelopes of a destination this config does not name (renamed or removed?): "+
-			"they are kept and not delivered; move them with 'hookgate destinations move <orphan> <destination>', or purge them",
-			zap.String("destination", o.Name), zap.Int("queued", o.Depth["queued"]+o.Depth["leased"]), zap.Int("dead", o.Depth["dead"]))
-	}
 }
 
 // stopSender stops the workers: in-flight deliveries finish and settle,
@@ -256,23 +222,4 @@ func (a *App) hasDestination(name string) bool {
 		}
 	}
 	return false
-}
-
-// parseRate parses a rate such as 50/s, 600/m or 3600/h into events per
-// second.
-func parseRate(s string) (float64, error) {
-	n, unit, ok := strings.Cut(s, "/")
-	v, err := strconv.ParseFloat(n, 64)
-	if !ok || err != nil || v <= 0 {
-		return 0, fmt.Errorf("rate %q: want <n>/s, <n>/m or <n>/h", s)
-	}
-	switch unit {
-	case "s":
-		return v, nil
-	case "m":
-		return v / 60, nil
-	case "h":
-		return v / 3600, nil
-	}
-	return 0, fmt.Errorf("rate %q: want <n>/s, <n>/m or <n>/h", s)
 }

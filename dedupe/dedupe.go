@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -484,4 +485,20 @@ func NewRecord(status int, header http.Header, body []byte, maxBody int) Record 
 		rec.Body = append([]byte(nil), body...)
 	}
 	return rec
+}
+
+// Replay answers with the recorded response, marked Idempotent-Replayed:
+// true (and Idempotent-Body-Omitted: true when its body was not kept).
+func (rec *Record) Replay(w http.ResponseWriter) {
+	h := w.Header()
+	for k, v := range rec.Header {
+		h[k] = append([]string(nil), v...)
+	}
+	h.Set("Idempotent-Replayed", "true")
+	if rec.BodyOmitted {
+		h.Set("Idempotent-Body-Omitted", "true")
+	}
+	h.Set("Content-Length", strconv.Itoa(len(rec.Body)))
+	w.WriteHeader(rec.Status)
+	w.Write(rec.Body)
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/problem"
 )
 
 // The freshness rule: per entity, a watermark of the newest event applied
@@ -241,4 +244,18 @@ func (f *Freshness) done(ctx context.Context, key, token string, mark int64, app
 		err = retry(ctx, f.sleep, finish)
 	}
 	return err
+}
+
+// MaxSequence keeps sequence numbers exact in the stores (Lua numbers are
+// doubles): 2^53-1.
+const MaxSequence = 1<<53 - 1
+
+// ParseSequence parses an event's sequence number: an integer from 0 to
+// MaxSequence. Its error quotes at most 40 bytes of s.
+func ParseSequence(s string) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > MaxSequence {
+		return 0, fmt.Errorf("sequence %q is not an integer between 0 and 2^53-1", problem.Truncate(s, 40))
+	}
+	return n, nil
 }

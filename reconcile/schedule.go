@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -49,6 +50,17 @@ type Schedule struct {
 	Logger *slog.Logger
 	// Observer, if set, is told of each slot.
 	Observer Observer
+}
+
+// Start runs each schedule on a goroutine of its own; stop ends them and
+// waits for them (a run under way is cancelled).
+func Start(schedules []*Schedule) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, s := range schedules {
+		wg.Go(func() { s.Run(ctx) })
+	}
+	return func() { cancel(); wg.Wait() }
 }
 
 // Run runs the job at the start of each slot until ctx ends.

@@ -179,3 +179,22 @@ func (b Backoff) Delay(n int, retryAfter time.Duration) time.Duration {
 	d := time.Duration(r() * float64(ceiling))
 	return min(max(d, retryAfter), b.Cap)
 }
+
+// ParseRate parses a rate such as 50/s, 600/m or 3600/h into events per
+// second.
+func ParseRate(s string) (float64, error) {
+	n, unit, ok := strings.Cut(s, "/")
+	v, err := strconv.ParseFloat(n, 64)
+	if !ok || err != nil || v <= 0 {
+		return 0, fmt.Errorf("rate %q: want <n>/s, <n>/m or <n>/h", s)
+	}
+	switch unit {
+	case "s":
+		return v, nil
+	case "m":
+		return v / 60, nil
+	case "h":
+		return v / 3600, nil
+	}
+	return 0, fmt.Errorf("rate %q: want <n>/s, <n>/m or <n>/h", s)
+}

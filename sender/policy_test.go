@@ -168,3 +168,16 @@ func TestCheckID(t *testing.T) {
 		}
 	}
 }
+
+func TestParseRate(t *testing.T) {
+	for in, want := range map[string]float64{"50/s": 50, "600/m": 10, "3600/h": 1, "0.5/s": 0.5} {
+		if got, err := ParseRate(in); err != nil || got != want {
+			t.Errorf("ParseRate(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "50", "50/d", "0/s", "-1/s", "x/s"} {
+		if _, err := ParseRate(in); err == nil {
+			t.Errorf("ParseRate(%q): no error", in)
+		}
+	}
+}

@@ -98,6 +98,29 @@ type Destination struct {
 	Header http.Header
 }
 
+// CheckDestinations reports the first destination that has no name, a
+// name given before, a URL that is not http:// or https://, or negative
+// workers or rate. A URL is never quoted: it may hold secrets.
+func CheckDestinations(dests []Destination) error {
+	seen := map[string]bool{}
+	for _, d := range dests {
+		switch {
+		case d.Name == "":
+			return errors.New("destination: a name is required")
+		case seen[d.Name]:
+			return fmt.Errorf("destination %q is configured twice", d.Name)
+		case d.Workers < 0 || d.Rate < 0:
+			return fmt.Errorf("destination %q: workers and rate must not be negative", d.Name)
+		}
+		seen[d.Name] = true
+		u, err := url.Parse(d.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("destination %q: url must be an http:// or https:// URL", d.Name)
+		}
+	}
+	return nil
+}
+
 // Signer signs an outbound request: the headers a receiver verifies.
 type Signer interface {
 	Sign(id string, ts time.Time, body []byte) http.Header
@@ -197,17 +220,13 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
 	}
+	if err := CheckDestinations(dests); err != nil {
+		return nil, err
+	}
 	for _, d := range dests {
-		if d.Name == "" || d.URL == "" {
-			return nil, errors.New("a destination needs a name and a URL")
-		}
-		if _, dup := s.dests[d.Name]; dup {
-			return nil, fmt.Errorf("destination %q is configured twice", d.Name)
-		}
 		u, err := url.Parse(d.URL)
-		if err != nil || u.Scheme == "" || u.Host == "" {
-			// Not quoted: a URL may hold secrets.
-			return nil, fmt.Errorf("destination %q: the url is not an absolute URL", d.Name)
+		if err != nil {
+			return nil, err // CheckDestinations parsed it
 		}
 		workers := d.Workers
 		if workers <= 0 {

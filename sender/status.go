@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/sony/gobreaker/v2"
 )
@@ -161,4 +162,22 @@ func (s *Sender) PurgeOrphan(ctx context.Context, name string) (int, error) {
 		return 0, err
 	}
 	return s.queue.Drop(ctx, name)
+}
+
+// WarnOrphans logs each orphaned destination (a rename, a removal): its
+// envelopes are kept, and not delivered, until moved or purged. The
+// gateway calls it once per config load.
+func (s *Sender) WarnOrphans(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	orphans, err := s.Orphans(ctx)
+	if err != nil {
+		s.logger.Warn("could not look for orphaned destinations", "error", err)
+		return
+	}
+	for _, o := range orphans {
+		s.logger.Warn("the store holds envelopes of a destination this config does not name (renamed or removed?): "+
+			"they are kept and not delivered; move them with 'hookgate destinations move <orphan> <destination>', or purge them",
+			"destination", o.Name, "queued", o.Depth["queued"]+o.Depth["leased"], "dead", o.Depth["dead"])
+	}
 }

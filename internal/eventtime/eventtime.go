@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/problem"
 )
 
 // maxUnixSeconds is 9999-12-31T23:59:59Z, the last time RFC 3339 can write.
@@ -21,15 +23,8 @@ func Parse(s string) (time.Time, error) {
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || f < 0 || f > maxUnixSeconds || math.IsNaN(f) || strings.ContainsAny(s, "eExXpP_") {
-		return time.Time{}, fmt.Errorf("event time %q is neither RFC 3339 nor unix seconds", truncate(s, 40))
+		return time.Time{}, fmt.Errorf("event time %q is neither RFC 3339 nor unix seconds", problem.Truncate(s, 40))
 	}
 	sec, frac := math.Modf(f)
 	return time.Unix(int64(sec), int64(frac*1e9)), nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }

@@ -44,6 +44,25 @@ type Config struct {
 	SentinelMaster string
 }
 
+// Check reports what c lacks, or holds in excess, for its backend.
+func (c Config) Check() error {
+	switch c.Backend {
+	case "file":
+		if len(c.URLs) > 0 || c.SentinelMaster != "" {
+			return errors.New("store file takes a directory, not Redis URLs")
+		}
+	case "redis":
+		if len(c.URLs) == 0 {
+			return errors.New("store redis needs at least one URL")
+		}
+		_, err := RedisOptions(c.URLs, c.SentinelMaster)
+		return err
+	default:
+		return fmt.Errorf("unknown store backend %q (want file or redis)", c.Backend)
+	}
+	return nil
+}
+
 // State is what the store holds for the receiver: dedupe and freshness.
 type State interface {
 	dedupe.Store

@@ -1,0 +1,139 @@
+// Package httpapi serves, over plain net/http, what the gateway remembers
+// of a delivery or an entity: GET and DELETE /hookgate/dedupe/<key>, and
+// GET /hookgate/freshness/<entity>. Caddy's admin module mounts it beside
+// the sender's API. JSON out; errors are problem+json.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/problem"
+)
+
+// Store is what the handler reads and forgets.
+type Store interface {
+	Get(ctx context.Context, key string, now time.Time) (dedupe.Entry, error)
+	Forget(ctx context.Context, key string) (bool, error)
+	GetEntity(ctx context.Context, entity string, now time.Time) (dedupe.EntityState, error)
+}
+
+// The reason codes of this API's answers.
+const (
+	ReasonBadRequest       = "bad_request"
+	ReasonNotFound         = "not_found"
+	ReasonMethodNotAllowed = "method_not_allowed"
+	ReasonStoreUnavailable = "store_unavailable"
+)
+
+// Handler answers the routes. Uncache, if set, drops a forgotten key from
+// each deduper's replay cache.
+type Handler struct {
+	Store   Store
+	Uncache func(key string)
+	Logger  *slog.Logger
+	Now     func() time.Time
+}
+
+// Routes reports whether h answers path (escaped, under /hookgate/).
+func Routes(path string) bool {
+	return strings.HasPrefix(path, "/hookgate/dedupe/") || strings.HasPrefix(path, "/hookgate/freshness/")
+}
+
+// ServeHTTP answers one of the routes. The key or entity is the rest of
+// the path, unescaped: it may hold any character.
+func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rest := strings.TrimPrefix(r.URL.EscapedPath(), "/hookgate/")
+	kind, esc, _ := strings.Cut(rest, "/")
+	key, err := url.PathUnescape(esc)
+	if err != nil || key == "" {
+		problem.Write(w, http.StatusBadRequest, ReasonBadRequest, "a "+kind+" needs a key", 0)
+		return
+	}
+	now := time.Now
+	if h.Now != nil {
+		now = h.Now
+	}
+	var out map[string]any
+	switch {
+	case kind == "dedupe" && r.Method == http.MethodGet:
+		out, err = h.entry(r, key, now())
+	case kind == "dedupe" && r.Method == http.MethodDelete:
+		var found bool
+		if found, err = h.Store.Forget(r.Context(), key); err == nil && h.Uncache != nil {
+			h.Uncache(key)
+		}
+		if err == nil && !found {
+			problem.Write(w, http.StatusNotFound, ReasonNotFound, "the store holds nothing for this key", 0)
+			return
+		}
+		if err == nil {
+			h.Logger.Warn("dedupe record forgotten: the next copy of this delivery is forwarded as new", "key", key, "by", r.RemoteAddr)
+			out = map[string]any{"key": key, "forgotten": true}
+		}
+	case kind == "freshness" && r.Method == http.MethodGet:
+		out, err = h.entity(r, key, now())
+	default:
+		problem.Write(w, http.StatusMethodNotAllowed, ReasonMethodNotAllowed, r.Method+" is not allowed here", 0)
+		return
+	}
+	if err != nil {
+		h.Logger.Error("admin request failed", "path", r.URL.Path, "error", err)
+		problem.Write(w, http.StatusServiceUnavailable, ReasonStoreUnavailable, err.Error(), time.Second)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // a key is shown byte for byte
+	enc.Encode(out)
+}
+
+// entry is what the store holds of a delivery.
+func (h Handler) entry(r *http.Request, key string, now time.Time) (map[string]any, error) {
+	e, err := h.Store.Get(r.Context(), key, now)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{"key": key, "state": "absent"}
+	switch e.State {
+	case dedupe.StateClaimed:
+		out["state"], out["lease_until"] = "claimed", e.LeaseUntil
+	case dedupe.StateRecorded:
+		out["state"], out["status"], out["body_omitted"] = "recorded", e.Record.Status, e.Record.BodyOmitted
+		out["body_bytes"] = len(e.Record.Body)
+	}
+	if e.State != dedupe.Absent {
+		out["fingerprint"], out["expires_at"] = e.Fingerprint.String(), e.Expires
+	}
+	return out, nil
+}
+
+// entity is what the store holds of an entity: its watermark and lease,
+// by event time and by sequence.
+func (h Handler) entity(r *http.Request, entity string, now time.Time) (map[string]any, error) {
+	out := map[string]any{"entity": entity}
+	for _, by := range []struct{ prefix, name string }{{"t:", "event_time"}, {"s:", "sequence"}} {
+		st, err := h.Store.GetEntity(r.Context(), by.prefix+entity, now)
+		if err != nil {
+			return nil, err
+		}
+		v := map[string]any{"watermark": nil, "lease_until": nil}
+		if st.HasWatermark {
+			v["watermark"], v["expires_at"] = st.Watermark, st.WatermarkExpires
+			if by.prefix == "t:" {
+				v["watermark"] = time.UnixMicro(st.Watermark).UTC()
+			}
+		}
+		if !st.LeaseUntil.IsZero() {
+			v["lease_until"] = st.LeaseUntil
+		}
+		out[by.name] = v
+	}
+	return out, nil
+}

@@ -1,0 +1,80 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/dedupe/boltstore"
+)
+
+// TestLookupAndForget: a recorded delivery is shown, forgotten once (its
+// key uncached), then absent; a method or key that is not a route is a
+// precise problem.
+func TestLookupAndForget(t *testing.T) {
+	db, err := boltstore.OpenFile(filepath.Join(t.TempDir(), "state.db"), time.Second, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := boltstore.New(db, boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(); db.Close() })
+	now := time.Now()
+	ctx := t.Context()
+	key := "evt/1 ü"
+	res, err := s.Claim(ctx, key, dedupe.Claim{Token: "t", Lease: time.Minute, Retention: time.Hour, Now: now})
+	if err != nil || res.Status != dedupe.Claimed {
+		t.Fatal(res, err)
+	}
+	if err := s.Record(ctx, key, "t", dedupe.Record{Status: 201, Body: []byte("ok")}, time.Hour, now); err != nil {
+		t.Fatal(err)
+	}
+	var uncached []string
+	var logs bytes.Buffer
+	h := Handler{Store: s, Uncache: func(k string) { uncached = append(uncached, k) }, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+	do := func(method, path string) (int, map[string]any) {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(method, path, nil))
+		var out map[string]any
+		json.Unmarshal(w.Body.Bytes(), &out)
+		return w.Code, out
+	}
+	path := "/hookgate/dedupe/evt%2F1%20%C3%BC"
+	if code, out := do("GET", path); code != 200 || out["state"] != "recorded" || out["status"] != 201.0 || out["key"] != key {
+		t.Errorf("GET: %d %v", code, out)
+	}
+	if code, out := do("DELETE", path); code != 200 || out["forgotten"] != true || len(uncached) != 1 || uncached[0] != key {
+		t.Errorf("DELETE: %d %v, uncached %q", code, out, uncached)
+	}
+	if !bytes.Contains(logs.Bytes(), []byte("dedupe record forgotten")) {
+		t.Errorf("no audit line: %s", logs.String())
+	}
+	if code, out := do("DELETE", path); code != 404 || out["reason"] != ReasonNotFound {
+		t.Errorf("second DELETE: %d %v", code, out)
+	}
+	if code, out := do("GET", path); code != 200 || out["state"] != "absent" {
+		t.Errorf("GET after forget: %d %v", code, out)
+	}
+	if code, out := do("GET", "/hookgate/freshness/e1"); code != 200 || out["entity"] != "e1" || out["event_time"] == nil {
+		t.Errorf("freshness: %d %v", code, out)
+	}
+	for _, tt := range []struct {
+		method, path string
+		code         int
+		reason       string
+	}{
+		{"POST", path, 405, ReasonMethodNotAllowed},
+		{"GET", "/hookgate/dedupe/", 400, ReasonBadRequest},
+	} {
+		if code, out := do(tt.method, tt.path); code != tt.code || out["reason"] != tt.reason {
+			t.Errorf("%s %s: %d %v, want %d %s", tt.method, tt.path, code, out, tt.code, tt.reason)
+		}
+	}
+}
