@@ -39,7 +39,8 @@ run() {
 	local start=$SECONDS
 	[ -n "$cmd" ] && eval "$cmd" >"$work/$name.out" 2>&1
 	sleep $((secs - (SECONDS - start)))
-	kill -TERM $pid; wait $pid || true
+	kill -TERM $pid 2>/dev/null || { echo "the gateway of $name stopped early:"; tail -20 "$work/$name.log"; exit 1; }
+	wait $pid || true
 	go tool covdata textfmt -i="$work/$name.cov" -o="$work/$name.txt"
 }
 
@@ -110,9 +111,7 @@ cat >"$work/send.caddyfile" <<CADDY
 	respond 200
 }
 :$gw {
-	webhook_enqueue {
-		destination walk
-	}
+	webhook_enqueue walk
 }
 CADDY
 run send-idle "$work/send.caddyfile" 4
