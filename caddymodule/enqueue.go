@@ -1,7 +1,9 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -15,7 +17,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.uber.org/zap"
 
-	"github.com/hookgate/hookgate/internal/eventtime"
+	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
 	"github.com/hookgate/hookgate/sender/httpapi"
@@ -130,7 +132,7 @@ func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	}
 	if h.EventTime != "" {
 		if raw := repl.ReplaceKnown(h.EventTime, ""); raw != "" {
-			if e.EventTime, err = eventtime.Parse(raw); err != nil {
+			if e.EventTime, err = dedupe.ParseEventTime(raw); err != nil {
 				problem.Write(w, http.StatusBadRequest, reasonMalformedEventTime, err.Error(), 0)
 				return nil
 			}
@@ -141,6 +143,21 @@ func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	e.TraceParent, e.TraceState = carrier["traceparent"], carrier["tracestate"]
 	httpapi.WriteEnqueued(w, r, h.app.Enqueue, e, zapslogLogger(h.logger))
 	return nil
+}
+
+// Enqueue queues an event for delivery: the Go API for producers in the
+// same process. It is idempotent by e.ID within e.Destination. An ID that
+// is not 1 to 1024 bytes of visible ASCII is refused with an error that
+// wraps sender.ErrBadID. An error otherwise leaves the outcome unknown
+// (the store may have applied it): retry with the same ID.
+func (a *App) Enqueue(ctx context.Context, e *sender.Envelope) (sender.EnqueueResult, error) {
+	if err := sender.CheckID(e.ID); err != nil {
+		return sender.EnqueueResult{}, err
+	}
+	if a.sender == nil {
+		return sender.EnqueueResult{}, errors.New("the sender is not running")
+	}
+	return a.sender.Enqueue(ctx, e)
 }
 
 // mustBeJSON reports whether the body must be valid JSON: it is sent as

@@ -16,7 +16,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/dedupe"
-	"github.com/hookgate/hookgate/internal/eventtime"
 	"github.com/hookgate/hookgate/internal/forward"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/internal/telemetry"
@@ -187,7 +186,7 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		if rerr != nil {
 			return reject(http.StatusBadRequest, reasonMissingEventTime, "the event time "+h.EventTime+" resolves to nothing: "+rerr.Error())
 		}
-		if eventTime, err = eventtime.Parse(raw); err != nil {
+		if eventTime, err = dedupe.ParseEventTime(raw); err != nil {
 			return reject(http.StatusBadRequest, reasonMalformedEventTime, err.Error())
 		}
 		judgement, err = h.fresh.CheckTime(ctx, entity, eventTime)

@@ -185,7 +185,6 @@ func (a *App) ops() *sender.Ops {
 	}
 	return sender.NewOps(a.sender, a.dlq, sender.OpsOptions{
 		Logger:   zapslogLogger(a.logger),
-		Enqueued: a.metrics.Enqueued,
 		Redriven: a.metrics.Redriven,
 	})
 }
@@ -197,21 +196,6 @@ func (a *App) stopSenderAndWait() {
 		a.stopSender()
 		a.senderDone.Wait()
 	}
-}
-
-// Enqueue queues an event for delivery: the Go API for producers in the
-// same process. It is idempotent by e.ID within e.Destination. An ID that
-// is not 1 to 1024 bytes of visible ASCII is refused with an error that
-// wraps sender.ErrBadID. An error otherwise leaves the outcome unknown
-// (the store may have applied it): retry with the same ID.
-func (a *App) Enqueue(ctx context.Context, e *sender.Envelope) (sender.EnqueueResult, error) {
-	if err := sender.CheckID(e.ID); err != nil {
-		return sender.EnqueueResult{}, err
-	}
-	if a.sender == nil {
-		return sender.EnqueueResult{}, errors.New("the sender is not running")
-	}
-	return a.ops().Enqueue(ctx, e)
 }
 
 // hasDestination reports whether name is a configured destination.

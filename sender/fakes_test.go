@@ -196,6 +196,8 @@ type states struct {
 	got []gobreaker.State
 }
 
+func (o *states) Enqueued(string, bool) {}
+
 func (o *states) BreakerState(_ string, st gobreaker.State) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

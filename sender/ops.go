@@ -23,9 +23,6 @@ type Ops struct {
 // logs nothing and counts nothing.
 type OpsOptions struct {
 	Logger *slog.Logger
-	// Enqueued is told of each enqueue the store applied, a duplicate or
-	// not (metrics).
-	Enqueued func(ctx context.Context, dest string, duplicate bool)
 	// Redriven is told of the letters each redrive moved (metrics).
 	Redriven func(ctx context.Context, letters []Letter)
 }
@@ -125,11 +122,7 @@ func (o *Ops) Enqueue(ctx context.Context, e *Envelope) (EnqueueResult, error) {
 	if err := CheckID(e.ID); err != nil {
 		return EnqueueResult{}, err
 	}
-	res, err := o.sender.Enqueue(ctx, e)
-	if err == nil && o.opts.Enqueued != nil {
-		o.opts.Enqueued(ctx, e.Destination, res.Duplicate)
-	}
-	return res, err
+	return o.sender.Enqueue(ctx, e)
 }
 
 // Summary groups the dead letters f matches by destination and class, at

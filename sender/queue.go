@@ -2,7 +2,6 @@ package sender
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"time"
 )
@@ -184,11 +183,3 @@ var ErrPausedByOther = errors.New("paused by another")
 
 // ErrNotFound means the queue holds no such envelope.
 var ErrNotFound = errors.New("no such envelope")
-
-// Fingerprint is the first 8 bytes of a payload's SHA-256: enough to tell
-// a reused delivery ID's payload from the original (enqueuers are
-// trusted).
-func Fingerprint(payload []byte) [8]byte {
-	s := sha256.Sum256(payload)
-	return [8]byte(s[:8])
-}

@@ -142,6 +142,8 @@ type Observer interface {
 	// StoreError is a failed queue operation: op is lease, settle, pause
 	// (writing a 410's pause) or paused (reading the pause).
 	StoreError(dest, op string)
+	// Enqueued is an envelope enqueued, or found enqueued already.
+	Enqueued(dest string, duplicate bool)
 }
 
 // Sender delivers the envelopes of its destinations. Create it with New,
@@ -365,7 +367,10 @@ func (d *destination) state() gobreaker.State { return d.shared.state(d.Name, ti
 var ErrUnknownDestination = errors.New("unknown destination")
 
 // Enqueue queues e for delivery: idempotent by e.ID within its
-// destination. CreatedAt and NextAt default to now.
+// destination. CreatedAt and NextAt default to now. Callers check the ID
+// first (CheckID): a request that cannot carry it is dead on its first
+// attempt. An error leaves the outcome unknown (the store may have
+// applied it). The Observer is told of each enqueue applied.
 func (s *Sender) Enqueue(ctx context.Context, e *Envelope) (EnqueueResult, error) {
 	d, ok := s.dests[e.Destination]
 	if !ok {
@@ -379,6 +384,9 @@ func (s *Sender) Enqueue(ctx context.Context, e *Envelope) (EnqueueResult, error
 		e.NextAt = e.CreatedAt
 	}
 	res, err := s.queue.Enqueue(ctx, e)
+	if err == nil {
+		s.obs.Enqueued(e.Destination, res.Duplicate)
+	}
 	if err == nil && !res.Duplicate {
 		select {
 		case d.wake <- struct{}{}:
@@ -1090,6 +1098,7 @@ func (nopObserver) Delivered(string, time.Duration)       {}
 func (nopObserver) Dead(string, time.Duration)            {}
 func (nopObserver) BreakerState(string, gobreaker.State)  {}
 func (nopObserver) StoreError(string, string)             {}
+func (nopObserver) Enqueued(string, bool)                 {}
 
 // Wake makes dest look for due envelopes at once (after a resume or a
 // redrive).

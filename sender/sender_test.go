@@ -275,6 +275,8 @@ func (o *recordingObserver) Attempt(dest, _ string, _ time.Duration) {
 func (o *recordingObserver) Delivered(string, time.Duration) {}
 func (o *recordingObserver) StoreError(string, string)       {}
 func (o *recordingObserver) Dead(string, time.Duration)      {}
+func (o *recordingObserver) Enqueued(string, bool)           {}
+
 func (o *recordingObserver) BreakerState(_ string, s gobreaker.State) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

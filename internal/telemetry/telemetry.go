@@ -249,12 +249,12 @@ func (m *Metrics) Redriven(ctx context.Context, letters []sender.Letter) {
 }
 
 // Enqueued counts an enqueue.
-func (m *Metrics) Enqueued(ctx context.Context, dest string, duplicate bool) {
+func (o observer) Enqueued(dest string, duplicate bool) {
 	result := "queued"
 	if duplicate {
 		result = "duplicate"
 	}
-	m.sender.enqueued.Add(ctx, 1, m.sender.labels("destination", dest, "result", result))
+	o.m.enqueued.Add(context.Background(), 1, o.m.labels("destination", dest, "result", result))
 }
 
 // ObserveQueues registers the gauges read from s's queue at each scrape:

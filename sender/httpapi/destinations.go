@@ -11,7 +11,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/hookgate/hookgate/internal/eventtime"
+	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
 )
@@ -109,7 +109,7 @@ func envelopeOf(r *http.Request, dest string) (*sender.Envelope, error) {
 	e := &sender.Envelope{ID: id, Destination: dest, EventType: in.EventType, Entity: in.Entity,
 		Payload: in.Payload, ContentType: "application/json"}
 	if in.EventTime != "" {
-		t, err := eventtime.Parse(in.EventTime)
+		t, err := dedupe.ParseEventTime(in.EventTime)
 		if err != nil {
 			return nil, Errorf(http.StatusBadRequest, "malformed_event_time", "%v", err)
 		}

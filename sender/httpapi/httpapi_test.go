@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/sony/gobreaker/v2"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/hookgate/hookgate/internal/problem"
@@ -48,17 +49,12 @@ func setup(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	dests := []sender.Destination{{Name: "billing", URL: "http://127.0.0.1:1/hooks"}, {Name: "crm", URL: "http://127.0.0.1:1/crm"}}
-	s, err := sender.New(q, sender.Config{}, dests, sender.Options{})
+	f := &fixture{db: db, q: q}
+	s, err := sender.New(q, sender.Config{}, dests, sender.Options{Observer: enqueues{f}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{db: db, q: q}
 	f.ops = sender.NewOps(s, sender.NewDLQ(q, s.Destinations(), 10, nil), sender.OpsOptions{
-		Enqueued: func(_ context.Context, dest string, duplicate bool) {
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			f.enqueued = append(f.enqueued, dest+"/"+map[bool]string{false: "queued", true: "duplicate"}[duplicate])
-		},
 		Redriven: func(_ context.Context, letters []sender.Letter) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -68,6 +64,20 @@ func setup(t *testing.T) *fixture {
 	f.api = httpapi.New(f.ops, nil)
 	return f
 }
+
+// enqueues records each enqueue the sender counts.
+type enqueues struct{ f *fixture }
+
+func (o enqueues) Enqueued(dest string, duplicate bool) {
+	o.f.mu.Lock()
+	defer o.f.mu.Unlock()
+	o.f.enqueued = append(o.f.enqueued, dest+"/"+map[bool]string{false: "queued", true: "duplicate"}[duplicate])
+}
+func (enqueues) Attempt(string, string, time.Duration) {}
+func (enqueues) Delivered(string, time.Duration)       {}
+func (enqueues) Dead(string, time.Duration)            {}
+func (enqueues) BreakerState(string, gobreaker.State)  {}
+func (enqueues) StoreError(string, string)             {}
 
 // do sends a request to the API.
 func (f *fixture) do(t *testing.T, method, path, body string) *httptest.ResponseRecorder {

@@ -1,11 +1,11 @@
-package eventtime
+package dedupe
 
 import (
 	"testing"
 	"time"
 )
 
-func TestParse(t *testing.T) {
+func TestParseEventTime(t *testing.T) {
 	tests := []struct {
 		in   string
 		want time.Time
@@ -26,32 +26,32 @@ func TestParse(t *testing.T) {
 		{"2026-11-30 10:05:00", time.Time{}, false},
 	}
 	for _, tt := range tests {
-		got, err := Parse(tt.in)
+		got, err := ParseEventTime(tt.in)
 		if (err == nil) != tt.ok || (tt.ok && !got.Equal(tt.want)) {
-			t.Errorf("Parse(%q) = %v, %v; want %v ok=%v", tt.in, got, err, tt.want, tt.ok)
+			t.Errorf("ParseEventTime(%q) = %v, %v; want %v ok=%v", tt.in, got, err, tt.want, tt.ok)
 		}
 	}
 	long := "x" + string(make([]byte, 100))
-	if _, err := Parse(long); err == nil || len(err.Error()) > 260 {
+	if _, err := ParseEventTime(long); err == nil || len(err.Error()) > 260 {
 		t.Errorf("Parse of 101 bytes: %v; want an error quoting at most 40 of them", err)
 	}
 }
 
 // FuzzParse: any input parses to a time that round-trips through RFC
 // 3339, or fails with an error that echoes at most 40 bytes of it.
-func FuzzParse(f *testing.F) {
+func FuzzParseEventTime(f *testing.F) {
 	for _, s := range []string{"2026-11-30T10:05:00Z", "1796040300", "1796040300.5", "yesterday", "1e9", "+5", " 5"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		got, err := Parse(s)
+		got, err := ParseEventTime(s)
 		if err != nil {
 			if len(err.Error()) > 260 { // 40 input bytes, quoted (at most 4 bytes each), and the message
 				t.Fatalf("error too long: %q", err)
 			}
 			return
 		}
-		if again, err := Parse(got.UTC().Format(time.RFC3339Nano)); err != nil || !again.Equal(got) {
+		if again, err := ParseEventTime(got.UTC().Format(time.RFC3339Nano)); err != nil || !again.Equal(got) {
 			t.Fatalf("%q parsed to %v, which does not round-trip: %v, %v", s, got, again, err)
 		}
 	})
