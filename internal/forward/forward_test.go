@@ -86,7 +86,7 @@ func TestSendAnswersAfterSettle(t *testing.T) {
 	err := Send(client, r, handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("X-Upstream", "yes")
 		w.WriteHeader(http.StatusCreated)
-		io.WriteString(w, "created")
+		_, _ = io.WriteString(w, "created")
 		return nil
 	}), c, func(_ context.Context, res *Result) {
 		want := outcome{Status: http.StatusCreated, Body: "created"}
@@ -191,7 +191,7 @@ func TestSendPanicBelow(t *testing.T) {
 			c:    Config{Buffer: new(bytes.Buffer), MaxRecord: 64},
 			next: func(w http.ResponseWriter, r *http.Request) error {
 				w.Header().Set("X-Upstream", "yes")
-				io.WriteString(w, "part")
+				_, _ = io.WriteString(w, "part")
 				panic(http.ErrAbortHandler)
 			},
 			want:   outcome{Status: http.StatusOK, Body: "part", Truncated: true},
@@ -200,7 +200,7 @@ func TestSendPanicBelow(t *testing.T) {
 		{
 			name: "abort mid-body, streamed",
 			next: func(w http.ResponseWriter, r *http.Request) error {
-				io.WriteString(w, "part")
+				_, _ = io.WriteString(w, "part")
 				panic(http.ErrAbortHandler)
 			},
 			want:      outcome{Status: http.StatusOK, Truncated: true},
@@ -277,7 +277,7 @@ func TestSendOverTheRecordLimit(t *testing.T) {
 				}
 				w.WriteHeader(201)
 				for _, c := range tt.chunks {
-					io.WriteString(w, c)
+					_, _ = io.WriteString(w, c)
 				}
 				return nil
 			}), c, func(_ context.Context, res *Result) {
