@@ -51,8 +51,8 @@ func onceStore(t testing.TB, dir string) OnceStore {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		s.Close()
-		db.Close()
+		_ = s.Close()
+		_ = db.Close()
 	})
 	return s
 }

@@ -326,7 +326,8 @@ func (d deps) inBackground(slots chan struct{}, until time.Time, release func(co
 		defer func() { <-slots }()
 		ctx, cancel := context.WithDeadline(context.Background(), until)
 		defer cancel()
-		retry(ctx, d.sleep, func() error { return release(ctx) })
+		// Past until the lease ends by itself: the last error has no one to go to.
+		_ = retry(ctx, d.sleep, func() error { return release(ctx) })
 	}()
 }
 

@@ -31,8 +31,24 @@ func newStoreWith(t *testing.T, opts *bolt.Options) dedupe.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close(); db.Close() })
+	t.Cleanup(func() { _ = s.Close(); _ = db.Close() })
 	return s
+}
+
+// mustBegin and mustFinish are Begin and Finish where a test only sets
+// the stage: an error fails it.
+func mustBegin(t *testing.T, d *dedupe.Deduper, key string) {
+	t.Helper()
+	if _, err := d.Begin(t.Context(), key, fp); err != nil {
+		t.Fatalf("Begin(%q): %v", key, err)
+	}
+}
+
+func mustFinish(t *testing.T, d *dedupe.Deduper, key string, dec dedupe.Decision, resp dedupe.Response) {
+	t.Helper()
+	if _, err := d.Finish(t.Context(), key, dec, resp); err != nil {
+		t.Fatalf("Finish(%q): %v", key, err)
+	}
 }
 
 func newDeduper(t *testing.T, store dedupe.Store, cfg dedupe.Config) *dedupe.Deduper {
@@ -90,7 +106,7 @@ func TestWaiterGivesUpWithTheLeaseRemaining(t *testing.T) {
 		if waited := time.Since(start); waited != 3*time.Second {
 			t.Errorf("waited %s, want the configured 3s", waited)
 		}
-		if want := first.LeaseUntil.Sub(time.Now()); dec.RetryAfter(time.Now()) != want || want < 6*time.Second {
+		if want := time.Until(first.LeaseUntil); dec.RetryAfter(time.Now()) != want || want < 6*time.Second {
 			t.Errorf("RetryAfter = %s, want the lease's remaining %s", dec.RetryAfter(time.Now()), want)
 		}
 	})
@@ -119,7 +135,7 @@ func TestWaiterForwardsWhenTheFirstIsReleased(t *testing.T) {
 func TestRejectAtOnceWithoutWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := newDeduper(t, newStore(t), dedupe.Config{})
-		d.Begin(t.Context(), "k", fp)
+		mustBegin(t, d, "k")
 		start := time.Now()
 		dec, _ := d.Begin(t.Context(), "k", fp)
 		if dec.Result != "in_flight" || time.Since(start) != 0 {
@@ -241,7 +257,7 @@ func TestReplayCache(t *testing.T) {
 		store := &countingStore{Store: newStore(t)}
 		d := newDeduper(t, store, dedupe.Config{Retention: time.Hour})
 		dec, _ := d.Begin(t.Context(), "k", fp)
-		d.Finish(t.Context(), "k", dec, dedupe.Response{Status: 201, Body: []byte("ok")})
+		mustFinish(t, d, "k", dec, dedupe.Response{Status: 201, Body: []byte("ok")})
 		claims := store.claims
 		for range 3 {
 			rep, _ := d.Begin(t.Context(), "k", fp)
@@ -263,10 +279,10 @@ func TestReplayCache(t *testing.T) {
 		// Another instance's record is cached when first replayed.
 		other := newDeduper(t, store, dedupe.Config{Retention: time.Hour})
 		dec, _ = d.Begin(t.Context(), "j", fp)
-		d.Finish(t.Context(), "j", dec, dedupe.Response{Status: 200})
+		mustFinish(t, d, "j", dec, dedupe.Response{Status: 200})
 		claims = store.claims
-		other.Begin(t.Context(), "j", fp)
-		other.Begin(t.Context(), "j", fp)
+		mustBegin(t, other, "j")
+		mustBegin(t, other, "j")
 		if store.claims != claims+1 {
 			t.Errorf("second instance: %d claims for two replays, want 1", store.claims-claims)
 		}
@@ -357,16 +373,16 @@ func TestReplayCacheBounds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d.Finish(t.Context(), key, dec, dedupe.Response{Status: 200, Body: body})
+			mustFinish(t, d, key, dec, dedupe.Response{Status: 200, Body: body})
 		}
 		if got := d.CacheBytes(); got > dedupe.ReplayCacheBytes || got < dedupe.ReplayCacheBytes/2 {
 			t.Errorf("cache holds %d bytes, want at most %d and near it", got, dedupe.ReplayCacheBytes)
 		}
 
 		dec, _ := d.Begin(t.Context(), "k", fp)
-		d.Finish(t.Context(), "k", dec, dedupe.Response{Status: 200})
+		mustFinish(t, d, "k", dec, dedupe.Response{Status: 200})
 		claims := store.claims
-		d.Begin(t.Context(), "k", fp)
+		mustBegin(t, d, "k")
 		if store.claims != claims {
 			t.Fatalf("a fresh record was not replayed from memory")
 		}
@@ -389,7 +405,7 @@ func TestForgetReachesEveryInstance(t *testing.T) {
 		if err != nil || dec.Action != dedupe.Forward {
 			t.Fatalf("first copy: %+v, %v", dec, err)
 		}
-		a.Finish(t.Context(), "k", dec, dedupe.Response{Status: 200, Body: []byte("applied")})
+		mustFinish(t, a, "k", dec, dedupe.Response{Status: 200, Body: []byte("applied")})
 		if dec, _ := b.Begin(t.Context(), "k", fp); dec.Action != dedupe.Replay {
 			t.Fatalf("b, before the forget: %+v, want a replay (now in b's cache)", dec)
 		}
@@ -409,7 +425,7 @@ func TestForgetReachesEveryInstance(t *testing.T) {
 		if err != nil || dec.Action != dedupe.Forward {
 			t.Fatalf("b, past ReplayCacheTTL: %+v, %v; want a forward", dec, err)
 		}
-		b.Finish(t.Context(), "k", dec, dedupe.Response{Status: 200})
+		mustFinish(t, b, "k", dec, dedupe.Response{Status: 200})
 		for _, d := range []*dedupe.Deduper{a, b} {
 			if dec, _ := d.Begin(t.Context(), "k", fp); dec.Action != dedupe.Replay {
 				t.Errorf("after the new forward: %+v, want a replay", dec)

@@ -63,7 +63,9 @@ func TestFreshnessWaitsForTheEntity(t *testing.T) {
 			got <- j
 		}()
 		time.Sleep(time.Second)
-		f.DoneTime(ctx, "r-1", first.Token, base, true)
+		if err := f.DoneTime(ctx, "r-1", first.Token, base, true); err != nil {
+			t.Fatal(err)
+		}
 		if j := <-got; j.Result != dedupe.ResultSuperseded {
 			t.Errorf("waiter judged after the first applied: %+v, want superseded", j)
 		}
@@ -75,7 +77,7 @@ func TestFreshnessWaitsForTheEntity(t *testing.T) {
 		if j.Result != dedupe.ResultBusy || time.Since(start) != 5*time.Second {
 			t.Fatalf("busy entity: %+v after %s; want entity_busy after 5s", j, time.Since(start))
 		}
-		if j.LeaseUntil.Sub(time.Now()) <= 0 || held.Token == "" {
+		if time.Until(j.LeaseUntil) <= 0 || held.Token == "" {
 			t.Errorf("LeaseUntil %v is not ahead", j.LeaseUntil)
 		}
 	})
@@ -86,7 +88,9 @@ func TestFreshnessSequence(t *testing.T) {
 		f, _ := newFreshness(t, dedupe.FreshnessConfig{})
 		ctx := t.Context()
 		j, _ := f.CheckSequence(ctx, "r-1", 7)
-		f.DoneSequence(ctx, "r-1", j.Token, 7, true)
+		if err := f.DoneSequence(ctx, "r-1", j.Token, 7, true); err != nil {
+			t.Fatal(err)
+		}
 		if j, _ := f.CheckSequence(ctx, "r-1", 6); j.Result != dedupe.ResultSuperseded {
 			t.Errorf("seq 6 after 7: %+v", j)
 		}

@@ -297,12 +297,12 @@ func TestRedisExampleRunsTwiceOnOneMachine(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		url := fmt.Sprintf("http://127.0.0.1:%d", port)
 		deadline := time.Now().Add(20 * time.Second)
 		for {
 			if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-				c.Close()
+				_ = c.Close()
 				break
 			}
 			if time.Now().After(deadline) {

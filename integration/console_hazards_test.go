@@ -60,7 +60,9 @@ func TestConsoleSenderBound(t *testing.T) {
 		t.Fatalf("the site did not change as meant:\n%s", site)
 	}
 	path := filepath.Join(t.TempDir(), "Caddyfile")
-	os.WriteFile(path, []byte(fmt.Sprintf("{\n\tadmin off\n\t%s\n}\n\nhttp://127.0.0.1:%d {\n\t%s\n}\n", bound(f.global), freePort(t), site)), 0o600)
+	if err := os.WriteFile(path, []byte(fmt.Sprintf("{\n\tadmin off\n\t%s\n}\n\nhttp://127.0.0.1:%d {\n\t%s\n}\n", bound(f.global), freePort(t), site)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	out, err := exec.Command(binary, "validate", "--config", path, "--adapter", "caddyfile").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "max_redrive 10 is over the sender's max_redrive 5") {
 		t.Errorf("validate with a console max_redrive over the sender's: %v\n%s", err, out)

@@ -75,7 +75,7 @@ func TestDedupeClientHangsUp(t *testing.T) {
 		up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 			time.Sleep(time.Second)
 			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprint(w, `{"enrolled":true}`)
+			_, _ = fmt.Fprint(w, `{"enrolled":true}`)
 		})
 		g := startGateway(t, dedupeSite(up.Addr(), "lease 10s\n\t\tin_flight wait 5s"), gatewayOptions{Global: global})
 		body := []byte(`{"type":"reservation.confirmed"}`)
@@ -86,7 +86,7 @@ func TestDedupeClientHangsUp(t *testing.T) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.URL, strings.NewReader(string(body)))
 		req.Header = h.Clone()
 		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			t.Fatalf("the impatient client got %d, want its own timeout", resp.StatusCode)
 		}
 
@@ -115,7 +115,7 @@ func TestDedupeKilledBeforeRecord(t *testing.T) {
 				acted <- struct{}{}
 				<-hold // the enrollment is done; hookgate dies before it hears back
 			}
-			fmt.Fprint(w, `{"enrolled":true}`)
+			_, _ = fmt.Fprint(w, `{"enrolled":true}`)
 		})
 		t.Cleanup(func() { close(hold) }) // runs before the upstream closes
 		const lease = 3 * time.Second
@@ -129,7 +129,7 @@ func TestDedupeKilledBeforeRecord(t *testing.T) {
 			req, _ := http.NewRequest(http.MethodPost, g.URL, strings.NewReader(string(body)))
 			req.Header = s.Sign(id, time.Now(), body)
 			if resp, err := http.DefaultClient.Do(req); err == nil {
-				resp.Body.Close()
+				_ = resp.Body.Close()
 			}
 		}()
 		<-acted
@@ -206,7 +206,9 @@ func TestValidateWhileRunning(t *testing.T) {
 		t.Fatalf("status %d: %s", st, got)
 	}
 	path := filepath.Join(t.TempDir(), "Caddyfile")
-	os.WriteFile(path, []byte("{\n\tadmin off\n}\n:0 {\n"+site+"\n}\n"), 0o600)
+	if err := os.WriteFile(path, []byte("{\n\tadmin off\n}\n:0 {\n"+site+"\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(binary, "validate", "--config", path, "--adapter", "caddyfile")
 	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+g.DataDir)
 	// Had validate opened the store, it would fail on the file's lock.
@@ -234,7 +236,7 @@ func TestDedupeRedisStoppedUnderLoad(t *testing.T) {
 	)
 	stopped := make(chan struct{})
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
-		fmt.Fprint(w, `{"ok":true}`)
+		_, _ = fmt.Fprint(w, `{"ok":true}`)
 	})
 	prefix := randomID("it")
 	global := fmt.Sprintf("hookgate {\n\t\tstore redis %s\n\t\tkey_prefix %s\n\t}", srv.URL(), prefix)
@@ -249,7 +251,7 @@ func TestDedupeRedisStoppedUnderLoad(t *testing.T) {
 		if err != nil {
 			return "error: " + err.Error()
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		got, _ := io.ReadAll(resp.Body)
 		switch {
 		case resp.StatusCode == 200 && resp.Header.Get("Idempotent-Replayed") == "true":
@@ -331,7 +333,7 @@ func TestDedupeRedisStoppedUnderLoad(t *testing.T) {
 
 	srv.Restart()
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	defer rdb.Close()
+	defer func() { _ = rdb.Close() }()
 	for id := range perID {
 		tok, err := rdb.HGet(t.Context(), prefix+":dedupe:{"+id+"}", "tok").Result()
 		if err != nil || tok == "" {

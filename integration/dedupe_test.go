@@ -56,7 +56,7 @@ func TestDedupeConcurrentCopiesTwoInstances(t *testing.T) {
 		time.Sleep(300 * time.Millisecond) // keep the first forward in flight
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Enrollment", "e-1")
-		fmt.Fprintf(w, `{"enrolled":true,"at":%q}`, time.Now().Format(time.RFC3339Nano))
+		_, _ = fmt.Fprintf(w, `{"enrolled":true,"at":%q}`, time.Now().Format(time.RFC3339Nano))
 	})
 	global := redisGlobal(srv.URL())
 	site := dedupeSite(up.Addr(), "in_flight wait 10s")
@@ -155,7 +155,7 @@ func TestDedupeOutcomes(t *testing.T) {
 			}
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(status)
-			fmt.Fprintf(w, `{"status":%d}`, status)
+			_, _ = fmt.Fprintf(w, `{"status":%d}`, status)
 		})
 		set := func(s int) { mu.Lock(); answer = s; mu.Unlock() }
 		site := fmt.Sprintf(`
@@ -276,7 +276,7 @@ func TestDedupeReviewCases(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		if r.URL.Path == "/large" {
 			w.Header().Set("Content-Length", fmt.Sprint(len(big)))
-			w.Write(big)
+			_, _ = w.Write(big)
 			return
 		}
 		w.Header().Set("X-From-Upstream", "yes")

@@ -59,7 +59,7 @@ func newConsoleClient(t *testing.T, base string, userPass ...string) *consoleCli
 		t.Fatal(err)
 	}
 	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(b)
 	if m == nil {
 		t.Fatalf("the console's overview has no CSRF token:\n%s", b)
@@ -87,11 +87,11 @@ func (c *consoleClient) do(t *testing.T, method, path string, form url.Values) (
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	var p struct{ Reason string }
 	if resp.StatusCode >= 300 {
-		json.Unmarshal(b, &p)
+		_ = json.Unmarshal(b, &p) // an error page that is not problem+json has no reason: "" compares as such
 	}
 	return resp.StatusCode, p.Reason, string(b)
 }
@@ -138,14 +138,16 @@ func TestDoorsAgreeOnTheDeadLetterQueue(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer resp.Body.Close()
+			defer func() { _ = resp.Body.Close() }()
 			raw, _ := io.ReadAll(resp.Body)
 			var v struct {
 				Reason  string
 				Matched int
 				Entries []struct{ ID string }
 			}
-			json.Unmarshal(raw, &v)
+			if err := json.Unmarshal(raw, &v); err != nil {
+				t.Fatalf("admin API answer %q: %v", raw, err)
+			}
 			o := outcome{Reason: v.Reason, N: v.Matched}
 			for _, e := range v.Entries {
 				o.IDs = append(o.IDs, e.ID)
@@ -168,7 +170,9 @@ func TestDoorsAgreeOnTheDeadLetterQueue(t *testing.T) {
 				slices.Sort(o.IDs)
 			}
 			if m := regexp.MustCompile(`(\d+) dead letters? match`).FindStringSubmatch(out); m != nil {
-				fmt.Sscan(m[1], &o.N)
+				if _, err := fmt.Sscan(m[1], &o.N); err != nil {
+					t.Fatal(err)
+				}
 			}
 			return o
 		}
@@ -185,7 +189,9 @@ func TestDoorsAgreeOnTheDeadLetterQueue(t *testing.T) {
 				}
 			}
 			if m := regexp.MustCompile(`id="matched">(\d+)<`).FindStringSubmatch(body); m != nil && path == "/redrive" { // the preview
-				fmt.Sscan(m[1], &o.N)
+				if _, err := fmt.Sscan(m[1], &o.N); err != nil {
+					t.Fatal(err)
+				}
 			}
 			return o
 		}
@@ -284,7 +290,7 @@ func TestDoorsAgreeOnEnqueue(t *testing.T) {
 		// delivery ID; the receiver holds none of them.
 		page := func(items string) *httptest.Server {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				fmt.Fprintf(w, `{"items":[%s]}`, items)
+				_, _ = fmt.Fprintf(w, `{"items":[%s]}`, items)
 			}))
 			t.Cleanup(srv.Close)
 			return srv
@@ -334,7 +340,9 @@ func TestDoorsAgreeOnEnqueue(t *testing.T) {
 			var a answer
 			a.Status = st
 			if st == 202 {
-				json.Unmarshal(got, &a)
+				if err := json.Unmarshal(got, &a); err != nil {
+					t.Fatalf("a 202 answer %q: %v", got, err)
+				}
 			} else {
 				a.Reason = problemBody(t, st, hdr, got)
 			}
@@ -346,7 +354,9 @@ func TestDoorsAgreeOnEnqueue(t *testing.T) {
 			var a answer
 			a.Status = st
 			if st == 202 {
-				json.Unmarshal(got, &a)
+				if err := json.Unmarshal(got, &a); err != nil {
+					t.Fatalf("a 202 answer %q: %v", got, err)
+				}
 			} else {
 				a.Reason = problemBody(t, st, hdr, got)
 			}
@@ -399,12 +409,18 @@ func TestDoorsAgreeOnEnqueue(t *testing.T) {
 			if m == nil {
 				t.Fatalf("no repair counts in:\n%s", out)
 			}
-			fmt.Sscan(m[1], &c.Repaired)
+			if _, err := fmt.Sscan(m[1], &c.Repaired); err != nil {
+				t.Fatal(err)
+			}
 			if m[2] != "" {
-				fmt.Sscan(m[2], &c.Already)
+				if _, err := fmt.Sscan(m[2], &c.Already); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if m[3] != "" {
-				fmt.Sscan(m[3], &c.Unrepairable)
+				if _, err := fmt.Sscan(m[3], &c.Unrepairable); err != nil {
+					t.Fatal(err)
+				}
 			}
 			return c
 		}
@@ -422,7 +438,9 @@ func TestDoorsAgreeOnEnqueue(t *testing.T) {
 					Already      int    `json:"already_repaired"`
 					Unrepairable int    `json:"unrepairable"`
 				}
-				json.Unmarshal([]byte(lines[after]), &v)
+				if err := json.Unmarshal([]byte(lines[after]), &v); err != nil {
+					t.Fatalf("log line %s: %v", lines[after], err)
+				}
 				c = counts{v.Repaired, v.Already, v.Unrepairable}
 				return true
 			})

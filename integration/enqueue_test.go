@@ -29,7 +29,9 @@ func problemDetail(t *testing.T, status int, h http.Header, body []byte) (reason
 	t.Helper()
 	reason = problemBody(t, status, h, body)
 	var p struct{ Detail string }
-	json.Unmarshal(body, &p)
+	if err := json.Unmarshal(body, &p); err != nil {
+		t.Fatalf("problem %q: %v", body, err)
+	}
 	return reason, p.Detail
 }
 
@@ -126,7 +128,7 @@ func TestEnqueueRefusesWhatIsNotAnEvent(t *testing.T) {
 func redisPID(t *testing.T, srv *redistest.Server) int {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	defer rdb.Close()
+	defer func() { _ = rdb.Close() }()
 	info, err := rdb.Info(t.Context(), "server").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +174,7 @@ func TestEnqueueRetryAfterRedisHung(t *testing.T) {
 	resume := func() {
 		if !resumed {
 			resumed = true
-			syscall.Kill(pid, syscall.SIGCONT)
+			_ = syscall.Kill(pid, syscall.SIGCONT)
 		}
 	}
 	t.Cleanup(resume)
@@ -274,7 +276,7 @@ func TestAdminAPIFollowsTheRunningConfig(t *testing.T) {
 			Destinations []struct{ Name string }
 		}
 		err = json.NewDecoder(resp.Body).Decode(&list)
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		if resp.StatusCode != 200 || err != nil || len(list.Destinations) != 1 || list.Destinations[0].Name != "enrollment" {
 			t.Fatalf("GET /hookgate/destinations after the refused reload: %s %+v %v; want 200 with enrollment", resp.Status, list, err)
 		}

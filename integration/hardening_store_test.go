@@ -43,7 +43,7 @@ func refuseWrites(t *testing.T, rdb *redis.Client, d time.Duration) {
 func TestRecordRetriedWhileRedisRefusesWrites(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { rdb.Close() })
+	t.Cleanup(func() { _ = rdb.Close() })
 	var refuseFor time.Duration
 	var mu sync.Mutex
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
@@ -54,7 +54,7 @@ func TestRecordRetriedWhileRedisRefusesWrites(t *testing.T) {
 		if d > 0 {
 			refuseWrites(t, rdb, d)
 		}
-		fmt.Fprint(w, `{"enrolled":true}`)
+		_, _ = fmt.Fprint(w, `{"enrolled":true}`)
 	})
 	g := startGateway(t, dedupeSite(up.Addr(), "lease 3s"), gatewayOptions{Global: redisGlobal(srv.URL())})
 	s := signer(t, "standard", devSecret)
@@ -117,7 +117,7 @@ func TestLostClaimIsLetGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	probe := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 100 * time.Millisecond, MaxRetries: -1})
-	defer probe.Close()
+	defer func() { _ = probe.Close() }()
 	for probe.Ping(t.Context()).Err() == nil { // until the sleep has begun
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -125,7 +125,7 @@ func TestLostClaimIsLetGo(t *testing.T) {
 	if st != 503 || problemBody(t, st, hdr, got) != "store_unavailable" {
 		t.Fatalf("while Redis sleeps: %d %s; want 503 store_unavailable", st, got)
 	}
-	asleep.Wait() // Redis is awake: the lost claim has landed
+	_ = asleep.Wait() // Redis is awake: the lost claim has landed
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		st, hdr, got = post(t, g.URL, s.Sign(id, time.Now(), body), body)
@@ -157,11 +157,11 @@ func TestWatermarkIsAMaxRegister(t *testing.T) {
 			w.WriteHeader(200)
 			w.(http.Flusher).Flush()
 			<-release
-			w.Write([]byte(`{"applied":true}`))
+			_, _ = w.Write([]byte(`{"applied":true}`))
 		case bytes.Contains(body, []byte("reservation.cancelled")):
 			w.WriteHeader(500) // not applied
 		default:
-			w.Write([]byte(`{"applied":true}`))
+			_, _ = w.Write([]byte(`{"applied":true}`))
 		}
 	})
 	site := fmt.Sprintf(`
@@ -190,16 +190,16 @@ func TestWatermarkIsAMaxRegister(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g1.cmd.Process.Signal(syscall.SIGSTOP)
+	_ = g1.cmd.Process.Signal(syscall.SIGSTOP)
 	time.Sleep(time.Until(acquired.Add(2*time.Second + 300*time.Millisecond)))
 	cancelled := event("reservation.cancelled", r, t0.Add(time.Second))
 	if st, _, got := post(t, g2.URL, s.Sign(randomID("msg_"), time.Now(), cancelled), cancelled); st != 500 {
 		t.Fatalf("an event on the second instance after the lease: %d %s; want forwarded (500)", st, got)
 	}
-	g1.cmd.Process.Signal(syscall.SIGCONT)
+	_ = g1.cmd.Process.Signal(syscall.SIGCONT)
 	close(release)
-	io.ReadAll(resp.Body) // g1 finished the event: whole, or cut at its deadline
-	resp.Body.Close()
+	_, _ = io.ReadAll(resp.Body) // g1 finished the event: whole, or cut at its deadline
+	_ = resp.Body.Close()
 
 	older := event("reservation.expired", r, t0.Add(-time.Second))
 	st, _, got := post(t, g2.URL, s.Sign(randomID("msg_"), time.Now(), older), older)
@@ -257,7 +257,9 @@ func runGatewayToExit(t *testing.T, site, dataDir string) (string, error) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "Caddyfile")
 	caddyfile := fmt.Sprintf("{\n\tadmin off\n\tpersist_config off\n}\nhttp://127.0.0.1:%d {\n%s\n}\n", freePort(t), site)
-	os.WriteFile(path, []byte(caddyfile), 0o600)
+	if err := os.WriteFile(path, []byte(caddyfile), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, "run", "--config", path, "--adapter", "caddyfile")
@@ -305,17 +307,28 @@ func TestCorruptStateFile(t *testing.T) {
 			}
 			switch damage {
 			case "truncated":
-				os.Truncate(file, fi.Size()/2)
+				if err := os.Truncate(file, fi.Size()/2); err != nil {
+					t.Fatal(err)
+				}
 			case "truncated to 2 pages":
-				os.Truncate(file, 2*4096)
+				if err := os.Truncate(file, 2*4096); err != nil {
+					t.Fatal(err)
+				}
 			case "scribbled":
-				f, _ := os.OpenFile(file, os.O_RDWR, 0)
+				f, err := os.OpenFile(file, os.O_RDWR, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
 				junk := make([]byte, 4*4096)
 				for i := range junk {
 					junk[i] = byte(i * 7)
 				}
-				f.WriteAt(junk, 4*4096)
-				f.Close()
+				if _, err := f.WriteAt(junk, 4*4096); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.Close(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			// The check first, on the file as damaged (a gateway's start
 			// could touch it).
@@ -346,7 +359,7 @@ func TestCorruptStateFile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }()
 		zr, err := gzip.NewReader(f)
 		if err != nil {
 			t.Fatal(err)
@@ -356,7 +369,9 @@ func TestCorruptStateFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		file := filepath.Join(data, "caddy", "hookgate", "state.db")
-		os.MkdirAll(filepath.Dir(file), 0o700)
+		if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(file, raw, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -386,8 +401,12 @@ func TestCorruptStateFile(t *testing.T) {
 		// sync, a touch): a new store, not a corrupt one.
 		data := t.TempDir()
 		file := filepath.Join(data, "caddy", "hookgate", "state.db")
-		os.MkdirAll(filepath.Dir(file), 0o700)
-		os.WriteFile(file, nil, 0o600)
+		if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
 		if out, err := storeCheck(t, data); err != nil || !strings.Contains(out, "empty") {
 			t.Errorf("store check of an empty file: %v\n%s", err, out)
 		}
@@ -426,7 +445,9 @@ func TestStoreCheckOfATruncatedCopy(t *testing.T) {
 	}
 	for _, n := range []int{8192, 16384} {
 		cut := filepath.Join(t.TempDir(), "cut.db")
-		os.WriteFile(cut, whole[:n], 0o600)
+		if err := os.WriteFile(cut, whole[:n], 0o600); err != nil {
+			t.Fatal(err)
+		}
 		out, err := storeCheck(t, data, cut)
 		if err == nil || !strings.Contains(out, "is corrupt") || !strings.Contains(out, "truncated") || strings.Contains(out, "goroutine ") {
 			t.Errorf("store check of the first %d bytes: %v\n%s", n, err, out)
@@ -444,7 +465,7 @@ func TestEvictionForgetsRecords(t *testing.T) {
 	const n = 1500 // about 3 MB of records, where 2 MB fit
 	answer := bytes.Repeat([]byte("x"), 2<<10)
 	srv := redistest.StartWith(t, "--maxmemory", "2mb", "--maxmemory-policy", "volatile-lru")
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) { w.Write(answer) })
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) { _, _ = w.Write(answer) })
 	g := startGateway(t, dedupeSite(up.Addr(), "replay_cache off"), gatewayOptions{Global: redisGlobal(srv.URL())})
 	s := signer(t, "standard", devSecret)
 	body := []byte(`{"type":"reservation.confirmed"}`)

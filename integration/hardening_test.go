@@ -40,7 +40,7 @@ func newRawUpstream(t *testing.T, serve func(n int, req *http.Request, body []by
 	}
 	u := &rawUpstream{ln: ln, seen: map[string]int{}}
 	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
 	wg.Go(func() {
 		for {
 			c, err := ln.Accept()
@@ -48,7 +48,7 @@ func newRawUpstream(t *testing.T, serve func(n int, req *http.Request, body []by
 				return
 			}
 			wg.Go(func() {
-				defer c.Close()
+				defer func() { _ = c.Close() }()
 				br := bufio.NewReader(c)
 				for n := 1; ; n++ {
 					req, err := http.ReadRequest(br)
@@ -87,7 +87,7 @@ func (u *rawUpstream) requests() int {
 
 // answer200 writes a whole 200 response with body on c.
 func answer200(c net.Conn, body string) {
-	fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 }
 
 // TestForwardSettlesTruncatedResponse: the upstream answers 200 with a
@@ -98,7 +98,7 @@ func answer200(c net.Conn, body string) {
 func TestForwardSettlesTruncatedResponse(t *testing.T) {
 	backends(t, func(t *testing.T, global string) {
 		up := newRawUpstream(t, func(_ int, _ *http.Request, _ []byte, c net.Conn) bool {
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"enrolled")
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"enrolled")
 			return false
 		})
 		g := startGateway(t, dedupeSite(up.Addr(), ""), gatewayOptions{Global: global})
@@ -129,10 +129,10 @@ func TestBrokenRetryableAnswerIsReleased(t *testing.T) {
 		var copies atomic.Int64
 		up := newRawUpstream(t, func(_ int, _ *http.Request, _ []byte, c net.Conn) bool {
 			if copies.Add(1) == 1 {
-				io.WriteString(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 1000\r\n\r\n{\"retry")
+				_, _ = io.WriteString(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 1000\r\n\r\n{\"retry")
 				return false
 			}
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 			return true
 		})
 		g := startGateway(t, dedupeSite(up.Addr(), ""), gatewayOptions{Global: global})
@@ -190,8 +190,8 @@ func TestForwardRunsToTheEndWhenTheClientLeaves(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		io.ReadFull(resp.Body, make([]byte, chunk)) // some of it, then hang up
-		resp.Body.Close()
+		_, _ = io.ReadFull(resp.Body, make([]byte, chunk)) // some of it, then hang up
+		_ = resp.Body.Close()
 		select {
 		case <-finished:
 		case <-time.After(20 * time.Second):
@@ -227,7 +227,7 @@ func TestForwardOutlivesItsDeadline(t *testing.T) {
 	backends(t, func(t *testing.T, global string) {
 		release := make(chan struct{})
 		up := newRawUpstream(t, func(_ int, _ *http.Request, _ []byte, c net.Conn) bool {
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 17\r\n\r\n")
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 17\r\n\r\n")
 			<-release
 			return false
 		})
@@ -261,7 +261,7 @@ func TestFreshnessForwardSettles(t *testing.T) {
 			truncated := false
 			first.Do(func() { truncated = true })
 			if truncated {
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n{\"applied")
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n{\"applied")
 				return false
 			}
 			answer200(c, `{"applied":true}`)
@@ -286,7 +286,7 @@ func TestFreshnessForwardSettles(t *testing.T) {
 		req.Header = s.Sign(randomID("msg_"), time.Now(), a)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			_, err = io.ReadAll(resp.Body)
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if err == nil {
 				t.Fatalf("a truncated answer reached the client whole: %d", resp.StatusCode)
 			}
@@ -503,17 +503,17 @@ func TestChunkedResponsesStreamPastMaxRecord(t *testing.T) {
 	more := make(chan struct{})
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		if bytes.Contains(body, []byte("small")) {
-			w.Write([]byte(`{"small":true}`))
+			_, _ = w.Write([]byte(`{"small":true}`))
 			w.(http.Flusher).Flush()
 			return
 		}
-		w.Write(bytes.Repeat([]byte("a"), 64<<10))
+		_, _ = w.Write(bytes.Repeat([]byte("a"), 64<<10))
 		w.(http.Flusher).Flush() // no Content-Length: chunked
 		select {
 		case <-more:
 		case <-time.After(20 * time.Second):
 		}
-		w.Write([]byte("end"))
+		_, _ = w.Write([]byte("end"))
 	})
 	g := startGateway(t, dedupeSite(up.Addr(), "max_record 1KiB"), gatewayOptions{})
 	s := signer(t, "standard", devSecret)
@@ -532,7 +532,7 @@ func TestChunkedResponsesStreamPastMaxRecord(t *testing.T) {
 	}
 	close(more)
 	rest, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if string(rest) != "end" {
 		t.Fatalf("the rest of the body = %q, want end", rest)
 	}
@@ -555,7 +555,7 @@ func TestChunkedResponsesStreamPastMaxRecord(t *testing.T) {
 func TestSetCookieIsNeverReplayed(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		http.SetCookie(w, &http.Cookie{Name: "session", Value: "first-client"})
-		w.Write([]byte(`{"ok":true}`))
+		_, _ = w.Write([]byte(`{"ok":true}`))
 	})
 	g := startGateway(t, dedupeSite(up.Addr(), ""), gatewayOptions{})
 	s := signer(t, "standard", devSecret)

@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
 
@@ -113,7 +113,7 @@ http://127.0.0.1:%d {
 	if err := g.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { g.cmd.Wait(); close(g.done) }()
+	go func() { _ = g.cmd.Wait(); close(g.done) }()
 	t.Cleanup(func() {
 		g.Stop()
 		if t.Failed() {
@@ -124,9 +124,9 @@ http://127.0.0.1:%d {
 	for {
 		resp, err := http.Get(g.Admin + "/config/")
 		if err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", opts.Port)); err == nil {
-				conn.Close()
+				_ = conn.Close()
 				return g
 			}
 		}
@@ -149,18 +149,18 @@ func (g *gateway) Stop() {
 		return
 	default:
 	}
-	g.cmd.Process.Signal(syscall.SIGTERM)
+	_ = g.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-g.done:
 	case <-time.After(10 * time.Second):
-		g.cmd.Process.Kill()
+		_ = g.cmd.Process.Kill()
 		<-g.done
 	}
 }
 
 // Kill kills the gateway with SIGKILL: no cleanup runs.
 func (g *gateway) Kill() {
-	g.cmd.Process.Kill()
+	_ = g.cmd.Process.Kill()
 	<-g.done
 }
 
@@ -171,7 +171,7 @@ func (g *gateway) Metrics() string {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }
@@ -218,7 +218,7 @@ func newUpstream(t testing.TB, handle func(w http.ResponseWriter, r *http.Reques
 		u.handle = func(w http.ResponseWriter, r *http.Request, body []byte) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusOK)
-			fmt.Fprintf(w, `{"enrolled":true,"n":%d}`, u.count())
+			_, _ = fmt.Fprintf(w, `{"enrolled":true,"n":%d}`, u.count())
 		}
 	}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -269,7 +269,7 @@ func send(t testing.TB, method, url string, h http.Header, body []byte) (int, ht
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)

@@ -28,7 +28,7 @@ import (
 
 func main() { caddycmd.Main() }
 `
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(main), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(main), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	run := func(args ...string) {

@@ -73,13 +73,16 @@ func TestReconcileCommand(t *testing.T) {
 		}
 		for rows.Next() {
 			var it item
-			rows.Scan(&it.Key, &it.State, &it.Version, &it.UpdatedAt)
+			if err := rows.Scan(&it.Key, &it.State, &it.Version, &it.UpdatedAt); err != nil {
+				t.Error(err)
+				return
+			}
 			page.Items = append(page.Items, it)
 		}
 		if len(page.Items) == 2 {
 			page.Next = page.Items[1].Key
 		}
-		json.NewEncoder(w).Encode(page)
+		_ = json.NewEncoder(w).Encode(page) // a reader gone away has nothing to be told
 	}))
 	defer enrollAPI.Close()
 	caddyfile := `{
@@ -103,7 +106,9 @@ func TestReconcileCommand(t *testing.T) {
 }
 `
 	path := filepath.Join(t.TempDir(), "Caddyfile")
-	os.WriteFile(path, []byte(caddyfile), 0o600)
+	if err := os.WriteFile(path, []byte(caddyfile), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	run := func(args ...string) (int, string, string) {
 		cmd := exec.Command(binary, append([]string{"reconcile", "--config", path}, args...)...)
 		cmd.Env = append(os.Environ(), "TRUTH_DSN="+srv.DSN(), "ENROLL_TOKEN=s3cret-token")
@@ -200,7 +205,7 @@ func TestReconcileRepair(t *testing.T) {
 	}
 	// A second run before delivery: the first two are duplicates (not
 	// re-sent, not counted); the limit lets the next drift through.
-	if code, r = run("--repair", "--limit", "2"); r["repaired"] != float64(1) {
+	if _, r = run("--repair", "--limit", "2"); r["repaired"] != float64(1) {
 		t.Fatalf("second repair before delivery: %v; want only r-4 newly enqueued", r)
 	}
 	if out, err := cli(t, g, "destinations", "resume", "enrollment"); err != nil {
@@ -463,14 +468,14 @@ func TestReconcileRepairAtScale(t *testing.T) {
 		// r-000001 mismatched, r-000333 missing...
 		t.Fatalf("after the first repairs: exit %d, drift %s; want 100 fewer (250/250/300)", code, drift(r))
 	}
-	if code, r = run("--repair", "--limit", "100"); r["repaired"] != float64(100) {
+	if _, r = run("--repair", "--limit", "100"); r["repaired"] != float64(100) {
 		t.Fatalf("second repair: repaired %v; want 100 new", r["repaired"])
 	}
 	all := waitRepairs(applied, 200)
 	if len(all) != 200 || len(slices.Compact(slices.Clone(all))) != 200 {
 		t.Fatalf("the receiver applied %d events (%d distinct); want 200, none twice", len(all), len(slices.Compact(slices.Clone(all))))
 	}
-	if code, r = run(); drift(r) != "200/200/300" {
+	if _, r = run(); drift(r) != "200/200/300" {
 		t.Fatalf("after the second repairs: drift %s; want 200/200/300", drift(r))
 	}
 	// Two repairs of 100: 200 events ever queued, none re-sent.
@@ -487,7 +492,7 @@ func startPostgres(t *testing.T) (*pgtest.Server, *pgx.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	return srv, conn
 }
 
@@ -618,7 +623,7 @@ func TestReconcileErrorsHideSecrets(t *testing.T) {
 	var reached atomic.Int64
 	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reached.Add(1)
-		fmt.Fprint(w, `{"items":[]}`)
+		_, _ = fmt.Fprint(w, `{"items":[]}`)
 	}))
 	defer elsewhere.Close()
 	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

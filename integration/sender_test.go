@@ -51,7 +51,7 @@ func newApplier(t *testing.T, slow time.Duration) *applier {
 		default:
 			a.apply(id)
 		}
-		w.Write([]byte(`{"applied":true}`))
+		_, _ = w.Write([]byte(`{"applied":true}`))
 	}))
 	t.Cleanup(a.Close)
 	return a
@@ -67,7 +67,7 @@ func (a *applier) apply(id string) {
 // the same plan on every run.
 func dice(id string, n int, stage string) int {
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%s/%d/%s", id, n, stage)
+	_, _ = fmt.Fprintf(h, "%s/%d/%s", id, n, stage)
 	return rand.New(rand.NewPCG(h.Sum64(), 7)).IntN(100)
 }
 
@@ -89,7 +89,7 @@ func dropper(t *testing.T, target string) (*httptest.Server, *atomic.Int64) {
 			drops.Add(1)
 			c, _, err := http.NewResponseController(w).Hijack()
 			if err == nil {
-				c.Close()
+				_ = c.Close()
 			}
 			return
 		}
@@ -287,7 +287,9 @@ func TestEnqueueAnswers(t *testing.T) {
 		st, hdr, got := post(t, g.URL, h, []byte(body))
 		var m map[string]any
 		if st == 202 {
-			json.Unmarshal(got, &m)
+			if err := json.Unmarshal(got, &m); err != nil {
+				t.Fatalf("a 202 answer %q: %v", got, err)
+			}
 		} else {
 			m = map[string]any{"reason": problemBody(t, st, hdr, got)}
 		}
@@ -350,7 +352,7 @@ func TestDeadLettersRedrive(t *testing.T) {
 			applied[id]++
 			redriveIDs[id] = r.Header.Get("Hookgate-Redrive-Id")
 			mu.Unlock()
-			w.Write([]byte(`{"applied":true}`))
+			_, _ = w.Write([]byte(`{"applied":true}`))
 		})
 		recv := startGateway(t, dedupeSite(up.Addr(), ""), gatewayOptions{Global: global})
 		// Before the fix, the answers of the five that landed are lost on
@@ -683,7 +685,7 @@ func TestSenderReloadLosesNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		if resp.StatusCode != 200 {
 			t.Fatalf("reload: %s", resp.Status)
 		}

@@ -65,7 +65,7 @@ func TestReloadKeepsTheStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Fatalf("reload: %d", resp.StatusCode)
 	}

@@ -151,7 +151,7 @@ func TestVerifyStatusTable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		if resp.StatusCode != 413 || up.count() != before {
 			t.Errorf("status %d, upstream +%d; want 413 and nothing forwarded", resp.StatusCode, up.count()-before)
 		}
@@ -340,7 +340,7 @@ func TestVerifyRequestBodyLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	got, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 413 || problemBody(t, resp.StatusCode, resp.Header, got) != "body_too_large" || up.count() != 0 {
 		t.Fatalf("%d %s, upstream %d; want 413 body_too_large", resp.StatusCode, got, up.count())

@@ -38,11 +38,11 @@ func TestAdminEnqueuer(t *testing.T) {
 	}{
 		"new": {answer: func(w http.ResponseWriter) {
 			w.WriteHeader(http.StatusAccepted)
-			fmt.Fprint(w, `{"state":"queued"}`)
+			_, _ = fmt.Fprint(w, `{"state":"queued"}`)
 		}, want: Enqueued},
 		"duplicate": {answer: func(w http.ResponseWriter) {
 			w.WriteHeader(http.StatusAccepted)
-			fmt.Fprint(w, `{"state":"queued","duplicate":true}`)
+			_, _ = fmt.Fprint(w, `{"state":"queued","duplicate":true}`)
 		}, want: AlreadyEnqueued},
 		"another payload": {answer: func(w http.ResponseWriter) {
 			problem.Write(w, http.StatusUnprocessableEntity, "key_reused_with_different_payload", "", 0)
@@ -55,7 +55,7 @@ func TestAdminEnqueuer(t *testing.T) {
 		}, wantErr: "the admin API answered 404 unknown_destination: no such destination"},
 		"no problem": {answer: func(w http.ResponseWriter) { w.WriteHeader(http.StatusBadGateway) },
 			wantErr: "the admin API answered 502 Bad Gateway"},
-		"not JSON": {answer: func(w http.ResponseWriter) { fmt.Fprint(w, "ok") },
+		"not JSON": {answer: func(w http.ResponseWriter) { _, _ = fmt.Fprint(w, "ok") },
 			wantErr: "the admin API's answer: "},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -66,7 +66,9 @@ func TestAdminEnqueuer(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				b, _ := io.ReadAll(r.Body)
 				got.method, got.path, got.contentType = r.Method, r.URL.EscapedPath(), r.Header.Get("Content-Type")
-				json.Unmarshal(b, &got.body)
+				if err := json.Unmarshal(b, &got.body); err != nil {
+					t.Errorf("the enqueuer sent %q: %v", b, err)
+				}
 				c.answer(w)
 			}))
 			defer srv.Close()

@@ -42,7 +42,7 @@ func TestHTTPSourceCursorLoop(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				pages.Add(1)
 				// Empty pages: nothing out of key order ever shows the loop.
-				fmt.Fprintf(w, `{"items":[],"next":%q}`, next[r.URL.Query().Get("cursor")])
+				_, _ = fmt.Fprintf(w, `{"items":[],"next":%q}`, next[r.URL.Query().Get("cursor")])
 			}))
 			defer srv.Close()
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
@@ -68,7 +68,7 @@ func TestHTTPSourceFollowsNoRedirect(t *testing.T) {
 	var reached atomic.Int64
 	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reached.Add(1)
-		fmt.Fprint(w, `{"items":[]}`)
+		_, _ = fmt.Fprint(w, `{"items":[]}`)
 	}))
 	defer elsewhere.Close()
 	for _, status := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
@@ -110,7 +110,7 @@ func TestHTTPSourceErrorsHideTheURL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer l.Close()
+		defer func() { _ = l.Close() }()
 		return l.Addr().String()
 	}()
 	hang := make(chan struct{})
@@ -124,7 +124,7 @@ func TestHTTPSourceErrorsHideTheURL(t *testing.T) {
 	defer close(hang)
 	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/html" {
-			fmt.Fprint(w, "<html>")
+			_, _ = fmt.Fprint(w, "<html>")
 			return
 		}
 		w.WriteHeader(http.StatusInternalServerError)

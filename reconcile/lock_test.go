@@ -68,12 +68,12 @@ func TestStoreLockerOneInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() { _ = db.Close() })
 	store, err := boltstore.New(db, boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { store.Close() })
+	t.Cleanup(func() { _ = store.Close() })
 	a, b := StoreLocker{Store: store}, StoreLocker{Store: store}
 	slot := time.Now().Truncate(time.Minute).Add(time.Minute)
 	for _, c := range []struct {

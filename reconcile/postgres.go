@@ -42,12 +42,12 @@ func (p Postgres) rows(ctx context.Context, yield func(Row, error) bool) error {
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }() // the transaction is read-only: nothing to lose
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // read-only: ending it is all Rollback does
 	wrapped := `DECLARE hookgate_reconcile NO SCROLL CURSOR FOR
 SELECT q.k::text, q.s::text, q.v::bigint, q.u::timestamptz
 FROM (` + p.Query + `) AS q(k, s, v, u)

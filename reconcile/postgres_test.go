@@ -26,7 +26,7 @@ func seed(t *testing.T, dsn string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	for _, sql := range []string{
 		`CREATE TABLE reservations (id text PRIMARY KEY, status text NOT NULL, version bigint NOT NULL, updated_at timestamptz NOT NULL)`,
 		`CREATE TABLE enrollments (reservation_id text PRIMARY KEY, state text NOT NULL, version bigint NOT NULL, updated_at timestamptz NOT NULL)`,
@@ -104,7 +104,7 @@ func TestPostgresSources(t *testing.T) {
 			t.Error(err)
 			return
 		}
-		defer conn.Close(r.Context())
+		defer func() { _ = conn.Close(r.Context()) }() // read only: nothing to lose
 		rows, err := conn.Query(r.Context(), `SELECT reservation_id, state, version, updated_at FROM enrollments
 			WHERE reservation_id COLLATE "C" > $1 ORDER BY reservation_id COLLATE "C" LIMIT 1000`, r.URL.Query().Get("cursor"))
 		if err != nil {
@@ -123,13 +123,16 @@ func TestPostgresSources(t *testing.T) {
 		}{Items: []item{}}
 		for rows.Next() {
 			var it item
-			rows.Scan(&it.Key, &it.State, &it.Version, &it.UpdatedAt)
+			if err := rows.Scan(&it.Key, &it.State, &it.Version, &it.UpdatedAt); err != nil {
+				t.Error(err)
+				return
+			}
 			out.Items = append(out.Items, it)
 		}
 		if len(out.Items) == 1000 {
 			out.Next = out.Items[len(out.Items)-1].Key
 		}
-		json.NewEncoder(w).Encode(out)
+		_ = json.NewEncoder(w).Encode(out) // a reader gone away has nothing to be told
 	}))
 	defer endpoint.Close()
 	cfg.Grace = 2 * time.Minute

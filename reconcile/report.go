@@ -64,27 +64,28 @@ func NewRunReport(job string, r *Report, rep *Repairer, took time.Duration) RunR
 }
 
 // Print writes the report to w as format: "json" (one line: a cron log
-// of runs is JSON Lines) or "table".
+// of runs is JSON Lines) or "table". w is a terminal or a log: a failed
+// write has no one to tell, so write errors are dropped.
 func (r RunReport) Print(w io.Writer, format string) {
 	if format == "json" {
 		b, _ := json.Marshal(r)
-		fmt.Fprintln(w, string(b))
+		_, _ = fmt.Fprintln(w, string(b))
 		return
 	}
-	fmt.Fprintf(w, "job %s: compared %d truth rows, %d receiver rows in %.1fs\n", r.Job, r.Compared.Truth, r.Compared.Receiver, r.DurationSeconds)
-	fmt.Fprintf(w, "drift: %d missing, %d mismatched, %d orphaned; %d repairs enqueued", r.Drift["missing"], r.Drift["mismatched"], r.Drift["orphaned"], r.Repaired)
+	_, _ = fmt.Fprintf(w, "job %s: compared %d truth rows, %d receiver rows in %.1fs\n", r.Job, r.Compared.Truth, r.Compared.Receiver, r.DurationSeconds)
+	_, _ = fmt.Fprintf(w, "drift: %d missing, %d mismatched, %d orphaned; %d repairs enqueued", r.Drift["missing"], r.Drift["mismatched"], r.Drift["orphaned"], r.Repaired)
 	if r.Already > 0 {
-		fmt.Fprintf(w, ", %d already enqueued by an earlier run", r.Already)
+		_, _ = fmt.Fprintf(w, ", %d already enqueued by an earlier run", r.Already)
 	}
 	if r.Unrepairable > 0 {
-		fmt.Fprintf(w, ", %d unrepairable (no valid delivery ID)", r.Unrepairable)
+		_, _ = fmt.Fprintf(w, ", %d unrepairable (no valid delivery ID)", r.Unrepairable)
 	}
-	fmt.Fprintln(w)
+	_, _ = fmt.Fprintln(w)
 	if len(r.Samples) == 0 {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tKIND\tTRUTH\tRECEIVER")
+	_, _ = fmt.Fprintln(tw, "KEY\tKIND\tTRUTH\tRECEIVER")
 	state := func(s *string) string {
 		if s == nil {
 			return "-"
@@ -92,18 +93,18 @@ func (r RunReport) Print(w io.Writer, format string) {
 		return *s
 	}
 	for _, s := range r.Samples {
-		fmt.Fprintln(tw, strings.Join([]string{s.Key, s.Kind, state(s.TruthState), state(s.ReceiverState)}, "\t"))
+		_, _ = fmt.Fprintln(tw, strings.Join([]string{s.Key, s.Kind, state(s.TruthState), state(s.ReceiverState)}, "\t"))
 	}
-	tw.Flush()
+	_ = tw.Flush()
 }
 
 // PrintUnrepairable writes a warning to w for each of rep's unrepairable
-// samples, and one for the rest.
+// samples, and one for the rest. As with Print, write errors are dropped.
 func PrintUnrepairable(w io.Writer, rep *Repairer) {
 	for _, s := range rep.UnrepairableSamples {
-		fmt.Fprintf(w, "warning: key %q not repaired: %v\n", s.Key, s.Err)
+		_, _ = fmt.Fprintf(w, "warning: key %q not repaired: %v\n", s.Key, s.Err)
 	}
 	if more := rep.Unrepairable - len(rep.UnrepairableSamples); more > 0 {
-		fmt.Fprintf(w, "warning: %d more keys not repaired: they cannot make a valid delivery ID\n", more)
+		_, _ = fmt.Fprintf(w, "warning: %d more keys not repaired: they cannot make a valid delivery ID\n", more)
 	}
 }

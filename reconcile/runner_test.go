@@ -17,7 +17,7 @@ import (
 func TestRunTimeout(t *testing.T) {
 	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
 	defer hang.Close()
-	empty := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"items":[]}`) }))
+	empty := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = fmt.Fprint(w, `{"items":[]}`) }))
 	defer empty.Close()
 	job := &Job{
 		Name: "enrollments", Expect: map[string]string{"confirmed": "active"},

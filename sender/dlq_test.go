@@ -123,7 +123,7 @@ func TestRedriveIsOnRecordBeforeItMoves(t *testing.T) {
 func TestDeadLetterKeepsWhatTheReceiverSaid(t *testing.T) {
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(422)
-		fmt.Fprint(w, "rejected:\n\tschema <b>seat</b> missing\x00"+strings.Repeat("é", 300))
+		_, _ = fmt.Fprint(w, "rejected:\n\tschema <b>seat</b> missing\x00"+strings.Repeat("é", 300))
 	}))
 	t.Cleanup(rcv.Close)
 	e := deadLetterOf(t, rcv.URL, "m")
@@ -141,7 +141,7 @@ func deadAt(t *testing.T, n int, base time.Time) sender.AuditedQueue {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() { _ = db.Close() })
 	q, err := boltqueue.New(db, 24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +160,9 @@ func deadAt(t *testing.T, n int, base time.Time) sender.AuditedQueue {
 		outs := make([]sender.Outcome, len(leased))
 		for j, l := range leased {
 			var i int
-			fmt.Sscanf(l.ID, "d-%d", &i)
+			if _, err := fmt.Sscanf(l.ID, "d-%d", &i); err != nil {
+				t.Fatalf("letter %s: %v", l.ID, err)
+			}
 			dead := *l.Envelope
 			dead.Attempts, dead.Class, dead.LastStatus = 1, sender.ClassHTTP4xx, 400
 			dead.DeadAt = base.Add(time.Duration(i) * time.Minute)
@@ -198,7 +200,9 @@ func TestRedriveActsBeyondOnePage(t *testing.T) {
 	}
 	for _, l := range r.Letters {
 		var i int
-		fmt.Sscanf(l.ID, "d-%d", &i)
+		if _, err := fmt.Sscanf(l.ID, "d-%d", &i); err != nil {
+			t.Fatalf("letter %s: %v", l.ID, err)
+		}
 		if i < 1100 || i >= 1200 {
 			t.Errorf("moved %s, outside the window", l.ID)
 		}

@@ -50,14 +50,16 @@ func (c countingConn) Read(p []byte) (int, error) {
 // more is read from the connection, and it does not wait for the timeout.
 func TestResponseHeadersAreBounded(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
+		_, _ = io.Copy(io.Discard, r.Body)
 		c, buf, err := http.NewResponseController(w).Hijack()
 		if err != nil {
 			t.Error(err)
 			return
 		}
-		defer c.Close()
-		buf.WriteString("HTTP/1.1 200 OK\r\n")
+		defer func() { _ = c.Close() }()
+		if _, err := buf.WriteString("HTTP/1.1 200 OK\r\n"); err != nil {
+			return
+		}
 		line := "X-Pad: " + strings.Repeat("a", 1000) + "\r\n"
 		for range 20_000 { // 20 MB, or until the sender hangs up
 			if _, err := buf.WriteString(line); err != nil || buf.Flush() != nil {
@@ -99,10 +101,10 @@ func TestErrorsNameOnlyTheOrigin(t *testing.T) {
 		t.Fatal(err)
 	}
 	closed := l.Addr().String()
-	l.Close()
+	_ = l.Close()
 	hangUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
-			c.Close()
+			_ = c.Close()
 		}
 	}))
 	t.Cleanup(hangUp.Close)

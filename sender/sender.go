@@ -811,10 +811,11 @@ func (s *Sender) deliver(ctx context.Context, d *destination, j job) Outcome {
 	start := s.now()
 	res := s.attempt(d, e, start)
 	// The attempt is counted after it is made, so that the breaker's lock
-	// is never held across a request.
+	// is never held across a request. Execute's error is only the outcome
+	// handed to it, or its refusal to count one while open.
 	if res.Breaker != BreakerNotCounted {
 		failed := res.Breaker == BreakerFailure
-		d.breaker.Execute(func() (struct{}, error) {
+		_, _ = d.breaker.Execute(func() (struct{}, error) {
 			if failed {
 				return struct{}{}, errTransient
 			}
@@ -931,14 +932,15 @@ func (s *Sender) post(ctx context.Context, d *destination, e *Envelope, now time
 		}
 		return 0, nil, "", d.scrub(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // a response body: nothing to flush
 	said := ""
 	if resp.StatusCode >= 300 {
 		head := make([]byte, maxSaid)
 		n, _ := io.ReadFull(resp.Body, head)
 		said = oneLine(head[:n])
 	}
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	// Drained for the connection's reuse; the status is the answer.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	return resp.StatusCode, resp.Header, said, nil
 }
 

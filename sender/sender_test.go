@@ -73,7 +73,7 @@ func newQueue(t *testing.T) sender.Queue {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() { _ = db.Close() })
 	q, err := boltqueue.New(db, time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -242,9 +242,11 @@ func TestGonePausesTheDestination(t *testing.T) {
 	// A restart: the file closed and opened again, a new sender. Still
 	// paused: nothing is delivered until an operator resumes.
 	stop()
-	db.Close()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
 	db, q = open()
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() { _ = db.Close() })
 	s, _ = sender.New(q, fast, []sender.Destination{{Name: "d", URL: rcv.URL, Signer: signer(t)}}, sender.Options{})
 	start(t, s)
 	if st, _ := q.Stats(t.Context(), "d", time.Now()); !st.Paused || st.Queued != 1 {

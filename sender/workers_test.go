@@ -145,8 +145,10 @@ func TestSlotsGoToTheFewest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sl := newSlots(2)
 		ctx := t.Context()
-		if !sl.acquire(ctx, "a") || !sl.acquire(ctx, "a") {
-			t.Fatal("free slots not taken")
+		for range 2 {
+			if !sl.acquire(ctx, "a") {
+				t.Fatal("free slots not taken")
+			}
 		}
 		given := make(chan string, 2)
 		wait := func(dest string) {
@@ -310,7 +312,7 @@ func TestAttemptsFitTheLocalLease(t *testing.T) {
 					q.mu.Lock()
 					leased := q.leasedAt[id]
 					q.mu.Unlock()
-					if left := leased.Add(cfg.Lease).Sub(time.Now()); left < cfg.Timeout+margin {
+					if left := time.Until(leased.Add(cfg.Lease)); left < cfg.Timeout+margin {
 						t.Errorf("%s attempted with %s of its lease left, want at least %s", id, left, cfg.Timeout+margin)
 					}
 				}

@@ -199,7 +199,9 @@ func TestReferenceLibraries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sv.Write(body)
+		if _, err := sv.Write(body); err != nil {
+			t.Fatal(err)
+		}
 		if err := sv.Ensure(); err != nil {
 			t.Errorf("slack-go rejects ours: %v", err)
 		}

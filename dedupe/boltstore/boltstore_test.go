@@ -28,7 +28,7 @@ func open(t *testing.T, path string) (*bolt.DB, *boltstore.Store) {
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Backend {
 		db, s := open(t, filepath.Join(t.TempDir(), "state.db"))
-		t.Cleanup(func() { s.Close(); db.Close() })
+		t.Cleanup(func() { _ = s.Close(); _ = db.Close() })
 		return s
 	})
 }
@@ -49,12 +49,12 @@ func TestRecordsSurviveReopenAndPurge(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s.Close()
-	db.Close()
+	_ = s.Close()
+	_ = db.Close()
 
 	db, s = open(t, path)
-	defer db.Close()
-	defer s.Close()
+	defer func() { _ = db.Close() }()
+	defer func() { _ = s.Close() }()
 	for _, key := range []string{"short", "long"} {
 		e, err := s.Get(t.Context(), key, t0)
 		if err != nil || e.State != dedupe.StateRecorded {
@@ -65,7 +65,7 @@ func TestRecordsSurviveReopenAndPurge(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("Purge = %d, %v; want 1 deleted", n, err)
 	}
-	db.View(func(tx *bolt.Tx) error {
+	if err := db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket([]byte("dedupe"))
 		if b.Get([]byte("short")) != nil || b.Get([]byte("long")) == nil {
 			t.Error("purge deleted the wrong entries")
@@ -74,5 +74,7 @@ func TestRecordsSurviveReopenAndPurge(t *testing.T) {
 			t.Errorf("expiry index holds %d keys, want 1", got)
 		}
 		return nil
-	})
+	}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // Errors of OpenFile and Check. Callers branch on them to give the remedy.
@@ -38,18 +39,20 @@ func OpenFile(path string, timeout time.Duration, readOnly, check bool) (*bolt.D
 	opts := &bolt.Options{Timeout: timeout, ReadOnly: readOnly, FreelistType: bolt.FreelistMapType}
 	db, err := openRecovered(path, opts)
 	switch {
-	case errors.Is(err, bolt.ErrTimeout):
+	case errors.Is(err, berrors.ErrTimeout):
 		return nil, fmt.Errorf("%w: %v", ErrLocked, err)
 	case err != nil:
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
+	// On a failed check the check's error is the one to report; Close
+	// only releases the lock and the memory map of a file nobody wrote.
 	if err := checkSize(db, path); err != nil {
-		db.Close()
+		_ = db.Close()
 		return nil, err
 	}
 	if check {
 		if err := Check(db); err != nil {
-			db.Close()
+			_ = db.Close()
 			return nil, err
 		}
 	}

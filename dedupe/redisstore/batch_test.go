@@ -35,7 +35,7 @@ func init() { redis.SetLogger(quiet{}) }
 func TestBatchedRequestsWithRedisStoppedMidway(t *testing.T) {
 	srv := redistest.StartWith(t, "--appendonly", "yes", "--appendfsync", "always")
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: 1, DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
-	t.Cleanup(func() { rdb.Close() })
+	t.Cleanup(func() { _ = rdb.Close() })
 	pfx := prefix()
 	store := redisstore.New(rdb, pfx)
 	t0 := time.Now()
@@ -87,7 +87,8 @@ func TestBatchedRequestsWithRedisStoppedMidway(t *testing.T) {
 		mu.Unlock()
 		fctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
-		d.Finish(fctx, key, dec, dedupe.Response{Status: http.StatusOK, Body: []byte("ok")})
+		// The server stops midway: a Finish that fails then is the scenario.
+		_, _ = d.Finish(fctx, key, dec, dedupe.Response{Status: http.StatusOK, Body: []byte("ok")})
 		return "forwarded"
 	}
 	for i := range copies {
@@ -130,7 +131,7 @@ func TestBatchedRequestsWithRedisStoppedMidway(t *testing.T) {
 	// claim is there, held (claimed or recorded) by its token.
 	srv.Restart()
 	check := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	defer check.Close()
+	defer func() { _ = check.Close() }()
 	for _, f := range forwards {
 		tok, err := check.HGet(t.Context(), pfx+":dedupe:{"+f.key+"}", "tok").Result()
 		if err != nil || tok != f.token {
@@ -147,7 +148,7 @@ func TestBatchedRequestsWithRedisStoppedMidway(t *testing.T) {
 func TestClaimsOnCluster(t *testing.T) {
 	addrs := redistest.StartCluster(t)
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-	t.Cleanup(func() { rdb.Close() })
+	t.Cleanup(func() { _ = rdb.Close() })
 	pfx := prefix()
 	store := redisstore.New(rdb, pfx)
 	now := time.Now()
@@ -190,7 +191,7 @@ func TestClaimsOnCluster(t *testing.T) {
 func TestClusterSlowMasterHoldsOnlyItsKeys(t *testing.T) {
 	addrs := redistest.StartCluster(t)
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-	t.Cleanup(func() { rdb.Close() })
+	t.Cleanup(func() { _ = rdb.Close() })
 	store := redisstore.New(rdb, prefix())
 	ctx := t.Context()
 	claim := func(ctx context.Context, key string) error {
@@ -220,7 +221,7 @@ func TestClusterSlowMasterHoldsOnlyItsKeys(t *testing.T) {
 	if err := slow.Do(ctx, "CLIENT", "PAUSE", "3000", "ALL").Err(); err != nil {
 		t.Fatal(err)
 	}
-	go claim(ctx, slowKey) // held by the pause
+	go func() { _ = claim(ctx, slowKey) }() // held by the pause: only the other claim is judged
 	time.Sleep(50 * time.Millisecond)
 	c, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
@@ -235,7 +236,7 @@ func TestClusterSlowMasterHoldsOnlyItsKeys(t *testing.T) {
 func TestScriptsReloadAfterFlush(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { rdb.Close() })
+	t.Cleanup(func() { _ = rdb.Close() })
 	store := redisstore.New(rdb, prefix())
 	now := time.Now()
 	fp := dedupe.FingerprintOf([]byte("x"))
@@ -267,7 +268,7 @@ func TestScriptsReloadAfterFlush(t *testing.T) {
 func BenchmarkDeduperUnique(b *testing.B) {
 	srv := redistest.Start(b)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	b.Cleanup(func() { rdb.Close() })
+	b.Cleanup(func() { _ = rdb.Close() })
 	store := redisstore.New(rdb, prefix())
 	d, err := dedupe.New(store, dedupe.Config{ReplayCache: -1})
 	if err != nil {

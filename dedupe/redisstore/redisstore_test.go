@@ -21,7 +21,7 @@ func prefix() string {
 func TestConformanceSingleNode(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr()}})
-	t.Cleanup(func() { rdb.Close() })
+	t.Cleanup(func() { _ = rdb.Close() })
 	storetest.Run(t, func(t *testing.T) storetest.Backend { return redisstore.New(rdb, prefix()) })
 }
 
@@ -30,6 +30,6 @@ func TestConformanceSingleNode(t *testing.T) {
 func TestConformanceCluster(t *testing.T) {
 	addrs := redistest.StartCluster(t)
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs, IsClusterMode: true})
-	t.Cleanup(func() { rdb.Close() })
+	t.Cleanup(func() { _ = rdb.Close() })
 	storetest.Run(t, func(t *testing.T) storetest.Backend { return redisstore.New(rdb, prefix()) })
 }

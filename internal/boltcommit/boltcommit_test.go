@@ -18,7 +18,7 @@ func openDB(tb testing.TB) *bolt.DB {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { db.Close() })
+	tb.Cleanup(func() { _ = db.Close() })
 	if err := db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket([]byte("b")); return err }); err != nil {
 		tb.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestCommitterFailureIsItsCallersOnly(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	db.View(func(tx *bolt.Tx) error {
+	if err := db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket([]byte("b"))
 		for i := range n {
 			failing := i%10 == 3
@@ -61,7 +61,9 @@ func TestCommitterFailureIsItsCallersOnly(t *testing.T) {
 			}
 		}
 		return nil
-	})
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestCommitterPanicIsTheCallers: a function that panics panics on its
@@ -72,7 +74,9 @@ func TestCommitterPanicIsTheCallers(t *testing.T) {
 	c := New(db)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		c.Update(func(tx *bolt.Tx) error { return tx.Bucket([]byte("b")).Put([]byte("ok"), []byte("v")) })
+		if err := c.Update(func(tx *bolt.Tx) error { return tx.Bucket([]byte("b")).Put([]byte("ok"), []byte("v")) }); err != nil {
+			t.Error(err)
+		}
 	})
 	func() {
 		defer func() {
@@ -80,15 +84,17 @@ func TestCommitterPanicIsTheCallers(t *testing.T) {
 				t.Error("the panicking write returned")
 			}
 		}()
-		c.Update(func(*bolt.Tx) error { panic("in a write") })
+		_ = c.Update(func(*bolt.Tx) error { panic("in a write") }) // it panics: no error to see
 	}()
 	wg.Wait()
-	db.View(func(tx *bolt.Tx) error {
+	if err := db.View(func(tx *bolt.Tx) error {
 		if tx.Bucket([]byte("b")).Get([]byte("ok")) == nil {
 			t.Error("the other write was not committed")
 		}
 		return nil
-	})
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // BenchmarkForward is a unique delivery's two writes (a claim, then its

@@ -177,7 +177,7 @@ func Send(w http.ResponseWriter, r *http.Request, next Handler, c Config, settle
 	fw := newForwardWriter(w, c.Buffer, c.MaxRecord)
 	fr := r.WithContext(fctx)
 	oneShot(fr)
-	err, panicked := serve(next, fw, fr)
+	panicked, err := serve(next, fw, fr)
 
 	res := &Result{
 		Status:     fw.status,
@@ -210,13 +210,13 @@ func Send(w http.ResponseWriter, r *http.Request, next Handler, c Config, settle
 // serve runs next with fw, turning a panic (Caddy's reverse_proxy aborts
 // with http.ErrAbortHandler when copying the response fails) into the
 // value it returns, so the outcome can be settled before the answer.
-func serve(next Handler, fw *forwardWriter, r *http.Request) (err error, panicked any) {
+func serve(next Handler, fw *forwardWriter, r *http.Request) (panicked any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			panicked = p
 		}
 	}()
-	return next.ServeHTTP(fw, r), nil
+	return nil, next.ServeHTTP(fw, r)
 }
 
 // answerAborted answers a client whose forward panicked, once the outcome

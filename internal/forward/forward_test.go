@@ -43,8 +43,8 @@ func outcomeOf(res *Result) outcome {
 }
 
 // send runs Send with a lease of 30s from now and returns the outcome
-// settle saw, Send's error, and what Send panicked with, if it did.
-func send(t *testing.T, w http.ResponseWriter, r *http.Request, c Config, next handlerFunc) (got outcome, err error, panicked any) {
+// settle saw, what Send panicked with, if it did, and Send's error.
+func send(t *testing.T, w http.ResponseWriter, r *http.Request, c Config, next handlerFunc) (got outcome, panicked any, err error) {
 	t.Helper()
 	if c.Lease == 0 {
 		c.Lease = 30 * time.Second
@@ -61,7 +61,7 @@ func send(t *testing.T, w http.ResponseWriter, r *http.Request, c Config, next h
 		settled++
 		got = outcomeOf(res)
 	})
-	return got, err, nil
+	return got, nil, err
 }
 
 func reasonOf(t *testing.T, rec *httptest.ResponseRecorder) string {
@@ -86,7 +86,7 @@ func TestSendAnswersAfterSettle(t *testing.T) {
 	err := Send(client, r, handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("X-Upstream", "yes")
 		w.WriteHeader(http.StatusCreated)
-		io.WriteString(w, "created")
+		_, _ = io.WriteString(w, "created")
 		return nil
 	}), c, func(_ context.Context, res *Result) {
 		want := outcome{Status: http.StatusCreated, Body: "created"}
@@ -126,7 +126,7 @@ func TestSendClientGone(t *testing.T) {
 				c = Config{Buffer: new(bytes.Buffer), MaxRecord: 8}
 			}
 			chunks := 0
-			got, err, panicked := send(t, client, r, c, func(w http.ResponseWriter, r *http.Request) error {
+			got, panicked, err := send(t, client, r, c, func(w http.ResponseWriter, r *http.Request) error {
 				cancel() // the client hangs up mid-forward
 				w.WriteHeader(http.StatusOK)
 				for range 4 {
@@ -191,7 +191,7 @@ func TestSendPanicBelow(t *testing.T) {
 			c:    Config{Buffer: new(bytes.Buffer), MaxRecord: 64},
 			next: func(w http.ResponseWriter, r *http.Request) error {
 				w.Header().Set("X-Upstream", "yes")
-				io.WriteString(w, "part")
+				_, _ = io.WriteString(w, "part")
 				panic(http.ErrAbortHandler)
 			},
 			want:   outcome{Status: http.StatusOK, Body: "part", Truncated: true},
@@ -200,7 +200,7 @@ func TestSendPanicBelow(t *testing.T) {
 		{
 			name: "abort mid-body, streamed",
 			next: func(w http.ResponseWriter, r *http.Request) error {
-				io.WriteString(w, "part")
+				_, _ = io.WriteString(w, "part")
 				panic(http.ErrAbortHandler)
 			},
 			want:      outcome{Status: http.StatusOK, Truncated: true},
@@ -223,7 +223,7 @@ func TestSendPanicBelow(t *testing.T) {
 			client := httptest.NewRecorder()
 			client.Header().Set("Server", "hookgate")
 			r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader("{}"))
-			got, err, panicked := send(t, client, r, tt.c, tt.next)
+			got, panicked, err := send(t, client, r, tt.c, tt.next)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("outcome (-want +got):\n%s", diff)
 			}
@@ -277,7 +277,7 @@ func TestSendOverTheRecordLimit(t *testing.T) {
 				}
 				w.WriteHeader(201)
 				for _, c := range tt.chunks {
-					io.WriteString(w, c)
+					_, _ = io.WriteString(w, c)
 				}
 				return nil
 			}), c, func(_ context.Context, res *Result) {
@@ -364,7 +364,7 @@ func TestSendTimeoutAbort(t *testing.T) {
 		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader("{}"))
 		client := httptest.NewRecorder()
 		c := Config{LeaseUntil: time.Now().Add(lease), Lease: lease}
-		got, err, panicked := send(t, client, r, c, func(w http.ResponseWriter, r *http.Request) error {
+		got, panicked, err := send(t, client, r, c, func(w http.ResponseWriter, r *http.Request) error {
 			<-r.Context().Done()
 			panic(http.ErrAbortHandler)
 		})
@@ -406,7 +406,7 @@ func TestSendError(t *testing.T) {
 	client := httptest.NewRecorder()
 	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader("{}"))
 	boom := errors.New("upstream down")
-	got, err, panicked := send(t, client, r, Config{Buffer: new(bytes.Buffer), MaxRecord: 64}, func(w http.ResponseWriter, r *http.Request) error {
+	got, panicked, err := send(t, client, r, Config{Buffer: new(bytes.Buffer), MaxRecord: 64}, func(w http.ResponseWriter, r *http.Request) error {
 		return boom
 	})
 	if diff := cmp.Diff(outcome{Truncated: true}, got); diff != "" {
@@ -448,7 +448,8 @@ func TestSendOneShot(t *testing.T) {
 			r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(tt.body))
 			r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(tt.body)), nil }
 			r.Header = tt.header
-			send(t, httptest.NewRecorder(), r, Config{}, func(w http.ResponseWriter, r *http.Request) error {
+			// Only what next sees is checked here.
+			_, _, _ = send(t, httptest.NewRecorder(), r, Config{}, func(w http.ResponseWriter, r *http.Request) error {
 				if r.GetBody != nil {
 					t.Error("the forwarded request's body can be had again (GetBody)")
 				}

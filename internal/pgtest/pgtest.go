@@ -69,7 +69,7 @@ func Start(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() { _ = os.RemoveAll(dir) }) // best effort: a temporary directory left behind fails nothing
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
@@ -91,26 +91,31 @@ func Start(t testing.TB) *Server {
 		t.Fatal(err)
 	}
 	s.Port = l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	_ = l.Close() // it only found a free port
 	cmd := command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(s.Port),
 		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="+dir, "-c", "fsync=off")
-	logf, _ := os.Create(filepath.Join(os.TempDir(), fmt.Sprintf("pgtest-%d.log", s.Port)))
+	logf, err := os.CreateTemp("", fmt.Sprintf("pgtest-%d-*.log", s.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting postgres: %v", err)
 	}
+	// Stopping is best effort: the server goes with the test either way,
+	// and an interrupted server exits with an error Wait reports.
 	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Process.Signal(os.Interrupt)
 		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
+		go func() { _ = cmd.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
+			_ = cmd.Process.Kill()
 			<-done
 		}
-		logf.Close()
-		os.Remove(logf.Name())
+		_ = logf.Close()
+		_ = os.Remove(logf.Name())
 	})
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -118,7 +123,7 @@ func Start(t testing.TB) *Server {
 		conn, err := pgx.Connect(ctx, s.DSN())
 		cancel()
 		if err == nil {
-			conn.Close(context.Background())
+			_ = conn.Close(context.Background()) // only a probe: the server answered
 			return s
 		}
 		if time.Now().After(deadline) {

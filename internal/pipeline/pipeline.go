@@ -171,14 +171,15 @@ func (b *Batcher) exec(batch []*call) {
 	n := 0
 	for _, c := range batch {
 		for _, cmd := range c.cmds {
-			pipe.Process(ctx, cmd)
+			_ = pipe.Process(ctx, cmd) // a pipeline only queues it: never an error
 			n++
 		}
 	}
 	b.pipelines.Add(1)
 	b.commands.Add(int64(n))
-	// Exec sets each command's own error; its return value is the first.
-	pipe.Exec(ctx)
+	// Exec sets each command's own error, which its caller reads; its
+	// return value is only the first of them.
+	_, _ = pipe.Exec(ctx)
 }
 
 // pipelineContext is the context of a pipeline: detached from every

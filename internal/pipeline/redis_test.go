@@ -17,7 +17,7 @@ import (
 func TestClusterPipelineSplitsByNode(t *testing.T) {
 	addrs := redistest.StartCluster(t)
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-	t.Cleanup(func() { rdb.Close() })
+	t.Cleanup(func() { _ = rdb.Close() })
 	b := New(rdb, 0)
 	ctx := t.Context()
 
@@ -63,7 +63,7 @@ func TestClusterPipelineSplitsByNode(t *testing.T) {
 func TestSingleNodeAnswersPerCommand(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { rdb.Close() })
+	t.Cleanup(func() { _ = rdb.Close() })
 	b := New(rdb, 0)
 	ctx := context.Background()
 	set := redis.NewStatusCmd(ctx, "set", "a", "x")

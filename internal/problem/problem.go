@@ -38,7 +38,7 @@ func Write(w http.ResponseWriter, status int, reason, detail string, retryAfter 
 	})
 	h.Set("Content-Length", strconv.Itoa(len(body)+1))
 	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
+	_, _ = w.Write(append(body, '\n')) // a client gone away has nothing to be told
 }
 
 // RetryAfterSeconds rounds d up to whole seconds, at least 1.

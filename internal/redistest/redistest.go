@@ -99,8 +99,9 @@ func (s *Server) Stop() {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return
 	}
-	s.cmd.Process.Kill()
-	s.cmd.Wait()
+	// Killed, Wait reports the kill: the point is only to reap it.
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
 	s.cmd = nil
 }
 
@@ -110,9 +111,13 @@ func ping(addr string) bool {
 	if err != nil {
 		return false
 	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(time.Second))
-	fmt.Fprint(c, "PING\r\n")
+	defer func() { _ = c.Close() }() // only a probe
+	if err := c.SetDeadline(time.Now().Add(time.Second)); err != nil {
+		return false
+	}
+	if _, err := fmt.Fprint(c, "PING\r\n"); err != nil {
+		return false
+	}
 	line, err := bufio.NewReader(c).ReadString('\n')
 	return err == nil && strings.HasPrefix(line, "+PONG")
 }
@@ -175,7 +180,7 @@ func FreePort(t testing.TB) int {
 			t.Fatal(err)
 		}
 		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
+		_ = l.Close() // it only found a free port
 		if !handedOut.ports[port] {
 			handedOut.ports[port] = true
 			return port
@@ -199,7 +204,7 @@ func StartSentinel(t testing.TB, master *Server) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting redis sentinel: %v", err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) // reaped; Wait reports the kill
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -18,7 +18,7 @@ func benchQueue(b *testing.B) *boltqueue.Queue {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { db.Close() })
+	b.Cleanup(func() { _ = db.Close() })
 	q, err := boltqueue.New(db, time.Hour)
 	if err != nil {
 		b.Fatal(err)

@@ -1094,10 +1094,12 @@ func (d *dest) holds(id string) ([8]byte, bool) {
 func (d *dest) moveRedriveCounts(to *dest) error {
 	type counts struct{ id, v []byte }
 	var all []counts
-	d.rdCounts.ForEach(func(k, v []byte) error {
+	if err := d.rdCounts.ForEach(func(k, v []byte) error {
 		all = append(all, counts{append([]byte(nil), k...), append([]byte(nil), v...)})
 		return nil
-	})
+	}); err != nil {
+		return err
+	}
 	for _, c := range all {
 		if len(c.v) != 40 {
 			continue
@@ -1159,10 +1161,12 @@ var _ sender.Queue = (*Queue)(nil)
 func upgrade(tx *bolt.Tx) error {
 	root := tx.Bucket(rootBucket)
 	var names [][]byte
-	root.ForEachBucket(func(k []byte) error {
+	if err := root.ForEachBucket(func(k []byte) error {
 		names = append(names, append([]byte(nil), k...))
 		return nil
-	})
+	}); err != nil {
+		return err
+	}
 	for _, name := range names {
 		b := root.Bucket(name)
 		if b.Bucket(metaB) != nil {
@@ -1178,10 +1182,12 @@ func upgrade(tx *bolt.Tx) error {
 		}
 		var all []old
 		aside := map[string]bool{} // set aside: their index entries go too
-		d.env.ForEach(func(k, v []byte) error {
+		if err := d.env.ForEach(func(k, v []byte) error {
 			all = append(all, old{string(k), append([]byte(nil), v...)})
 			return nil
-		})
+		}); err != nil {
+			return err
+		}
 		for _, o := range all {
 			var e *sender.Envelope
 			if len(o.raw) >= 17 {
@@ -1215,12 +1221,14 @@ func upgrade(tx *bolt.Tx) error {
 		if len(aside) > 0 {
 			for _, ix := range []*bolt.Bucket{d.due, d.leased, d.dead} {
 				var stale [][]byte
-				ix.ForEach(func(k, _ []byte) error {
+				if err := ix.ForEach(func(k, _ []byte) error {
 					if len(k) >= 8 && aside[string(k[8:])] {
 						stale = append(stale, append([]byte(nil), k...))
 					}
 					return nil
-				})
+				}); err != nil {
+					return err
+				}
 				for _, k := range stale {
 					if err := ix.Delete(k); err != nil {
 						return err

@@ -2,6 +2,7 @@ package boltqueue_test
 
 import (
 	"encoding/binary"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ func openQueue(t *testing.T, retention time.Duration) (*bolt.DB, *boltqueue.Queu
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() { _ = db.Close() })
 	q, err := boltqueue.New(db, retention)
 	if err != nil {
 		t.Fatal(err)
@@ -166,14 +167,17 @@ func TestUpgradeMovesTheOldLayout(t *testing.T) {
 		root, _ := tx.CreateBucket([]byte("sender"))
 		d, _ := root.CreateBucket([]byte("d"))
 		for _, n := range []string{"env", "due", "leased", "dead", "done", "donet"} {
-			d.CreateBucket([]byte(n))
+			if _, err := d.CreateBucket([]byte(n)); err != nil {
+				return err
+			}
 		}
-		d.Bucket([]byte("env")).Put([]byte("q1"), old('q', t0, "q1", nil))
-		d.Bucket([]byte("due")).Put(key(t0, "q1"), nil)
-		d.Bucket([]byte("env")).Put([]byte("x1"), old('x', t0, "x1", []sender.Attempt{{At: t0, Status: 400}}))
-		d.Bucket([]byte("dead")).Put(key(t0, "x1"), nil)
-		d.Bucket([]byte("env")).Put([]byte("bad"), []byte("junk"))
-		return nil
+		return errors.Join(
+			d.Bucket([]byte("env")).Put([]byte("q1"), old('q', t0, "q1", nil)),
+			d.Bucket([]byte("due")).Put(key(t0, "q1"), nil),
+			d.Bucket([]byte("env")).Put([]byte("x1"), old('x', t0, "x1", []sender.Attempt{{At: t0, Status: 400}})),
+			d.Bucket([]byte("dead")).Put(key(t0, "x1"), nil),
+			d.Bucket([]byte("env")).Put([]byte("bad"), []byte("junk")),
+		)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +186,7 @@ func TestUpgradeMovesTheOldLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() { _ = db.Close() })
 	st, _ := q.Stats(t.Context(), "d", t0)
 	if st.Queued != 1 || st.Dead != 1 || st.Corrupt != 1 {
 		t.Errorf("Stats after the upgrade = %+v; want 1 queued, 1 dead, 1 set aside", st)

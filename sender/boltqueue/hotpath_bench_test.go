@@ -26,7 +26,7 @@ func BenchmarkHotPathBesideRedrives(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.Cleanup(func() { db.Close() })
+			b.Cleanup(func() { _ = db.Close() })
 			q, err := boltqueue.New(db, 24*time.Hour)
 			if err != nil {
 				b.Fatal(err)

@@ -22,7 +22,7 @@ func TestUpgradeDropsTheIndexOfALegacyEntrySetAside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() { _ = db.Close() })
 	t0 := time.UnixMilli(1_800_000_000_000)
 	key := func(at time.Time, id string) []byte {
 		return append(binary.BigEndian.AppendUint64(nil, uint64(at.UnixMilli())), id...)
@@ -31,9 +31,13 @@ func TestUpgradeDropsTheIndexOfALegacyEntrySetAside(t *testing.T) {
 		root, _ := tx.CreateBucket([]byte("sender"))
 		d, _ := root.CreateBucket([]byte("d"))
 		for _, n := range []string{"env", "due", "leased", "dead", "done", "donet"} {
-			d.CreateBucket([]byte(n))
+			if _, err := d.CreateBucket([]byte(n)); err != nil {
+				return err
+			}
 		}
-		d.Bucket([]byte("env")).Put([]byte("bad"), []byte("x junk that does not decode"))
+		if err := d.Bucket([]byte("env")).Put([]byte("bad"), []byte("x junk that does not decode")); err != nil {
+			return err
+		}
 		return d.Bucket([]byte("dead")).Put(key(t0, "bad"), nil)
 	})
 	if err != nil {
@@ -135,22 +139,30 @@ func TestRedriveCountsWrittenAfterTheirTrimAreTrimmed(t *testing.T) {
 	l, _ := q.Lease(ctx, "d", 1, t0, time.Minute)
 	e := *l[0].Envelope
 	e.DeadAt = t0
-	q.Settle(ctx, "d", []sender.Outcome{{Kind: sender.Dead, ID: "x", LeaseUntil: l[0].LeaseUntil, Envelope: &e}}, t0)
-	q.Redrive(ctx, "d", []string{"x"}, "rd_1", t0)
+	if _, err := q.Settle(ctx, "d", []sender.Outcome{{Kind: sender.Dead, ID: "x", LeaseUntil: l[0].LeaseUntil, Envelope: &e}}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Redrive(ctx, "d", []string{"x"}, "rd_1", t0); err != nil {
+		t.Fatal(err)
+	}
 	l, _ = q.Lease(ctx, "d", 1, t0, time.Minute)
 	e = *l[0].Envelope
 	e.NextAt = t0.Add(3 * time.Hour)
-	q.Settle(ctx, "d", []sender.Outcome{{Kind: sender.Retry, ID: "x", LeaseUntil: l[0].LeaseUntil, Envelope: &e}}, t0)
+	if _, err := q.Settle(ctx, "d", []sender.Outcome{{Kind: sender.Retry, ID: "x", LeaseUntil: l[0].LeaseUntil, Envelope: &e}}, t0); err != nil {
+		t.Fatal(err)
+	}
 	deliver("tick1", t0.Add(150*time.Minute)) // trims rd_1's counts
 	deliver("x", t0.Add(3*time.Hour))         // rd_1's counts written again, no redrivet entry
 	deliver("tick2", t0.Add(48*time.Hour))
 	var left []string
-	db.View(func(tx *bolt.Tx) error {
+	if err := db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket([]byte("sender")).Bucket([]byte("d")).Bucket([]byte("redrives")).ForEach(func(k, _ []byte) error {
 			left = append(left, string(k))
 			return nil
 		})
-	})
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if len(left) != 0 {
 		t.Errorf("redrive counts left for ever (no redrivet entry to trim them): %v", left)
 	}

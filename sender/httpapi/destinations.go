@@ -160,7 +160,7 @@ func WriteEnqueued(w http.ResponseWriter, r *http.Request, enqueue func(context.
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
 	w.WriteHeader(http.StatusAccepted)
-	w.Write(append(b, '\n'))
+	_, _ = w.Write(append(b, '\n')) // a client gone away has nothing to be told
 }
 
 // JSONKind names the kind of a JSON value, for an error: "a number",

@@ -459,7 +459,9 @@ func Run(t *testing.T, newQueue NewQueue) {
 		q := newQueue(t, retention)
 		mustEnqueue(t, q, env("a", "m1", t0), queued)
 		mustEnqueue(t, q, env("a{b}", "m1", t0), queued)
-		q.SetPaused(t.Context(), "a", true, "operator")
+		if err := q.SetPaused(t.Context(), "a", true, "operator"); err != nil {
+			t.Fatal(err)
+		}
 		if got := mustLease(t, q, "a{b}", 10, t0); len(got) != 1 {
 			t.Fatalf("another destination's pause held back %v", got)
 		}

@@ -29,7 +29,7 @@ func legacy(id string, t0 time.Time) string {
 func TestLeaseMovesALegacyEnvelope(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { rdb.Close() })
+	t.Cleanup(func() { _ = rdb.Close() })
 	p := prefix()
 	t0 := time.UnixMilli(1_800_000_000_000)
 	ctx := t.Context()
@@ -67,7 +67,7 @@ func TestLeaseMovesALegacyEnvelope(t *testing.T) {
 func TestABrokenDeadLetterIsListedNotAnError(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { rdb.Close() })
+	t.Cleanup(func() { _ = rdb.Close() })
 	p := prefix()
 	q := redisqueue.New(rdb, p, time.Hour).WithCallerClock()
 	t0 := time.UnixMilli(1_800_000_000_000)
@@ -106,7 +106,7 @@ func TestABrokenDeadLetterIsListedNotAnError(t *testing.T) {
 func TestRedriveCountsWrittenAfterTheirTrimAreTrimmed(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { rdb.Close() })
+	t.Cleanup(func() { _ = rdb.Close() })
 	p := prefix()
 	q := redisqueue.New(rdb, p, time.Hour).WithCallerClock()
 	t0 := time.UnixMilli(1_800_000_000_000)
@@ -133,13 +133,19 @@ func TestRedriveCountsWrittenAfterTheirTrimAreTrimmed(t *testing.T) {
 	l, _ := q.Lease(ctx, "d", 1, t0, time.Minute)
 	e := *l[0].Envelope
 	e.DeadAt = t0
-	q.Settle(ctx, "d", []sender.Outcome{{Kind: sender.Dead, ID: "x", LeaseUntil: l[0].LeaseUntil, Envelope: &e}}, t0)
-	q.Redrive(ctx, "d", []string{"x"}, "rd_1", t0)
+	if _, err := q.Settle(ctx, "d", []sender.Outcome{{Kind: sender.Dead, ID: "x", LeaseUntil: l[0].LeaseUntil, Envelope: &e}}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Redrive(ctx, "d", []string{"x"}, "rd_1", t0); err != nil {
+		t.Fatal(err)
+	}
 	// x is leased and retried 3 hours out, past the retention (1 h).
 	l, _ = q.Lease(ctx, "d", 1, t0, time.Minute)
 	e = *l[0].Envelope
 	e.NextAt = t0.Add(3 * time.Hour)
-	q.Settle(ctx, "d", []sender.Outcome{{Kind: sender.Retry, ID: "x", LeaseUntil: l[0].LeaseUntil, Envelope: &e}}, t0)
+	if _, err := q.Settle(ctx, "d", []sender.Outcome{{Kind: sender.Retry, ID: "x", LeaseUntil: l[0].LeaseUntil, Envelope: &e}}, t0); err != nil {
+		t.Fatal(err)
+	}
 	deliver("tick1", t0.Add(150*time.Minute)) // this settle trims rd_1's counts and its rdt entry
 	deliver("x", t0.Add(3*time.Hour))         // rd_1:d is written again, with no rdt entry
 	deliver("tick2", t0.Add(48*time.Hour))    // far past any retention
@@ -155,7 +161,7 @@ func TestRedriveCountsWrittenAfterTheirTrimAreTrimmed(t *testing.T) {
 func TestALongRedriveIDIsRefused(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { rdb.Close() })
+	t.Cleanup(func() { _ = rdb.Close() })
 	q := redisqueue.New(rdb, prefix(), time.Hour).WithCallerClock()
 	t0 := time.UnixMilli(1_800_000_000_000)
 	ctx := t.Context()
@@ -179,7 +185,7 @@ func TestALongRedriveIDIsRefused(t *testing.T) {
 func TestEnqueueAfterADropElsewhereRegistersTheName(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { rdb.Close() })
+	t.Cleanup(func() { _ = rdb.Close() })
 	p := prefix()
 	a, b := redisqueue.New(rdb, p, time.Hour), redisqueue.New(rdb, p, time.Hour)
 	t0 := time.UnixMilli(1_800_000_000_000)

@@ -23,7 +23,7 @@ func prefix() string {
 func TestConformanceSingleNode(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr()}})
-	t.Cleanup(func() { rdb.Close() })
+	t.Cleanup(func() { _ = rdb.Close() })
 	queuetest.Run(t, func(t *testing.T, retention time.Duration) sender.Queue {
 		return redisqueue.New(rdb, prefix(), retention).WithCallerClock()
 	})
@@ -34,7 +34,7 @@ func TestConformanceSingleNode(t *testing.T) {
 func TestConformanceCluster(t *testing.T) {
 	addrs := redistest.StartCluster(t)
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs, IsClusterMode: true})
-	t.Cleanup(func() { rdb.Close() })
+	t.Cleanup(func() { _ = rdb.Close() })
 	queuetest.Run(t, func(t *testing.T, retention time.Duration) sender.Queue {
 		return redisqueue.New(rdb, prefix(), retention).WithCallerClock()
 	})
@@ -45,7 +45,7 @@ func TestConformanceCluster(t *testing.T) {
 func TestCorruptEntryIsSetAside(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { rdb.Close() })
+	t.Cleanup(func() { _ = rdb.Close() })
 	p := prefix()
 	q := redisqueue.New(rdb, p, time.Hour).WithCallerClock()
 	t0 := time.UnixMilli(1_800_000_000_000)
@@ -76,7 +76,7 @@ func TestCorruptEntryIsSetAside(t *testing.T) {
 func TestLeasesAreJudgedByRedisClock(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { rdb.Close() })
+	t.Cleanup(func() { _ = rdb.Close() })
 	p := prefix()
 	honest, ahead := redisqueue.New(rdb, p, time.Hour), redisqueue.New(rdb, p, time.Hour)
 	now := time.Now()
@@ -108,7 +108,7 @@ func TestLeasesAreJudgedByRedisClock(t *testing.T) {
 func TestUpgradeMovesTheOldLayout(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { rdb.Close() })
+	t.Cleanup(func() { _ = rdb.Close() })
 	p := prefix()
 	t0 := time.UnixMilli(1_800_000_000_000)
 	old := func(id string, log []sender.Attempt) string {
