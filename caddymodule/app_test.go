@@ -37,7 +37,7 @@ func TestAppEnqueue(t *testing.T) {
 	if err := caddy.Load(cfg, true); err != nil {
 		t.Fatal(err)
 	}
-	defer caddy.Stop()
+	defer func() { _ = caddy.Stop() }()
 	v, err := caddy.ActiveContext().App("hookgate")
 	if err != nil {
 		t.Fatal(err)

@@ -36,12 +36,12 @@ func BenchmarkVerifyDedupeUnique(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { conn.Destruct() })
+	b.Cleanup(func() { _ = conn.Destruct() })
 	m, err := telemetry.New(prometheus.NewRegistry())
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { m.Shutdown() })
+	b.Cleanup(func() { _ = m.Shutdown() })
 	const secret = "whsec_c2VjcmV0LWZvci10ZXN0cw=="
 	verifier, err := verify.New("standard", []string{secret}, verify.Options{})
 	if err != nil {
@@ -56,7 +56,7 @@ func BenchmarkVerifyDedupeUnique(b *testing.B) {
 	h := &Dedupe{deduper: d, now: time.Now, metrics: m, logger: zap.NewNop(), bufs: &sync.Pool{New: func() any { return new(bytes.Buffer) }}}
 	upstream := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Content-Type", "application/json")
-		w.Write([]byte(`{"ok":true}`))
+		_, _ = w.Write([]byte(`{"ok":true}`))
 		return nil
 	})
 	chain := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {

@@ -42,7 +42,7 @@ func freeAddr(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().String()
 }
 
@@ -67,7 +67,7 @@ func TestAdminFollowsTheRunningApp(t *testing.T) {
 	if err := caddy.Load(config("http://127.0.0.1:1/hooks"), true); err != nil {
 		t.Fatal(err)
 	}
-	defer caddy.Stop()
+	defer func() { _ = caddy.Stop() }()
 	if err := caddy.Load(config("ftp://nowhere"), true); err == nil {
 		t.Fatal("a destination with an ftp:// URL was loaded")
 	}
@@ -83,7 +83,7 @@ func TestAdminFollowsTheRunningApp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var got struct {
 		Destinations []struct{ Name string }
 	}

@@ -125,7 +125,7 @@ func loadApp(t *testing.T, admin string, hookgate map[string]any) *App {
 	if err := caddy.Load(cfg, true); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { caddy.Stop() })
+	t.Cleanup(func() { _ = caddy.Stop() })
 	v, err := caddy.ActiveContext().App("hookgate")
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +146,7 @@ func truthAPI(t *testing.T, rows func() []reconcile.Row) *httptest.Server {
 		for _, r := range rows() {
 			items = append(items, item{r.Key, r.State, r.Version, r.UpdatedAt})
 		}
-		json.NewEncoder(w).Encode(map[string]any{"items": items})
+		_ = json.NewEncoder(w).Encode(map[string]any{"items": items}) // the test reads what arrives
 	}))
 	t.Cleanup(srv.Close)
 	return srv

@@ -31,7 +31,7 @@ func newTestVerify(t *testing.T, secret string) *Verify {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { m.Shutdown() })
+	t.Cleanup(func() { _ = m.Shutdown() })
 	return &Verify{Scheme: "standard", MaxBody: DefaultMaxBody, verifier: v, now: time.Now, metrics: m, logger: zap.NewNop()}
 }
 

@@ -502,7 +502,7 @@ func (rec *Record) Replay(w http.ResponseWriter) {
 	}
 	h.Set("Content-Length", strconv.Itoa(len(rec.Body)))
 	w.WriteHeader(rec.Status)
-	w.Write(rec.Body)
+	_, _ = w.Write(rec.Body) // a client gone away has no one to tell
 }
 
 // Fingerprint is the SHA-256 of a request body: a key reused with another

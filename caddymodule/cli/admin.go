@@ -78,8 +78,11 @@ func (c *adminClient) call(method, path string, body, v any) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("is the gateway running with its admin API on %s? %w", c.base, err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	defer func() { _ = resp.Body.Close() }() // read below
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("reading the answer: %w", err)
+	}
 	if resp.StatusCode >= 300 {
 		var p problem.Details
 		if json.Unmarshal(b, &p) == nil && p.Detail != "" {

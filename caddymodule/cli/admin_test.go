@@ -34,13 +34,13 @@ func newFakeAdmin(t *testing.T, answers map[string]string) *fakeAdmin {
 		case !ok:
 			w.Header().Set("Content-Type", "application/problem+json")
 			w.WriteHeader(http.StatusNotFound)
-			io.WriteString(w, `{"status":404,"detail":"no such thing","reason":"not_found"}`)
+			_, _ = io.WriteString(w, `{"status":404,"detail":"no such thing","reason":"not_found"}`)
 		case strings.HasPrefix(answer, "500 "):
 			w.WriteHeader(http.StatusInternalServerError)
-			io.WriteString(w, strings.TrimPrefix(answer, "500 "))
+			_, _ = io.WriteString(w, strings.TrimPrefix(answer, "500 "))
 		default:
 			w.Header().Set("Content-Type", "application/json")
-			io.WriteString(w, answer)
+			_, _ = io.WriteString(w, answer)
 		}
 	}))
 	t.Cleanup(a.Close)

@@ -11,6 +11,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
@@ -41,12 +42,36 @@ https://github.com/hookgate/hookgate#readme
 // exit code, and the error, if any, that made it non-zero.
 type commandFunc func(cmd *cobra.Command, args []string) (int, error)
 
-// runE adapts f to cobra's RunE.
+// runE adapts f to cobra's RunE. The command's output keeps its first
+// write error, so that the commands print without checking each write
+// and a command whose output was lost (a full disk, a closed pipe) still
+// fails: exit 1, with the error.
 func runE(f commandFunc) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
+		out := &stickyWriter{w: cmd.OutOrStdout()}
+		cmd.SetOut(out)
 		code, err := f(cmd, args)
+		if code == 0 && out.err != nil {
+			code, err = 1, fmt.Errorf("writing the output: %w", out.err)
+		}
 		return exit(cmd, code, err)
 	}
+}
+
+// stickyWriter writes to w until a write fails, then keeps that error and
+// writes nothing more.
+type stickyWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *stickyWriter) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.w.Write(p)
+	s.err = err
+	return n, err
 }
 
 // exit prints err, if any, as cobra prints a command's error ("Error:

@@ -112,6 +112,26 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
+// TestLostOutputFails: a command whose output cannot be written (a full
+// disk) exits 1 and says so, rather than 0 with nothing written.
+func TestLostOutputFails(t *testing.T) {
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatalf("this test writes to /dev/full: %v", err)
+	}
+	defer func() { _ = full.Close() }()
+	cmd := exec.Command(os.Args[0], "sign", "--secret", testSecret, "hello")
+	cmd.Env = append(os.Environ(), mainEnv+"=1")
+	cmd.Stdout = full
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	ee, ok := errors.AsType[*exec.ExitError](err)
+	if !ok || ee.ExitCode() != 1 || !strings.HasPrefix(stderr.String(), "Error: writing the output: ") {
+		t.Errorf("exit %v, stderr %q; want 1 and the write error", err, stderr.String())
+	}
+}
+
 // TestCaddymoduleHasNoCommands: no file of caddymodule imports cobra or
 // this package; the commands are here.
 func TestCaddymoduleHasNoCommands(t *testing.T) {

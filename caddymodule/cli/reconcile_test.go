@@ -33,7 +33,7 @@ func rowsAPI(t *testing.T, rows ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(page) }))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(page) }))
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
@@ -84,12 +84,14 @@ func TestReconcileCommand(t *testing.T) {
 	admin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		var e struct{ ID string }
-		json.Unmarshal(body, &e)
+		if err := json.Unmarshal(body, &e); err != nil {
+			t.Errorf("the enqueue's body is not JSON: %v: %s", err, body)
+		}
 		mu.Lock()
 		enqueued = append(enqueued, r.Method+" "+r.URL.Path+" "+e.ID)
 		mu.Unlock()
 		w.WriteHeader(http.StatusAccepted)
-		io.WriteString(w, "{}")
+		_, _ = io.WriteString(w, "{}")
 	}))
 	defer admin.Close()
 	config := reconcileConfig(t, strings.TrimPrefix(admin.URL, "http://"))

@@ -112,11 +112,13 @@ func cmdSign(cmd *cobra.Command, args []string) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // read to its end below
 	fmt.Fprintf(out, "%s %s\n", resp.Proto, resp.Status)
 	printHeaders(out, resp.Header)
 	fmt.Fprintln(out)
-	io.Copy(out, resp.Body)
+	if _, err := io.Copy(out, resp.Body); err != nil {
+		return 1, fmt.Errorf("reading the answer: %w", err)
+	}
 	if resp.StatusCode/100 != 2 {
 		return 1, nil
 	}

@@ -66,11 +66,11 @@ func TestSignSend(t *testing.T) {
 		if _, err := v.Verify(r.Header, body, time.Now()); err != nil {
 			w.Header().Set("Content-Type", "application/problem+json")
 			w.WriteHeader(http.StatusUnauthorized)
-			io.WriteString(w, `{"reason":"bad_signature"}`)
+			_, _ = io.WriteString(w, `{"reason":"bad_signature"}`)
 			return
 		}
 		w.Header().Set("X-Answer", "yes")
-		io.WriteString(w, "ok")
+		_, _ = io.WriteString(w, "ok")
 	}))
 	defer srv.Close()
 

@@ -91,7 +91,7 @@ func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false) // a key is shown byte for byte
-	enc.Encode(out)
+	_ = enc.Encode(out)      // a client gone away has no one to tell
 }
 
 // entry is what the store holds of a delivery.

@@ -25,7 +25,7 @@ func TestLookupAndForget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close(); db.Close() })
+	t.Cleanup(func() { _ = s.Close(); _ = db.Close() })
 	now := time.Now()
 	ctx := t.Context()
 	key := "evt/1 ü"
@@ -43,7 +43,9 @@ func TestLookupAndForget(t *testing.T) {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest(method, path, nil))
 		var out map[string]any
-		json.Unmarshal(w.Body.Bytes(), &out)
+		if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil {
+			t.Fatalf("%s %s: %v: %s", method, path, err, w.Body)
+		}
 		return w.Code, out
 	}
 	path := "/hookgate/dedupe/evt%2F1%20%C3%BC"

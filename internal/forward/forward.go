@@ -374,7 +374,7 @@ func (f *forwardWriter) toClient(p []byte) {
 	if f.clientErr != nil || len(p) == 0 {
 		return
 	}
-	if _, err := f.w.Write(p); err != nil {
+	if _, err := f.w.Write(p); err != nil { //nolint:gosec // G705: p is the upstream's response, forwarded as is: a proxy's job
 		f.clientErr = err
 	}
 }

@@ -98,7 +98,7 @@ func Open(cfg Config, logger *slog.Logger) (*Conn, error) {
 		}
 		s, err := boltstore.New(db, boltstore.Options{Logger: logger})
 		if err != nil {
-			db.Close()
+			_ = db.Close() // the error reported is New's
 			return nil, fmt.Errorf("store file %s: %w", path, err)
 		}
 		logger.Info("store: the embedded file", "backend", "file", "path", path, "answered", true)
@@ -157,8 +157,7 @@ func (c *Conn) Breakers(prefix string) sender.Remote {
 // Close closes the store. Its name makes a Conn a caddy.Destructor.
 func (c *Conn) Destruct() error {
 	if c.db != nil {
-		c.bolt.Close()
-		return c.db.Close()
+		return errors.Join(c.bolt.Close(), c.db.Close())
 	}
 	c.stopCheck()
 	return c.rdb.Close()

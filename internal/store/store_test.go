@@ -58,7 +58,7 @@ func TestLazyOpensOnFirstUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, _ := l.Conn()
-	defer c.Destruct()
+	defer func() { _ = c.Destruct() }()
 	if opened != 1 {
 		t.Errorf("opened %d times", opened)
 	}

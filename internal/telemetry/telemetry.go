@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/otlptranslator"
 	"github.com/sony/gobreaker/v2"
 	"go.opentelemetry.io/otel/attribute"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
@@ -42,8 +43,8 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		otelprom.WithRegisterer(reg),
 		otelprom.WithoutScopeInfo(),
 		otelprom.WithoutTargetInfo(),
-		otelprom.WithoutUnits(),
-		otelprom.WithoutCounterSuffixes(),
+		// Names as given: no unit or _total suffix added.
+		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithoutSuffixes),
 	)
 	if err != nil {
 		return nil, err
