@@ -196,7 +196,7 @@ type states struct {
 	got []gobreaker.State
 }
 
-func (o *states) Enqueued(string, bool) {}
+func (o *states) Enqueued(string, string) {}
 
 func (o *states) BreakerState(_ string, st gobreaker.State) {
 	o.mu.Lock()

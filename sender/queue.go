@@ -56,8 +56,9 @@ type Queue interface {
 
 	// Metas reads the records of ids, with their states, in the order
 	// given: a record that does not decode as a BrokenMeta, an ID
-	// delivered within the retention as its ID with StateDelivered; an ID
-	// it holds nothing of is left out. It reads no payload.
+	// delivered within the retention as its ID, Fingerprint and SettledAt
+	// with StateDelivered; an ID it holds nothing of is left out. It reads
+	// no payload.
 	Metas(ctx context.Context, dest string, ids []string) ([]*Meta, error)
 
 	// Get reads an envelope in any state but delivered, with its state;
@@ -96,9 +97,15 @@ type Queue interface {
 	Move(ctx context.Context, from, to string, now time.Time) (moved, kept int, err error)
 
 	// Drop deletes everything the store holds of dest: its envelopes in
-	// every state, delivered IDs, pause and counts. It answers how many
-	// envelopes went.
+	// every state, delivered IDs, pause, counts and first-seen time. It
+	// answers how many envelopes went.
 	Drop(ctx context.Context, dest string) (int, error)
+
+	// FirstSeen records now as the time each of dests was first seen,
+	// unless one is recorded already, and answers the recorded times. A
+	// fan-out completes an event only for the destinations seen before
+	// it: one added later does not receive earlier events.
+	FirstSeen(ctx context.Context, dests []string, now time.Time) (map[string]time.Time, error)
 }
 
 // RedriveCounts is what became of the letters one redrive moved in one

@@ -48,9 +48,13 @@ type Meta struct {
 	// SHA-256 (the enqueue's idempotency check).
 	Size        int
 	Fingerprint [8]byte
+	// SettledAt is when an envelope delivered within the retention was
+	// delivered (not in the encoded record: Metas reads it from the
+	// delivered IDs).
+	SettledAt time.Time
 	// State is the envelope's state when read (not in the encoded record).
 	// Metas answers an ID delivered within the retention as StateDelivered,
-	// with its ID alone.
+	// with its ID, Fingerprint and SettledAt alone.
 	State State
 	// Broken is set for a record that does not decode (a damaged entry,
 	// or one written by a newer version): it is listed, with the reason

@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -96,6 +97,10 @@ type Destination struct {
 	Burst int
 	// Header is added to every request.
 	Header http.Header
+	// Events are the event types it subscribes to, as path.Match globs
+	// (reservation.*): Publish delivers an event to every destination
+	// with a glob that matches its type. None: only explicit enqueues.
+	Events []string
 }
 
 // CheckDestinations reports the first destination that has no name, a
@@ -116,6 +121,11 @@ func CheckDestinations(dests []Destination) error {
 		u, err := url.Parse(d.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("destination %q: url must be an http:// or https:// URL", d.Name)
+		}
+		for _, g := range d.Events {
+			if _, err := path.Match(g, ""); err != nil || g == "" {
+				return fmt.Errorf("destination %q: events %q is not a glob (want e.g. reservation.* or seat.released)", d.Name, g)
+			}
 		}
 	}
 	return nil
@@ -142,8 +152,10 @@ type Observer interface {
 	// StoreError is a failed queue operation: op is lease, settle, pause
 	// (writing a 410's pause) or paused (reading the pause).
 	StoreError(dest, op string)
-	// Enqueued is an envelope enqueued, or found enqueued already.
-	Enqueued(dest string, duplicate bool)
+	// Enqueued is an enqueue: result is queued, duplicate (found
+	// enqueued already), or unrouted (an event no destination subscribes
+	// to; dest is "").
+	Enqueued(dest, result string)
 }
 
 // Sender delivers the envelopes of its destinations. Create it with New,
@@ -385,7 +397,7 @@ func (s *Sender) Enqueue(ctx context.Context, e *Envelope) (EnqueueResult, error
 	}
 	res, err := s.queue.Enqueue(ctx, e)
 	if err == nil {
-		s.obs.Enqueued(e.Destination, res.Duplicate)
+		s.obs.Enqueued(e.Destination, enqueueResult(res.Duplicate))
 	}
 	if err == nil && !res.Duplicate {
 		select {
@@ -406,12 +418,37 @@ func (s *Sender) Run(ctx context.Context) {
 	bctx, stopBreakers := context.WithCancel(context.Background())
 	defer stopBreakers() // after the workers: their last counts are merged
 	wg.Go(func() { s.shared.run(bctx, 50*time.Millisecond) })
+	wg.Go(func() { s.recordFirstSeen(ctx) })
 	var workers sync.WaitGroup
 	defer workers.Wait()
 	for _, name := range s.order {
 		d := s.dests[name]
 		workers.Go(func() { s.runDestination(ctx, d) })
 	}
+}
+
+// recordFirstSeen records when the store first saw each destination
+// (Queue.FirstSeen), retrying until the store answers or ctx ends: a
+// fan-out completes an event only for the destinations seen before it.
+func (s *Sender) recordFirstSeen(ctx context.Context) {
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 30*time.Second) {
+		if _, err := s.queue.FirstSeen(ctx, s.order, s.now()); err == nil || ctx.Err() != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// enqueueResult is the Observer's result of an enqueue.
+func enqueueResult(duplicate bool) string {
+	if duplicate {
+		return "duplicate"
+	}
+	return "queued"
 }
 
 // job is a leased envelope, and its lease's end by this instance's
@@ -1100,7 +1137,7 @@ func (nopObserver) Delivered(string, time.Duration)       {}
 func (nopObserver) Dead(string, time.Duration)            {}
 func (nopObserver) BreakerState(string, gobreaker.State)  {}
 func (nopObserver) StoreError(string, string)             {}
-func (nopObserver) Enqueued(string, bool)                 {}
+func (nopObserver) Enqueued(string, string)               {}
 
 // Wake makes dest look for due envelopes at once (after a resume or a
 // redrive).

@@ -277,7 +277,7 @@ func (o *recordingObserver) Attempt(dest, _ string, _ time.Duration) {
 func (o *recordingObserver) Delivered(string, time.Duration) {}
 func (o *recordingObserver) StoreError(string, string)       {}
 func (o *recordingObserver) Dead(string, time.Duration)      {}
-func (o *recordingObserver) Enqueued(string, bool)           {}
+func (o *recordingObserver) Enqueued(string, string)         {}
 
 func (o *recordingObserver) BreakerState(_ string, s gobreaker.State) {
 	o.mu.Lock()

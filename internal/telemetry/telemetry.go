@@ -168,7 +168,7 @@ func newSenderMetrics(meter metric.Meter) (*senderMetrics, error) {
 		return nil, err
 	}
 	if m.enqueued, err = meter.Int64Counter("hookgate_sender_enqueued_total",
-		metric.WithDescription("Enqueues by destination and result (queued, duplicate).")); err != nil {
+		metric.WithDescription("Enqueues by destination and result (queued, duplicate; unrouted, with destination \"\", for an event no destination subscribes to).")); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -250,11 +250,7 @@ func (m *Metrics) Redriven(ctx context.Context, letters []sender.Letter) {
 }
 
 // Enqueued counts an enqueue.
-func (o observer) Enqueued(dest string, duplicate bool) {
-	result := "queued"
-	if duplicate {
-		result = "duplicate"
-	}
+func (o observer) Enqueued(dest, result string) {
 	o.m.enqueued.Add(context.Background(), 1, o.m.labels("destination", dest, "result", result))
 }
 

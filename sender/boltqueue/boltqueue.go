@@ -45,6 +45,7 @@ var (
 	rootBucket = []byte("sender")
 	corruptB   = []byte("sender_corrupt")  // dest NUL id -> the entry as it was stored
 	redrivesB  = []byte("sender_redrives") // redrive id -> audit record, JSON
+	sinceB     = []byte("sender_since")    // dest -> first seen, unix ms (8 bytes): a fan-out's "added later"
 	envB, dueB = []byte("env"), []byte("due")
 	metaB      = []byte("meta")
 	logB       = []byte("log")
@@ -77,7 +78,7 @@ type Queue struct {
 // current layout first.
 func New(db *bolt.DB, retention time.Duration) (*Queue, error) {
 	err := db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{rootBucket, corruptB, redrivesB} {
+		for _, name := range [][]byte{rootBucket, corruptB, redrivesB, sinceB} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
@@ -782,8 +783,9 @@ func (q *Queue) Metas(ctx context.Context, name string, ids []string) ([]*sender
 				return err
 			}
 			if !ok {
-				if len(d.done.Get([]byte(id))) == 16 {
-					out = append(out, &sender.Meta{ID: id, Destination: name, State: sender.StateDelivered})
+				if v := d.done.Get([]byte(id)); len(v) == 16 {
+					out = append(out, &sender.Meta{ID: id, Destination: name, State: sender.StateDelivered,
+						Fingerprint: [8]byte(v[:8]), SettledAt: time.UnixMilli(int64(binary.BigEndian.Uint64(v[8:])))})
 				}
 				continue
 			}
@@ -1127,6 +1129,9 @@ func (q *Queue) Drop(ctx context.Context, name string) (int, error) {
 	n := 0
 	err := q.write(func(tx *bolt.Tx) error {
 		n = 0
+		if err := tx.Bucket(sinceB).Delete([]byte(name)); err != nil {
+			return err
+		}
 		root := tx.Bucket(rootBucket)
 		b := root.Bucket([]byte(name))
 		if b == nil {
@@ -1151,6 +1156,29 @@ func (q *Queue) Drop(ctx context.Context, name string) (int, error) {
 		return 0, fmt.Errorf("bolt drop: %w", err)
 	}
 	return n, nil
+}
+
+// FirstSeen implements sender.Queue.
+func (q *Queue) FirstSeen(ctx context.Context, dests []string, now time.Time) (map[string]time.Time, error) {
+	out := make(map[string]time.Time, len(dests))
+	err := q.write(func(tx *bolt.Tx) error {
+		b := tx.Bucket(sinceB)
+		for _, name := range dests {
+			v := b.Get([]byte(name))
+			if len(v) != 8 {
+				v = binary.BigEndian.AppendUint64(nil, uint64(ms(now)))
+				if err := b.Put([]byte(name), v); err != nil {
+					return err
+				}
+			}
+			out[name] = time.UnixMilli(int64(binary.BigEndian.Uint64(v)))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bolt first seen: %w", err)
+	}
+	return out, nil
 }
 
 var _ sender.Queue = (*Queue)(nil)

@@ -68,10 +68,10 @@ func setup(t *testing.T) *fixture {
 // enqueues records each enqueue the sender counts.
 type enqueues struct{ f *fixture }
 
-func (o enqueues) Enqueued(dest string, duplicate bool) {
+func (o enqueues) Enqueued(dest, result string) {
 	o.f.mu.Lock()
 	defer o.f.mu.Unlock()
-	o.f.enqueued = append(o.f.enqueued, dest+"/"+map[bool]string{false: "queued", true: "duplicate"}[duplicate])
+	o.f.enqueued = append(o.f.enqueued, dest+"/"+result)
 }
 func (enqueues) Attempt(string, string, time.Duration) {}
 func (enqueues) Delivered(string, time.Duration)       {}

@@ -105,6 +105,7 @@ func deadLetters(t *testing.T, q sender.Queue, dest string, n int) []string {
 // Run runs the suite.
 func Run(t *testing.T, newQueue NewQueue) {
 	runOperations(t, newQueue)
+	runFanout(t, newQueue)
 
 	t.Run("EnqueueIsIdempotent", func(t *testing.T) {
 		t.Parallel()
@@ -173,8 +174,40 @@ func Run(t *testing.T, newQueue NewQueue) {
 		mustEnqueue(t, q, again, sender.EnqueueResult{State: sender.StateDelivered, Duplicate: true})
 		again.Payload = []byte("other")
 		mustEnqueue(t, q, again, sender.EnqueueResult{State: sender.StateDelivered, Duplicate: true, Mismatch: true})
+		// A delivered ID reads as delivered, with its fingerprint and
+		// when it was delivered: what a fan-out compares and dates.
+		ms, err := q.Metas(t.Context(), "d", []string{"m1"})
+		if err != nil || len(ms) != 1 {
+			t.Fatalf("Metas = %v, %v", ms, err)
+		}
+		want := &sender.Meta{ID: "m1", Destination: "d", State: sender.StateDelivered,
+			Fingerprint: sender.Fingerprint(env("d", "m1", t0).Payload), SettledAt: t0}
+		if diff := cmp.Diff(want, ms[0]); diff != "" {
+			t.Errorf("Metas of a delivered ID (-want +got):\n%s", diff)
+		}
 		// After the retention the ID is forgotten: a new envelope.
 		mustEnqueue(t, q, env("d", "m1", t0.Add(retention+time.Second)), queued)
+	})
+
+	t.Run("FirstSeenKeepsTheFirstTime", func(t *testing.T) {
+		t.Parallel()
+		q := newQueue(t, retention)
+		got, err := q.FirstSeen(t.Context(), []string{"a", "b"}, t0)
+		if err != nil || !got["a"].Equal(t0) || !got["b"].Equal(t0) || len(got) != 2 {
+			t.Fatalf("FirstSeen = %v, %v", got, err)
+		}
+		later := t0.Add(time.Hour)
+		got, err = q.FirstSeen(t.Context(), []string{"b", "c"}, later)
+		if err != nil || !got["b"].Equal(t0) || !got["c"].Equal(later) || len(got) != 2 {
+			t.Fatalf("FirstSeen again = %v, %v; want b at the first time, c now", got, err)
+		}
+		// A destination dropped is new when it comes back.
+		if _, err := q.Drop(t.Context(), "b"); err != nil {
+			t.Fatal(err)
+		}
+		if got, err = q.FirstSeen(t.Context(), []string{"b"}, later); err != nil || !got["b"].Equal(later) {
+			t.Errorf("FirstSeen after Drop = %v, %v; want now", got, err)
+		}
 	})
 
 	t.Run("RetryAndDead", func(t *testing.T) {

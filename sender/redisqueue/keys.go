@@ -22,6 +22,8 @@ package redisqueue
 //	                                  version 2, read only by Upgrade
 //	<prefix>:q:dests            SET   every destination name that was ever written to
 //	                                  (Destinations: finding orphans is not a scan)
+//	<prefix>:q:since            HASH  destination -> first seen, unix ms (FirstSeen: a
+//	                                  fan-out completes an event only where it was due)
 //
 // A scan (list, count, summary, redrive, purge) reads meta alone; the
 // payload is read to deliver it and to show one envelope. An envelope due
@@ -42,3 +44,6 @@ func keysOf(prefix, dest string) keys {
 
 // destsKey is the SET of destination names.
 func destsKey(prefix string) string { return prefix + ":q:dests" }
+
+// sinceKey is the HASH of destinations' first-seen times.
+func sinceKey(prefix string) string { return prefix + ":q:since" }

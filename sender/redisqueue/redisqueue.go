@@ -584,21 +584,24 @@ func (q *Queue) Dead(ctx context.Context, dest, cursor string, limit int) ([]*se
 
 // metasScript reads records and states.
 //
-//	KEYS  meta, leased, dead, paused, done
+//	KEYS  meta, leased, dead, paused, done, donet
 //	ARGV  ids
 //	returns {paused, then per id: record or false, leased (1, or 2 when
-//	not held but delivered within the retention), dead-at ms or false}
+//	not held but delivered within the retention), dead-at ms or false
+//	(when delivered: {fingerprint, delivered-at ms})}
 var metasScript = redis.NewScript(`
 local out = {redis.call('EXISTS', KEYS[4])}
 for _, id in ipairs(ARGV) do
   local m = redis.call('HGET', KEYS[1], id)
   table.insert(out, m)
-  if not m and redis.call('HEXISTS', KEYS[5], id) == 1 then
+  local fp = (not m) and redis.call('HGET', KEYS[5], id)
+  if fp then
     table.insert(out, 2)
+    table.insert(out, {fp, redis.call('ZSCORE', KEYS[6], id) or '0'})
   else
     table.insert(out, redis.call('ZSCORE', KEYS[2], id) and 1 or 0)
+    table.insert(out, redis.call('ZSCORE', KEYS[3], id))
   end
-  table.insert(out, redis.call('ZSCORE', KEYS[3], id))
 end
 return out
 `)
@@ -613,7 +616,7 @@ func (q *Queue) Metas(ctx context.Context, dest string, ids []string) ([]*sender
 	for i, id := range ids {
 		args[i] = id
 	}
-	v, err := metasScript.Run(ctx, q.rdb, []string{k.meta, k.leased, k.dead, k.paused, k.done}, args...).Slice()
+	v, err := metasScript.Run(ctx, q.rdb, []string{k.meta, k.leased, k.dead, k.paused, k.done, k.donet}, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("redis metas: %w", err)
 	}
@@ -623,7 +626,15 @@ func (q *Queue) Metas(ctx context.Context, dest string, ids []string) ([]*sender
 		raw, ok := str(v[1+3*i])
 		if !ok {
 			if v[2+3*i] == int64(2) {
-				out = append(out, &sender.Meta{ID: id, Destination: dest, State: sender.StateDelivered})
+				m := &sender.Meta{ID: id, Destination: dest, State: sender.StateDelivered}
+				if d, _ := v[3+3*i].([]any); len(d) == 2 {
+					fp, _ := str(d[0])
+					copy(m.Fingerprint[:], fp)
+					s, _ := str(d[1])
+					at, _ := strconv.ParseInt(s, 10, 64)
+					m.SettledAt = time.UnixMilli(at)
+				}
+				out = append(out, m)
 			}
 			continue
 		}
@@ -1127,6 +1138,9 @@ func (q *Queue) Drop(ctx context.Context, dest string) (int, error) {
 	if err := q.rdb.SRem(ctx, destsKey(q.prefix), dest).Err(); err != nil {
 		return int(n), fmt.Errorf("redis drop: %w", err)
 	}
+	if err := q.rdb.HDel(ctx, sinceKey(q.prefix), dest).Err(); err != nil {
+		return int(n), fmt.Errorf("redis drop: %w", err)
+	}
 	q.registered.Delete(dest)
 	return int(n), nil
 }
@@ -1300,4 +1314,30 @@ func (q *Queue) Upgrade(ctx context.Context) (int, error) {
 		return moved, fmt.Errorf("redis upgrade: %w", err)
 	}
 	return moved, nil
+}
+
+// FirstSeen implements sender.Queue: HSETNX, then one HMGET.
+func (q *Queue) FirstSeen(ctx context.Context, dests []string, now time.Time) (map[string]time.Time, error) {
+	if len(dests) == 0 {
+		return map[string]time.Time{}, nil
+	}
+	key := sinceKey(q.prefix)
+	pipe := q.rdb.Pipeline()
+	for _, d := range dests {
+		pipe.HSetNX(ctx, key, d, ms(now))
+	}
+	got := pipe.HMGet(ctx, key, dests...)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("redis first seen: %w", err)
+	}
+	out := make(map[string]time.Time, len(dests))
+	for i, v := range got.Val() {
+		s, _ := v.(string)
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("redis first seen of %q: %q is not unix ms", dests[i], s)
+		}
+		out[dests[i]] = time.UnixMilli(n)
+	}
+	return out, nil
 }

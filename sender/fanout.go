@@ -1,0 +1,142 @@
+package sender
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"time"
+)
+
+// Event is one event for every destination that subscribes to its type
+// (Destination.Events): Publish makes an envelope of it for each, all
+// under the event's one ID.
+type Event struct {
+	ID          string
+	EventType   string
+	Entity      string
+	EventTime   time.Time
+	Payload     []byte
+	ContentType string
+	TraceParent string
+	TraceState  string
+}
+
+// Delivery is one destination's envelope of a published event.
+type Delivery struct {
+	Destination string `json:"destination"`
+	State       State  `json:"state"`
+	// Duplicate is set when the destination held the event already.
+	Duplicate bool `json:"duplicate"`
+}
+
+// PublishResult is Publish's answer.
+type PublishResult struct {
+	// Deliveries are the event's envelopes, in the destinations' config
+	// order; empty when no destination subscribes to its type.
+	Deliveries []Delivery
+	// Mismatch is set when a destination holds the event's ID with
+	// another payload: nothing was written.
+	Mismatch bool
+}
+
+// ErrMissingEventType means an event to publish has no type to route by.
+var ErrMissingEventType = errors.New("an event to fan out needs an event type")
+
+// Subscribers lists the destinations subscribed to eventType, in config
+// order.
+func (s *Sender) Subscribers(eventType string) []string {
+	var out []string
+	for _, name := range s.order {
+		for _, g := range s.dests[name].Events {
+			if ok, _ := path.Match(g, eventType); ok {
+				out = append(out, name)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Publish fans ev out: one envelope per destination subscribed to its
+// type, each delivered, retried, dead-lettered and redriven on its own.
+//
+// It is idempotent by ev.ID, and it completes what a crash cut short:
+// the same event published again enqueues what is missing, and duplicates
+// nothing. A destination holding the ID with another payload makes it a
+// Mismatch, and nothing is written. A destination first seen after the
+// event (Queue.FirstSeen) does not receive it: the event's time is the
+// earliest its destinations hold (created, or delivered).
+//
+// An ID that is not 1 to 1024 bytes of visible ASCII is refused with an
+// error that wraps ErrBadID, and an empty type with ErrMissingEventType;
+// another error leaves the outcome unknown: publish again.
+func (s *Sender) Publish(ctx context.Context, ev *Event) (PublishResult, error) {
+	if err := CheckID(ev.ID); err != nil {
+		return PublishResult{}, err
+	}
+	if ev.EventType == "" {
+		return PublishResult{}, ErrMissingEventType
+	}
+	subs := s.Subscribers(ev.EventType)
+	if len(subs) == 0 {
+		s.obs.Enqueued("", "unrouted")
+		return PublishResult{Deliveries: []Delivery{}}, nil
+	}
+	// What each destination holds already: the first write of an earlier
+	// publish of this event, or all of them.
+	held := map[string]*Meta{}
+	var first time.Time
+	fp := Fingerprint(ev.Payload)
+	for _, d := range subs {
+		ms, err := s.queue.Metas(ctx, d, []string{ev.ID})
+		if err != nil {
+			return PublishResult{}, fmt.Errorf("reading %s's %s: %w", d, ev.ID, err)
+		}
+		if len(ms) == 0 {
+			continue
+		}
+		m := ms[0]
+		if m.Broken || m.Fingerprint != fp {
+			return PublishResult{Mismatch: true}, nil
+		}
+		held[d] = m
+		at := m.CreatedAt
+		if m.State == StateDelivered {
+			at = m.SettledAt
+		}
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+	}
+	var since map[string]time.Time
+	if len(held) > 0 && len(held) < len(subs) {
+		var err error
+		if since, err = s.queue.FirstSeen(ctx, subs, s.now()); err != nil {
+			return PublishResult{}, err
+		}
+	}
+	res := PublishResult{Deliveries: []Delivery{}}
+	for _, d := range subs {
+		if m, ok := held[d]; ok {
+			s.obs.Enqueued(d, "duplicate")
+			res.Deliveries = append(res.Deliveries, Delivery{Destination: d, State: m.State, Duplicate: true})
+			continue
+		}
+		if !first.IsZero() && since[d].After(first) {
+			continue // subscribed after the event was first published
+		}
+		r, err := s.Enqueue(ctx, &Envelope{
+			ID: ev.ID, Destination: d, EventType: ev.EventType, Entity: ev.Entity, EventTime: ev.EventTime,
+			Payload: ev.Payload, ContentType: ev.ContentType, TraceParent: ev.TraceParent, TraceState: ev.TraceState,
+		})
+		if err != nil {
+			return PublishResult{}, err
+		}
+		if r.Mismatch { // another publish of this ID, with another payload, got here first
+			return PublishResult{Mismatch: true}, nil
+		}
+		res.Deliveries = append(res.Deliveries, Delivery{Destination: d, State: r.State, Duplicate: r.Duplicate})
+	}
+	return res, nil
+}

@@ -1,0 +1,172 @@
+package queuetest
+
+// Fan-out by event type (sender.Publish) on each queue: routing by glob,
+// idempotence, a crash between the writes, and a destination added later.
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/hookgate/hookgate/sender"
+)
+
+// fanDests subscribe as a platform's endpoints would.
+var fanDests = []sender.Destination{
+	{Name: "enrollment", URL: "http://127.0.0.1:1/e", Events: []string{"reservation.*", "seat.released"}},
+	{Name: "billing", URL: "http://127.0.0.1:1/b", Events: []string{"reservation.confirmed"}},
+	{Name: "audit", URL: "http://127.0.0.1:1/a", Events: []string{"*"}},
+	{Name: "manual", URL: "http://127.0.0.1:1/m"}, // no events: explicit enqueues only
+}
+
+func newFanSender(t *testing.T, q sender.Queue, dests []sender.Destination, now time.Time) *sender.Sender {
+	t.Helper()
+	s, err := sender.New(q, sender.Config{}, dests, sender.Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func event(id, typ string) *sender.Event {
+	return &sender.Event{ID: id, EventType: typ, Entity: "r-1", Payload: []byte(`{"id":"` + id + `"}`), ContentType: "application/json"}
+}
+
+func deliveries(ds ...string) []sender.Delivery {
+	out := []sender.Delivery{}
+	for i := 0; i < len(ds); i += 2 {
+		out = append(out, sender.Delivery{Destination: ds[i], State: sender.StateQueued, Duplicate: ds[i+1] == "dup"})
+	}
+	return out
+}
+
+func mustPublish(t *testing.T, s *sender.Sender, ev *sender.Event, want sender.PublishResult) {
+	t.Helper()
+	got, err := s.Publish(t.Context(), ev)
+	if err != nil {
+		t.Fatalf("Publish(%s): %v", ev.ID, err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("Publish(%s) (-want +got):\n%s", ev.ID, diff)
+	}
+}
+
+// crashAfter is a queue that dies after n enqueues: the next one never
+// reaches the store, as when the process is killed between two writes.
+type crashAfter struct {
+	sender.Queue
+	n atomic.Int32
+}
+
+var errKilled = errors.New("killed between two writes")
+
+func (c *crashAfter) Enqueue(ctx context.Context, e *sender.Envelope) (sender.EnqueueResult, error) {
+	if c.n.Add(-1) < 0 {
+		return sender.EnqueueResult{}, errKilled
+	}
+	return c.Queue.Enqueue(ctx, e)
+}
+
+func runFanout(t *testing.T, newQueue NewQueue) {
+	t.Run("FanOutRoutesByGlob", func(t *testing.T) {
+		t.Parallel()
+		q := newQueue(t, retention)
+		s := newFanSender(t, q, fanDests, t0)
+		mustPublish(t, s, event("e1", "reservation.confirmed"), sender.PublishResult{Deliveries: deliveries("enrollment", "", "billing", "", "audit", "")})
+		mustPublish(t, s, event("e2", "seat.released"), sender.PublishResult{Deliveries: deliveries("enrollment", "", "audit", "")})
+		mustPublish(t, s, event("e3", "invoice.paid"), sender.PublishResult{Deliveries: deliveries("audit", "")})
+		// The glob's * stops at a dot no more than a word does.
+		mustPublish(t, s, event("e4", "reservation"), sender.PublishResult{Deliveries: deliveries("audit", "")})
+		// Each destination holds its own envelope under the event's ID.
+		for _, d := range []string{"enrollment", "billing", "audit"} {
+			e, st, err := q.Get(t.Context(), d, "e1")
+			if err != nil || st != sender.StateQueued || e.EventType != "reservation.confirmed" || e.Destination != d {
+				t.Errorf("%s holds e1 as %+v, %s, %v", d, e, st, err)
+			}
+		}
+		if _, _, err := q.Get(t.Context(), "manual", "e1"); !errors.Is(err, sender.ErrNotFound) {
+			t.Errorf("manual, subscribed to nothing, holds e1: %v", err)
+		}
+	})
+
+	t.Run("FanOutWithNoSubscriberIsUnrouted", func(t *testing.T) {
+		t.Parallel()
+		q := newQueue(t, retention)
+		s := newFanSender(t, q, fanDests[:2], t0)
+		mustPublish(t, s, event("e1", "invoice.paid"), sender.PublishResult{Deliveries: []sender.Delivery{}})
+		if _, err := s.Publish(t.Context(), event("e2", "")); !errors.Is(err, sender.ErrMissingEventType) {
+			t.Errorf("an event without a type: %v, want ErrMissingEventType", err)
+		}
+		if _, err := s.Publish(t.Context(), event("bad id", "seat.released")); !errors.Is(err, sender.ErrBadID) {
+			t.Errorf("a bad ID: %v, want ErrBadID", err)
+		}
+	})
+
+	t.Run("FanOutAgainIsIdempotent", func(t *testing.T) {
+		t.Parallel()
+		q := newQueue(t, retention)
+		s := newFanSender(t, q, fanDests, t0)
+		mustPublish(t, s, event("e1", "reservation.confirmed"), sender.PublishResult{Deliveries: deliveries("enrollment", "", "billing", "", "audit", "")})
+		// billing delivers its envelope meanwhile: still a duplicate.
+		l := mustLease(t, q, "billing", 1, t0)
+		mustSettle(t, q, "billing", []sender.Outcome{{Kind: sender.Delivered, ID: "e1", LeaseUntil: l[0].LeaseUntil}}, t0, 0)
+		want := deliveries("enrollment", "dup", "billing", "dup", "audit", "dup")
+		want[1].State = sender.StateDelivered
+		mustPublish(t, s, event("e1", "reservation.confirmed"), sender.PublishResult{Deliveries: want})
+		// The same ID with another body is refused, and writes nothing.
+		other := event("e1", "reservation.confirmed")
+		other.Payload = []byte(`{"other":true}`)
+		mustPublish(t, s, other, sender.PublishResult{Mismatch: true})
+		e, _, err := q.Get(t.Context(), "enrollment", "e1")
+		if err != nil || string(e.Payload) != `{"id":"e1"}` {
+			t.Errorf("enrollment's e1 after a mismatch: %q, %v", e.Payload, err)
+		}
+	})
+
+	t.Run("FanOutCompletesWhatACrashCutShort", func(t *testing.T) {
+		t.Parallel()
+		q := newQueue(t, retention)
+		if _, err := q.FirstSeen(t.Context(), []string{"enrollment", "billing", "audit", "manual"}, t0.Add(-time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		dying := &crashAfter{Queue: q}
+		dying.n.Store(1)
+		s := newFanSender(t, dying, fanDests, t0)
+		if _, err := s.Publish(t.Context(), event("e1", "reservation.confirmed")); !errors.Is(err, errKilled) {
+			t.Fatalf("Publish through a queue killed after one write: %v", err)
+		}
+		// A new process publishes the event again: the two deliveries the
+		// crash cut short are made, the one written is not made twice.
+		s = newFanSender(t, q, fanDests, t0.Add(time.Minute))
+		mustPublish(t, s, event("e1", "reservation.confirmed"), sender.PublishResult{Deliveries: deliveries("enrollment", "dup", "billing", "", "audit", "")})
+		for _, d := range []string{"enrollment", "billing", "audit"} {
+			if got := mustLease(t, q, d, 10, t0.Add(time.Minute)); len(got) != 1 {
+				t.Errorf("%s leases %v, want e1 once", d, ids(got))
+			}
+		}
+	})
+
+	t.Run("FanOutSkipsADestinationAddedLater", func(t *testing.T) {
+		t.Parallel()
+		q := newQueue(t, retention)
+		early := []sender.Destination{fanDests[0]}
+		if _, err := q.FirstSeen(t.Context(), []string{"enrollment"}, t0); err != nil {
+			t.Fatal(err)
+		}
+		s := newFanSender(t, q, early, t0)
+		mustPublish(t, s, event("e1", "reservation.confirmed"), sender.PublishResult{Deliveries: deliveries("enrollment", "")})
+		// audit is configured a day later; the producer retries e1.
+		later := t0.Add(24 * time.Hour)
+		if _, err := q.FirstSeen(t.Context(), []string{"enrollment", "audit"}, later); err != nil {
+			t.Fatal(err)
+		}
+		s = newFanSender(t, q, []sender.Destination{fanDests[0], fanDests[2]}, later)
+		mustPublish(t, s, event("e1", "reservation.confirmed"), sender.PublishResult{Deliveries: deliveries("enrollment", "dup")})
+		// A new event reaches both.
+		mustPublish(t, s, event("e2", "reservation.confirmed"), sender.PublishResult{Deliveries: deliveries("enrollment", "", "audit", "")})
+	})
+}
