@@ -50,11 +50,21 @@ func newConsoleClient(t *testing.T, base string, userPass ...string) *consoleCli
 	if len(userPass) == 2 {
 		c.user, c.pass = userPass[0], userPass[1]
 	}
-	req, _ := http.NewRequest(http.MethodGet, base+"/", nil)
-	if c.user != "" {
-		req.SetBasicAuth(c.user, c.pass)
+	// Right after a config load, a new connection can land on the old
+	// server as Caddy shuts it down, and see EOF: Caddy's hand-over, not
+	// the console's. A client retries; so does this one, twice.
+	var resp *http.Response
+	var err error
+	for try := 0; try < 3; try++ {
+		req, _ := http.NewRequest(http.MethodGet, base+"/", nil)
+		if c.user != "" {
+			req.SetBasicAuth(c.user, c.pass)
+		}
+		if resp, err = c.http.Do(req); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	resp, err := c.http.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
