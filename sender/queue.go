@@ -61,9 +61,31 @@ type Queue interface {
 	// no payload.
 	Metas(ctx context.Context, dest string, ids []string) ([]*Meta, error)
 
-	// Get reads an envelope in any state but delivered, with its state;
-	// ErrNotFound when there is none.
+	// Get reads an envelope in any state, with its state: a delivered one
+	// from the history, with its attempt log, and its payload while the
+	// history keeps it (PayloadExpired after). ErrNotFound when there is
+	// none.
 	Get(ctx context.Context, dest, id string) (*Envelope, State, error)
+
+	// History lists dest's settled envelopes newest first, by when they
+	// settled: the delivered ones, and the dead ones as they died. An
+	// envelope that settled more than once (redriven, resent) is listed
+	// as it settled last. The records carry State (delivered or dead),
+	// SettledAt, Tried and LastStatus. It lists those f matches, after
+	// cursor ("": from the newest), at most limit; next is "" at the end.
+	// A walk is stable: what settles meanwhile settles after the walk
+	// began, so no older entry is skipped or listed twice. It looks at a
+	// bounded number of entries per call, so a page may hold fewer than
+	// limit with more to come. It reads no payload.
+	History(ctx context.Context, dest string, f HistoryFilter, cursor string, limit int) (entries []*Meta, next string, err error)
+
+	// Resend moves settled envelopes back to due at now under redriveID,
+	// their attempt budget renewed and their log kept: a delivered one
+	// while the history keeps its payload, a dead one as Redrive moves it.
+	// IDs queued or leased, unknown, or whose payload expired are skipped;
+	// it answers the IDs it moved. What becomes of them counts in
+	// RedriveCounts(redriveID).
+	Resend(ctx context.Context, dest string, ids []string, redriveID string, now time.Time) ([]string, error)
 
 	// Redrive moves dead letters back to due at now, with a redrive ID,
 	// their attempt budget renewed and their log kept. IDs that are not
@@ -108,6 +130,30 @@ type Queue interface {
 	FirstSeen(ctx context.Context, dests []string, now time.Time) (map[string]time.Time, error)
 }
 
+// HistoryFilter selects settled envelopes; a zero field matches all.
+type HistoryFilter struct {
+	ID, EventType, Entity string
+	// State is StateDelivered or StateDead.
+	State State
+	// Since and Until bound SettledAt: since <= settled < until.
+	Since, Until time.Time
+}
+
+// Match reports whether f selects m.
+func (f HistoryFilter) Match(m *Meta) bool {
+	return (f.ID == "" || m.ID == f.ID) && (f.EventType == "" || m.EventType == f.EventType) &&
+		(f.Entity == "" || m.Entity == f.Entity) && (f.State == "" || m.State == f.State) &&
+		(f.Since.IsZero() || !m.SettledAt.Before(f.Since)) && (f.Until.IsZero() || m.SettledAt.Before(f.Until))
+}
+
+// History is how long a queue keeps what settled. Entries are kept for
+// Keep after they settle (the enqueue's idempotency shares them: an ID
+// delivered within Keep is a duplicate); a delivered payload for Payload
+// after delivery (0: not kept), at most Keep.
+type History struct {
+	Keep, Payload time.Duration
+}
+
 // RedriveCounts is what became of the letters one redrive moved in one
 // destination; the rest are pending.
 type RedriveCounts struct {
@@ -146,7 +192,7 @@ type OutcomeKind int
 
 // The outcomes.
 const (
-	Delivered OutcomeKind = iota + 1 // forget it; remember its ID
+	Delivered OutcomeKind = iota + 1 // into the history, with its last attempt
 	Retry                            // due again at Envelope.NextAt
 	Dead                             // dead-lettered at Envelope.DeadAt
 	Release                          // back to due unchanged (shutdown, breaker)
@@ -157,7 +203,8 @@ type Outcome struct {
 	Kind       OutcomeKind
 	ID         string
 	LeaseUntil time.Time
-	// Envelope is the updated envelope (Retry, Dead).
+	// Envelope is the updated envelope, its attempt log with the attempt
+	// just made (Delivered, Retry, Dead).
 	Envelope *Envelope
 }
 

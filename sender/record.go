@@ -48,9 +48,8 @@ type Meta struct {
 	// SHA-256 (the enqueue's idempotency check).
 	Size        int
 	Fingerprint [8]byte
-	// SettledAt is when an envelope delivered within the retention was
-	// delivered (not in the encoded record: Metas reads it from the
-	// delivered IDs).
+	// SettledAt is when a settled envelope was delivered, or died (not in
+	// the encoded record: the history's index holds it).
 	SettledAt time.Time
 	// State is the envelope's state when read (not in the encoded record).
 	// Metas answers an ID delivered within the retention as StateDelivered,
@@ -246,6 +245,9 @@ type Envelope struct {
 	TraceState  string
 	// DeadAt is when the envelope was dead-lettered (dead ones only).
 	DeadAt time.Time
+	// PayloadExpired is set on a delivered envelope read from the history
+	// once its payload is no longer kept (Payload is nil).
+	PayloadExpired bool
 }
 
 // Attempt is one delivery attempt.

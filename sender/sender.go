@@ -865,7 +865,7 @@ func (s *Sender) deliver(ctx context.Context, d *destination, j job) Outcome {
 	case res.Delivered:
 		s.obs.Attempt(d.Name, "2xx", latency)
 		s.obs.Delivered(d.Name, now.Sub(e.CreatedAt))
-		return Outcome{Kind: Delivered, ID: j.ID, LeaseUntil: j.LeaseUntil}
+		return Outcome{Kind: Delivered, ID: j.ID, LeaseUntil: j.LeaseUntil, Envelope: e}
 	case res.Transient:
 		s.obs.Attempt(d.Name, "transient", latency)
 	default:

@@ -106,6 +106,7 @@ func deadLetters(t *testing.T, q sender.Queue, dest string, n int) []string {
 func Run(t *testing.T, newQueue NewQueue) {
 	runOperations(t, newQueue)
 	runFanout(t, newQueue)
+	runHistory(t, newQueue)
 
 	t.Run("EnqueueIsIdempotent", func(t *testing.T) {
 		t.Parallel()

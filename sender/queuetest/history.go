@@ -1,0 +1,293 @@
+package queuetest
+
+// The delivery history (issue 19): what settled stays findable for
+// History.Keep, its payload for History.Payload; resend sends it again.
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/hookgate/hookgate/sender"
+)
+
+// historian is a queue that keeps a history: both queues are.
+type historian interface {
+	sender.Queue
+	KeepHistory(sender.History)
+}
+
+func withHistory(t *testing.T, newQueue NewQueue, h sender.History) sender.Queue {
+	t.Helper()
+	q, ok := newQueue(t, retention).(historian)
+	if !ok {
+		t.Fatal("the queue has no KeepHistory")
+	}
+	q.KeepHistory(h)
+	return q
+}
+
+// settle leases what is due at now (want: exactly ids, in that order)
+// and settles each with kind, its log grown by one attempt of status.
+func settle(t *testing.T, q sender.Queue, dest string, now time.Time, kind sender.OutcomeKind, status int, want ...string) {
+	t.Helper()
+	l := mustLease(t, q, dest, len(want)+1, now)
+	if got := ids(l); !slices.Equal(got, want) {
+		t.Fatalf("leased %v, want %v", got, want)
+	}
+	var os []sender.Outcome
+	for _, x := range l {
+		e := *x.Envelope
+		e.Attempts++
+		e.Log = append(slices.Clone(e.Log), sender.Attempt{At: now, Status: status, Latency: 12 * time.Millisecond, RedriveID: e.RedriveID})
+		e.LastStatus = status
+		if kind == sender.Dead {
+			e.DeadAt, e.Class = now, sender.ClassHTTP4xx
+		}
+		os = append(os, sender.Outcome{Kind: kind, ID: e.ID, LeaseUntil: x.LeaseUntil, Envelope: &e})
+	}
+	mustSettle(t, q, dest, os, now, 0)
+}
+
+func mustHistory(t *testing.T, q sender.Queue, dest string, f sender.HistoryFilter, cursor string, limit int) ([]*sender.Meta, string) {
+	t.Helper()
+	got, next, err := q.History(t.Context(), dest, f, cursor, limit)
+	if err != nil {
+		t.Fatalf("History(%+v, %q, %d): %v", f, cursor, limit, err)
+	}
+	return got, next
+}
+
+// walk pages through the whole history with limit, answering the IDs.
+func walk(t *testing.T, q sender.Queue, dest string, f sender.HistoryFilter, limit int, between func(page int)) []string {
+	t.Helper()
+	var out []string
+	cursor := ""
+	for page := 0; ; page++ {
+		got, next := mustHistory(t, q, dest, f, cursor, limit)
+		if len(got) > limit {
+			t.Fatalf("a page of %d, over the limit %d", len(got), limit)
+		}
+		for _, m := range got {
+			out = append(out, m.ID)
+		}
+		if next == "" {
+			return out
+		}
+		if page > 1000 {
+			t.Fatal("the walk does not end")
+		}
+		cursor = next
+		if between != nil {
+			between(page)
+		}
+	}
+}
+
+func runHistory(t *testing.T, newQueue NewQueue) {
+	t.Run("HistoryKeepsWhatSettled", func(t *testing.T) {
+		t.Parallel()
+		q := withHistory(t, newQueue, sender.History{Keep: retention, Payload: retention})
+		for i, id := range []string{"h1", "h2", "h3"} {
+			mustEnqueue(t, q, env("d", id, t0.Add(time.Duration(i)*time.Millisecond)), queued)
+		}
+		settle(t, q, "d", t0.Add(time.Second), sender.Delivered, 200, "h1", "h2")
+		settle(t, q, "d", t0.Add(2*time.Second), sender.Dead, 400, "h3")
+		got, next := mustHistory(t, q, "d", sender.HistoryFilter{}, "", 10)
+		if next != "" {
+			t.Errorf("next = %q after the whole history", next)
+		}
+		type row struct {
+			ID         string
+			State      sender.State
+			SettledAt  time.Time
+			Tried      int
+			LastStatus int
+			EventType  string
+		}
+		var rows []row
+		for _, m := range got {
+			rows = append(rows, row{m.ID, m.State, m.SettledAt, m.Tried, m.LastStatus, m.EventType})
+		}
+		want := []row{
+			{"h3", sender.StateDead, t0.Add(2 * time.Second), 1, 400, "reservation.confirmed"},
+			{"h2", sender.StateDelivered, t0.Add(time.Second), 1, 200, "reservation.confirmed"},
+			{"h1", sender.StateDelivered, t0.Add(time.Second), 1, 200, "reservation.confirmed"},
+		}
+		if diff := cmp.Diff(want, rows); diff != "" {
+			t.Errorf("History, newest first (-want +got):\n%s", diff)
+		}
+		// A delivered envelope is read whole: record, log, payload.
+		e, st, err := q.Get(t.Context(), "d", "h1")
+		if err != nil || st != sender.StateDelivered {
+			t.Fatalf("Get(h1) = %v, %v", st, err)
+		}
+		if string(e.Payload) != string(env("d", "h1", t0).Payload) || e.PayloadExpired || len(e.Log) != 1 || e.Log[0].Status != 200 || e.Log[0].Latency != 12*time.Millisecond {
+			t.Errorf("Get(h1) = payload %q (expired %v), log %+v", e.Payload, e.PayloadExpired, e.Log)
+		}
+		// The ID stays a duplicate while the history keeps it.
+		mustEnqueue(t, q, env("d", "h1", t0.Add(time.Minute)), sender.EnqueueResult{State: sender.StateDelivered, Duplicate: true})
+	})
+
+	t.Run("HistoryFilters", func(t *testing.T) {
+		t.Parallel()
+		q := withHistory(t, newQueue, sender.History{Keep: retention})
+		for i := range 6 {
+			e := env("d", fmt.Sprintf("f%d", i), t0)
+			e.Entity = fmt.Sprintf("r-%d", i%2)
+			if i >= 3 {
+				e.EventType = "seat.released"
+			}
+			mustEnqueue(t, q, e, queued)
+		}
+		settle(t, q, "d", t0.Add(time.Second), sender.Delivered, 204, "f0", "f1", "f2", "f3")
+		settle(t, q, "d", t0.Add(time.Minute), sender.Dead, 410, "f4", "f5")
+		for _, tc := range []struct {
+			f    sender.HistoryFilter
+			want []string
+		}{
+			{sender.HistoryFilter{ID: "f2"}, []string{"f2"}},
+			{sender.HistoryFilter{ID: "nope"}, nil},
+			{sender.HistoryFilter{Entity: "r-1"}, []string{"f5", "f3", "f1"}},
+			{sender.HistoryFilter{EventType: "seat.released"}, []string{"f5", "f4", "f3"}},
+			{sender.HistoryFilter{State: sender.StateDead}, []string{"f5", "f4"}},
+			{sender.HistoryFilter{Since: t0.Add(30 * time.Second)}, []string{"f5", "f4"}},
+			{sender.HistoryFilter{Until: t0.Add(30 * time.Second), Entity: "r-0"}, []string{"f2", "f0"}},
+		} {
+			if got := walk(t, q, "d", tc.f, 2, nil); !slices.Equal(got, tc.want) {
+				t.Errorf("History(%+v) = %v, want %v", tc.f, got, tc.want)
+			}
+		}
+	})
+
+	t.Run("HistoryPagingIsStableWhileEnvelopesSettle", func(t *testing.T) {
+		t.Parallel()
+		q := withHistory(t, newQueue, sender.History{Keep: retention})
+		var want []string
+		for i := range 25 {
+			id := fmt.Sprintf("p%02d", i)
+			mustEnqueue(t, q, env("d", id, t0), queued)
+			settle(t, q, "d", t0.Add(time.Duration(i)*time.Millisecond), sender.Delivered, 200, id)
+			want = append([]string{id}, want...)
+		}
+		// Many settle in the same millisecond too.
+		var same []string
+		for i := range 5 {
+			id := fmt.Sprintf("s%d", i)
+			mustEnqueue(t, q, env("d", id, t0), queued)
+			same = append(same, id)
+		}
+		settle(t, q, "d", t0.Add(25*time.Millisecond), sender.Delivered, 200, same...)
+		for _, id := range same {
+			want = append([]string{id}, want...)
+		}
+		want = append(want[:0:0], want...)
+		got := walk(t, q, "d", sender.HistoryFilter{}, 4, func(page int) {
+			// Between pages, more settle: newer than the walk's start.
+			id := fmt.Sprintf("n%02d", page)
+			mustEnqueue(t, q, env("d", id, t0), queued)
+			settle(t, q, "d", t0.Add(time.Second+time.Duration(page)*time.Millisecond), sender.Delivered, 200, id)
+		})
+		// The same-millisecond ones come in some order of the store's.
+		if len(got) != len(want) || !slices.Equal(got[5:], want[5:]) || !sameSet(got[:5], want[:5]) {
+			t.Errorf("a walk while others settle = %v,\nwant %v", got, want)
+		}
+	})
+
+	t.Run("HistoryPayloadExpiresRecordStays", func(t *testing.T) {
+		t.Parallel()
+		q := withHistory(t, newQueue, sender.History{Keep: retention, Payload: time.Minute})
+		mustEnqueue(t, q, env("d", "x1", t0), queued)
+		settle(t, q, "d", t0, sender.Delivered, 200, "x1")
+		// Settling later trims what expired.
+		mustEnqueue(t, q, env("d", "x2", t0), queued)
+		settle(t, q, "d", t0.Add(2*time.Minute), sender.Delivered, 200, "x2")
+		e, st, err := q.Get(t.Context(), "d", "x1")
+		if err != nil || st != sender.StateDelivered || !e.PayloadExpired || e.Payload != nil || len(e.Log) != 1 {
+			t.Fatalf("Get(x1) after its payload's time = %+v, %v, %v", e, st, err)
+		}
+		if moved, err := q.Resend(t.Context(), "d", []string{"x1"}, "rs-1", t0.Add(3*time.Minute)); err != nil || len(moved) != 0 {
+			t.Errorf("Resend of an expired payload = %v, %v; want nothing moved", moved, err)
+		}
+		if got := walk(t, q, "d", sender.HistoryFilter{}, 10, nil); !slices.Equal(got, []string{"x2", "x1"}) {
+			t.Errorf("History = %v", got)
+		}
+	})
+
+	t.Run("HistoryEndsAfterKeep", func(t *testing.T) {
+		t.Parallel()
+		q := withHistory(t, newQueue, sender.History{Keep: time.Hour})
+		mustEnqueue(t, q, env("d", "k1", t0), queued)
+		settle(t, q, "d", t0, sender.Delivered, 200, "k1")
+		mustEnqueue(t, q, env("d", "k2", t0), queued)
+		settle(t, q, "d", t0.Add(2*time.Hour), sender.Delivered, 200, "k2")
+		if got := walk(t, q, "d", sender.HistoryFilter{}, 10, nil); !slices.Equal(got, []string{"k2"}) {
+			t.Errorf("History after k1's time = %v, want [k2]", got)
+		}
+		if _, _, err := q.Get(t.Context(), "d", "k1"); err == nil {
+			t.Error("k1 is still read after its time")
+		}
+		// Its ID is new again.
+		mustEnqueue(t, q, env("d", "k1", t0.Add(3*time.Hour)), queued)
+	})
+
+	t.Run("ResendSendsAgainUnderItsOwnID", func(t *testing.T) {
+		t.Parallel()
+		q := withHistory(t, newQueue, sender.History{Keep: retention, Payload: retention})
+		for _, id := range []string{"r1", "r2", "r3"} {
+			mustEnqueue(t, q, env("d", id, t0), queued)
+		}
+		settle(t, q, "d", t0, sender.Delivered, 200, "r1", "r2")
+		settle(t, q, "d", t0, sender.Dead, 400, "r3")
+		mustEnqueue(t, q, env("d", "r4", t0), queued) // queued: skipped
+		now := t0.Add(time.Hour)
+		moved, err := q.Resend(t.Context(), "d", []string{"r1", "r3", "r4", "nope"}, "rs-1", now)
+		if err != nil || !slices.Equal(moved, []string{"r1", "r3"}) {
+			t.Fatalf("Resend = %v, %v; want [r1 r3]", moved, err)
+		}
+		l := mustLease(t, q, "d", 10, now)
+		slices.SortFunc(l, func(a, b sender.Leased) int { return strings.Compare(a.ID, b.ID) })
+		if got := ids(l); !slices.Equal(got, []string{"r1", "r3", "r4"}) {
+			t.Fatalf("leased %v after the resend", got)
+		}
+		r1 := l[0]
+		if r1.RedriveID != "rs-1" || r1.Attempts != 0 || len(r1.Log) != 1 || string(r1.Payload) != string(env("d", "r1", t0).Payload) {
+			t.Errorf("resent r1 = redrive %q, attempts %d, log %+v, payload %q", r1.RedriveID, r1.Attempts, r1.Log, r1.Payload)
+		}
+		var os []sender.Outcome
+		for _, x := range l {
+			e := *x.Envelope
+			e.Log = append(slices.Clone(e.Log), sender.Attempt{At: now, Status: 200, RedriveID: e.RedriveID})
+			os = append(os, sender.Outcome{Kind: sender.Delivered, ID: e.ID, LeaseUntil: x.LeaseUntil, Envelope: &e})
+		}
+		mustSettle(t, q, "d", os, now, 0)
+		if c, err := q.RedriveCounts(t.Context(), "d", "rs-1"); err != nil || c.Moved != 2 || c.Delivered != 2 {
+			t.Errorf("RedriveCounts(rs-1) = %+v, %v; want 2 moved, 2 delivered", c, err)
+		}
+		// Settled twice, listed once, as it settled last.
+		got, _ := mustHistory(t, q, "d", sender.HistoryFilter{}, "", 10)
+		var states []string
+		for _, m := range got {
+			states = append(states, m.ID+":"+string(m.State))
+		}
+		slices.Sort(states)
+		if want := []string{"r1:delivered", "r2:delivered", "r3:delivered", "r4:delivered"}; !slices.Equal(states, want) {
+			t.Errorf("History after the resend = %v, want %v", states, want)
+		}
+		e, _, err := q.Get(t.Context(), "d", "r1")
+		if err != nil || len(e.Log) != 2 || e.RedriveID != "rs-1" {
+			t.Errorf("Get(r1) after its resend: log %+v, redrive %q, %v", e.Log, e.RedriveID, err)
+		}
+	})
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
