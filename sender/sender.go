@@ -865,6 +865,8 @@ func (s *Sender) deliver(ctx context.Context, d *destination, j job) Outcome {
 	case res.Delivered:
 		s.obs.Attempt(d.Name, "2xx", latency)
 		s.obs.Delivered(d.Name, now.Sub(e.CreatedAt))
+		// The history shows the answer that delivered it.
+		e.LastStatus, e.LastError, e.Class = e.Log[len(e.Log)-1].Status, "", ClassNone
 		return Outcome{Kind: Delivered, ID: j.ID, LeaseUntil: j.LeaseUntil, Envelope: e}
 	case res.Transient:
 		s.obs.Attempt(d.Name, "transient", latency)

@@ -35,7 +35,7 @@ func withHistory(t *testing.T, newQueue NewQueue, h sender.History) sender.Queue
 // and settles each with kind, its log grown by one attempt of status.
 func settle(t *testing.T, q sender.Queue, dest string, now time.Time, kind sender.OutcomeKind, status int, want ...string) {
 	t.Helper()
-	l := mustLease(t, q, dest, len(want)+1, now)
+	l := mustLease(t, q, dest, len(want), now)
 	if got := ids(l); !slices.Equal(got, want) {
 		t.Fatalf("leased %v, want %v", got, want)
 	}

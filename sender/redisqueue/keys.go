@@ -11,7 +11,16 @@ package redisqueue
 //	<prefix>:q:{<dest>}:due     ZSET  id -> when due, unix ms (scheduled retries)
 //	<prefix>:q:{<dest>}:leased  ZSET  id -> lease end, unix ms by Redis TIME (the fencing token)
 //	<prefix>:q:{<dest>}:dead    ZSET  id -> dead-lettered at, unix ms
-//	<prefix>:q:{<dest>}:done    HASH  id -> fingerprint, for IDs delivered within the retention
+//	<prefix>:q:{<dest>}:hist    STREAM what settled (delivered, and dead as it died), by when:
+//	                                  entry ID <settled ms>-<seq>, fields i (id), s (d or x),
+//	                                  m (the record), l (the attempt log); kept for History.Keep
+//	<prefix>:q:{<dest>}:hidx    HASH  id -> its newest hist entry ID: History's "listed as it
+//	                                  settled last", Get of a delivered envelope, and the
+//	                                  enqueue's idempotency for delivered IDs
+//	<prefix>:q:{<dest>}:hpay    HASH  id -> a delivered envelope's payload, for History.Payload
+//	<prefix>:q:{<dest>}:hpayt   ZSET  id -> when that payload goes, unix ms (trims hpay)
+//	<prefix>:q:{<dest>}:done    HASH  id -> fingerprint: delivered IDs as stores before the
+//	                                  history kept them, read until they age out
 //	<prefix>:q:{<dest>}:donet   ZSET  id -> delivered at, unix ms (trims done)
 //	<prefix>:q:{<dest>}:paused  STRING who paused it, while the destination is paused
 //	<prefix>:q:{<dest>}:corrupt HASH  id -> an entry that did not decode, set aside
@@ -33,13 +42,15 @@ package redisqueue
 // when due.
 type keys struct {
 	meta, body, log, ready, due, leased, dead, done, donet, paused, corrupt, rdc, rdt, env string
+	hist, hidx, hpay, hpayt                                                              string
 }
 
 func keysOf(prefix, dest string) keys {
 	p := prefix + ":q:{" + dest + "}:"
 	return keys{meta: p + "meta", body: p + "body", log: p + "log", ready: p + "ready", due: p + "due",
 		leased: p + "leased", dead: p + "dead", done: p + "done", donet: p + "donet", paused: p + "paused",
-		corrupt: p + "corrupt", rdc: p + "rdc", rdt: p + "rdt", env: p + "env"}
+		corrupt: p + "corrupt", rdc: p + "rdc", rdt: p + "rdt", env: p + "env",
+		hist: p + "hist", hidx: p + "hidx", hpay: p + "hpay", hpayt: p + "hpayt"}
 }
 
 // destsKey is the SET of destination names.

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +27,7 @@ type Queue struct {
 	rdb         redis.UniversalClient
 	prefix      string
 	retention   time.Duration
+	history     sender.History
 	callerClock bool
 
 	registered sync.Map // destination names known to be in the dests SET
@@ -36,7 +38,13 @@ type Queue struct {
 // (TIME), so that an instance whose clock runs ahead cannot take over a
 // live lease.
 func New(rdb redis.UniversalClient, prefix string, retention time.Duration) *Queue {
-	return &Queue{rdb: rdb, prefix: prefix, retention: retention}
+	return &Queue{rdb: rdb, prefix: prefix, retention: retention, history: sender.History{Keep: retention}}
+}
+
+// KeepHistory sets how long what settled is kept (default: the
+// retention, and no payload).
+func (q *Queue) KeepHistory(h sender.History) {
+	q.history = h
 }
 
 // WithCallerClock makes q judge leases by the now each call is given, as
@@ -62,8 +70,8 @@ func (q *Queue) register(ctx context.Context, dest string) error {
 
 // enqueueScript adds an envelope unless its ID is known.
 //
-//	KEYS  meta, body, leased, dead, done, donet, paused, ready, due
-//	ARGV  id, record, payload, due ms, now ms, retention ms
+//	KEYS  meta, body, leased, dead, done, donet, paused, ready, due, hidx, hist
+//	ARGV  id, record, payload, due ms, now ms, retention ms, history ms
 //	returns {state, mismatch, first}: mismatch -1 when added, 0 a duplicate
 //	of the same payload, 1 of another payload; first 1 when the envelope
 //	added is the only one the destination holds (its name is registered
@@ -85,6 +93,13 @@ end
 local at = redis.call('ZSCORE', KEYS[6], ARGV[1])
 if at and tonumber(at) > tonumber(ARGV[5]) - tonumber(ARGV[6]) then
   return {'delivered', (redis.call('HGET', KEYS[5], ARGV[1]) == fp) and 0 or 1}
+end
+local eid = redis.call('HGET', KEYS[10], ARGV[1])
+if eid and tonumber(string.match(eid, '^(%d+)')) > tonumber(ARGV[5]) - tonumber(ARGV[7]) then
+  local e = redis.call('XRANGE', KEYS[11], eid, eid)[1]
+  if e and e[2][4] == 'd' then
+    return {'delivered', (string.sub(e[2][6], 2, 9) == fp) and 0 or 1}
+  end
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
@@ -109,8 +124,8 @@ func (q *Queue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.Enqueue
 		return sender.EnqueueResult{}, fmt.Errorf("redis enqueue: %w", err)
 	}
 	k := keysOf(q.prefix, e.Destination)
-	v, err := enqueueScript.Run(ctx, q.rdb, []string{k.meta, k.body, k.leased, k.dead, k.done, k.donet, k.paused, k.ready, k.due},
-		e.ID, sender.MarshalMeta(sender.MetaOf(e)), e.Payload, ms(e.NextAt), ms(e.CreatedAt), q.retention.Milliseconds()).Slice()
+	v, err := enqueueScript.Run(ctx, q.rdb, []string{k.meta, k.body, k.leased, k.dead, k.done, k.donet, k.paused, k.ready, k.due, k.hidx, k.hist},
+		e.ID, sender.MarshalMeta(sender.MetaOf(e)), e.Payload, ms(e.NextAt), ms(e.CreatedAt), q.retention.Milliseconds(), q.history.Keep.Milliseconds()).Slice()
 	if err != nil {
 		return sender.EnqueueResult{}, fmt.Errorf("redis enqueue: %w", err)
 	}
@@ -266,18 +281,34 @@ func (q *Queue) Lease(ctx context.Context, dest string, n int, now time.Time, le
 	return out, nil
 }
 
-// settleScript applies a batch of outcomes under their leases, then trims
-// delivered IDs, dead letters and redrive counts past the retention (a
-// bounded number).
+// settleScript applies a batch of outcomes, then trims what the history
+// and the retention no longer keep (a bounded number of each). A
+// delivered envelope leaves the queue for the history; a dead one stays a
+// dead letter and is written to the history too.
 //
-//	KEYS  meta, body, log, due, leased, dead, done, donet, ready, rdc, rdt
-//	ARGV  now ms, retention ms, then per outcome: kind (d delivered, r
-//	      retry, x dead, l release), id, lease end ms, record or "", log
-//	      or "", score (due or dead-at ms)
+//	KEYS  meta, body, log, due, leased, dead, done, donet, ready, rdc, rdt,
+//	      hist, hidx, hpay, hpayt
+//	ARGV  now ms, retention ms, history ms, payload ms, then per outcome:
+//	      kind (d delivered, r retry, x dead, l release), id, lease end ms,
+//	      record or "", log or "", score (due or dead-at ms)
 //	returns the number of outcomes skipped (their lease was lost)
 var settleScript = redis.NewScript(`
+local now = tonumber(ARGV[1])
+local last
+-- xadd appends to the history, never before its newest entry (another
+-- instance's clock may run ahead), and answers the entry's ID.
+local function xadd(id, state, rec, lg)
+  if not last then
+    local t = redis.call('XREVRANGE', KEYS[12], '+', '-', 'COUNT', 1)[1]
+    last = t and tonumber(string.match(t[1], '^(%d+)')) or 0
+  end
+  last = math.max(now, last)
+  local eid = redis.call('XADD', KEYS[12], string.format('%d-*', last), 'i', id, 's', state, 'm', rec, 'l', lg)
+  redis.call('HSET', KEYS[13], id, eid)
+  return eid
+end
 local skipped = 0
-for i = 3, #ARGV, 6 do
+for i = 5, #ARGV, 6 do
   local kind, id, lu, rec, log, score = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4], ARGV[i+5]
   local cur = redis.call('ZSCORE', KEYS[5], id)
   if not cur or tonumber(cur) ~= tonumber(lu) then
@@ -294,13 +325,22 @@ for i = 3, #ARGV, 6 do
       redis.call('ZADD', KEYS[11], 'NX', ARGV[1], rid)
     end
     if kind == 'd' then
+      if rec == '' then rec = m end
+      if log == '' then log = redis.call('HGET', KEYS[3], id) or '' end
+      if rec then
+        xadd(id, 'd', rec, log)
+        local body = tonumber(ARGV[4]) > 0 and redis.call('HGET', KEYS[2], id)
+        if body then
+          redis.call('HSET', KEYS[14], id, body)
+          redis.call('ZADD', KEYS[15], now + tonumber(ARGV[4]), id)
+        else
+          redis.call('HDEL', KEYS[14], id)
+          redis.call('ZREM', KEYS[15], id)
+        end
+      end
       redis.call('HDEL', KEYS[1], id)
       redis.call('HDEL', KEYS[2], id)
       redis.call('HDEL', KEYS[3], id)
-      if m then
-        redis.call('HSET', KEYS[7], id, string.sub(m, 2, 9))
-        redis.call('ZADD', KEYS[8], ARGV[1], id)
-      end
       if rid ~= '' then
         redis.call('HINCRBY', KEYS[10], rid .. ':d', 1)
       end
@@ -309,12 +349,13 @@ for i = 3, #ARGV, 6 do
     else
       redis.call('HSET', KEYS[1], id, rec)
       redis.call('HSET', KEYS[3], id, log)
-      if kind == 'r' and tonumber(score) <= tonumber(ARGV[1]) then
+      if kind == 'r' and tonumber(score) <= now then
         redis.call('RPUSH', KEYS[9], id)
       elseif kind == 'r' then
         redis.call('ZADD', KEYS[4], score, id)
       else
         redis.call('ZADD', KEYS[6], score, id)
+        xadd(id, 'x', rec, log)
         if rid ~= '' then
           redis.call('HINCRBY', KEYS[10], rid .. ':x', 1)
         end
@@ -322,7 +363,7 @@ for i = 3, #ARGV, 6 do
     end
   end
 end
-local cutoff = tonumber(ARGV[1]) - tonumber(ARGV[2])
+local cutoff = now - tonumber(ARGV[2])
 local old = redis.call('ZRANGEBYSCORE', KEYS[8], '-inf', cutoff, 'LIMIT', 0, 100)
 if #old > 0 then
   redis.call('HDEL', KEYS[7], unpack(old))
@@ -340,6 +381,23 @@ for _, rid in ipairs(old) do
   redis.call('HDEL', KEYS[10], rid .. ':m', rid .. ':d', rid .. ':x', rid .. ':s')
   redis.call('ZREM', KEYS[11], rid)
 end
+local hcut = now - tonumber(ARGV[3])
+if hcut > 0 then
+  for _, e in ipairs(redis.call('XRANGE', KEYS[12], '-', string.format('%d', hcut - 1), 'COUNT', 100)) do
+    local id = e[2][2]
+    if redis.call('HGET', KEYS[13], id) == e[1] then
+      redis.call('HDEL', KEYS[13], id)
+      redis.call('HDEL', KEYS[14], id)
+      redis.call('ZREM', KEYS[15], id)
+    end
+    redis.call('XDEL', KEYS[12], e[1])
+  end
+end
+old = redis.call('ZRANGEBYSCORE', KEYS[15], '-inf', now, 'LIMIT', 0, 100)
+if #old > 0 then
+  redis.call('HDEL', KEYS[14], unpack(old))
+  redis.call('ZREM', KEYS[15], unpack(old))
+end
 return skipped
 `)
 
@@ -349,8 +407,8 @@ func (q *Queue) Settle(ctx context.Context, dest string, outcomes []sender.Outco
 		return 0, nil
 	}
 	k := keysOf(q.prefix, dest)
-	args := make([]any, 0, 2+6*len(outcomes))
-	args = append(args, ms(now), q.retention.Milliseconds())
+	args := make([]any, 0, 4+6*len(outcomes))
+	args = append(args, ms(now), q.retention.Milliseconds(), q.history.Keep.Milliseconds(), min(q.history.Payload, q.history.Keep).Milliseconds())
 	for _, o := range outcomes {
 		var kind string
 		var rec, log []byte
@@ -358,6 +416,9 @@ func (q *Queue) Settle(ctx context.Context, dest string, outcomes []sender.Outco
 		switch o.Kind {
 		case sender.Delivered:
 			kind = "d"
+			if o.Envelope != nil {
+				rec, log = sender.MarshalMeta(sender.MetaOf(o.Envelope)), sender.MarshalLog(o.Envelope.Log)
+			}
 		case sender.Retry:
 			kind, score = "r", ms(o.Envelope.NextAt)
 			rec, log = sender.MarshalMeta(sender.MetaOf(o.Envelope)), sender.MarshalLog(o.Envelope.Log)
@@ -371,7 +432,8 @@ func (q *Queue) Settle(ctx context.Context, dest string, outcomes []sender.Outco
 		}
 		args = append(args, kind, o.ID, ms(o.LeaseUntil), rec, log, score)
 	}
-	n, err := settleScript.Run(ctx, q.rdb, []string{k.meta, k.body, k.log, k.due, k.leased, k.dead, k.done, k.donet, k.ready, k.rdc, k.rdt}, args...).Int()
+	n, err := settleScript.Run(ctx, q.rdb, []string{k.meta, k.body, k.log, k.due, k.leased, k.dead, k.done, k.donet, k.ready, k.rdc, k.rdt,
+		k.hist, k.hidx, k.hpay, k.hpayt}, args...).Int()
 	if err != nil {
 		return 0, fmt.Errorf("redis settle: %w", err)
 	}
@@ -584,18 +646,25 @@ func (q *Queue) Dead(ctx context.Context, dest, cursor string, limit int) ([]*se
 
 // metasScript reads records and states.
 //
-//	KEYS  meta, leased, dead, paused, done, donet
+//	KEYS  meta, leased, dead, paused, done, donet, hidx, hist
 //	ARGV  ids
-//	returns {paused, then per id: record or false, leased (1, or 2 when
-//	not held but delivered within the retention), dead-at ms or false
-//	(when delivered: {fingerprint, delivered-at ms})}
+//	returns {paused, then per id: record or false, leased (1; 2 when not
+//	held but delivered as stores before the history kept it; 3 when
+//	delivered, from the history), dead-at ms or false (2: {fingerprint,
+//	delivered-at ms}; 3: the history entry's ID)}
 var metasScript = redis.NewScript(`
 local out = {redis.call('EXISTS', KEYS[4])}
 for _, id in ipairs(ARGV) do
   local m = redis.call('HGET', KEYS[1], id)
-  table.insert(out, m)
-  local fp = (not m) and redis.call('HGET', KEYS[5], id)
-  if fp then
+  local eid = (not m) and redis.call('HGET', KEYS[7], id)
+  local e = eid and redis.call('XRANGE', KEYS[8], eid, eid)[1]
+  if e and e[2][4] ~= 'd' then e = nil end
+  table.insert(out, m or (e and e[2][6]) or false)
+  local fp = (not m) and (not e) and redis.call('HGET', KEYS[5], id)
+  if e then
+    table.insert(out, 3)
+    table.insert(out, eid)
+  elseif fp then
     table.insert(out, 2)
     table.insert(out, {fp, redis.call('ZSCORE', KEYS[6], id) or '0'})
   else
@@ -616,7 +685,7 @@ func (q *Queue) Metas(ctx context.Context, dest string, ids []string) ([]*sender
 	for i, id := range ids {
 		args[i] = id
 	}
-	v, err := metasScript.Run(ctx, q.rdb, []string{k.meta, k.leased, k.dead, k.paused, k.done, k.donet}, args...).Slice()
+	v, err := metasScript.Run(ctx, q.rdb, []string{k.meta, k.leased, k.dead, k.paused, k.done, k.donet, k.hidx, k.hist}, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("redis metas: %w", err)
 	}
@@ -641,6 +710,12 @@ func (q *Queue) Metas(ctx context.Context, dest string, ids []string) ([]*sender
 		m, err := sender.UnmarshalMeta(dest, id, []byte(raw))
 		if err != nil {
 			m = sender.BrokenMeta(dest, id, err)
+		}
+		if v[2+3*i] == int64(3) {
+			eid, _ := str(v[3+3*i])
+			m.State, m.SettledAt = sender.StateDelivered, entryTime(eid)
+			out = append(out, m)
+			continue
 		}
 		m.State = stateOf(v[2+3*i] == int64(1), v[3+3*i], paused)
 		if m.State == sender.StateDead {
@@ -667,19 +742,29 @@ func stateOf(leased bool, deadScore any, paused bool) sender.State {
 
 // getScript reads one envelope and its state.
 //
-//	KEYS  meta, body, log, leased, dead, paused
+//	KEYS  meta, body, log, leased, dead, paused, hidx, hist, hpay
 //	ARGV  id
-//	returns {record or false, payload, log, leased, dead-at ms or false, paused}
+//	returns {record or false, payload, log, leased, dead-at ms or false,
+//	paused}; one the queue does not hold, from the history: {record,
+//	payload or false, log, "d", its entry's ID}
 var getScript = redis.NewScript(`
 local id = ARGV[1]
-return {redis.call('HGET', KEYS[1], id), redis.call('HGET', KEYS[2], id), redis.call('HGET', KEYS[3], id),
+local m = redis.call('HGET', KEYS[1], id)
+if not m then
+  local eid = redis.call('HGET', KEYS[7], id)
+  local e = eid and redis.call('XRANGE', KEYS[8], eid, eid)[1]
+  if e and e[2][4] == 'd' then
+    return {e[2][6], redis.call('HGET', KEYS[9], id), e[2][8], 'd', eid}
+  end
+end
+return {m, redis.call('HGET', KEYS[2], id), redis.call('HGET', KEYS[3], id),
   redis.call('ZSCORE', KEYS[4], id) and 1 or 0, redis.call('ZSCORE', KEYS[5], id), redis.call('EXISTS', KEYS[6])}
 `)
 
 // Get implements sender.Queue.
 func (q *Queue) Get(ctx context.Context, dest, id string) (*sender.Envelope, sender.State, error) {
 	k := keysOf(q.prefix, dest)
-	v, err := getScript.Run(ctx, q.rdb, []string{k.meta, k.body, k.log, k.leased, k.dead, k.paused}, id).Slice()
+	v, err := getScript.Run(ctx, q.rdb, []string{k.meta, k.body, k.log, k.leased, k.dead, k.paused, k.hidx, k.hist, k.hpay}, id).Slice()
 	if err != nil {
 		return nil, "", fmt.Errorf("redis get: %w", err)
 	}
@@ -689,6 +774,12 @@ func (q *Queue) Get(ctx context.Context, dest, id string) (*sender.Envelope, sen
 	e, err := assemble(dest, id, v[0], v[1], v[2])
 	if err != nil {
 		return nil, "", fmt.Errorf("redis get: %w", err)
+	}
+	if v[3] == "d" {
+		if v[1] == nil {
+			e.Payload, e.PayloadExpired = nil, true
+		}
+		return e, sender.StateDelivered, nil
 	}
 	state := stateOf(v[3] == int64(1), v[4], v[5] == int64(1))
 	if state == sender.StateDead {
@@ -869,7 +960,7 @@ return out
 // moveInScript writes envelopes moved from another destination, unless
 // it holds their IDs already.
 //
-//	KEYS  meta, body, log, ready, dead, done
+//	KEYS  meta, body, log, ready, dead, done, hidx, hist
 //	ARGV  per envelope: id, "x" (dead) or "q", dead-at ms, record,
 //	      payload, log
 //	returns per envelope: 1 written, 0 held already with the same
@@ -881,6 +972,11 @@ for i = 1, #ARGV, 6 do
   local fp = string.sub(rec, 2, 9)
   local cur = redis.call('HGET', KEYS[1], id)
   local done = redis.call('HGET', KEYS[6], id)
+  local eid = (not cur) and (not done) and redis.call('HGET', KEYS[7], id)
+  local e = eid and redis.call('XRANGE', KEYS[8], eid, eid)[1]
+  if e and e[2][4] == 'd' then
+    done = string.sub(e[2][6], 2, 9)
+  end
   if cur then
     table.insert(out, (string.sub(cur, 2, 9) == fp) and 0 or -1)
   elseif done then
@@ -979,7 +1075,7 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 			}
 			var out []any
 			if len(in) > 0 {
-				res, err := moveInScript.Run(ctx, q.rdb, []string{dst.meta, dst.body, dst.log, dst.ready, dst.dead, dst.done}, in...).Int64Slice()
+				res, err := moveInScript.Run(ctx, q.rdb, []string{dst.meta, dst.body, dst.log, dst.ready, dst.dead, dst.done, dst.hidx, dst.hist}, in...).Int64Slice()
 				if err != nil {
 					return moved, kept, fmt.Errorf("redis move: writing %s: %w", to, err)
 				}
@@ -1008,6 +1104,9 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 	// The IDs delivered within the retention go too, so that the enqueue
 	// stays idempotent under the new name.
 	if err := q.moveDone(ctx, src, dst); err != nil {
+		return moved, kept, fmt.Errorf("redis move: delivered IDs: %w", err)
+	}
+	if err := q.moveDelivered(ctx, src, dst); err != nil {
 		return moved, kept, fmt.Errorf("redis move: delivered IDs: %w", err)
 	}
 	if err := q.moveRedriveCounts(ctx, src, dst); err != nil {
@@ -1064,12 +1163,12 @@ func (q *Queue) moveRedriveCounts(ctx context.Context, src, dst keys) error {
 // moveDoneScript takes delivered IDs moved from another destination,
 // unless it holds the ID already (queued, leased, dead or delivered).
 //
-//	KEYS  meta, done, donet
+//	KEYS  meta, done, donet, hidx
 //	ARGV  per ID: id, fingerprint, delivered at ms
 var moveDoneScript = redis.NewScript(`
 for i = 1, #ARGV, 3 do
   local id = ARGV[i]
-  if redis.call('HEXISTS', KEYS[1], id) == 0 and redis.call('HEXISTS', KEYS[2], id) == 0 then
+  if redis.call('HEXISTS', KEYS[1], id) == 0 and redis.call('HEXISTS', KEYS[2], id) == 0 and redis.call('HEXISTS', KEYS[4], id) == 0 then
     redis.call('HSET', KEYS[2], id, ARGV[i+1])
     redis.call('ZADD', KEYS[3], ARGV[i+2], id)
   end
@@ -1088,6 +1187,38 @@ for _, id in ipairs(ARGV) do
 end
 return 0
 `)
+
+// moveDelivered gives to the delivered IDs of from's history, a page at
+// a time, as delivered IDs (done), so that the enqueue stays idempotent
+// under the new name. The history itself stays with from, read under
+// its name until it ends or from is dropped.
+func (q *Queue) moveDelivered(ctx context.Context, src, dst keys) error {
+	from := "-"
+	for {
+		page, err := q.rdb.XRangeN(ctx, src.hist, from, "+", movePage).Result()
+		if err != nil || len(page) == 0 {
+			return err
+		}
+		var in []any
+		for _, e := range page {
+			id, _ := e.Values["i"].(string)
+			rec, _ := e.Values["m"].(string)
+			if e.Values["s"] != "d" || len(rec) < 9 {
+				continue
+			}
+			if cur, err := q.rdb.HGet(ctx, src.hidx, id).Result(); err != nil || cur != e.ID {
+				continue // not its newest entry
+			}
+			in = append(in, id, rec[1:9], entryTime(e.ID).UnixMilli())
+		}
+		if len(in) > 0 {
+			if err := moveDoneScript.Run(ctx, q.rdb, []string{dst.meta, dst.done, dst.donet, dst.hidx}, in...).Err(); err != nil {
+				return err
+			}
+		}
+		from = "(" + page[len(page)-1].ID
+	}
+}
 
 // moveDone moves from's delivered IDs to to, a page at a time: written
 // into to first, then forgotten in from.
@@ -1113,7 +1244,7 @@ func (q *Queue) moveDone(ctx context.Context, src, dst keys) error {
 			out = append(out, id)
 		}
 		if len(in) > 0 {
-			if err := moveDoneScript.Run(ctx, q.rdb, []string{dst.meta, dst.done, dst.donet}, in...).Err(); err != nil {
+			if err := moveDoneScript.Run(ctx, q.rdb, []string{dst.meta, dst.done, dst.donet, dst.hidx}, in...).Err(); err != nil {
 				return err
 			}
 		}
@@ -1132,7 +1263,7 @@ func (q *Queue) Drop(ctx context.Context, dest string) (int, error) {
 	}
 	// One DEL of keys that share a hash tag: one slot.
 	if err := q.rdb.Del(ctx, k.meta, k.body, k.log, k.ready, k.due, k.leased, k.dead, k.done, k.donet,
-		k.paused, k.corrupt, k.rdc, k.rdt, k.env).Err(); err != nil {
+		k.paused, k.corrupt, k.rdc, k.rdt, k.env, k.hist, k.hidx, k.hpay, k.hpayt).Err(); err != nil {
 		return 0, fmt.Errorf("redis drop: %w", err)
 	}
 	if err := q.rdb.SRem(ctx, destsKey(q.prefix), dest).Err(); err != nil {
@@ -1340,4 +1471,175 @@ func (q *Queue) FirstSeen(ctx context.Context, dests []string, now time.Time) (m
 		out[dests[i]] = time.UnixMilli(n)
 	}
 	return out, nil
+}
+
+// entryTime is when a history entry settled: its ID's milliseconds.
+func entryTime(eid string) time.Time {
+	msPart, _, _ := strings.Cut(eid, "-")
+	n, _ := strconv.ParseInt(msPart, 10, 64)
+	return time.UnixMilli(n)
+}
+
+// historyScan bounds the history entries one History call looks at.
+const historyScan = 1000
+
+// historyScript reads history entries newest first, from before a cursor,
+// keeping only each ID's newest entry.
+//
+//	KEYS  hist, hidx
+//	ARGV  from ("+", or "(" and the last entry ID read), count
+//	returns {the last entry ID looked at or "", then per entry kept: entry
+//	ID, id, state, record}
+var historyScript = redis.NewScript(`
+local out = {''}
+local es = redis.call('XREVRANGE', KEYS[1], ARGV[1], '-', 'COUNT', ARGV[2])
+for _, e in ipairs(es) do
+  out[1] = e[1]
+  local id = e[2][2]
+  if redis.call('HGET', KEYS[2], id) == e[1] then
+    table.insert(out, e[1])
+    table.insert(out, id)
+    table.insert(out, e[2][4])
+    table.insert(out, e[2][6])
+  end
+end
+if #es < tonumber(ARGV[2]) then out[1] = '' end
+return out
+`)
+
+// History implements sender.Queue: it reads the history stream from the
+// newest entry, or from before the cursor (an entry ID), up to
+// historyScan entries, and filters their records here.
+func (q *Queue) History(ctx context.Context, dest string, f sender.HistoryFilter, cursor string, limit int) ([]*sender.Meta, string, error) {
+	k := keysOf(q.prefix, dest)
+	if limit <= 0 {
+		limit = 100
+	}
+	from := "+"
+	if cursor != "" {
+		if !historyCursor.MatchString(cursor) {
+			return nil, "", fmt.Errorf("%w: cursor %q", sender.ErrBadFilter, cursor)
+		}
+		from = "(" + cursor
+	}
+	if !f.Until.IsZero() && from == "+" {
+		from = strconv.FormatInt(ms(f.Until)-1, 10)
+	}
+	var out []*sender.Meta
+	for scanned := 0; scanned < historyScan; {
+		n := min(historyScan-scanned, max(2*limit, 100))
+		v, err := historyScript.Run(ctx, q.rdb, []string{k.hist, k.hidx}, from, n).Slice()
+		if err != nil {
+			return nil, "", fmt.Errorf("redis history: %w", err)
+		}
+		scanned += n
+		last, _ := str(v[0])
+		for i := 1; i+3 < len(v); i += 4 {
+			eid, _ := str(v[i])
+			id, _ := str(v[i+1])
+			state, _ := str(v[i+2])
+			raw, _ := str(v[i+3])
+			m, err := sender.UnmarshalMeta(dest, id, []byte(raw))
+			if err != nil {
+				m = sender.BrokenMeta(dest, id, err)
+			}
+			m.State, m.SettledAt = sender.StateDelivered, entryTime(eid)
+			if state == "x" {
+				m.State, m.DeadAt = sender.StateDead, m.SettledAt
+			}
+			if !f.Since.IsZero() && m.SettledAt.Before(f.Since) {
+				return out, "", nil // older entries only from here
+			}
+			if !f.Match(m) {
+				continue
+			}
+			out = append(out, m)
+			if len(out) == limit {
+				return out, eid, nil
+			}
+		}
+		if last == "" {
+			return out, "", nil
+		}
+		from = "(" + last
+	}
+	return out, strings.TrimPrefix(from, "("), nil
+}
+
+// historyCursor is a history entry ID.
+var historyCursor = regexp.MustCompile(`^[0-9]+-[0-9]+$`)
+
+// resendScript moves settled envelopes back to the ready list under a
+// redrive ID: a dead letter as redriveScript does, a delivered one from
+// the history while its payload is kept. The record's redrive ID and
+// next time are rewritten in place (sender.MetaRedriveOffset).
+//
+//	KEYS  meta, dead, ready, rdc, rdt, body, log, hidx, hist, hpay, hpayt
+//	ARGV  now ms, redrive id, now as 8 bytes (big-endian ms), then ids
+//	returns the IDs moved
+var resendScript = redis.NewScript(`
+local rid = ARGV[2]
+local moved = {}
+local function redriven(m)
+  local n = string.byte(m, 18)
+  return string.sub(m, 1, 9) .. ARGV[3] .. string.char(#rid) .. rid .. string.sub(m, 19 + n), string.sub(m, 19, 18 + n)
+end
+for i = 4, #ARGV do
+  local id = ARGV[i]
+  local m = redis.call('HGET', KEYS[1], id)
+  if m then
+    if #m >= 18 and string.byte(m, 1) == 2 and redis.call('ZREM', KEYS[2], id) == 1 then
+      local rec, old = redriven(m)
+      if old ~= '' then
+        redis.call('HINCRBY', KEYS[4], old .. ':x', -1)
+        redis.call('HINCRBY', KEYS[4], old .. ':s', 1)
+      end
+      redis.call('HSET', KEYS[1], id, rec)
+      redis.call('RPUSH', KEYS[3], id)
+      table.insert(moved, id)
+    end
+  else
+    local eid = redis.call('HGET', KEYS[8], id)
+    local e = eid and redis.call('XRANGE', KEYS[9], eid, eid)[1]
+    local body = redis.call('HGET', KEYS[10], id)
+    local h = e and e[2]
+    if h and h[4] == 'd' and body and #h[6] >= 18 and string.byte(h[6], 1) == 2 then
+      local rec = redriven(h[6])
+      redis.call('HSET', KEYS[1], id, rec)
+      redis.call('HSET', KEYS[6], id, body)
+      if h[8] ~= '' then
+        redis.call('HSET', KEYS[7], id, h[8])
+      end
+      redis.call('HDEL', KEYS[10], id)
+      redis.call('ZREM', KEYS[11], id)
+      redis.call('RPUSH', KEYS[3], id)
+      table.insert(moved, id)
+    end
+  end
+end
+if #moved > 0 then
+  redis.call('HINCRBY', KEYS[4], rid .. ':m', #moved)
+  redis.call('ZADD', KEYS[5], 'NX', ARGV[1], rid)
+end
+return moved
+`)
+
+// Resend implements sender.Queue.
+func (q *Queue) Resend(ctx context.Context, dest string, ids []string, redriveID string, now time.Time) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	if len(redriveID) >= 128 {
+		return nil, fmt.Errorf("redis resend: a redrive ID of %d bytes (the record keeps under 128)", len(redriveID))
+	}
+	k := keysOf(q.prefix, dest)
+	args := []any{ms(now), redriveID, binary.BigEndian.AppendUint64(nil, uint64(ms(now)))}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	moved, err := resendScript.Run(ctx, q.rdb, []string{k.meta, k.dead, k.ready, k.rdc, k.rdt, k.body, k.log, k.hidx, k.hist, k.hpay, k.hpayt}, args...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("redis resend: %w", err)
+	}
+	return moved, nil
 }
