@@ -42,7 +42,7 @@ package redisqueue
 // when due.
 type keys struct {
 	meta, body, log, ready, due, leased, dead, done, donet, paused, corrupt, rdc, rdt, env string
-	hist, hidx, hpay, hpayt                                                              string
+	hist, hidx, hpay, hpayt                                                                string
 }
 
 func keysOf(prefix, dest string) keys {
