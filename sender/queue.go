@@ -76,7 +76,9 @@ type Queue interface {
 	// A walk is stable: what settles meanwhile settles after the walk
 	// began, so no older entry is skipped or listed twice. It looks at a
 	// bounded number of entries per call, so a page may hold fewer than
-	// limit with more to come. It reads no payload.
+	// limit with more to come. Each record's HistoryID is its entry's
+	// position, "<settled ms>-<sequence>", and a cursor is such a
+	// position. It reads no payload.
 	History(ctx context.Context, dest string, f HistoryFilter, cursor string, limit int) (entries []*Meta, next string, err error)
 
 	// Resend moves settled envelopes back to due at now under redriveID,

@@ -51,6 +51,9 @@ type Meta struct {
 	// SettledAt is when a settled envelope was delivered, or died (not in
 	// the encoded record: the history's index holds it).
 	SettledAt time.Time
+	// HistoryID is a history entry's position, "<settled ms>-<sequence>":
+	// History starts after it when it is the cursor.
+	HistoryID string
 	// State is the envelope's state when read (not in the encoded record).
 	// Metas answers an ID delivered within the retention as StateDelivered,
 	// with its ID, Fingerprint and SettledAt alone.

@@ -121,6 +121,15 @@ func runHistory(t *testing.T, newQueue NewQueue) {
 		if diff := cmp.Diff(want, rows); diff != "" {
 			t.Errorf("History, newest first (-want +got):\n%s", diff)
 		}
+		for _, m := range got {
+			if !strings.HasPrefix(m.HistoryID, fmt.Sprintf("%d-", m.SettledAt.UnixMilli())) {
+				t.Errorf("%s's HistoryID %q is not <settled ms>-<sequence>", m.ID, m.HistoryID)
+			}
+		}
+		// A cursor is an entry's position: the page after h2 is h1.
+		if after, _ := mustHistory(t, q, "d", sender.HistoryFilter{}, got[1].HistoryID, 10); len(after) != 1 || after[0].ID != "h1" {
+			t.Errorf("History after h2's position = %v", after)
+		}
 		// A delivered envelope is read whole: record, log, payload.
 		e, st, err := q.Get(t.Context(), "d", "h1")
 		if err != nil || st != sender.StateDelivered {

@@ -1543,7 +1543,7 @@ func (q *Queue) History(ctx context.Context, dest string, f sender.HistoryFilter
 			if err != nil {
 				m = sender.BrokenMeta(dest, id, err)
 			}
-			m.State, m.SettledAt = sender.StateDelivered, entryTime(eid)
+			m.State, m.SettledAt, m.HistoryID = sender.StateDelivered, entryTime(eid), eid
 			if state == "x" {
 				m.State, m.DeadAt = sender.StateDead, m.SettledAt
 			}
