@@ -40,15 +40,20 @@ func (f Filter) matches(e *Meta) bool {
 	return true
 }
 
-// Redrive is a redrive's audit record and progress.
+// Redrive is a redrive's audit record and progress; a resend's too.
 type Redrive struct {
-	ID      string    `json:"redrive_id"`
-	Filter  Filter    `json:"filter"`
-	Limit   int       `json:"limit"`
-	Matched int       `json:"matched"`
-	Moved   int       `json:"moved"`
-	By      string    `json:"by"`
-	At      time.Time `json:"at"`
+	ID string `json:"redrive_id"`
+	// Kind is "resend" for a resend of what the history keeps, "" for a
+	// redrive of dead letters.
+	Kind   string `json:"kind,omitempty"`
+	Filter Filter `json:"filter"`
+	// Resend is a resend's query (its Filter names only its destination).
+	Resend  *HistoryQuery `json:"resend,omitempty"`
+	Limit   int           `json:"limit"`
+	Matched int           `json:"matched"`
+	Moved   int           `json:"moved"`
+	By      string        `json:"by"`
+	At      time.Time     `json:"at"`
 	// Error is set when the store failed part-way: Moved is then what
 	// moved before it did.
 	Error string `json:"error,omitempty"`
