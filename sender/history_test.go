@@ -1,0 +1,127 @@
+package sender_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/hookgate/hookgate/sender"
+	"github.com/hookgate/hookgate/sender/boltqueue"
+)
+
+// settledQueue is a queue whose destinations a, b and c each delivered
+// n envelopes: destination d's envelope i settled at base plus 3i+k
+// seconds (k its index), so that the three interleave.
+func settledQueue(t *testing.T, n int, base time.Time) sender.AuditedQueue {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, &bolt.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	q, err := boltqueue.New(db, 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.KeepHistory(sender.History{Keep: 24 * time.Hour, Payload: 24 * time.Hour})
+	for i := range n {
+		for k, d := range []string{"a", "b", "c"} {
+			at := base.Add(time.Duration(3*i+k) * time.Second)
+			e := &sender.Envelope{ID: fmt.Sprintf("%s-%03d", d, i), Destination: d, EventType: "seat.released",
+				Entity: fmt.Sprintf("seat:%d", i%2), CreatedAt: at, NextAt: at, Payload: []byte(`{}`)}
+			if _, err := q.Enqueue(t.Context(), e); err != nil {
+				t.Fatal(err)
+			}
+			l, err := q.Lease(t.Context(), d, 1, at, time.Hour)
+			if err != nil || len(l) != 1 {
+				t.Fatalf("lease: %v, %v", l, err)
+			}
+			e = l[0].Envelope
+			e.Log = append(e.Log, sender.Attempt{At: at, Status: 200})
+			if _, err := q.Settle(t.Context(), d, []sender.Outcome{{Kind: sender.Delivered, ID: e.ID, LeaseUntil: l[0].LeaseUntil, Envelope: e}}, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return q
+}
+
+// TestHistoryMergesDestinationsNewestFirst: one walk over three
+// destinations lists every entry once, newest first, whatever the page
+// size, and a query narrows it.
+func TestHistoryMergesDestinationsNewestFirst(t *testing.T) {
+	base := time.UnixMilli(1_800_000_000_000)
+	q := settledQueue(t, 20, base)
+	s := sender.NewDLQ(q, []string{"a", "b", "c"}, 100, nil)
+	var want []string
+	for i := 19; i >= 0; i-- {
+		want = append(want, fmt.Sprintf("c-%03d", i), fmt.Sprintf("b-%03d", i), fmt.Sprintf("a-%03d", i))
+	}
+	for _, limit := range []int{1, 4, 7, 100} {
+		var got []string
+		cursor := ""
+		for range 200 {
+			page, next, err := s.History(t.Context(), sender.HistoryQuery{}, cursor, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range page {
+				got = append(got, m.ID)
+			}
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("a walk by %d = %v,\nwant %v", limit, got, want)
+		}
+	}
+	page, _, err := s.History(t.Context(), sender.HistoryQuery{Destination: "b", Entity: "seat:1", Until: base.Add(30 * time.Second)}, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range page {
+		got = append(got, m.ID)
+	}
+	if want := []string{"b-009", "b-007", "b-005", "b-003", "b-001"}; !slices.Equal(got, want) {
+		t.Errorf("b's seat:1 before 30s = %v, want %v", got, want)
+	}
+	if _, _, err := s.History(t.Context(), sender.HistoryQuery{}, "not a cursor", 10); err == nil {
+		t.Error("a cursor History did not give is accepted")
+	}
+}
+
+// TestResendIsABoundedAuditedRedrive: a dry run moves nothing; a resend
+// moves at most its limit, under one redrive ID on record, and its
+// progress follows them.
+func TestResendIsABoundedAuditedRedrive(t *testing.T) {
+	base := time.UnixMilli(1_800_000_000_000)
+	q := settledQueue(t, 5, base)
+	s := sender.NewDLQ(q, []string{"a", "b", "c"}, 100, func() time.Time { return base.Add(time.Hour) })
+	query := sender.HistoryQuery{Destination: "a"}
+	r, err := s.Resend(t.Context(), query, 3, "test", true)
+	if err != nil || r.Matched != 5 || r.Moved != 0 || r.ID != "" {
+		t.Fatalf("dry run = %+v, %v", r, err)
+	}
+	if _, err := s.Resend(t.Context(), query, 101, "test", false); err == nil {
+		t.Error("a resend over max_redrive is accepted")
+	}
+	r, err = s.Resend(t.Context(), query, 3, "test", false)
+	if err != nil || r.Moved != 3 || r.ID == "" || r.Kind != "resend" {
+		t.Fatalf("resend = %+v, %v", r, err)
+	}
+	st, err := q.Stats(t.Context(), "a", base.Add(time.Hour))
+	if err != nil || st.Queued != 3 {
+		t.Errorf("a after the resend: %+v, %v; want 3 queued", st, err)
+	}
+	p, err := s.Progress(t.Context(), r.ID, "")
+	if err != nil || p.Moved != 3 || p.Pending != 3 || p.Kind != "resend" || p.Resend == nil || p.Resend.Destination != "a" {
+		t.Errorf("progress = %+v, %v", p, err)
+	}
+}
