@@ -22,6 +22,15 @@ type Event struct {
 	TraceState  string
 }
 
+// Envelope is ev's envelope for dest, as Publish enqueues it: also what
+// an enqueue to one named destination makes of an event.
+func (ev *Event) Envelope(dest string) *Envelope {
+	return &Envelope{
+		ID: ev.ID, Destination: dest, EventType: ev.EventType, Entity: ev.Entity, EventTime: ev.EventTime,
+		Payload: ev.Payload, ContentType: ev.ContentType, TraceParent: ev.TraceParent, TraceState: ev.TraceState,
+	}
+}
+
 // Delivery is one destination's envelope of a published event.
 type Delivery struct {
 	Destination string `json:"destination"`
@@ -126,10 +135,7 @@ func (s *Sender) Publish(ctx context.Context, ev *Event) (PublishResult, error) 
 		if !first.IsZero() && since[d].After(first) {
 			continue // subscribed after the event was first published
 		}
-		r, err := s.Enqueue(ctx, &Envelope{
-			ID: ev.ID, Destination: d, EventType: ev.EventType, Entity: ev.Entity, EventTime: ev.EventTime,
-			Payload: ev.Payload, ContentType: ev.ContentType, TraceParent: ev.TraceParent, TraceState: ev.TraceState,
-		})
+		r, err := s.Enqueue(ctx, ev.Envelope(d))
 		if err != nil {
 			return PublishResult{}, err
 		}
