@@ -2,11 +2,16 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
+	"github.com/tidwall/gjson"
+
+	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
 )
@@ -54,4 +59,75 @@ func WritePublished(w http.ResponseWriter, r *http.Request, publish func(context
 		res.Deliveries = []sender.Delivery{} // "deliveries":[], never null
 	}
 	writeAccepted(w, publishAnswer{ID: ev.ID, EventType: ev.EventType, Deliveries: res.Deliveries})
+}
+
+// Inbound is a request to webhook_enqueue as its handler read it: the
+// body, and the handler's placeholders resolved. Event makes the event of
+// it, or refuses it.
+type Inbound struct {
+	Body []byte
+	// ContentType is the request's; "" is application/json.
+	ContentType string
+	// ID is the delivery ID the request names: the id placeholder
+	// resolved ("" when it resolves to nothing), or the Idempotency-Key
+	// header. With IDFromBody (neither is given), it is the body's "id",
+	// which must be a JSON string: a number is not made one.
+	ID         string
+	IDFromBody bool
+	// MustBeJSON is set when the id placeholder reads the body
+	// ({webhook.json.<path>}): the body must then be valid JSON whatever
+	// its Content-Type.
+	MustBeJSON bool
+	// EventType, Entity and EventTime are the placeholders resolved; the
+	// event time is RFC 3339 or unix seconds.
+	EventType, Entity, EventTime string
+}
+
+// Event checks the request and makes its event, or answers why not with
+// an Error (400 empty_payload, malformed_json, missing_idempotency_key,
+// bad_id or malformed_event_time). A body sent as JSON
+// (application/json, application/*+json, no Content-Type) or holding the
+// ID must be valid JSON.
+func (in *Inbound) Event() (*sender.Event, error) {
+	if len(in.Body) == 0 {
+		return nil, Errorf(http.StatusBadRequest, "empty_payload", "the body is empty: it is the event's payload")
+	}
+	contentType := in.ContentType
+	if contentType == "" {
+		contentType = "application/json"
+	}
+	if (in.MustBeJSON || in.IDFromBody || isJSONType(contentType)) && !json.Valid(in.Body) {
+		return nil, Errorf(http.StatusBadRequest, "malformed_json", "the body is not valid JSON (its Content-Type is %s, or the delivery ID is read from it)", problem.Truncate(contentType, 80))
+	}
+	id := in.ID
+	if in.IDFromBody {
+		v := gjson.GetBytes(in.Body, "id")
+		if v.Exists() && v.Type != gjson.String {
+			return nil, Errorf(http.StatusBadRequest, "bad_id", "the body's \"id\" is %s, not a string", JSONKind(v))
+		}
+		id = v.String()
+	}
+	if id == "" {
+		return nil, Errorf(http.StatusBadRequest, "missing_idempotency_key", "a delivery ID is required: an Idempotency-Key header, the body's \"id\", or the id placeholder")
+	}
+	if err := sender.CheckID(id); err != nil {
+		return nil, Errorf(http.StatusBadRequest, "bad_id", "%v", err)
+	}
+	ev := &sender.Event{ID: id, EventType: in.EventType, Entity: in.Entity, Payload: in.Body, ContentType: contentType}
+	if in.EventTime != "" {
+		t, err := dedupe.ParseEventTime(in.EventTime)
+		if err != nil {
+			return nil, Errorf(http.StatusBadRequest, "malformed_event_time", "%v", err)
+		}
+		ev.EventTime = t
+	}
+	return ev, nil
+}
+
+// isJSONType reports whether a Content-Type is JSON: application/json or
+// application/*+json, parameters aside.
+func isJSONType(contentType string) bool {
+	mt, _, _ := strings.Cut(contentType, ";")
+	mt = strings.ToLower(strings.TrimSpace(mt))
+	return mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
 }
