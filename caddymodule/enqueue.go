@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,11 +30,14 @@ func init() {
 
 // Enqueue is the webhook_enqueue handler: it queues the request's body as
 // an event for one of the sender's destinations, with its Content-Type,
-// and answers 202 with the envelope's state. The same delivery ID
-// enqueued twice is one envelope.
+// and answers 202 with the envelope's state; without a destination, for
+// every destination subscribed to the event's type (fan-out), and answers
+// each one's. The same delivery ID enqueued twice is one envelope.
 type Enqueue struct {
-	// Destination is a destination of the hookgate app. Required.
-	Destination string `json:"destination"`
+	// Destination is a destination of the hookgate app. Default none: the
+	// event fans out by its type (EventType, then required) to the
+	// destinations whose events match it.
+	Destination string `json:"destination,omitempty"`
 
 	// ID is the delivery ID, a placeholder. Default: the Idempotency-Key
 	// header, else the body's "id" (a JSON string). A delivery ID is 1 to
@@ -78,7 +82,12 @@ func (h *Enqueue) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	if !app.hasDestination(h.Destination) {
+	switch {
+	case h.Destination == "" && h.EventType == "":
+		return errors.New("webhook_enqueue without a destination fans out by event type: it needs event_type, e.g. event_type {webhook.json.type}")
+	case h.Destination == "" && !slices.ContainsFunc(app.destinations, func(d sender.Destination) bool { return len(d.Events) > 0 }):
+		return errors.New("webhook_enqueue without a destination fans out by event type, but no destination of the hookgate global option subscribes to any: give destinations events <glob>..., or name a destination")
+	case h.Destination != "" && !app.hasDestination(h.Destination):
 		return fmt.Errorf("webhook_enqueue: destination %q is not configured in the hookgate global option", h.Destination)
 	}
 	h.app = app
@@ -117,6 +126,10 @@ func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	carrier := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(r.Context(), carrier)
 	e.TraceParent, e.TraceState = carrier["traceparent"], carrier["tracestate"]
+	if h.Destination == "" { // an event type that resolves to nothing is 400 missing_event_type
+		httpapi.WritePublished(w, r, h.app.Publish, e, logger)
+		return nil
+	}
 	httpapi.WriteEnqueued(w, r, h.app.Enqueue, e.Envelope(h.Destination), logger)
 	return nil
 }
@@ -136,6 +149,18 @@ func (a *App) Enqueue(ctx context.Context, e *sender.Envelope) (sender.EnqueueRe
 	return a.sender.Enqueue(ctx, e)
 }
 
+// Publish fans an event out to every destination subscribed to its type:
+// the Go API beside Enqueue, as webhook_enqueue without a destination. It
+// is idempotent by ev.ID, and publishing again completes what a crash cut
+// short. An error that wraps sender.ErrBadID or sender.ErrMissingEventType
+// refuses the event; another leaves the outcome unknown: publish again.
+func (a *App) Publish(ctx context.Context, ev *sender.Event) (sender.PublishResult, error) {
+	if a.sender == nil {
+		return sender.PublishResult{}, errors.New("the sender is not running")
+	}
+	return a.sender.Publish(ctx, ev)
+}
+
 func parseEnqueue(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	e := new(Enqueue)
 	err := e.UnmarshalCaddyfile(h.Dispenser)
@@ -144,19 +169,21 @@ func parseEnqueue(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
-//	webhook_enqueue <destination> {
+//	webhook_enqueue [<destination>] {
 //		id         <placeholder>
 //		event_type <placeholder>
 //		entity     <placeholder>
 //		event_time <placeholder>
 //		max_body   <size>
 //	}
+//
+// Without a destination the event fans out by its type: event_type is
+// required.
 func (h *Enqueue) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next()
-	if !d.NextArg() {
-		return d.Err("webhook_enqueue needs a destination")
+	if d.NextArg() {
+		h.Destination = d.Val()
 	}
-	h.Destination = d.Val()
 	if d.NextArg() {
 		return d.ArgErr()
 	}
