@@ -43,7 +43,8 @@ func WritePublished(w http.ResponseWriter, r *http.Request, publish func(context
 		problem.Write(w, http.StatusBadRequest, "bad_id", err.Error(), 0)
 		return
 	case errors.Is(err, sender.ErrMissingEventType):
-		problem.Write(w, http.StatusBadRequest, "missing_event_type", "an event without a destination is routed by its type, and it has none", 0)
+		problem.Write(w, http.StatusBadRequest, "missing_event_type", "an event without a destination is routed by its type, and it has none: "+
+			"the body's event_type is empty, or webhook_enqueue's event_type placeholder resolved to nothing", 0)
 		return
 	case err != nil:
 		// As an enqueue's: the writes made before the failure stand, and
