@@ -48,6 +48,18 @@ func (q *fakeQueue) Metas(context.Context, string, []string) ([]*sender.Meta, er
 	return nil, q.err
 }
 
+// FirstSeen answers now for each destination: a fan-out records them
+// before its first write.
+func (q *fakeQueue) FirstSeen(_ context.Context, dests []string, now time.Time) (map[string]time.Time, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := map[string]time.Time{}
+	for _, d := range dests {
+		out[d] = now
+	}
+	return out, q.err
+}
+
 func (q *fakeQueue) enqueued() []*sender.Envelope {
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -92,6 +92,15 @@ func (s *Sender) Publish(ctx context.Context, ev *Event) (PublishResult, error) 
 		s.obs.Enqueued("", "unrouted")
 		return PublishResult{Deliveries: []Delivery{}}, nil
 	}
+	// The destinations must be seen before the event's first write, or a
+	// publish that completes this one would take them for later
+	// subscribers; Run records them, unless the store failed at start.
+	if !s.seen.Load() {
+		if _, err := s.queue.FirstSeen(ctx, s.order, s.now()); err != nil {
+			return PublishResult{}, err
+		}
+		s.seen.Store(true)
+	}
 	// What each destination holds already: the first write of an earlier
 	// publish of this event, or all of them.
 	held := map[string]*Meta{}
