@@ -263,6 +263,7 @@ func (sc *SenderConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 //		secret  <secret>
 //		workers <n>
 //		rate    <n>/s|m|h
+//		events  <glob>...
 //	}
 func (dc *DestinationConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	seen := map[string]bool{}
@@ -289,6 +290,10 @@ func (dc *DestinationConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				if dc.Rate, err = sender.ParseRate(v); err != nil {
 					return d.Err(err.Error())
 				}
+			}
+		case "events":
+			if dc.Events = args; len(args) == 0 {
+				return d.Errf("destination %s: events needs at least one event type glob, e.g. events reservation.* seat.released", dc.Name)
 			}
 		default:
 			return d.Errf("unknown destination subdirective %q", sub)

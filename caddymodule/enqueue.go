@@ -2,10 +2,10 @@ package caddymodule
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,11 +13,9 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/tidwall/gjson"
 	"go.opentelemetry.io/otel/propagation"
 	"go.uber.org/zap"
 
-	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
 	"github.com/hookgate/hookgate/sender/httpapi"
@@ -32,11 +30,14 @@ func init() {
 
 // Enqueue is the webhook_enqueue handler: it queues the request's body as
 // an event for one of the sender's destinations, with its Content-Type,
-// and answers 202 with the envelope's state. The same delivery ID
-// enqueued twice is one envelope.
+// and answers 202 with the envelope's state; without a destination, for
+// every destination subscribed to the event's type (fan-out), and answers
+// each one's. The same delivery ID enqueued twice is one envelope.
 type Enqueue struct {
-	// Destination is a destination of the hookgate app. Required.
-	Destination string `json:"destination"`
+	// Destination is a destination of the hookgate app. Default none: the
+	// event fans out by its type (EventType, then required) to the
+	// destinations whose events match it.
+	Destination string `json:"destination,omitempty"`
 
 	// ID is the delivery ID, a placeholder. Default: the Idempotency-Key
 	// header, else the body's "id" (a JSON string). A delivery ID is 1 to
@@ -81,7 +82,12 @@ func (h *Enqueue) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	if !app.hasDestination(h.Destination) {
+	switch {
+	case h.Destination == "" && h.EventType == "":
+		return errors.New("webhook_enqueue without a destination fans out by event type: it needs event_type, e.g. event_type {webhook.json.type}")
+	case h.Destination == "" && !slices.ContainsFunc(app.destinations, func(d sender.Destination) bool { return len(d.Events) > 0 }):
+		return errors.New("webhook_enqueue without a destination fans out by event type, but no destination of the hookgate global option subscribes to any: give destinations events <glob>..., or name a destination")
+	case h.Destination != "" && !app.hasDestination(h.Destination):
 		return fmt.Errorf("webhook_enqueue: destination %q is not configured in the hookgate global option", h.Destination)
 	}
 	h.app = app
@@ -89,8 +95,8 @@ func (h *Enqueue) Provision(ctx caddy.Context) error {
 }
 
 // ServeHTTP queues the event. It answers 405 to any method but POST, 400
-// to an empty body, to a body that must be JSON and is not (see
-// mustBeJSON), and to a missing or bad delivery ID, and enqueues nothing
+// to an empty body, to a body that must be JSON and is not, and to a
+// missing or bad delivery ID (see httpapi.Inbound), and enqueues nothing
 // then.
 func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	if r.Method != http.MethodPost {
@@ -103,45 +109,28 @@ func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		writeBodyRejection(w, err)
 		return nil
 	}
-	if len(body) == 0 {
-		problem.Write(w, http.StatusBadRequest, reasonEmptyPayload, "the body is empty: it is the event's payload", 0)
-		return nil
-	}
-	contentType := r.Header.Get("Content-Type")
-	if contentType == "" {
-		contentType = "application/json"
-	}
-	if h.mustBeJSON(r, contentType) && !json.Valid(body) {
-		problem.Write(w, http.StatusBadRequest, reasonMalformedJSON, "the body is not valid JSON (its Content-Type is "+problem.Truncate(contentType, 80)+", or the delivery ID is read from it)", 0)
-		return nil
-	}
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	id, reason, detail := h.deliveryID(repl, r, body)
-	if reason != "" {
-		problem.Write(w, http.StatusBadRequest, reason, detail, 0)
+	in := httpapi.Inbound{Body: body, ContentType: r.Header.Get("Content-Type"), ID: r.Header.Get("Idempotency-Key"),
+		MustBeJSON: strings.Contains(h.ID, "{webhook.json."), EventType: repl.ReplaceKnown(h.EventType, ""),
+		Entity: repl.ReplaceKnown(h.Entity, ""), EventTime: repl.ReplaceKnown(h.EventTime, "")}
+	if h.ID != "" { // an unknown or empty placeholder is no ID, never a literal one
+		in.ID, _ = repl.ReplaceOrErr(h.ID, true, true)
+	}
+	in.IDFromBody = h.ID == "" && in.ID == ""
+	logger := zapslogLogger(h.logger)
+	e, err := in.Event()
+	if err != nil {
+		httpapi.WriteError(w, r, err, logger)
 		return nil
-	}
-	e := &sender.Envelope{ID: id, Destination: h.Destination, Payload: body, ContentType: contentType}
-	for _, f := range []struct {
-		tmpl string
-		dst  *string
-	}{{h.EventType, &e.EventType}, {h.Entity, &e.Entity}} {
-		if f.tmpl != "" {
-			*f.dst = repl.ReplaceKnown(f.tmpl, "")
-		}
-	}
-	if h.EventTime != "" {
-		if raw := repl.ReplaceKnown(h.EventTime, ""); raw != "" {
-			if e.EventTime, err = dedupe.ParseEventTime(raw); err != nil {
-				problem.Write(w, http.StatusBadRequest, reasonMalformedEventTime, err.Error(), 0)
-				return nil
-			}
-		}
 	}
 	carrier := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(r.Context(), carrier)
 	e.TraceParent, e.TraceState = carrier["traceparent"], carrier["tracestate"]
-	httpapi.WriteEnqueued(w, r, h.app.Enqueue, e, zapslogLogger(h.logger))
+	if h.Destination == "" { // an event type that resolves to nothing is 400 missing_event_type
+		httpapi.WritePublished(w, r, h.app.Publish, e, logger)
+		return nil
+	}
+	httpapi.WriteEnqueued(w, r, h.app.Enqueue, e.Envelope(h.Destination), logger)
 	return nil
 }
 
@@ -160,46 +149,16 @@ func (a *App) Enqueue(ctx context.Context, e *sender.Envelope) (sender.EnqueueRe
 	return a.sender.Enqueue(ctx, e)
 }
 
-// mustBeJSON reports whether the body must be valid JSON: it is sent as
-// JSON (application/json, application/*+json, or no Content-Type), or
-// the delivery ID is read from it.
-func (h *Enqueue) mustBeJSON(r *http.Request, contentType string) bool {
-	fromBody := (h.ID == "" && r.Header.Get("Idempotency-Key") == "") || strings.Contains(h.ID, "{webhook.json.")
-	return fromBody || isJSONType(contentType)
-}
-
-// isJSONType reports whether a Content-Type is JSON: application/json or
-// application/*+json, parameters aside.
-func isJSONType(contentType string) bool {
-	mt, _, _ := strings.Cut(contentType, ";")
-	mt = strings.ToLower(strings.TrimSpace(mt))
-	return mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
-}
-
-// deliveryID resolves the delivery ID: the id placeholder when set, else
-// the Idempotency-Key header, else the body's "id", which must be a JSON
-// string (a number is not made one). When there is no valid ID, reason is
-// missing_idempotency_key or bad_id, and detail says why.
-func (h *Enqueue) deliveryID(repl *caddy.Replacer, r *http.Request, body []byte) (id, reason, detail string) {
-	switch {
-	case h.ID != "":
-		id, _ = repl.ReplaceOrErr(h.ID, true, true)
-	case r.Header.Get("Idempotency-Key") != "":
-		id = r.Header.Get("Idempotency-Key")
-	default:
-		v := gjson.GetBytes(body, "id")
-		if v.Exists() && v.Type != gjson.String {
-			return "", reasonBadID, "the body's \"id\" is " + httpapi.JSONKind(v) + ", not a string"
-		}
-		id = v.String()
+// Publish fans an event out to every destination subscribed to its type:
+// the Go API beside Enqueue, as webhook_enqueue without a destination. It
+// is idempotent by ev.ID, and publishing again completes what a crash cut
+// short. An error that wraps sender.ErrBadID or sender.ErrMissingEventType
+// refuses the event; another leaves the outcome unknown: publish again.
+func (a *App) Publish(ctx context.Context, ev *sender.Event) (sender.PublishResult, error) {
+	if a.sender == nil {
+		return sender.PublishResult{}, errors.New("the sender is not running")
 	}
-	if id == "" {
-		return "", reasonMissingIdempotencyKey, "a delivery ID is required: an Idempotency-Key header, the body's \"id\", or the id placeholder"
-	}
-	if err := sender.CheckID(id); err != nil {
-		return "", reasonBadID, err.Error()
-	}
-	return id, "", ""
+	return a.sender.Publish(ctx, ev)
 }
 
 func parseEnqueue(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
@@ -210,19 +169,21 @@ func parseEnqueue(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
-//	webhook_enqueue <destination> {
+//	webhook_enqueue [<destination>] {
 //		id         <placeholder>
 //		event_type <placeholder>
 //		entity     <placeholder>
 //		event_time <placeholder>
 //		max_body   <size>
 //	}
+//
+// Without a destination the event fans out by its type: event_type is
+// required.
 func (h *Enqueue) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next()
-	if !d.NextArg() {
-		return d.Err("webhook_enqueue needs a destination")
+	if d.NextArg() {
+		h.Destination = d.Val()
 	}
-	h.Destination = d.Val()
 	if d.NextArg() {
 		return d.ArgErr()
 	}

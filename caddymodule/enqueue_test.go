@@ -40,6 +40,26 @@ func (q *fakeQueue) Enqueue(_ context.Context, e *sender.Envelope) (sender.Enque
 	return sender.EnqueueResult{State: sender.StateQueued}, nil
 }
 
+// Metas answers that the queue holds nothing of ids, unless an enqueue
+// failed: a fan-out reads what its destinations hold first.
+func (q *fakeQueue) Metas(context.Context, string, []string) ([]*sender.Meta, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return nil, q.err
+}
+
+// FirstSeen answers now for each destination: a fan-out records them
+// before its first write.
+func (q *fakeQueue) FirstSeen(_ context.Context, dests []string, now time.Time) (map[string]time.Time, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := map[string]time.Time{}
+	for _, d := range dests {
+		out[d] = now
+	}
+	return out, q.err
+}
+
 func (q *fakeQueue) enqueued() []*sender.Envelope {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -61,7 +81,11 @@ func newEnqueueFixture(t *testing.T) *enqueueFixture {
 		t.Fatal(err)
 	}
 	q := new(fakeQueue)
-	dests := []sender.Destination{{Name: "billing", URL: "http://127.0.0.1:1/hooks"}}
+	dests := []sender.Destination{
+		{Name: "billing", URL: "http://127.0.0.1:1/hooks"},
+		{Name: "crm", URL: "http://127.0.0.1:1/crm", Events: []string{"reservation.*"}},
+		{Name: "audit", URL: "http://127.0.0.1:1/audit", Events: []string{"reservation.confirmed", "seat.*"}},
+	}
 	s, err := sender.New(q, sender.Config{}, dests, sender.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -279,5 +303,97 @@ func TestEnqueueUnavailableSaysUnknown(t *testing.T) {
 		if strings.Contains(p.Detail, "nothing") || !strings.Contains(p.Detail, "unknown") || !strings.Contains(p.Detail, "same delivery ID") {
 			t.Errorf("%s: the 503 says %q; want: the outcome is unknown, retry with the same delivery ID", door, p.Detail)
 		}
+	}
+}
+
+// TestEnqueueFansOut: webhook_enqueue without a destination enqueues the
+// event for every destination subscribed to its type, under its one ID,
+// and answers each delivery in config order; an event no destination
+// subscribes to is 202 with no delivery, one whose type resolves to
+// nothing is 400 missing_event_type, and a store failure 503 saying the
+// outcome is unknown.
+func TestEnqueueFansOut(t *testing.T) {
+	type answer struct {
+		ID         string            `json:"id"`
+		EventType  string            `json:"event_type"`
+		Deliveries []sender.Delivery `json:"deliveries"`
+	}
+	queued := func(dests ...string) []sender.Delivery {
+		out := []sender.Delivery{}
+		for _, d := range dests {
+			out = append(out, sender.Delivery{Destination: d, State: sender.StateQueued})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name, body string
+		want       answer
+		enqueued   []string // destinations
+	}{
+		{"two subscribe", `{"id":"e1","type":"reservation.confirmed"}`, answer{"e1", "reservation.confirmed", queued("crm", "audit")}, []string{"crm", "audit"}},
+		{"one subscribes", `{"id":"e2","type":"seat.released"}`, answer{"e2", "seat.released", queued("audit")}, []string{"audit"}},
+		{"none subscribes", `{"id":"e3","type":"invoice.paid"}`, answer{"e3", "invoice.paid", queued()}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newEnqueueFixture(t)
+			f.handler.Destination, f.handler.EventType, f.handler.Entity = "", "{webhook.json.type}", "{webhook.json.id}"
+			w := f.serve(t, http.MethodPost, nil, tc.body)
+			var got answer
+			if w.Code != 202 || json.Unmarshal(w.Body.Bytes(), &got) != nil {
+				t.Fatalf("answer %d %s, want 202", w.Code, w.Body.Bytes())
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("answer (-want +got):\n%s", diff)
+			}
+			var dests []string
+			for _, e := range f.queue.enqueued() {
+				dests = append(dests, e.Destination)
+				if e.ID != tc.want.ID || e.EventType != tc.want.EventType || e.Entity != tc.want.ID || string(e.Payload) != tc.body || e.ContentType != "application/json" {
+					t.Errorf("%s's envelope: %+v", e.Destination, e)
+				}
+			}
+			if diff := cmp.Diff(tc.enqueued, dests); diff != "" {
+				t.Errorf("enqueued for (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	f := newEnqueueFixture(t)
+	f.handler.Destination, f.handler.EventType = "", "{webhook.json.type}"
+	w := f.serve(t, http.MethodPost, key("e4"), `{"kind":"reservation.confirmed"}`)
+	if p := reasonOf(t, w); w.Code != 400 || p.Reason != "missing_event_type" {
+		t.Errorf("no event type: %d %q (%s), want 400 missing_event_type", w.Code, p.Reason, p.Detail)
+	}
+	if got := f.queue.enqueued(); len(got) != 0 {
+		t.Errorf("enqueued %d envelopes, want none", len(got))
+	}
+	f.queue.err = errors.New("redis metas: i/o timeout")
+	w = f.serve(t, http.MethodPost, key("e5"), `{"type":"reservation.confirmed"}`)
+	if p := reasonOf(t, w); w.Code != 503 || p.Reason != "store_unavailable" || !strings.Contains(p.Detail, "unknown") || !strings.Contains(p.Detail, "same delivery ID") {
+		t.Errorf("store down: %d %q (%s), want 503 store_unavailable, the outcome unknown", w.Code, p.Reason, p.Detail)
+	}
+}
+
+// TestAppPublishRefuses: the Go API refuses a bad ID and an event without
+// a type, and says so when the sender is not running.
+func TestAppPublishRefuses(t *testing.T) {
+	f := newEnqueueFixture(t)
+	for _, tc := range []struct {
+		ev   sender.Event
+		want error
+	}{
+		{sender.Event{ID: "a b", EventType: "seat.released", Payload: []byte(`{}`)}, sender.ErrBadID},
+		{sender.Event{ID: "", EventType: "seat.released", Payload: []byte(`{}`)}, sender.ErrBadID},
+		{sender.Event{ID: "e1", Payload: []byte(`{}`)}, sender.ErrMissingEventType},
+	} {
+		if _, err := f.app.Publish(t.Context(), &tc.ev); !errors.Is(err, tc.want) {
+			t.Errorf("Publish(%q, %q) = %v, want %v", tc.ev.ID, tc.ev.EventType, err, tc.want)
+		}
+	}
+	if got := f.queue.enqueued(); len(got) != 0 {
+		t.Errorf("enqueued %d envelopes, want none", len(got))
+	}
+	if _, err := new(App).Publish(t.Context(), &sender.Event{ID: "e1", EventType: "seat.released"}); err == nil || !strings.Contains(err.Error(), "not running") {
+		t.Errorf("Publish without a sender = %v, want: the sender is not running", err)
 	}
 }

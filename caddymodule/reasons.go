@@ -35,11 +35,8 @@ const (
 	// webhook_dedupe and webhook_freshness: the store failed.
 	reasonStoreUnavailable = "store_unavailable" // 503
 
-	// webhook_enqueue.
+	// webhook_enqueue (sender/httpapi answers the rest of its refusals).
 	reasonMethodNotAllowed = "method_not_allowed" // 405; also the admin API
-	reasonEmptyPayload     = "empty_payload"      // 400
-	reasonMalformedJSON    = "malformed_json"     // 400
-	reasonBadID            = "bad_id"             // 400
 
 	// webhook_console.
 	reasonSenderNotRunning    = "sender_not_running"    // 503

@@ -32,6 +32,10 @@ var domainReasons = map[string]string{
 	"bad_limit":                    "sender/httpapi",
 	"destination_orphaned":         "sender/httpapi",
 	"destination_configured":       "sender/httpapi",
+	"empty_payload":                "sender/httpapi", // webhook_enqueue's, as httpapi.Inbound reads it
+	"malformed_json":               "sender/httpapi",
+	"bad_id":                       "sender/httpapi",
+	"missing_event_type":           "sender/httpapi", // a fan-out's, webhook_enqueue's and POST /hookgate/events'
 	"csrf_token_invalid":           "console",
 	"cross_origin_request":         "console",
 	"confirm_token_missing":        "console",

@@ -71,6 +71,11 @@ type DestinationConfig struct {
 	Workers int `json:"workers,omitempty"`
 	// Rate limits this destination's attempts per second; 0: no limit.
 	Rate float64 `json:"rate,omitempty"`
+	// Events are the event types it subscribes to, globs (reservation.*,
+	// seat.released): webhook_enqueue without a destination, and POST
+	// /hookgate/events, deliver an event to every destination with a glob
+	// that matches its type. Default none: only enqueues that name it.
+	Events []string `json:"events,omitempty"`
 }
 
 // provisionSender builds the sender's destinations. The sender itself
@@ -87,7 +92,7 @@ func (a *App) provisionSender() error {
 	}
 	repl := caddy.NewReplacer()
 	for _, dc := range a.Destinations {
-		d := sender.Destination{Name: dc.Name, URL: dc.URL, Workers: dc.Workers, Rate: rate.Limit(dc.Rate), Burst: max(1, int(dc.Rate))}
+		d := sender.Destination{Name: dc.Name, URL: dc.URL, Workers: dc.Workers, Rate: rate.Limit(dc.Rate), Burst: max(1, int(dc.Rate)), Events: dc.Events}
 		if err := sender.CheckDestinations(append(a.destinations, d)); err != nil {
 			return err
 		}

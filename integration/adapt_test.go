@@ -176,6 +176,9 @@ func TestAdaptErrors(t *testing.T) {
 		{"console unknown subdirective", ":80 {\n webhook_console {\n  scope a\n }\n}", `unknown webhook_console subdirective "scope"`},
 		{"console bad max_redrive", ":80 {\n webhook_console {\n  max_redrive 0\n }\n}", "max_redrive: want a positive whole number"},
 		{"console destination twice", ":80 {\n webhook_console {\n  destination a\n  destination b\n }\n}", "destination given twice"},
+		{"destination events without a glob", "{\n hookgate {\n  destination d {\n   url http://127.0.0.1:1\n   secret s\n   events\n  }\n }\n}\n:80", "events needs at least one event type glob"},
+		{"destination events twice", "{\n hookgate {\n  destination d {\n   events a.*\n   events b.*\n  }\n }\n}\n:80", "events given twice"},
+		{"enqueue two destinations", ":80 {\n webhook_enqueue a b\n}", "wrong argument count"},
 		{"reconcile without expect", "{\n hookgate {\n  reconcile j {\n   truth postgres x y\n   receiver http http://h\n  }\n }\n}\n:80", "needs at least one expect"},
 	}
 	for _, tt := range tests {
@@ -207,6 +210,9 @@ func TestValidateErrors(t *testing.T) {
 		{"redis URL with a bad option value", "webhook_verify github {\n secret s\n}", "invalid dial_timeout"},
 		{"console without a sender", "webhook_console", "no sender to show"},
 		{"console of an unknown destination", "webhook_console {\n destination nowhere\n}", `destination \"nowhere\" is not configured`},
+		{"fan-out without event_type", "webhook_enqueue", "it needs event_type"},
+		{"fan-out without a subscriber", "webhook_enqueue {\n event_type {webhook.json.type}\n}", "no destination of the hookgate global option subscribes to any"},
+		{"events that are not a glob", "webhook_enqueue d", "is not a glob"},
 		{"empty env secret", "webhook_verify github {\n secret {env.HOOKGATE_TEST_UNSET}\n}", "{env.HOOKGATE_TEST_UNSET} is empty"},
 	}
 	for _, tt := range tests {
@@ -219,6 +225,13 @@ func TestValidateErrors(t *testing.T) {
 			case "redis URL not redis":
 				global = "hookgate {\n store redis http://:s3cr3t-value@127.0.0.1:6379\n }\n"
 			case "console of an unknown destination":
+				global = "hookgate {\n destination d {\n  url http://127.0.0.1:1\n  secret whsec_c2VjcmV0\n }\n }\n"
+			case "fan-out without event_type", "events that are not a glob":
+				global = "hookgate {\n destination d {\n  url http://127.0.0.1:1\n  secret whsec_c2VjcmV0\n  events reservation.[\n }\n }\n"
+				if tt.name == "fan-out without event_type" {
+					global = strings.Replace(global, "reservation.[", "reservation.*", 1)
+				}
+			case "fan-out without a subscriber":
 				global = "hookgate {\n destination d {\n  url http://127.0.0.1:1\n  secret whsec_c2VjcmV0\n }\n }\n"
 			case "sender lease under two timeouts":
 				global = "hookgate {\n sender {\n  timeout 10s\n  lease 15s\n }\n destination d {\n  url http://127.0.0.1:1\n  secret whsec_c2VjcmV0\n }\n }\n"

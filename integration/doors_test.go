@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // The same operation through every door hookgate has, on both stores: the
@@ -32,7 +34,7 @@ type outcome struct {
 }
 
 // reasonRE finds a problem reason code in a command's output.
-var reasonRE = regexp.MustCompile(`\b(bad_limit|bad_request|destination_orphaned|destination_configured|unknown_destination|not_found|bad_id|missing_idempotency_key|malformed_json|empty_payload|key_reused_with_different_payload)\b`)
+var reasonRE = regexp.MustCompile(`\b(bad_limit|bad_request|destination_orphaned|destination_configured|unknown_destination|not_found|bad_id|missing_idempotency_key|missing_event_type|malformed_json|empty_payload|key_reused_with_different_payload)\b`)
 
 // consoleClient speaks to a console as a script would: it keeps the CSRF
 // cookie, repeats its token in every form, and reads problem+json.
@@ -289,7 +291,9 @@ func TestDoorsAgreeOnTheDeadLetterQueue(t *testing.T) {
 }
 
 // TestDoorsAgreeOnEnqueue: an event enqueued through webhook_enqueue and
-// through the admin API gets the same answer for the same input; a repair
+// through the admin API gets the same answer for the same input, and so
+// does an event fanned out through webhook_enqueue without a destination
+// and through POST /hookgate/events; a repair
 // through `hookgate reconcile --repair` and through the scheduled run
 // gets the same counts (repaired, already repaired, unrepairable), on
 // both stores.
@@ -325,9 +329,21 @@ func TestDoorsAgreeOnEnqueue(t *testing.T) {
 		dest := func(name string) string {
 			return fmt.Sprintf("destination %s {\n\t\t\turl %s\n\t\t\tsecret %s\n\t\t}", name, up.URL, devSecret)
 		}
-		hookgate := fmt.Sprintf("hookgate {\n\t\t%s\n\t\t%s\n\t\t%s\n\t\t%s\n\t\t%s\n\t\t%s\n\t}", storeOf(global),
-			dest("events"), dest("by-command"), dest("by-schedule"), job("command", "by-command", ""), job("schedule", "by-schedule", "every 1s"))
-		g := startGateway(t, "webhook_enqueue events", gatewayOptions{Global: hookgate})
+		subscriber := func(name, events string) string {
+			return fmt.Sprintf("destination %s {\n\t\t\turl %s\n\t\t\tsecret %s\n\t\t\tevents %s\n\t\t}", name, up.URL, devSecret, events)
+		}
+		hookgate := fmt.Sprintf("hookgate {\n\t\t%s\n\t\t%s\n\t\t%s\n\t\t%s\n\t\t%s\n\t\t%s\n\t\t%s\n\t\t%s\n\t}", storeOf(global),
+			dest("events"), dest("by-command"), dest("by-schedule"), subscriber("fan-a", "reservation.*"), subscriber("fan-b", "reservation.confirmed seat.*"),
+			job("command", "by-command", ""), job("schedule", "by-schedule", "every 1s"))
+		site := `handle /fan {
+		webhook_enqueue {
+			event_type {webhook.json.type}
+		}
+	}
+	handle {
+		webhook_enqueue events
+	}`
+		g := startGateway(t, site, gatewayOptions{Global: hookgate})
 
 		// Enqueue: the handler and the admin API.
 		type answer struct {
@@ -401,6 +417,57 @@ func TestDoorsAgreeOnEnqueue(t *testing.T) {
 				}
 				if byHandler != tc.want || byAdmin != tc.want {
 					t.Errorf("webhook_enqueue %+v, admin API %+v; want both %+v", byHandler, byAdmin, tc.want)
+				}
+			})
+		}
+
+		// Fan-out: webhook_enqueue without a destination, and POST
+		// /hookgate/events. The handler reads the type from the body, the
+		// admin API from its event_type; the payload is the same bytes.
+		type fanned struct {
+			Status     int
+			Reason     string
+			Deliveries []string // destination, then " dup" for a duplicate
+		}
+		reduce := func(a fanAnswer) fanned {
+			f := fanned{Status: a.Status, Reason: a.Reason}
+			if a.Status == 202 {
+				f.Deliveries = a.routed()
+			}
+			return f
+		}
+		fanBody := func(typ, n string) string {
+			if typ == "" {
+				return `{"n":` + n + `}`
+			}
+			return `{"type":"` + typ + `","n":` + n + `}`
+		}
+		fanHandler := func(id, typ, n string) fanned { return reduce(publish(t, g.URL+"/fan", id, fanBody(typ, n))) }
+		fanAdmin := func(id, typ, n string) fanned { return reduce(publishAdmin(t, g, id, typ, fanBody(typ, n))) }
+		for _, tc := range []struct {
+			name, id, typ, n string
+			want             fanned
+		}{
+			{"a new event", "fan-1", "reservation.confirmed", "1", fanned{Status: 202, Deliveries: []string{"fan-a", "fan-b"}}},
+			{"the same again", "fan-1", "reservation.confirmed", "1", fanned{Status: 202, Deliveries: []string{"fan-a dup", "fan-b dup"}}},
+			{"the same ID, another payload", "fan-1", "reservation.confirmed", "2", fanned{Status: 422, Reason: "key_reused_with_different_payload"}},
+			{"one subscriber", "fan-2", "seat.released", "1", fanned{Status: 202, Deliveries: []string{"fan-b"}}},
+			{"no subscriber", "fan-3", "invoice.paid", "1", fanned{Status: 202, Deliveries: []string{}}},
+			{"no event type", "fan-4", "", "1", fanned{Status: 400, Reason: "missing_event_type"}},
+			{"an ID with a space", "fan 5", "reservation.confirmed", "1", fanned{Status: 400, Reason: "bad_id"}},
+			{"no ID", "", "reservation.confirmed", "1", fanned{Status: 400, Reason: "missing_idempotency_key"}},
+		} {
+			t.Run("fan-out: "+tc.name, func(t *testing.T) {
+				adminID := tc.id + "-admin"
+				switch {
+				case tc.id == "":
+					adminID = ""
+				case strings.HasPrefix(tc.name, "the same"):
+					adminID = tc.id // the handler's event, through the other door
+				}
+				byHandler, byAdmin := fanHandler(tc.id, tc.typ, tc.n), fanAdmin(adminID, tc.typ, tc.n)
+				if !cmp.Equal(byHandler, tc.want) || !cmp.Equal(byAdmin, tc.want) {
+					t.Errorf("webhook_enqueue %+v, POST /hookgate/events %+v; want both %+v", byHandler, byAdmin, tc.want)
 				}
 			})
 		}

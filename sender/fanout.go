@@ -22,6 +22,15 @@ type Event struct {
 	TraceState  string
 }
 
+// Envelope is ev's envelope for dest, as Publish enqueues it: also what
+// an enqueue to one named destination makes of an event.
+func (ev *Event) Envelope(dest string) *Envelope {
+	return &Envelope{
+		ID: ev.ID, Destination: dest, EventType: ev.EventType, Entity: ev.Entity, EventTime: ev.EventTime,
+		Payload: ev.Payload, ContentType: ev.ContentType, TraceParent: ev.TraceParent, TraceState: ev.TraceState,
+	}
+}
+
 // Delivery is one destination's envelope of a published event.
 type Delivery struct {
 	Destination string `json:"destination"`
@@ -83,6 +92,15 @@ func (s *Sender) Publish(ctx context.Context, ev *Event) (PublishResult, error) 
 		s.obs.Enqueued("", "unrouted")
 		return PublishResult{Deliveries: []Delivery{}}, nil
 	}
+	// The destinations must be seen before the event's first write, or a
+	// publish that completes this one would take them for later
+	// subscribers; Run records them, unless the store failed at start.
+	if !s.seen.Load() {
+		if _, err := s.queue.FirstSeen(ctx, s.order, s.now()); err != nil {
+			return PublishResult{}, err
+		}
+		s.seen.Store(true)
+	}
 	// What each destination holds already: the first write of an earlier
 	// publish of this event, or all of them.
 	held := map[string]*Meta{}
@@ -126,10 +144,7 @@ func (s *Sender) Publish(ctx context.Context, ev *Event) (PublishResult, error) 
 		if !first.IsZero() && since[d].After(first) {
 			continue // subscribed after the event was first published
 		}
-		r, err := s.Enqueue(ctx, &Envelope{
-			ID: ev.ID, Destination: d, EventType: ev.EventType, Entity: ev.Entity, EventTime: ev.EventTime,
-			Payload: ev.Payload, ContentType: ev.ContentType, TraceParent: ev.TraceParent, TraceState: ev.TraceState,
-		})
+		r, err := s.Enqueue(ctx, ev.Envelope(d))
 		if err != nil {
 			return PublishResult{}, err
 		}

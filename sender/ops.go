@@ -125,6 +125,15 @@ func (o *Ops) Enqueue(ctx context.Context, e *Envelope) (EnqueueResult, error) {
 	return o.sender.Enqueue(ctx, e)
 }
 
+// Publish fans ev out to every destination subscribed to its type (see
+// Sender.Publish): idempotent by ev.ID, and publishing it again completes
+// what a failure cut short. An error that wraps ErrBadID or
+// ErrMissingEventType refuses the event; another leaves the outcome
+// unknown (some destinations may hold it): publish again.
+func (o *Ops) Publish(ctx context.Context, ev *Event) (PublishResult, error) {
+	return o.sender.Publish(ctx, ev)
+}
+
 // Summary groups the dead letters f matches by destination and class, at
 // most upTo of them when upTo is above 0.
 func (o *Ops) Summary(ctx context.Context, f Filter, upTo int) ([]Group, int, bool, error) {

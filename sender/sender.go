@@ -171,6 +171,9 @@ type Sender struct {
 	obs    Observer
 	slots  *slots       // the global worker cap
 	shared *sharedStore // the breakers' state
+	// seen is set once the store has recorded when it first saw the
+	// destinations (Queue.FirstSeen): by Run, or by the first Publish.
+	seen atomic.Bool
 }
 
 // destination is a destination's running state.
@@ -432,7 +435,11 @@ func (s *Sender) Run(ctx context.Context) {
 // fan-out completes an event only for the destinations seen before it.
 func (s *Sender) recordFirstSeen(ctx context.Context) {
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 30*time.Second) {
-		if _, err := s.queue.FirstSeen(ctx, s.order, s.now()); err == nil || ctx.Err() != nil {
+		if s.seen.Load() || ctx.Err() != nil {
+			return
+		}
+		if _, err := s.queue.FirstSeen(ctx, s.order, s.now()); err == nil {
+			s.seen.Store(true)
 			return
 		}
 		select {

@@ -64,20 +64,20 @@ func (h *Handler) destinationAction(w http.ResponseWriter, r *http.Request, name
 		}
 		return WriteJSON(w, http.StatusOK, v)
 	case "enqueue":
-		e, err := envelopeOf(r, name)
+		ev, err := eventOf(r)
 		if err != nil {
 			return err
 		}
-		h.enqueue(w, r, e)
+		h.enqueue(w, r, ev.Envelope(name))
 		return nil
 	}
 	return Errorf(http.StatusNotFound, "not_found", "no such action %q: pause, resume, enqueue, move or purge", action)
 }
 
-// envelopeOf reads an enqueue's body, {"id","event_type","entity",
-// "event_time","payload"}, into an envelope for dest. The payload is JSON
+// eventOf reads the body of an enqueue or a publish, {"id","event_type",
+// "entity","event_time","payload"}, into an event. The payload is JSON
 // (the decoder checked it), sent as application/json.
-func envelopeOf(r *http.Request, dest string) (*sender.Envelope, error) {
+func eventOf(r *http.Request) (*sender.Event, error) {
 	var in struct {
 		ID        json.RawMessage `json:"id"` // a string: not stringified
 		EventType string          `json:"event_type"`
@@ -106,8 +106,7 @@ func envelopeOf(r *http.Request, dest string) (*sender.Envelope, error) {
 	if len(in.Payload) == 0 {
 		return nil, Errorf(http.StatusBadRequest, "bad_request", "payload is required")
 	}
-	e := &sender.Envelope{ID: id, Destination: dest, EventType: in.EventType, Entity: in.Entity,
-		Payload: in.Payload, ContentType: "application/json"}
+	e := &sender.Event{ID: id, EventType: in.EventType, Entity: in.Entity, Payload: in.Payload, ContentType: "application/json"}
 	if in.EventTime != "" {
 		t, err := dedupe.ParseEventTime(in.EventTime)
 		if err != nil {
@@ -156,7 +155,12 @@ func WriteEnqueued(w http.ResponseWriter, r *http.Request, enqueue func(context.
 		problem.Write(w, http.StatusUnprocessableEntity, "key_reused_with_different_payload", "this delivery ID was enqueued with another payload", 0)
 		return
 	}
-	b, _ := json.Marshal(enqueueAnswer{ID: e.ID, Destination: e.Destination, State: string(res.State), Duplicate: res.Duplicate})
+	writeAccepted(w, enqueueAnswer{ID: e.ID, Destination: e.Destination, State: string(res.State), Duplicate: res.Duplicate})
+}
+
+// writeAccepted answers 202 with v, an enqueue's or a publish's answer.
+func writeAccepted(w http.ResponseWriter, v any) {
+	b, _ := json.Marshal(v)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
 	w.WriteHeader(http.StatusAccepted)

@@ -1,6 +1,7 @@
 // Package httpapi is the admin API's JSON handlers over sender.Ops: the
-// sender's destinations and dead letters, under /hookgate/. JSON in and
-// out; every error is problem+json (RFC 9457) with a reason code.
+// sender's destinations, events and dead letters, under /hookgate/. JSON
+// in and out; every error is problem+json (RFC 9457) with a reason code.
+// WriteEnqueued and WritePublished answer for webhook_enqueue too.
 //
 // The package imports no Caddy: the admin.api.hookgate module finds the
 // running app and mounts a Handler on Caddy's admin endpoint. The
@@ -126,6 +127,13 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request) error {
 		return h.listDestinations(w, r)
 	case parts[0] == "destinations" && len(parts) == 3 && method == http.MethodPost:
 		return h.destinationAction(w, r, parts[1], parts[2])
+	case parts[0] == "events" && len(parts) == 1 && method == http.MethodPost:
+		ev, err := eventOf(r)
+		if err != nil {
+			return err
+		}
+		WritePublished(w, r, h.ops.Publish, ev, h.logger)
+		return nil
 	case parts[0] == "dlq" && len(parts) == 1 && method == http.MethodGet:
 		return h.listDead(w, r)
 	case parts[0] == "dlq" && len(parts) == 2 && parts[1] == "summary" && method == http.MethodGet:

@@ -48,7 +48,10 @@ func setup(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dests := []sender.Destination{{Name: "billing", URL: "http://127.0.0.1:1/hooks"}, {Name: "crm", URL: "http://127.0.0.1:1/crm"}}
+	dests := []sender.Destination{
+		{Name: "billing", URL: "http://127.0.0.1:1/hooks", Events: []string{"reservation.*"}},
+		{Name: "crm", URL: "http://127.0.0.1:1/crm", Events: []string{"reservation.confirmed", "seat.*"}},
+	}
 	f := &fixture{db: db, q: q}
 	s, err := sender.New(q, sender.Config{}, dests, sender.Options{Observer: enqueues{f}})
 	if err != nil {
@@ -279,6 +282,91 @@ func TestEnqueue(t *testing.T) {
 	}
 }
 
+// TestPublish: POST /hookgate/events fans an event out to the destinations
+// subscribed to its type and answers each one's delivery; it reads its
+// body as the admin enqueue does, and refuses a bad request with its
+// reason, enqueuing nothing.
+func TestPublish(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	const path = "/hookgate/events"
+	for _, tc := range []struct {
+		body   string
+		status int
+		reason string
+	}{
+		{`{"id":"a b","event_type":"seat.released","payload":{}}`, 400, "bad_id"},
+		{`{"id":42,"event_type":"seat.released","payload":{}}`, 400, "bad_id"},
+		{`{"event_type":"seat.released","payload":{}}`, 400, "missing_idempotency_key"},
+		{`{"id":"e","event_type":"seat.released"}`, 400, "bad_request"},
+		{`{"id":"e","event_type":"seat.released","payload":{},"destination":"crm"}`, 400, "bad_request"},
+		{`{"id":"e","payload":{}}`, 400, "missing_event_type"},
+		{`{"id":"e","event_type":"","payload":{}}`, 400, "missing_event_type"},
+		{`{"id":"e","event_type":"seat.released","payload":{},"event_time":"yesterday"}`, 400, "malformed_event_time"},
+	} {
+		refused(t, f.do(t, "POST", path, tc.body), tc.status, tc.reason)
+	}
+	refused(t, f.do(t, "GET", path, ""), 404, "not_found")
+	for _, d := range []string{"billing", "crm"} {
+		if st, err := f.q.Stats(t.Context(), d, time.Now()); err != nil || st.Queued != 0 {
+			t.Fatalf("%s queued %d after refusals, %v", d, st.Queued, err)
+		}
+	}
+
+	type answer struct {
+		ID         string            `json:"id"`
+		EventType  string            `json:"event_type"`
+		Deliveries []sender.Delivery `json:"deliveries"`
+	}
+	delivery := func(dest string, dup bool) sender.Delivery {
+		return sender.Delivery{Destination: dest, State: sender.StateQueued, Duplicate: dup}
+	}
+	for _, tc := range []struct {
+		name, body string
+		want       answer
+	}{
+		{"both subscribe", `{"id":"evt/1","event_type":"reservation.confirmed","entity":"r-1","event_time":"1796040300","payload":{"a":"<b>"}}`,
+			answer{"evt/1", "reservation.confirmed", []sender.Delivery{delivery("billing", false), delivery("crm", false)}}},
+		{"the same again", `{"id":"evt/1","event_type":"reservation.confirmed","payload":{"a":"<b>"}}`,
+			answer{"evt/1", "reservation.confirmed", []sender.Delivery{delivery("billing", true), delivery("crm", true)}}},
+		{"one subscribes", `{"id":"evt/2","event_type":"seat.released","payload":{}}`,
+			answer{"evt/2", "seat.released", []sender.Delivery{delivery("crm", false)}}},
+		{"none subscribes", `{"id":"evt/3","event_type":"invoice.paid","payload":{}}`,
+			answer{"evt/3", "invoice.paid", []sender.Delivery{}}},
+	} {
+		var got answer
+		w := f.do(t, "POST", path, tc.body)
+		decode(t, w, 202, &got)
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
+		if tc.name == "none subscribes" && !strings.Contains(w.Body.String(), `"deliveries":[]`) {
+			t.Errorf("an unrouted event's answer %s lacks \"deliveries\":[]", w.Body.Bytes())
+		}
+	}
+	refused(t, f.do(t, "POST", path, `{"id":"evt/1","event_type":"reservation.confirmed","payload":{"a":"c"}}`), 422, "key_reused_with_different_payload")
+
+	for _, d := range []string{"billing", "crm"} {
+		e, state, err := f.q.Get(t.Context(), d, "evt/1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := sender.Envelope{ID: "evt/1", Destination: d, EventType: "reservation.confirmed", Entity: "r-1",
+			EventTime: time.Unix(1796040300, 0), Payload: []byte(`{"a":"<b>"}`), ContentType: "application/json"}
+		got := sender.Envelope{ID: e.ID, Destination: e.Destination, EventType: e.EventType, Entity: e.Entity,
+			EventTime: e.EventTime, Payload: e.Payload, ContentType: e.ContentType}
+		if diff := cmp.Diff(want, got); diff != "" || state != sender.StateQueued {
+			t.Errorf("%s's envelope, %s (-want +got):\n%s", d, state, diff)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	want := []string{"billing/queued", "crm/queued", "billing/duplicate", "crm/duplicate", "crm/queued", "/unrouted"}
+	if diff := cmp.Diff(want, f.enqueued); diff != "" {
+		t.Errorf("enqueues counted (-want +got):\n%s", diff)
+	}
+}
+
 // TestDeadLetters: summary, list, show, redrive and its progress, delete
 // and purge, with their filters, bounds and refusals.
 func TestDeadLetters(t *testing.T) {
@@ -451,9 +539,14 @@ func TestRefusals(t *testing.T) {
 			t.Errorf("%s %s: Retry-After %q, want 1", r.method, r.path, got)
 		}
 	}
-	w := f.do(t, "POST", "/hookgate/destinations/billing/enqueue", `{"id":"e","payload":{}}`)
-	if p := refused(t, w, 503, "store_unavailable"); !strings.Contains(p.Detail, "outcome is unknown") {
-		t.Errorf("an enqueue's 503 says %q, want: the outcome is unknown", p.Detail)
+	for _, r := range []struct{ path, body string }{
+		{"/hookgate/destinations/billing/enqueue", `{"id":"e","payload":{}}`},
+		{"/hookgate/events", `{"id":"e","event_type":"reservation.confirmed","payload":{}}`},
+	} {
+		w := f.do(t, "POST", r.path, r.body)
+		if p := refused(t, w, 503, "store_unavailable"); !strings.Contains(p.Detail, "outcome is unknown") || !strings.Contains(p.Detail, "same delivery ID") {
+			t.Errorf("%s: the 503 says %q, want: the outcome is unknown, again with the same delivery ID", r.path, p.Detail)
+		}
 	}
 }
 

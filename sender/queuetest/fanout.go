@@ -150,6 +150,24 @@ func runFanout(t *testing.T, newQueue NewQueue) {
 		}
 	})
 
+	t.Run("FanOutCompletesBeforeTheSenderRecordedItsDestinations", func(t *testing.T) {
+		t.Parallel()
+		// The first publish comes before Run has recorded when the store
+		// first saw the destinations (a store that failed at start, a
+		// sender used only to publish), and dies after one write: the
+		// destinations are no later subscribers, and the next publish
+		// completes the fan-out.
+		q := newQueue(t, retention)
+		dying := &crashAfter{Queue: q}
+		dying.n.Store(1)
+		s := newFanSender(t, dying, fanDests, t0)
+		if _, err := s.Publish(t.Context(), event("e1", "reservation.confirmed")); !errors.Is(err, errKilled) {
+			t.Fatalf("Publish through a queue killed after one write: %v", err)
+		}
+		s = newFanSender(t, q, fanDests, t0.Add(time.Minute))
+		mustPublish(t, s, event("e1", "reservation.confirmed"), sender.PublishResult{Deliveries: deliveries("enrollment", "dup", "billing", "", "audit", "")})
+	})
+
 	t.Run("FanOutSkipsADestinationAddedLater", func(t *testing.T) {
 		t.Parallel()
 		q := newQueue(t, retention)
