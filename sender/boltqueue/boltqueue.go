@@ -567,12 +567,12 @@ func (q *Queue) Settle(ctx context.Context, name string, outcomes []sender.Outco
 			case sender.Release:
 				err = d.setState(o.ID, cur, 'q', ms(now))
 			case sender.Retry:
-				err = d.rewrite(o.ID, settledRecord(o.Envelope, m), sender.MarshalLog(o.Envelope.Log), cur, 'q', ms(o.Envelope.NextAt))
+				err = d.rewrite(o.ID, sender.MarshalMeta(settledMeta(o.Envelope, m)), sender.MarshalLog(o.Envelope.Log), cur, 'q', ms(o.Envelope.NextAt))
 			case sender.Dead:
 				// A dead letter, and an entry in the history.
-				rec, log := settledRecord(o.Envelope, m), sender.MarshalLog(o.Envelope.Log)
-				if err = d.rewrite(o.ID, rec, log, cur, 'x', ms(o.Envelope.DeadAt)); err == nil {
-					err = d.addHistory(o.ID, histDead, rec, log, ms(now))
+				dm, log := settledMeta(o.Envelope, m), sender.MarshalLog(o.Envelope.Log)
+				if err = d.rewrite(o.ID, sender.MarshalMeta(dm), log, cur, 'x', ms(o.Envelope.DeadAt)); err == nil {
+					err = d.addHistory(o.ID, histDead, historyRecord(*dm), log, ms(now))
 				}
 				if err == nil {
 					err = d.redriveCount(m.RedriveID, rdDeadAgain, 1, ms(now))
@@ -593,13 +593,15 @@ func (q *Queue) Settle(ctx context.Context, name string, outcomes []sender.Outco
 }
 
 // deliver moves a delivered envelope out of the queue into the history:
-// its record and log as the outcome left them (as stored when it carries
-// no envelope), and its payload while the history keeps payloads.
+// its record (historyRecord) and log as the outcome left them (as stored
+// when it carries no envelope), and its payload while the history keeps
+// payloads.
 func (q *Queue) deliver(d *dest, o sender.Outcome, stored *sender.Meta, cur entry, now int64) error {
-	rec, log := d.meta.Get([]byte(o.ID)), d.log.Get([]byte(o.ID))
+	m, log := stored, d.log.Get([]byte(o.ID))
 	if o.Envelope != nil {
-		rec, log = settledRecord(o.Envelope, stored), sender.MarshalLog(o.Envelope.Log)
+		m, log = settledMeta(o.Envelope, stored), sender.MarshalLog(o.Envelope.Log)
 	}
+	rec := historyRecord(*m)
 	if err := d.addHistory(o.ID, histDelivered, rec, log, now); err != nil {
 		return err
 	}
@@ -614,12 +616,12 @@ func (q *Queue) deliver(d *dest, o sender.Outcome, stored *sender.Meta, cur entr
 	return d.redriveCount(stored.RedriveID, rdDelivered, 1, now)
 }
 
-// settledRecord is the stored record of e as an outcome left it; its
-// payload, and so its size and fingerprint, are as stored.
-func settledRecord(e *sender.Envelope, stored *sender.Meta) []byte {
+// settledMeta is the record of e as an outcome left it; its payload, and
+// so its size and fingerprint, are as stored.
+func settledMeta(e *sender.Envelope, stored *sender.Meta) *sender.Meta {
 	m := sender.MetaOf(e)
 	m.Size, m.Fingerprint = stored.Size, stored.Fingerprint
-	return sender.MarshalMeta(m)
+	return m
 }
 
 // rewrite writes a settled envelope's record and log in a new state.
@@ -848,13 +850,12 @@ func (q *Queue) Metas(ctx context.Context, name string, ids []string) ([]*sender
 				return err
 			}
 			if !ok {
-				dl, ok, err := d.delivered(id)
+				m, err := d.deliveredMeta(id)
 				if err != nil {
 					return err
 				}
-				if ok {
-					out = append(out, &sender.Meta{ID: id, Destination: name, State: sender.StateDelivered,
-						Fingerprint: dl.fp, SettledAt: time.UnixMilli(dl.at)})
+				if m != nil {
+					out = append(out, m)
 				}
 				continue
 			}
@@ -874,6 +875,24 @@ func (q *Queue) Metas(ctx context.Context, name string, ids []string) ([]*sender
 		return nil, fmt.Errorf("bolt metas: %w", err)
 	}
 	return out, nil
+}
+
+// deliveredMeta is id's record if it was delivered: from the history,
+// or else its ID, fingerprint and when it was delivered, from the
+// delivered IDs an earlier version wrote; nil when neither holds it.
+func (d *dest) deliveredMeta(id string) (*sender.Meta, error) {
+	k, h, ok, err := d.history(id)
+	if err != nil {
+		return nil, err
+	}
+	if ok && h.state == histDelivered {
+		return h.meta(d.name, k), nil
+	}
+	dl, ok, err := d.delivered(id)
+	if !ok || err != nil {
+		return nil, err
+	}
+	return &sender.Meta{ID: id, Destination: d.name, State: sender.StateDelivered, Fingerprint: dl.fp, SettledAt: time.UnixMilli(dl.at)}, nil
 }
 
 // Get implements sender.Queue.

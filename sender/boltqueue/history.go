@@ -7,9 +7,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -52,6 +53,22 @@ func histKey(at int64, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(make([]byte, 0, 16), uint64(at)), seq)
 }
 
+// position is a hist key as a sender.Meta.HistoryID: "<settled ms>-<sequence>".
+func position(k []byte) string {
+	return strconv.FormatInt(scoreOf(k), 10) + "-" + strconv.FormatUint(binary.BigEndian.Uint64(k[8:]), 10)
+}
+
+// parsePosition is the hist key of a position.
+func parsePosition(p string) ([]byte, error) {
+	a, b, ok := strings.Cut(p, "-")
+	at, err := strconv.ParseInt(a, 10, 64)
+	seq, serr := strconv.ParseUint(b, 10, 64)
+	if !ok || err != nil || serr != nil || at <= 0 {
+		return nil, fmt.Errorf("%w: bad cursor %q", sender.ErrBadFilter, p)
+	}
+	return histKey(at, seq), nil
+}
+
 func (h histEntry) marshal() []byte {
 	b := make([]byte, 0, 1+2*binary.MaxVarintLen64+len(h.id)+len(h.rec)+len(h.log))
 	b = append(b, h.state)
@@ -80,18 +97,26 @@ func unmarshalHist(v []byte) (histEntry, error) {
 // it after the version byte).
 func (h histEntry) fingerprint() [8]byte { return [8]byte(h.rec[1:9]) }
 
-// meta decodes the entry's record as History and Metas list it, settled
-// at the time its key holds.
+// meta decodes the entry's record as History and Metas list it, at its
+// position k: settled (delivered, or dead) at the time k holds.
 func (h histEntry) meta(dest string, k []byte) *sender.Meta {
 	m, err := sender.UnmarshalMeta(dest, h.id, h.rec)
 	if err != nil {
 		m = sender.BrokenMeta(dest, h.id, err)
 	}
-	m.State, m.SettledAt = sender.StateDelivered, time.UnixMilli(scoreOf(k))
+	m.State, m.SettledAt, m.HistoryID = sender.StateDelivered, time.UnixMilli(scoreOf(k)), position(k)
 	if h.state == histDead {
-		m.State = sender.StateDead
+		m.State, m.DeadAt = sender.StateDead, m.SettledAt
 	}
 	return m
+}
+
+// historyRecord encodes m as the history keeps it: without its trace
+// context, which served its deliveries (a resend starts a trace of its
+// own), as the Redis queue keeps it.
+func historyRecord(m sender.Meta) []byte {
+	m.TraceParent, m.TraceState = "", ""
+	return sender.MarshalMeta(&m)
 }
 
 // history reads id's entry and its key; ok is false when there is none.
@@ -257,15 +282,19 @@ func (d *dest) trimHistory(now int64, keep time.Duration) error {
 	return nil
 }
 
-// History implements sender.Queue. The cursor is the hex of the last hist
-// key looked at.
+// History implements sender.Queue: it walks hist from its newest key,
+// or from below the cursor's, up to historyScan entries. A limit under 1
+// is 100, as on Redis.
 func (q *Queue) History(ctx context.Context, name string, f sender.HistoryFilter, cursor string, limit int) ([]*sender.Meta, string, error) {
+	if limit <= 0 {
+		limit = 100
+	}
 	// The walk looks at the keys below upper, newest first.
 	var upper []byte
 	if cursor != "" {
-		k, err := hex.DecodeString(cursor)
-		if err != nil || len(k) != 16 {
-			return nil, "", fmt.Errorf("%w: bad cursor %q", sender.ErrBadFilter, cursor)
+		k, err := parsePosition(cursor)
+		if err != nil {
+			return nil, "", err
 		}
 		upper = k
 	}
@@ -277,7 +306,7 @@ func (q *Queue) History(ctx context.Context, name string, f sender.HistoryFilter
 	var out []*sender.Meta
 	next := ""
 	err := q.view(name, func(d *dest) error {
-		if d == nil || limit <= 0 {
+		if d == nil {
 			return nil
 		}
 		if f.ID != "" {
@@ -298,7 +327,7 @@ func (q *Queue) History(ctx context.Context, name string, f sender.HistoryFilter
 				return nil // nothing older matches
 			}
 			if len(out) == limit || seen == historyScan {
-				next = hex.EncodeToString(last)
+				next = position(last)
 				return nil
 			}
 			seen++
