@@ -56,9 +56,10 @@ type Queue interface {
 
 	// Metas reads the records of ids, with their states, in the order
 	// given: a record that does not decode as a BrokenMeta, an ID
-	// delivered within the retention as its ID, Fingerprint and SettledAt
-	// with StateDelivered; an ID it holds nothing of is left out. It reads
-	// no payload.
+	// delivered within the history as its record with StateDelivered and
+	// SettledAt (one that earlier versions delivered: its ID, Fingerprint
+	// and SettledAt alone); an ID it holds nothing of is left out. It
+	// reads no payload.
 	Metas(ctx context.Context, dest string, ids []string) ([]*Meta, error)
 
 	// Get reads an envelope in any state, with its state: a delivered one
