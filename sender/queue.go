@@ -1,8 +1,10 @@
 package sender
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -154,6 +156,30 @@ func (f HistoryFilter) Match(m *Meta) bool {
 // after delivery (0: not kept), at most Keep.
 type History struct {
 	Keep, Payload time.Duration
+}
+
+// DefaultHistoryPayload is how long a delivered payload is kept when the
+// configuration does not say.
+const DefaultHistoryPayload = 24 * time.Hour
+
+// NewHistory is the history a sender's configuration asks for: keep
+// (0: the retention) and payload (nil: DefaultHistoryPayload, at most
+// keep; 0: no payload is kept). An explicit payload above keep, or a
+// negative duration, is an error.
+func NewHistory(retention, keep time.Duration, payload *time.Duration) (History, error) {
+	h := History{Keep: cmp.Or(keep, retention, DefaultRetention), Payload: min(DefaultHistoryPayload, cmp.Or(keep, retention, DefaultRetention))}
+	switch {
+	case keep < 0:
+		return h, fmt.Errorf("history: %s is negative", keep)
+	case payload == nil:
+		return h, nil
+	case *payload < 0:
+		return h, fmt.Errorf("history_payload: %s is negative", *payload)
+	case *payload > h.Keep:
+		return h, fmt.Errorf("history_payload: %s is longer than the history, %s: a payload is kept at most as long as its entry", *payload, h.Keep)
+	}
+	h.Payload = *payload
+	return h, nil
 }
 
 // RedriveCounts is what became of the letters one redrive moved in one
