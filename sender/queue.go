@@ -247,6 +247,10 @@ type Stats struct {
 	OldestReady time.Duration
 	// OldestDead is when the oldest dead letter died; zero when none.
 	OldestDead time.Time
+	// History counts the entries the history holds (each settled ID
+	// once, as History lists it), read from a counter: approximate while
+	// settles and trims run.
+	History int
 	// Corrupt counts the envelopes set aside because they did not decode
 	// (a damaged entry, or one written by a newer version): they would
 	// otherwise fail every lease of their destination.
