@@ -186,7 +186,8 @@ func decodeHistoryCursor(c string) (map[string]string, error) {
 		return nil, fmt.Errorf("%w: the cursor is not one History gave", ErrBadFilter)
 	}
 	for _, p := range pos {
-		if p != historyDone && historyTime(p).IsZero() {
+		// "" is a destination no entry of which was listed yet: from its newest.
+		if p != historyDone && p != "" && historyTime(p).IsZero() {
 			return nil, fmt.Errorf("%w: the cursor is not one History gave", ErrBadFilter)
 		}
 	}
