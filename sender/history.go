@@ -186,8 +186,7 @@ func decodeHistoryCursor(c string) (map[string]string, error) {
 		return nil, fmt.Errorf("%w: the cursor is not one History gave", ErrBadFilter)
 	}
 	for _, p := range pos {
-		// "" is a destination no entry of which was listed yet: from its newest.
-		if p != historyDone && p != "" && historyTime(p).IsZero() {
+		if p != historyDone && p != "" && historyTime(p).IsZero() { // "": a destination not begun
 			return nil, fmt.Errorf("%w: the cursor is not one History gave", ErrBadFilter)
 		}
 	}
