@@ -30,6 +30,7 @@ func (f *fixture) delivered(t *testing.T, dest string, at time.Time, ids ...stri
 		}
 		e = leased[0].Envelope
 		e.Attempts++
+		e.LastStatus = 200
 		e.Log = append(e.Log, sender.Attempt{At: at, Status: 200, Latency: 2 * time.Millisecond})
 		out := sender.Outcome{Kind: sender.Delivered, ID: id, LeaseUntil: leased[0].LeaseUntil, Envelope: e}
 		if _, err := f.q.Settle(ctx, dest, []sender.Outcome{out}, at); err != nil {
@@ -98,7 +99,7 @@ func TestDeliveries(t *testing.T) {
 	var page httpapi.DeliveriesPage
 	decode(t, f.do(t, "GET", "/hookgate/deliveries?id=b-2", ""), 200, &page)
 	wantEntry := httpapi.DeliveryEntry{ID: "b-2", Destination: "billing", EventType: "reservation.confirmed", Entity: "r-b-2",
-		State: sender.StateDelivered, Attempts: 1, CreatedAt: when.Add(time.Minute), SettledAt: when.Add(2 * time.Minute), LastStatus: 0}
+		State: sender.StateDelivered, Attempts: 1, CreatedAt: when.Add(time.Minute), SettledAt: when.Add(2 * time.Minute), LastStatus: 200}
 	if len(page.Entries) != 1 {
 		t.Fatalf("by ID: %+v", page)
 	}
