@@ -88,7 +88,7 @@ func TestQueueKeepsHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Destruct()
+	t.Cleanup(func() { _ = c.Destruct() })
 	q, err := c.Queue("p", time.Hour, sender.History{Keep: time.Hour, Payload: 0})
 	if err != nil {
 		t.Fatal(err)

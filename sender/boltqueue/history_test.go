@@ -269,7 +269,7 @@ func TestHistoryCountOfAnEarlierStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	t.Cleanup(func() { _ = db.Close() })
 	q, err := boltqueue.New(db, time.Hour)
 	if err != nil {
 		t.Fatal(err)
