@@ -33,8 +33,8 @@ type SenderConfig struct {
 	// Lease is how long a worker holds an envelope before it is presumed
 	// dead and the envelope delivered again. Default 30s.
 	Lease caddy.Duration `json:"lease,omitempty"`
-	// Retention is how long delivered IDs (enqueue idempotency) and dead
-	// letters are kept. Default 168h.
+	// Retention is how long dead letters are kept, and the history unless
+	// History says. Default 168h.
 	Retention caddy.Duration `json:"retention,omitempty"`
 	// MaxRedrive is the most dead letters one redrive may move (a larger
 	// limit is refused with 400 bad_limit). Default 10000.
