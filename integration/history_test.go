@@ -83,8 +83,12 @@ func keys(entries []historyEntry) []string {
 // (delivered, and dead for one destination's refusals) while the history
 // is paged; each walk lists every entry at most once, newest first, and
 // once all settled the filters narrow it; one delivery is shown with its
-// payload and attempts; the gauge counts the entries.
+// payload and attempts; the gauge counts the entries. On both stores.
 func TestDeliveryHistory(t *testing.T) {
+	backends(t, testDeliveryHistory)
+}
+
+func testDeliveryHistory(t *testing.T, global string) {
 	var mu sync.Mutex
 	got := map[string]int{}
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
@@ -97,7 +101,7 @@ func TestDeliveryHistory(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusOK)
 	})
-	global := fanGlobal("store file", "attempts 2\n\t\t\tbackoff 10ms 20ms\n\t\t\thistory 1h\n\t\t\thistory_payload 1h",
+	global = fanGlobal(storeOf(global), "attempts 2\n\t\t\tbackoff 10ms 20ms\n\t\t\thistory 1h\n\t\t\thistory_payload 1h",
 		fanDest("a", up.URL+"/a", "*"), fanDest("b", up.URL+"/b", "reservation.*"), fanDest("c", up.URL+"/c", "seat.*"))
 	g := startGateway(t, fanSite, gatewayOptions{Global: global})
 
