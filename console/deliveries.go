@@ -188,11 +188,11 @@ type chart struct {
 
 // chartBar is one minute's bar: delivered stacked on dead.
 type chartBar struct {
-	Minute             string
-	Delivered, Dead    int
-	X, W               float64
-	DeadY, DeadH       float64
-	DeliveredY, DelivH float64
+	Minute                 string
+	Delivered, Dead        int
+	X, W                   float64
+	DeadY, DeadH           float64
+	DeliveredY, DeliveredH float64
 }
 
 // chartTick is a label under the bars.
@@ -264,8 +264,8 @@ func (c *Console) chart(ctx context.Context, dest string) (*chart, error) {
 			X: chartLeft + float64(i)*step, W: step * chartBarFraction}
 		b.DeadH = float64(dead[i]) * scale
 		b.DeadY = plotH - b.DeadH
-		b.DelivH = float64(delivered[i]) * scale
-		b.DeliveredY = b.DeadY - b.DelivH
+		b.DeliveredH = float64(delivered[i]) * scale
+		b.DeliveredY = b.DeadY - b.DeliveredH
 		ch.Bars = append(ch.Bars, b)
 		if at.Minute()%15 == 0 {
 			ch.Ticks = append(ch.Ticks, chartTick{X: b.X, Label: b.Minute})
