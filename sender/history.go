@@ -173,7 +173,7 @@ func decodeHistoryCursor(c string) (map[string]string, error) {
 		return nil, fmt.Errorf("%w: the cursor is not one History gave", ErrBadFilter)
 	}
 	for _, p := range pos {
-		if p != historyDone && historyTime(p).IsZero() {
+		if p != historyDone && p != "" && historyTime(p).IsZero() { // "": a destination not begun
 			return nil, fmt.Errorf("%w: the cursor is not one History gave", ErrBadFilter)
 		}
 	}

@@ -29,14 +29,33 @@ import (
 //	due      score|id -> nil   (an index per state, in score order)
 //	leased   score|id -> nil
 //	dead     score|id -> nil
-//	done     id -> fingerprint (8) | delivered at (8)
-//	donet    delivered at|id -> nil
+//	hist     settled at (8, big-endian unix ms) | sequence (8, the
+//	         bucket's NextSequence: those settled in one millisecond keep
+//	         their order) -> the history: state byte (d delivered, x dead)
+//	         | string id | string record (sender.MarshalMeta) | attempt
+//	         log (sender.MarshalLog, the rest); one entry per ID, its
+//	         newest: an envelope that settles again replaces its entry
+//	hidx     id -> its hist key
+//	hpay     id -> expiry (8, unix ms) | the payload of its delivery, kept
+//	         for History.Payload
+//	hpayt    expiry|id -> nil (trims hpay)
 //	redrives redrive id -> moved, delivered, dead again, superseded (8
 //	         bytes each) | first moved at (8)
 //	redrivet first moved at|redrive id -> nil (trims redrives)
 //	counts   (a key) queued, leased, dead (8 bytes each), kept with the
 //	         indexes, so that Stats walks nothing
 //	paused   (a key) who paused it, present while the destination is paused
+//
+// where a string is a uvarint length and its bytes. A delivered ID is a
+// duplicate for the enqueue while its hist entry is within History.Keep;
+// hist, hidx and hpay are trimmed by Settle, a bounded number at a time.
+//
+// Stores written before the history kept delivered IDs in two buckets,
+// still read (the enqueue's idempotency, Metas, Move) until the trim has
+// forgotten them, and written only by a Move that carries them:
+//
+//	done     id -> fingerprint (8) | delivered at (8)
+//	donet    delivered at|id -> nil
 //
 // Stores written before version 2 kept the record, the log and the
 // payload in one env value (state | score | fingerprint | envelope); New
@@ -53,17 +72,23 @@ var (
 	deadB      = []byte("dead")
 	doneB      = []byte("done")
 	donetB     = []byte("donet")
+	histB      = []byte("hist")
+	hidxB      = []byte("hidx")
+	hpayB      = []byte("hpay")
+	hpaytB     = []byte("hpayt")
 	rdCountsB  = []byte("redrives")
 	rdTimesB   = []byte("redrivet")
 	countsKey  = []byte("counts")
 	pausedKey  = []byte("paused")
-	subBuckets = [][]byte{envB, metaB, logB, dueB, leasedB, deadB, doneB, donetB, rdCountsB, rdTimesB}
+	// subBuckets are a destination's buckets, the newest last: a
+	// destination that lacks the last lacks some.
+	subBuckets = [][]byte{envB, metaB, logB, dueB, leasedB, deadB, rdCountsB, rdTimesB, histB, hidxB, hpayB, hpaytB}
 
 	errBadEntry = errors.New("malformed stored envelope entry")
 )
 
-// trimBatch bounds the delivered IDs, dead letters and redrive counts
-// forgotten per Settle.
+// trimBatch bounds the history entries, kept payloads, dead letters,
+// redrive counts and legacy delivered IDs forgotten per Settle, of each.
 const trimBatch = 100
 
 // Queue is a sender.Queue on a bbolt file.
@@ -71,10 +96,12 @@ type Queue struct {
 	db        *bolt.DB
 	write     func(func(*bolt.Tx) error) error // a group-committed update (boltcommit)
 	retention time.Duration
+	history   sender.History // set before use (KeepHistory)
 }
 
-// New returns a Queue on db. Delivered IDs and dead letters are kept for
-// retention. What a store of an earlier version holds is moved to the
+// New returns a Queue on db. Dead letters and redrive counts are kept for
+// retention; what settled, for retention too unless KeepHistory says
+// otherwise. What a store of an earlier version holds is moved to the
 // current layout first.
 func New(db *bolt.DB, retention time.Duration) (*Queue, error) {
 	err := db.Update(func(tx *bolt.Tx) error {
@@ -88,7 +115,7 @@ func New(db *bolt.DB, retention time.Duration) (*Queue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the sender's buckets: %w", err)
 	}
-	return &Queue{db: db, write: boltcommit.New(db).Update, retention: retention}, nil
+	return &Queue{db: db, write: boltcommit.New(db).Update, retention: retention, history: sender.History{Keep: retention}}, nil
 }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
@@ -103,15 +130,16 @@ func scoreOf(k []byte) int64 { return int64(binary.BigEndian.Uint64(k[:8])) }
 
 // dest is one destination's buckets.
 type dest struct {
-	name                   string
-	b                      *bolt.Bucket
-	env, meta, log         *bolt.Bucket
-	due, leased, dead      *bolt.Bucket
-	done, donet, rdCounts  *bolt.Bucket
-	rdTimes                *bolt.Bucket
-	corrupt                *bolt.Bucket
-	queued, leasedN, deadN int64 // the counts, as read
-	countsChanged          bool
+	name                    string
+	b                       *bolt.Bucket
+	env, meta, log          *bolt.Bucket
+	due, leased, dead       *bolt.Bucket
+	rdCounts, rdTimes       *bolt.Bucket
+	hist, hidx, hpay, hpayt *bolt.Bucket
+	done, donet             *bolt.Bucket // nil unless the store is older than the history
+	corrupt                 *bolt.Bucket
+	queued, leasedN, deadN  int64 // the counts, as read
+	countsChanged           bool
 }
 
 func (d *dest) index(state byte) *bolt.Bucket {
@@ -163,7 +191,7 @@ func destOf(tx *bolt.Tx, name string) (*dest, error) {
 			return nil, err
 		}
 	}
-	if tx.Writable() && b.Bucket(rdTimesB) == nil {
+	if tx.Writable() && b.Bucket(subBuckets[len(subBuckets)-1]) == nil {
 		for _, n := range subBuckets {
 			if _, err := b.CreateBucketIfNotExists(n); err != nil {
 				return nil, err
@@ -171,9 +199,11 @@ func destOf(tx *bolt.Tx, name string) (*dest, error) {
 		}
 	}
 	d := &dest{name: name, b: b, env: b.Bucket(envB), meta: b.Bucket(metaB), log: b.Bucket(logB),
-		due: b.Bucket(dueB), leased: b.Bucket(leasedB), dead: b.Bucket(deadB), done: b.Bucket(doneB),
-		donet: b.Bucket(donetB), rdCounts: b.Bucket(rdCountsB), rdTimes: b.Bucket(rdTimesB), corrupt: tx.Bucket(corruptB)}
-	if d.meta == nil || d.rdTimes == nil {
+		due: b.Bucket(dueB), leased: b.Bucket(leasedB), dead: b.Bucket(deadB),
+		rdCounts: b.Bucket(rdCountsB), rdTimes: b.Bucket(rdTimesB),
+		hist: b.Bucket(histB), hidx: b.Bucket(hidxB), hpay: b.Bucket(hpayB), hpayt: b.Bucket(hpaytB),
+		done: b.Bucket(doneB), donet: b.Bucket(donetB), corrupt: tx.Bucket(corruptB)}
+	if d.meta == nil || d.hpayt == nil {
 		// Read-only, on a store that upgrade has not reached (New runs it
 		// first, so only a read racing New): read nothing of it.
 		return nil, nil
@@ -366,12 +396,19 @@ func (q *Queue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.Enqueue
 			res = sender.EnqueueResult{State: stateOf(cur.state, d.paused()), Duplicate: true, Mismatch: old.Fingerprint != m.Fingerprint}
 			return nil
 		}
-		if v := d.done.Get([]byte(e.ID)); len(v) == 16 {
-			at := int64(binary.BigEndian.Uint64(v[8:]))
-			if at > ms(e.CreatedAt.Add(-q.retention)) {
-				res = sender.EnqueueResult{State: sender.StateDelivered, Duplicate: true, Mismatch: [8]byte(v[:8]) != m.Fingerprint}
-				return nil
-			}
+		dl, ok, err := d.delivered(e.ID)
+		if err != nil {
+			return err
+		}
+		// Within the history's keep (a legacy delivered ID: above the
+		// retention) the ID is a duplicate.
+		within := ok && dl.at >= ms(e.CreatedAt.Add(-q.history.Keep))
+		if dl.legacy {
+			within = dl.at > ms(e.CreatedAt.Add(-q.retention))
+		}
+		if within {
+			res = sender.EnqueueResult{State: sender.StateDelivered, Duplicate: true, Mismatch: dl.fp != m.Fingerprint}
+			return nil
 		}
 		res = sender.EnqueueResult{State: stateOf('q', d.paused())}
 		return d.put(e, m, 'q', ms(e.NextAt))
@@ -526,23 +563,18 @@ func (q *Queue) Settle(ctx context.Context, name string, outcomes []sender.Outco
 			}
 			switch o.Kind {
 			case sender.Delivered:
-				if err := d.remove(o.ID, cur); err != nil {
-					return err
-				}
-				if err := d.redriveCount(m.RedriveID, rdDelivered, 1, ms(now)); err != nil {
-					return err
-				}
-				v := append(m.Fingerprint[:], binary.BigEndian.AppendUint64(nil, uint64(ms(now)))...)
-				if err := d.done.Put([]byte(o.ID), v); err != nil {
-					return err
-				}
-				err = d.donet.Put(indexKey(ms(now), o.ID), nil)
+				err = q.deliver(d, o, m, cur, ms(now))
 			case sender.Release:
 				err = d.setState(o.ID, cur, 'q', ms(now))
 			case sender.Retry:
-				err = d.rewrite(o.Envelope, m, cur, 'q', ms(o.Envelope.NextAt))
+				err = d.rewrite(o.ID, sender.MarshalMeta(settledMeta(o.Envelope, m)), sender.MarshalLog(o.Envelope.Log), cur, 'q', ms(o.Envelope.NextAt))
 			case sender.Dead:
-				if err = d.rewrite(o.Envelope, m, cur, 'x', ms(o.Envelope.DeadAt)); err == nil {
+				// A dead letter, and an entry in the history.
+				dm, log := settledMeta(o.Envelope, m), sender.MarshalLog(o.Envelope.Log)
+				if err = d.rewrite(o.ID, sender.MarshalMeta(dm), log, cur, 'x', ms(o.Envelope.DeadAt)); err == nil {
+					err = d.addHistory(o.ID, histDead, historyRecord(*dm), log, ms(now))
+				}
+				if err == nil {
 					err = d.redriveCount(m.RedriveID, rdDeadAgain, 1, ms(now))
 				}
 			default:
@@ -560,18 +592,47 @@ func (q *Queue) Settle(ctx context.Context, name string, outcomes []sender.Outco
 	return skipped, nil
 }
 
-// rewrite writes a settled envelope's record and log in a new state; its
-// payload, and so its size and fingerprint, are as stored (old).
-func (d *dest) rewrite(e *sender.Envelope, old *sender.Meta, cur entry, state byte, score int64) error {
+// deliver moves a delivered envelope out of the queue into the history:
+// its record (historyRecord) and log as the outcome left them (as stored
+// when it carries no envelope), and its payload while the history keeps
+// payloads.
+func (q *Queue) deliver(d *dest, o sender.Outcome, stored *sender.Meta, cur entry, now int64) error {
+	m, log := stored, d.log.Get([]byte(o.ID))
+	if o.Envelope != nil {
+		m, log = settledMeta(o.Envelope, stored), sender.MarshalLog(o.Envelope.Log)
+	}
+	rec := historyRecord(*m)
+	if err := d.addHistory(o.ID, histDelivered, rec, log, now); err != nil {
+		return err
+	}
+	if q.history.Payload > 0 {
+		if err := d.keepPayload(o.ID, cur.payload, now+q.history.Payload.Milliseconds()); err != nil {
+			return err
+		}
+	}
+	if err := d.remove(o.ID, cur); err != nil {
+		return err
+	}
+	return d.redriveCount(stored.RedriveID, rdDelivered, 1, now)
+}
+
+// settledMeta is the record of e as an outcome left it; its payload, and
+// so its size and fingerprint, are as stored.
+func settledMeta(e *sender.Envelope, stored *sender.Meta) *sender.Meta {
 	m := sender.MetaOf(e)
-	m.Size, m.Fingerprint = old.Size, old.Fingerprint
-	if err := d.meta.Put([]byte(e.ID), sender.MarshalMeta(m)); err != nil {
+	m.Size, m.Fingerprint = stored.Size, stored.Fingerprint
+	return m
+}
+
+// rewrite writes a settled envelope's record and log in a new state.
+func (d *dest) rewrite(id string, rec, log []byte, cur entry, state byte, score int64) error {
+	if err := d.meta.Put([]byte(id), rec); err != nil {
 		return err
 	}
-	if err := d.log.Put([]byte(e.ID), sender.MarshalLog(e.Log)); err != nil {
+	if err := d.log.Put([]byte(id), log); err != nil {
 		return err
 	}
-	return d.setState(e.ID, cur, state, score)
+	return d.setState(id, cur, state, score)
 }
 
 // The fields of a redrive's counts.
@@ -604,14 +665,20 @@ func (d *dest) redriveCount(id string, field int, delta int64, now int64) error 
 	return d.rdCounts.Put([]byte(id), v)
 }
 
-// trim forgets delivered IDs, dead letters and redrive counts past the
+// trim forgets what settled past the history's keep, payloads past
+// theirs, dead letters, redrive counts and legacy delivered IDs past the
 // retention, a bounded number per call.
 func (q *Queue) trim(d *dest, now time.Time) error {
+	if err := d.trimHistory(ms(now), q.history.Keep); err != nil {
+		return err
+	}
 	cutoff := ms(now.Add(-q.retention))
 	var old [][]byte
-	c := d.donet.Cursor()
-	for k, _ := c.First(); k != nil && len(old) < trimBatch && scoreOf(k) <= cutoff; k, _ = c.Next() {
-		old = append(old, append([]byte(nil), k...))
+	if d.donet != nil {
+		c := d.donet.Cursor()
+		for k, _ := c.First(); k != nil && len(old) < trimBatch && scoreOf(k) <= cutoff; k, _ = c.Next() {
+			old = append(old, append([]byte(nil), k...))
+		}
 	}
 	for _, k := range old {
 		if err := d.donet.Delete(k); err != nil {
@@ -626,7 +693,7 @@ func (q *Queue) trim(d *dest, now time.Time) error {
 		}
 	}
 	old = old[:0]
-	c = d.dead.Cursor()
+	c := d.dead.Cursor()
 	for k, _ := c.First(); k != nil && len(old) < trimBatch && scoreOf(k) <= cutoff; k, _ = c.Next() {
 		old = append(old, append([]byte(nil), k...))
 	}
@@ -783,9 +850,12 @@ func (q *Queue) Metas(ctx context.Context, name string, ids []string) ([]*sender
 				return err
 			}
 			if !ok {
-				if v := d.done.Get([]byte(id)); len(v) == 16 {
-					out = append(out, &sender.Meta{ID: id, Destination: name, State: sender.StateDelivered,
-						Fingerprint: [8]byte(v[:8]), SettledAt: time.UnixMilli(int64(binary.BigEndian.Uint64(v[8:])))})
+				m, err := d.deliveredMeta(id)
+				if err != nil {
+					return err
+				}
+				if m != nil {
+					out = append(out, m)
 				}
 				continue
 			}
@@ -807,6 +877,24 @@ func (q *Queue) Metas(ctx context.Context, name string, ids []string) ([]*sender
 	return out, nil
 }
 
+// deliveredMeta is id's record if it was delivered: from the history,
+// or else its ID, fingerprint and when it was delivered, from the
+// delivered IDs an earlier version wrote; nil when neither holds it.
+func (d *dest) deliveredMeta(id string) (*sender.Meta, error) {
+	k, h, ok, err := d.history(id)
+	if err != nil {
+		return nil, err
+	}
+	if ok && h.state == histDelivered {
+		return h.meta(d.name, k), nil
+	}
+	dl, ok, err := d.delivered(id)
+	if !ok || err != nil {
+		return nil, err
+	}
+	return &sender.Meta{ID: id, Destination: d.name, State: sender.StateDelivered, Fingerprint: dl.fp, SettledAt: time.UnixMilli(dl.at)}, nil
+}
+
 // Get implements sender.Queue.
 func (q *Queue) Get(ctx context.Context, name, id string) (*sender.Envelope, sender.State, error) {
 	var env *sender.Envelope
@@ -816,6 +904,11 @@ func (q *Queue) Get(ctx context.Context, name, id string) (*sender.Envelope, sen
 			return sender.ErrNotFound
 		}
 		e, cur, err := d.envelope(id)
+		if errors.Is(err, sender.ErrNotFound) {
+			env, err = d.fromHistory(id)
+			state = sender.StateDelivered
+			return err
+		}
 		if err != nil {
 			return err
 		}
@@ -844,28 +937,12 @@ func (q *Queue) Redrive(ctx context.Context, name string, ids []string, redriveI
 			if !ok || cur.state != 'x' {
 				continue
 			}
-			m, err := d.record(id)
-			if err != nil {
-				continue // listed as broken, purgeable; never sent
-			}
-			if m.RedriveID != "" {
-				// An earlier redrive's letter that died again: now this
-				// one's.
-				if err := d.redriveCount(m.RedriveID, rdDeadAgain, -1, ms(now)); err != nil {
-					return err
-				}
-				if err := d.redriveCount(m.RedriveID, rdSuperseded, 1, ms(now)); err != nil {
-					return err
-				}
-			}
-			m.RedriveID, m.NextAt = redriveID, now
-			if err := d.meta.Put([]byte(id), sender.MarshalMeta(m)); err != nil {
+			if ok, err = d.redrive(id, cur, redriveID, ms(now)); err != nil {
 				return err
 			}
-			if err := d.setState(id, cur, 'q', ms(now)); err != nil {
-				return err
+			if ok {
+				moved = append(moved, id)
 			}
-			moved = append(moved, id)
 		}
 		if len(moved) > 0 {
 			return d.redriveCount(redriveID, rdMoved, int64(len(moved)), ms(now))
@@ -876,6 +953,30 @@ func (q *Queue) Redrive(ctx context.Context, name string, ids []string, redriveI
 		return nil, fmt.Errorf("bolt redrive: %w", err)
 	}
 	return moved, nil
+}
+
+// redrive moves the dead letter id (its entry cur) back to due at now
+// under redriveID, and reports whether it did: a record that does not
+// decode stays (listed as broken, purgeable; never sent).
+func (d *dest) redrive(id string, cur entry, redriveID string, now int64) (bool, error) {
+	m, err := d.record(id)
+	if err != nil {
+		return false, nil
+	}
+	if m.RedriveID != "" {
+		// An earlier redrive's letter that died again: now this one's.
+		if err := d.redriveCount(m.RedriveID, rdDeadAgain, -1, now); err != nil {
+			return false, err
+		}
+		if err := d.redriveCount(m.RedriveID, rdSuperseded, 1, now); err != nil {
+			return false, err
+		}
+	}
+	m.RedriveID, m.NextAt = redriveID, time.UnixMilli(now)
+	if err := d.meta.Put([]byte(id), sender.MarshalMeta(m)); err != nil {
+		return false, err
+	}
+	return true, d.setState(id, cur, 'q', now)
 }
 
 // RedriveCounts implements sender.Queue.
@@ -944,7 +1045,7 @@ func (q *Queue) Destinations(ctx context.Context) ([]string, error) {
 const moveBatch = 500
 
 // Move implements sender.Queue: in transactions of a bounded size, each
-// atomic; then the delivered IDs.
+// atomic; then the history, and the delivered IDs of an earlier version.
 func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved, kept int, err error) {
 	if from == to {
 		return 0, 0, fmt.Errorf("bolt move: %q to itself", from)
@@ -982,7 +1083,11 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 					return err
 				}
 				m.Destination, e.Destination = to, to
-				if fp, held := dst.holds(id); held {
+				fp, held, err := dst.holds(id)
+				if err != nil {
+					return err
+				}
+				if held {
 					if fp != m.Fingerprint {
 						skip[id] = true
 						continue
@@ -1014,52 +1119,29 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 			break
 		}
 	}
-	// The IDs delivered within the retention go too, so that the enqueue
-	// stays idempotent under the new name.
-	for {
-		n := 0
-		err := q.write(func(tx *bolt.Tx) error {
-			n = 0
-			src, err := destOf(tx, from)
-			if err != nil {
-				return err
-			}
-			dst, err := destOf(tx, to)
-			if err != nil {
-				return err
-			}
-			var ids, vals [][]byte
-			c := src.done.Cursor()
-			for k, v := c.First(); k != nil && len(ids) < moveBatch; k, v = c.Next() {
-				ids, vals = append(ids, append([]byte(nil), k...)), append(vals, append([]byte(nil), v...))
-			}
-			for i, id := range ids {
-				v := vals[i]
-				if len(v) == 16 && dst.done.Get(id) == nil && dst.env.Get(id) == nil {
-					if err := dst.done.Put(id, v); err != nil {
-						return err
-					}
-					if err := dst.donet.Put(indexKey(int64(binary.BigEndian.Uint64(v[8:])), string(id)), nil); err != nil {
-						return err
-					}
-				}
-				if len(v) == 16 {
-					if err := src.donet.Delete(indexKey(int64(binary.BigEndian.Uint64(v[8:])), string(id))); err != nil {
-						return err
-					}
-				}
-				if err := src.done.Delete(id); err != nil {
+	// The history goes too, so that the enqueue stays idempotent under the
+	// new name, and the delivered IDs of an earlier version.
+	for _, step := range []func(src, dst *dest) (int, error){moveHistory, moveLegacyDone} {
+		for {
+			n := 0
+			err := q.write(func(tx *bolt.Tx) error {
+				src, err := destOf(tx, from)
+				if err != nil {
 					return err
 				}
-				n++
+				dst, err := destOf(tx, to)
+				if err != nil {
+					return err
+				}
+				n, err = step(src, dst)
+				return err
+			})
+			if err != nil {
+				return moved, len(skip), fmt.Errorf("bolt move: what settled: %w", err)
 			}
-			return nil
-		})
-		if err != nil {
-			return moved, len(skip), fmt.Errorf("bolt move: delivered IDs: %w", err)
-		}
-		if n == 0 {
-			break
+			if n == 0 {
+				break
+			}
 		}
 	}
 	err = q.write(func(tx *bolt.Tx) error {
@@ -1079,16 +1161,111 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 	return moved, len(skip), nil
 }
 
-// holds reports whether d holds id, in any state or delivered within the
-// retention, and the fingerprint of its payload.
-func (d *dest) holds(id string) ([8]byte, bool) {
+// moveHistory moves up to moveBatch of src's history entries to dst,
+// oldest first, each with its kept payload, unless dst holds a newer
+// entry of its ID; it answers how many went from src.
+func moveHistory(src, dst *dest) (int, error) {
+	var keys [][]byte
+	c := src.hist.Cursor()
+	for k, _ := c.First(); k != nil && len(keys) < moveBatch; k, _ = c.Next() {
+		keys = append(keys, append([]byte(nil), k...))
+	}
+	for _, k := range keys {
+		h, err := unmarshalHist(src.hist.Get(k))
+		if err == nil && bytes.Equal(src.hidx.Get([]byte(h.id)), k) {
+			if err := moveEntry(src, dst, k, h); err != nil {
+				return 0, err
+			}
+		}
+		if err := src.hist.Delete(k); err != nil {
+			return 0, err
+		}
+	}
+	return len(keys), nil
+}
+
+// moveEntry writes src's entry h (key k) and its kept payload in dst,
+// unless dst holds a newer entry of its ID, and forgets them in src.
+func moveEntry(src, dst *dest, k []byte, h histEntry) error {
+	if old := dst.hidx.Get([]byte(h.id)); old == nil || scoreOf(old) < scoreOf(k) {
+		if err := dst.addHistory(h.id, h.state, h.rec, h.log, scoreOf(k)); err != nil {
+			return err
+		}
+		if payload, until, ok := src.keptPayload(h.id); ok {
+			if err := dst.keepPayload(h.id, payload, until); err != nil {
+				return err
+			}
+		}
+	}
+	if err := src.hidx.Delete([]byte(h.id)); err != nil {
+		return err
+	}
+	return src.dropPayload(h.id)
+}
+
+// moveLegacyDone moves up to moveBatch of the delivered IDs an earlier
+// version wrote in src to dst, unless dst holds the ID; it answers how
+// many went from src.
+func moveLegacyDone(src, dst *dest) (int, error) {
+	if src.done == nil {
+		return 0, nil
+	}
+	var ids, vals [][]byte
+	c := src.done.Cursor()
+	for k, v := c.First(); k != nil && len(ids) < moveBatch; k, v = c.Next() {
+		ids, vals = append(ids, append([]byte(nil), k...)), append(vals, append([]byte(nil), v...))
+	}
+	for i, id := range ids {
+		v := vals[i]
+		_, held, err := dst.holds(string(id))
+		if err != nil {
+			return 0, err
+		}
+		if len(v) == 16 && !held {
+			if err := dst.legacyDone(); err != nil {
+				return 0, err
+			}
+			if err := dst.done.Put(id, v); err != nil {
+				return 0, err
+			}
+			if err := dst.donet.Put(indexKey(int64(binary.BigEndian.Uint64(v[8:])), string(id)), nil); err != nil {
+				return 0, err
+			}
+		}
+		if len(v) == 16 {
+			if err := src.donet.Delete(indexKey(int64(binary.BigEndian.Uint64(v[8:])), string(id))); err != nil {
+				return 0, err
+			}
+		}
+		if err := src.done.Delete(id); err != nil {
+			return 0, err
+		}
+	}
+	return len(ids), nil
+}
+
+// legacyDone creates d's buckets of delivered IDs of an earlier version,
+// for a Move to carry such IDs into.
+func (d *dest) legacyDone() error {
+	if d.done != nil {
+		return nil
+	}
+	var err error
+	if d.done, err = d.b.CreateBucketIfNotExists(doneB); err != nil {
+		return err
+	}
+	d.donet, err = d.b.CreateBucketIfNotExists(donetB)
+	return err
+}
+
+// holds reports whether d holds id, in any state or delivered, and the
+// fingerprint of its payload.
+func (d *dest) holds(id string) ([8]byte, bool, error) {
 	if v := d.meta.Get([]byte(id)); len(v) >= 9 {
-		return [8]byte(v[1:9]), true
+		return [8]byte(v[1:9]), true, nil
 	}
-	if v := d.done.Get([]byte(id)); len(v) == 16 {
-		return [8]byte(v[:8]), true
-	}
-	return [8]byte{}, false
+	dl, ok, err := d.delivered(id)
+	return dl.fp, ok, err
 }
 
 // moveRedriveCounts adds d's redrive counts to to's, and forgets them in
@@ -1183,9 +1360,10 @@ func (q *Queue) FirstSeen(ctx context.Context, dests []string, now time.Time) (m
 
 var _ sender.Queue = (*Queue)(nil)
 
-// upgrade moves envelopes of a store written before version 2 (one env
-// value holding the fingerprint and the whole envelope) to the current
-// layout; an entry that does not decode is set aside.
+// upgrade gives every destination the buckets this version keeps (so a
+// read finds them), and moves envelopes of a store written before version
+// 2 (one env value holding the fingerprint and the whole envelope) to the
+// current layout; an entry that does not decode is set aside.
 func upgrade(tx *bolt.Tx) error {
 	root := tx.Bucket(rootBucket)
 	var names [][]byte
@@ -1197,12 +1375,16 @@ func upgrade(tx *bolt.Tx) error {
 	}
 	for _, name := range names {
 		b := root.Bucket(name)
-		if b.Bucket(metaB) != nil {
+		v2 := b.Bucket(metaB) != nil
+		if v2 && b.Bucket(subBuckets[len(subBuckets)-1]) != nil {
 			continue
 		}
-		d, err := destOf(tx, string(name))
+		d, err := destOf(tx, string(name)) // creates the buckets it lacks
 		if err != nil {
 			return err
+		}
+		if v2 {
+			continue
 		}
 		type old struct {
 			id  string

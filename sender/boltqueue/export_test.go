@@ -1,0 +1,4 @@
+package boltqueue
+
+// HistoryScan is historyScan, for the tests of its bound.
+const HistoryScan = historyScan
