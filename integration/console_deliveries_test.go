@@ -61,9 +61,10 @@ func TestConsoleDeliveries(t *testing.T) {
 	}
 	screenshot(t, ctx, "deliveries")
 
-	// A search by entity.
+	// A search by entity (the page it loads renders the value as an
+	// attribute; the page typed on has it as a property only).
 	run(t, ctx, chromedp.SetValue(chromedp.CSS(`#search input[name="entity"]`), "r-a-4xx-03"),
-		chromedp.Click(chromedp.CSS(`#search button`)), chromedp.WaitVisible(chromedp.CSS("#deliveries")))
+		chromedp.Click(chromedp.CSS(`#search button`)), chromedp.WaitVisible(chromedp.CSS(`#search input[name="entity"][value="r-a-4xx-03"]`)))
 	found := eval[[]string](t, ctx, `[...document.querySelectorAll("#deliveries tbody tr")].map(tr => tr.dataset.id + " " + tr.querySelector(".state").textContent)`)
 	if fmt.Sprint(found) != "[a-4xx-03 dead]" {
 		t.Fatalf("search by entity r-a-4xx-03: %v", found)
