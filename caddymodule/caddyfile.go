@@ -184,6 +184,9 @@ func positiveInt(d *caddyfile.Dispenser, sub string, args []string) (int, error)
 //		timeout   <duration>
 //		lease     <duration>
 //		retention <duration>
+//		history   <duration>
+//		history_payload <duration>
+//		max_redrive <n>
 //		breaker {
 //			failures  <n>
 //			open      <duration>
@@ -223,6 +226,16 @@ func (sc *SenderConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			sc.Retention, err = positiveDuration(d, sub, args)
 		case "max_redrive":
 			sc.MaxRedrive, err = positiveInt(d, sub, args)
+		case "history":
+			sc.History, err = positiveDuration(d, sub, args)
+		case "history_payload":
+			var v caddy.Duration
+			if v, err = positiveDuration(d, sub, args); err != nil && len(args) == 1 {
+				if z, zerr := caddy.ParseDuration(args[0]); zerr == nil && z == 0 {
+					v, err = 0, nil // keeps no payload
+				}
+			}
+			sc.HistoryPayload = &v
 		case "breaker":
 			if len(args) != 0 {
 				return d.ArgErr()

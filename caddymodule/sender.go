@@ -33,12 +33,18 @@ type SenderConfig struct {
 	// Lease is how long a worker holds an envelope before it is presumed
 	// dead and the envelope delivered again. Default 30s.
 	Lease caddy.Duration `json:"lease,omitempty"`
-	// Retention is how long delivered IDs (enqueue idempotency) and dead
-	// letters are kept. Default 168h.
+	// Retention is how long dead letters are kept, and the history unless
+	// History says. Default 168h.
 	Retention caddy.Duration `json:"retention,omitempty"`
 	// MaxRedrive is the most dead letters one redrive may move (a larger
 	// limit is refused with 400 bad_limit). Default 10000.
 	MaxRedrive int `json:"max_redrive,omitempty"`
+	// History is how long delivered and dead envelopes stay searchable
+	// (and delivered IDs idempotent). Default: the retention.
+	History caddy.Duration `json:"history,omitempty"`
+	// HistoryPayload is how long a delivered envelope keeps its payload, at
+	// most History; 0 keeps none. Default 24h (at most History).
+	HistoryPayload *caddy.Duration `json:"history_payload,omitempty"`
 	// Breaker opens a destination's circuit.
 	Breaker *BreakerConfig `json:"breaker,omitempty"`
 }
@@ -118,7 +124,20 @@ func (a *App) provisionSender() error {
 		a.destinations = append(a.destinations, d)
 	}
 	a.storeUsed = true
+	if _, err := a.history(); err != nil {
+		return fmt.Errorf("sender: %w", err)
+	}
 	return a.senderConfig().Validate()
+}
+
+// history is what the queue keeps of what settled.
+func (a *App) history() (sender.History, error) {
+	sc := a.Sender
+	var payload *time.Duration
+	if sc.HistoryPayload != nil {
+		payload = (*time.Duration)(sc.HistoryPayload)
+	}
+	return sender.NewHistory(a.retention(), time.Duration(sc.History), payload)
 }
 
 // senderConfig is the domain config of a.Sender.
@@ -152,7 +171,8 @@ func (a *App) startSender() error {
 	if err != nil {
 		return err
 	}
-	q, err := conn.Queue(a.KeyPrefix, a.retention())
+	h, _ := a.history() // checked at provision
+	q, err := conn.Queue(a.KeyPrefix, a.retention(), h)
 	if err != nil {
 		return fmt.Errorf("sender queue: %w", err)
 	}

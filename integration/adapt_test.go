@@ -178,6 +178,9 @@ func TestAdaptErrors(t *testing.T) {
 		{"console destination twice", ":80 {\n webhook_console {\n  destination a\n  destination b\n }\n}", "destination given twice"},
 		{"destination events without a glob", "{\n hookgate {\n  destination d {\n   url http://127.0.0.1:1\n   secret s\n   events\n  }\n }\n}\n:80", "events needs at least one event type glob"},
 		{"destination events twice", "{\n hookgate {\n  destination d {\n   events a.*\n   events b.*\n  }\n }\n}\n:80", "events given twice"},
+		{"sender bad history", "{\n hookgate {\n  sender {\n   history 0\n  }\n }\n}\n:80", "history: want a positive duration"},
+		{"sender bad history_payload", "{\n hookgate {\n  sender {\n   history_payload -1h\n  }\n }\n}\n:80", "history_payload: want a positive duration"},
+		{"sender history twice", "{\n hookgate {\n  sender {\n   history 1h\n   history 2h\n  }\n }\n}\n:80", "history given twice"},
 		{"enqueue two destinations", ":80 {\n webhook_enqueue a b\n}", "wrong argument count"},
 		{"reconcile without expect", "{\n hookgate {\n  reconcile j {\n   truth postgres x y\n   receiver http http://h\n  }\n }\n}\n:80", "needs at least one expect"},
 	}
@@ -213,6 +216,7 @@ func TestValidateErrors(t *testing.T) {
 		{"fan-out without event_type", "webhook_enqueue", "it needs event_type"},
 		{"fan-out without a subscriber", "webhook_enqueue {\n event_type {webhook.json.type}\n}", "no destination of the hookgate global option subscribes to any"},
 		{"events that are not a glob", "webhook_enqueue d", "is not a glob"},
+		{"history_payload over history", "webhook_enqueue d", "history_payload: 2h0m0s is longer than the history, 1h0m0s"},
 		{"empty env secret", "webhook_verify github {\n secret {env.HOOKGATE_TEST_UNSET}\n}", "{env.HOOKGATE_TEST_UNSET} is empty"},
 	}
 	for _, tt := range tests {
@@ -231,6 +235,8 @@ func TestValidateErrors(t *testing.T) {
 				if tt.name == "fan-out without event_type" {
 					global = strings.Replace(global, "reservation.[", "reservation.*", 1)
 				}
+			case "history_payload over history":
+				global = "hookgate {\n sender {\n  history 1h\n  history_payload 2h\n }\n destination d {\n  url http://127.0.0.1:1\n  secret whsec_c2VjcmV0\n }\n }\n"
 			case "fan-out without a subscriber":
 				global = "hookgate {\n destination d {\n  url http://127.0.0.1:1\n  secret whsec_c2VjcmV0\n }\n }\n"
 			case "sender lease under two timeouts":

@@ -35,7 +35,7 @@ func TestCLIKnowsItsName(t *testing.T) {
 	}
 	// Each of hookgate's commands: listed in the root's help, its own help
 	// names it as hookgate's and points to hookgate's docs.
-	for _, name := range []string{"sign", "dedupe", "freshness", "dlq", "destinations", "reconcile", "store"} {
+	for _, name := range []string{"sign", "dedupe", "freshness", "dlq", "deliveries", "destinations", "reconcile", "store"} {
 		if !strings.Contains(string(root), "\thookgate "+name+" ") {
 			t.Errorf("hookgate --help does not describe hookgate %s", name)
 		}

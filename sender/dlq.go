@@ -346,7 +346,8 @@ func (s *DLQ) List(ctx context.Context, f Filter, limit int, cursor string) ([]*
 	return out, "", nil
 }
 
-// Get reads one envelope, dead or not: from dest, or from the first
+// Get reads one envelope the queue holds, dead or not (a delivered one is
+// the history's: ErrNotFound here): from dest, or from the first
 // destination that holds the ID when dest is empty.
 func (s *DLQ) Get(ctx context.Context, dest, id string) (*Envelope, State, error) {
 	dests, err := s.check(ctx, Filter{Destination: dest}, false)
@@ -355,7 +356,7 @@ func (s *DLQ) Get(ctx context.Context, dest, id string) (*Envelope, State, error
 	}
 	for _, d := range dests {
 		e, state, err := s.queue.Get(ctx, d, id)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, ErrNotFound) || (err == nil && state == StateDelivered) {
 			continue
 		}
 		return e, state, err

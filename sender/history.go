@@ -152,6 +152,19 @@ func (s *DLQ) History(ctx context.Context, q HistoryQuery, cursor string, limit 
 	return out, encodeHistoryCursor(next), nil
 }
 
+// Delivery reads dest's envelope id in whatever state it is: queued,
+// leased, dead, or delivered (from the history: its payload while it is
+// kept, else PayloadExpired). dest may be an orphan the store holds.
+func (s *DLQ) Delivery(ctx context.Context, dest, id string) (*Envelope, State, error) {
+	if dest == "" {
+		return nil, "", fmt.Errorf("%w: a delivery is read by destination and ID", ErrBadFilter)
+	}
+	if _, err := s.historyDests(ctx, HistoryQuery{Destination: dest}); err != nil {
+		return nil, "", err
+	}
+	return s.queue.Get(ctx, dest, id)
+}
+
 // historyDone marks a destination whose history a walk has read to its end.
 const historyDone = "-"
 

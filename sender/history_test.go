@@ -125,3 +125,33 @@ func TestResendIsABoundedAuditedRedrive(t *testing.T) {
 		t.Errorf("progress = %+v, %v", p, err)
 	}
 }
+
+func TestNewHistory(t *testing.T) {
+	d := func(v time.Duration) *time.Duration { return &v }
+	for _, tc := range []struct {
+		name            string
+		retention, keep time.Duration
+		payload         *time.Duration
+		want            sender.History
+		wantErr         bool
+	}{
+		{name: "defaults", want: sender.History{Keep: sender.DefaultRetention, Payload: 24 * time.Hour}},
+		{name: "the retention", retention: 48 * time.Hour, want: sender.History{Keep: 48 * time.Hour, Payload: 24 * time.Hour}},
+		{name: "a short history bounds the default payload", retention: 48 * time.Hour, keep: time.Hour, want: sender.History{Keep: time.Hour, Payload: time.Hour}},
+		{name: "no payload", keep: time.Hour, payload: d(0), want: sender.History{Keep: time.Hour}},
+		{name: "a payload", keep: 2 * time.Hour, payload: d(time.Hour), want: sender.History{Keep: 2 * time.Hour, Payload: time.Hour}},
+		{name: "a payload longer than the history", keep: time.Hour, payload: d(2 * time.Hour), wantErr: true},
+		{name: "a negative payload", payload: d(-time.Second), wantErr: true},
+		{name: "a negative history", keep: -time.Second, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := sender.NewHistory(tc.retention, tc.keep, tc.payload)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("NewHistory: error %v, want error %v", err, tc.wantErr)
+			}
+			if err == nil && got != tc.want {
+				t.Errorf("NewHistory = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

@@ -178,6 +178,35 @@ func (o *Ops) Redrive(ctx context.Context, f Filter, limit int, by string, dryRu
 	return rd, err
 }
 
+// History pages through the settled envelopes q matches, newest first
+// across destinations (see DLQ.History). It reads no payload.
+func (o *Ops) History(ctx context.Context, q HistoryQuery, cursor string, limit int) ([]*Meta, string, error) {
+	return o.dlq.History(ctx, q, cursor, limit)
+}
+
+// Delivery reads dest's envelope id in any state (see DLQ.Delivery).
+func (o *Ops) Delivery(ctx context.Context, dest, id string) (*Envelope, State, error) {
+	return o.dlq.Delivery(ctx, dest, id)
+}
+
+// Resend sends again up to limit of the settled envelopes q matches, under
+// a new redrive ID (a dry run only counts), then wakes the workers; its
+// audit record and progress are a redrive's (Progress).
+func (o *Ops) Resend(ctx context.Context, q HistoryQuery, limit int, by string, dryRun bool) (*Redrive, error) {
+	rd, err := o.dlq.Resend(ctx, q, limit, by, dryRun)
+	if rd != nil && rd.Moved > 0 {
+		if o.opts.Redriven != nil {
+			o.opts.Redriven(ctx, rd.Letters)
+		}
+		o.logger.Info("resend", withError([]any{"redrive_id", rd.ID, "matched", rd.Matched,
+			"moved", rd.Moved, "by", by}, err)...)
+		for _, d := range o.sender.Destinations() {
+			o.sender.Wake(d)
+		}
+	}
+	return rd, err
+}
+
 // Progress reads a redrive's audit record and what became of its letters;
 // with a scope, only a redrive confined to that destination.
 func (o *Ops) Progress(ctx context.Context, id, scope string) (*Redrive, error) {

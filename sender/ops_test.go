@@ -140,3 +140,49 @@ func TestOpsRedriveAndPurge(t *testing.T) {
 		t.Errorf("logged (-want +got):\n%s", diff)
 	}
 }
+
+// TestOpsResendAndDelivery: a resend that moves envelopes is counted and
+// logged as a redrive is, a dry run neither; a delivery is read by its
+// destination, an unknown destination refused.
+func TestOpsResendAndDelivery(t *testing.T) {
+	q := settledQueue(t, 3, time.Now().Add(-time.Hour))
+	dests := []sender.Destination{{Name: "a", URL: "http://127.0.0.1:1/"}, {Name: "b", URL: "http://127.0.0.1:1/"}, {Name: "c", URL: "http://127.0.0.1:1/"}}
+	s, err := sender.New(q, fast, dests, sender.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := new(logLines)
+	var counted []sender.Letter
+	ops := sender.NewOps(s, sender.NewDLQ(q, s.Destinations(), 0, nil), sender.OpsOptions{
+		Logger:   slog.New(logs),
+		Redriven: func(_ context.Context, l []sender.Letter) { counted = append(counted, l...) },
+	})
+	e, state, err := ops.Delivery(t.Context(), "b", "b-001")
+	if err != nil || state != sender.StateDelivered || string(e.Payload) != `{}` {
+		t.Fatalf("Delivery = %+v, %s, %v", e, state, err)
+	}
+	if _, _, err := ops.Delivery(t.Context(), "nowhere", "b-001"); !errors.Is(err, sender.ErrUnknownDestination) {
+		t.Errorf("Delivery of an unknown destination: %v, want ErrUnknownDestination", err)
+	}
+	page, _, err := ops.History(t.Context(), sender.HistoryQuery{Destination: "a"}, "", 10)
+	if err != nil || len(page) != 3 {
+		t.Fatalf("History = %d entries, %v; want 3", len(page), err)
+	}
+	if rd, err := ops.Resend(t.Context(), sender.HistoryQuery{Destination: "a"}, 2, "ann", true); err != nil || rd.Matched != 3 || rd.Moved != 0 {
+		t.Fatalf("dry run: %+v, %v", rd, err)
+	}
+	if got := logs.take(); len(got) != 0 || len(counted) != 0 {
+		t.Fatalf("a dry run logged %v and counted %v", got, counted)
+	}
+	rd, err := ops.Resend(t.Context(), sender.HistoryQuery{Destination: "a"}, 2, "ann", false)
+	if err != nil || rd.Moved != 2 || rd.Kind != "resend" {
+		t.Fatalf("resend: %+v, %v", rd, err)
+	}
+	if diff := cmp.Diff(rd.Letters, counted); diff != "" {
+		t.Errorf("letters counted (-want +got):\n%s", diff)
+	}
+	want := []map[string]any{{"msg": "resend", "level": "INFO", "redrive_id": rd.ID, "matched": int64(3), "moved": int64(2), "by": "ann"}}
+	if diff := cmp.Diff(want, logs.take()); diff != "" {
+		t.Errorf("logged (-want +got):\n%s", diff)
+	}
+}

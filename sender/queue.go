@@ -1,8 +1,10 @@
 package sender
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -56,9 +58,10 @@ type Queue interface {
 
 	// Metas reads the records of ids, with their states, in the order
 	// given: a record that does not decode as a BrokenMeta, an ID
-	// delivered within the retention as its ID, Fingerprint and SettledAt
-	// with StateDelivered; an ID it holds nothing of is left out. It reads
-	// no payload.
+	// delivered within the history as its record with StateDelivered and
+	// SettledAt (one that earlier versions delivered: its ID, Fingerprint
+	// and SettledAt alone); an ID it holds nothing of is left out. It
+	// reads no payload.
 	Metas(ctx context.Context, dest string, ids []string) ([]*Meta, error)
 
 	// Get reads an envelope in any state, with its state: a delivered one
@@ -156,6 +159,30 @@ type History struct {
 	Keep, Payload time.Duration
 }
 
+// DefaultHistoryPayload is how long a delivered payload is kept when the
+// configuration does not say.
+const DefaultHistoryPayload = 24 * time.Hour
+
+// NewHistory is the history a sender's configuration asks for: keep
+// (0: the retention) and payload (nil: DefaultHistoryPayload, at most
+// keep; 0: no payload is kept). An explicit payload above keep, or a
+// negative duration, is an error.
+func NewHistory(retention, keep time.Duration, payload *time.Duration) (History, error) {
+	h := History{Keep: cmp.Or(keep, retention, DefaultRetention), Payload: min(DefaultHistoryPayload, cmp.Or(keep, retention, DefaultRetention))}
+	switch {
+	case keep < 0:
+		return h, fmt.Errorf("history: %s is negative", keep)
+	case payload == nil:
+		return h, nil
+	case *payload < 0:
+		return h, fmt.Errorf("history_payload: %s is negative", *payload)
+	case *payload > h.Keep:
+		return h, fmt.Errorf("history_payload: %s is longer than the history, %s: a payload is kept at most as long as its entry", *payload, h.Keep)
+	}
+	h.Payload = *payload
+	return h, nil
+}
+
 // RedriveCounts is what became of the letters one redrive moved in one
 // destination; the rest are pending.
 type RedriveCounts struct {
@@ -221,6 +248,10 @@ type Stats struct {
 	OldestReady time.Duration
 	// OldestDead is when the oldest dead letter died; zero when none.
 	OldestDead time.Time
+	// History counts the entries the history holds (each settled ID
+	// once, as History lists it), read from a counter: approximate while
+	// settles and trims run.
+	History int
 	// Corrupt counts the envelopes set aside because they did not decode
 	// (a damaged entry, or one written by a newer version): they would
 	// otherwise fail every lease of their destination.

@@ -55,8 +55,7 @@ type Meta struct {
 	// History starts after it when it is the cursor.
 	HistoryID string
 	// State is the envelope's state when read (not in the encoded record).
-	// Metas answers an ID delivered within the retention as StateDelivered,
-	// with its ID, Fingerprint and SettledAt alone.
+	// Metas answers an ID delivered within the history as StateDelivered.
 	State State
 	// Broken is set for a record that does not decode (a damaged entry,
 	// or one written by a newer version): it is listed, with the reason

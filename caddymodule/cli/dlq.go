@@ -205,6 +205,12 @@ func redriveBody(cmd *cobra.Command) (httpapi.RedriveRequest, error) {
 	in.IDs, _ = cmd.Flags().GetStringArray("id")
 	in.Limit, _ = cmd.Flags().GetInt("limit")
 	in.DryRun, _ = cmd.Flags().GetBool("dry-run")
+	in.By = "cli: " + cliUser()
+	return in, nil
+}
+
+// cliUser names who runs the command, for an audit record.
+func cliUser() string {
 	who := os.Getenv("USER")
 	if u, err := user.Current(); who == "" && err == nil {
 		who = u.Username
@@ -212,6 +218,5 @@ func redriveBody(cmd *cobra.Command) (httpapi.RedriveRequest, error) {
 	if who == "" {
 		who = "unknown"
 	}
-	in.By = "cli: " + who
-	return in, nil
+	return who
 }

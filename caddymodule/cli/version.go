@@ -48,7 +48,8 @@ As a receiver's gateway, its HTTP handlers verify webhook signatures
 duplicates (webhook_dedupe), and answer stale events without forwarding
 them (webhook_freshness). As a sender, it delivers your own events from a
 durable queue with retries, circuit breakers and a dead-letter queue
-(webhook_enqueue, hookgate dlq, hookgate destinations).
+(webhook_enqueue, hookgate dlq, hookgate deliveries, hookgate
+destinations).
 
 hookgate is a full Caddy: run, start, stop, reload, adapt, validate and
 list-modules behave as Caddy's. Its own commands:
@@ -57,6 +58,7 @@ list-modules behave as Caddy's. Its own commands:
 	hookgate dedupe        show or forget what the gateway remembers of a delivery
 	hookgate freshness     show an entity's freshness watermark and lease
 	hookgate dlq           inspect, redrive and purge dead letters
+	hookgate deliveries    search, export and resend the delivery history
 	hookgate destinations  list, pause and resume the sender's destinations
 	hookgate reconcile     compare a source of truth with a receiver, report and repair drift
 	hookgate store check   check the embedded store's file

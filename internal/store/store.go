@@ -127,14 +127,20 @@ func (c *Conn) State(prefix string) State {
 }
 
 // Queue opens the sender's queue on the store, prefix starting its Redis
-// keys, keeping delivered IDs and
-// dead letters for retention. On Redis, envelopes an earlier version
-// wrote are moved to the current layout first.
-func (c *Conn) Queue(prefix string, retention time.Duration) (sender.AuditedQueue, error) {
+// keys, keeping dead letters for retention and what settled as h says.
+// On Redis, envelopes an earlier version wrote are moved to the current
+// layout first.
+func (c *Conn) Queue(prefix string, retention time.Duration, h sender.History) (sender.AuditedQueue, error) {
 	if c.db != nil {
-		return boltqueue.New(c.db, retention)
+		q, err := boltqueue.New(c.db, retention)
+		if err != nil {
+			return nil, err
+		}
+		q.KeepHistory(h)
+		return q, nil
 	}
 	q := redisqueue.New(c.rdb, prefix, retention)
+	q.KeepHistory(h)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if n, err := q.Upgrade(ctx); err != nil {

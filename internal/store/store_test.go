@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/sender"
 )
 
 // TestRedisOptions: one URL is a single node, several a Cluster, several
@@ -76,5 +77,36 @@ func TestLazyOpensOnFirstUse(t *testing.T) {
 func TestOpenUnknownBackend(t *testing.T) {
 	if _, err := Open(Config{Backend: "etcd"}, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), `"etcd"`) {
 		t.Errorf("got %v", err)
+	}
+}
+
+// TestQueueKeepsHistory: the file store's queue keeps what settled as the
+// configuration says: here its entry, and no payload.
+func TestQueueKeepsHistory(t *testing.T) {
+	ctx := t.Context()
+	c, err := Open(Config{Backend: "file", Dir: t.TempDir()}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Destruct() })
+	q, err := c.Queue("p", time.Hour, sender.History{Keep: time.Hour, Payload: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if _, err := q.Enqueue(ctx, &sender.Envelope{ID: "e1", Destination: "d", Payload: []byte(`{}`), CreatedAt: now, NextAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	leased, err := q.Lease(ctx, "d", 1, now, time.Minute)
+	if err != nil || len(leased) != 1 {
+		t.Fatalf("Lease = %v, %v", leased, err)
+	}
+	out := sender.Outcome{Kind: sender.Delivered, ID: "e1", LeaseUntil: leased[0].LeaseUntil, Envelope: leased[0].Envelope}
+	if _, err := q.Settle(ctx, "d", []sender.Outcome{out}, now); err != nil {
+		t.Fatal(err)
+	}
+	e, state, err := q.Get(ctx, "d", "e1")
+	if err != nil || state != sender.StateDelivered || !e.PayloadExpired || e.Payload != nil {
+		t.Errorf("Get = %+v, %s, %v; want delivered, its payload not kept", e, state, err)
 	}
 }

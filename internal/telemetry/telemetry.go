@@ -255,7 +255,7 @@ func (o observer) Enqueued(dest, result string) {
 }
 
 // ObserveQueues registers the gauges read from s's queue at each scrape:
-// depth by state, oldest ready age, and breaker state.
+// depth by state, oldest ready age, history entries, and breaker state.
 func (m *Metrics) ObserveQueues(s *sender.Sender) error {
 	meter := m.provider.Meter("github.com/hookgate/hookgate")
 	depth, err := meter.Int64ObservableGauge("hookgate_sender_queue_depth",
@@ -270,6 +270,11 @@ func (m *Metrics) ObserveQueues(s *sender.Sender) error {
 	}
 	oldestDead, err := meter.Float64ObservableGauge("hookgate_sender_dlq_oldest_age_seconds",
 		metric.WithDescription("Age of the oldest dead letter, by destination; 0 when there is none."), metric.WithUnit("s"))
+	if err != nil {
+		return err
+	}
+	history, err := meter.Int64ObservableGauge("hookgate_sender_history_entries",
+		metric.WithDescription("Delivered and dead envelopes the history keeps, by destination: approximate, read from a counter."))
 	if err != nil {
 		return err
 	}
@@ -305,12 +310,13 @@ func (m *Metrics) ObserveQueues(s *sender.Sender) error {
 				deadAge = time.Since(st.OldestDead).Seconds()
 			}
 			o.ObserveFloat64(oldestDead, deadAge, metric.WithAttributes(attribute.String("destination", dest)))
+			o.ObserveInt64(history, int64(st.History), metric.WithAttributes(attribute.String("destination", dest)))
 			if bs, ok := s.BreakerState(dest); ok { // an orphan has none
 				o.ObserveInt64(breaker, breakerValue(bs), metric.WithAttributes(attribute.String("destination", dest)))
 			}
 		}
 		return nil
-	}, depth, oldest, oldestDead, breaker)
+	}, depth, oldest, oldestDead, history, breaker)
 	return err
 }
 

@@ -42,8 +42,9 @@ import (
 //	redrives redrive id -> moved, delivered, dead again, superseded (8
 //	         bytes each) | first moved at (8)
 //	redrivet first moved at|redrive id -> nil (trims redrives)
-//	counts   (a key) queued, leased, dead (8 bytes each), kept with the
-//	         indexes, so that Stats walks nothing
+//	counts   (a key) queued, leased, dead, history entries (8 bytes
+//	         each; the last absent in a store written before it was
+//	         kept), kept with the indexes, so that Stats walks nothing
 //	paused   (a key) who paused it, present while the destination is paused
 //
 // where a string is a uvarint length and its bytes. A delivered ID is a
@@ -139,6 +140,7 @@ type dest struct {
 	done, donet             *bolt.Bucket // nil unless the store is older than the history
 	corrupt                 *bolt.Bucket
 	queued, leasedN, deadN  int64 // the counts, as read
+	histN                   int64 // hidx's keys: the history's entries
 	countsChanged           bool
 }
 
@@ -170,8 +172,8 @@ func (d *dest) flush() error {
 		return nil
 	}
 	d.countsChanged = false
-	v := make([]byte, 0, 24)
-	for _, n := range []int64{d.queued, d.leasedN, d.deadN} {
+	v := make([]byte, 0, 32)
+	for _, n := range []int64{d.queued, d.leasedN, d.deadN, d.histN} {
 		v = binary.BigEndian.AppendUint64(v, uint64(max(n, 0)))
 	}
 	return d.b.Put(countsKey, v)
@@ -208,11 +210,18 @@ func destOf(tx *bolt.Tx, name string) (*dest, error) {
 		// first, so only a read racing New): read nothing of it.
 		return nil, nil
 	}
-	if v := b.Get(countsKey); len(v) == 24 {
+	if v := b.Get(countsKey); len(v) == 24 || len(v) == 32 {
 		d.queued = int64(binary.BigEndian.Uint64(v))
 		d.leasedN = int64(binary.BigEndian.Uint64(v[8:]))
 		d.deadN = int64(binary.BigEndian.Uint64(v[16:]))
+		if len(v) == 32 {
+			d.histN = int64(binary.BigEndian.Uint64(v[24:]))
+		} else { // written before the history's count was kept: once
+			d.histN = countKeys(d.hidx)
+			d.countsChanged = tx.Writable()
+		}
 	} else {
+		d.histN = countKeys(d.hidx)
 		d.queued, d.leasedN, d.deadN = countKeys(d.due), countKeys(d.leased), countKeys(d.dead)
 		d.countsChanged = tx.Writable()
 	}
@@ -766,7 +775,7 @@ func (q *Queue) Stats(ctx context.Context, name string, now time.Time) (sender.S
 		if d == nil {
 			return nil
 		}
-		s.Queued, s.Leased, s.Dead = int(d.queued), int(d.leasedN), int(d.deadN)
+		s.Queued, s.Leased, s.Dead, s.History = int(d.queued), int(d.leasedN), int(d.deadN), int(d.histN)
 		s.Paused, s.PausedBy = d.pausedBy()
 		c := d.corrupt.Cursor()
 		prefix := []byte(name + "\x00")
@@ -1197,7 +1206,7 @@ func moveEntry(src, dst *dest, k []byte, h histEntry) error {
 			}
 		}
 	}
-	if err := src.hidx.Delete([]byte(h.id)); err != nil {
+	if err := src.forgetHistory(h.id); err != nil {
 		return err
 	}
 	return src.dropPayload(h.id)
@@ -1448,6 +1457,7 @@ func upgrade(tx *bolt.Tx) error {
 		}
 		// The counts, from the indexes as the upgrade left them.
 		d.queued, d.leasedN, d.deadN = countKeys(d.due), countKeys(d.leased), countKeys(d.dead)
+		d.histN = countKeys(d.hidx)
 		d.countsChanged = true
 		if err := d.flush(); err != nil {
 			return err

@@ -166,6 +166,9 @@ func (d *dest) addHistory(id string, state byte, rec, log []byte, at int64) erro
 		if err := d.hist.Delete(old); err != nil {
 			return err
 		}
+	} else {
+		d.histN++
+		d.countsChanged = true
 	}
 	if err := d.dropPayload(id); err != nil {
 		return err
@@ -179,6 +182,16 @@ func (d *dest) addHistory(id string, state byte, rec, log []byte, at int64) erro
 		return err
 	}
 	return d.hidx.Put([]byte(id), k)
+}
+
+// forgetHistory deletes id's hidx key, counted.
+func (d *dest) forgetHistory(id string) error {
+	if d.hidx.Get([]byte(id)) == nil {
+		return nil
+	}
+	d.histN--
+	d.countsChanged = true
+	return d.hidx.Delete([]byte(id))
 }
 
 // keepPayload keeps payload, id's delivered one, until until.
@@ -257,7 +270,7 @@ func (d *dest) trimHistory(now int64, keep time.Duration) error {
 		if err != nil || !bytes.Equal(d.hidx.Get([]byte(h.id)), k) {
 			continue // its ID unknown, or settled again since
 		}
-		if err := d.hidx.Delete([]byte(h.id)); err != nil {
+		if err := d.forgetHistory(h.id); err != nil {
 			return err
 		}
 		if err := d.dropPayload(h.id); err != nil {

@@ -260,3 +260,41 @@ func TestMoveCarriesTheHistory(t *testing.T) {
 		t.Errorf("Resend after the move = %v, %v; want both, their payloads moved too", moved, err)
 	}
 }
+
+// TestHistoryCountOfAnEarlierStore: a store whose counts were written
+// before the history's was kept (24 bytes) is counted once from hidx,
+// then kept with the others.
+func TestHistoryCountOfAnEarlierStore(t *testing.T) {
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, &bolt.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	q, err := boltqueue.New(db, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deliver(t, q, "d", "a", t0, 200)
+	deliver(t, q, "d", "b", t0, 200)
+	if err := db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("sender")).Bucket([]byte("d"))
+		return b.Put([]byte("counts"), slices.Clone(b.Get([]byte("counts"))[:24]))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := q.Stats(t.Context(), "d", t0); err != nil || st.History != 2 {
+		t.Fatalf("Stats.History of an earlier store = %d, %v; want 2", st.History, err)
+	}
+	deliver(t, q, "d", "c", t0, 200)
+	if st, err := q.Stats(t.Context(), "d", t0); err != nil || st.History != 3 {
+		t.Errorf("Stats.History after a settle = %d, %v; want 3", st.History, err)
+	}
+	var n int
+	_ = db.View(func(tx *bolt.Tx) error {
+		n = len(tx.Bucket([]byte("sender")).Bucket([]byte("d")).Get([]byte("counts")))
+		return nil
+	})
+	if n != 32 {
+		t.Errorf("the counts are %d bytes after a write, want 32", n)
+	}
+}

@@ -1,11 +1,12 @@
 // Package httpapi is the admin API's JSON handlers over sender.Ops: the
-// sender's destinations, events and dead letters, under /hookgate/. JSON
+// sender's destinations, events, dead letters and delivery history, under
+// /hookgate/. JSON
 // in and out; every error is problem+json (RFC 9457) with a reason code.
 // WriteEnqueued and WritePublished answer for webhook_enqueue too.
 //
 // The package imports no Caddy: the admin.api.hookgate module finds the
 // running app and mounts a Handler on Caddy's admin endpoint. The
-// `hookgate dlq` and `destinations` commands speak to it, with the types
+// `hookgate dlq`, `deliveries` and `destinations` commands speak to it, with the types
 // it answers with.
 package httpapi
 
@@ -146,6 +147,12 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request) error {
 		return h.showDead(w, r, parts[1])
 	case parts[0] == "dlq" && len(parts) == 2 && method == http.MethodDelete:
 		return h.deleteDead(w, r, parts[1])
+	case parts[0] == "deliveries" && len(parts) == 1 && method == http.MethodGet:
+		return h.listDeliveries(w, r)
+	case parts[0] == "deliveries" && len(parts) == 2 && parts[1] == "resend" && method == http.MethodPost:
+		return h.resend(w, r)
+	case parts[0] == "deliveries" && len(parts) >= 3 && method == http.MethodGet:
+		return h.showDelivery(w, r, parts[1], strings.Join(parts[2:], "/"))
 	case parts[0] == "redrives" && len(parts) == 2 && method == http.MethodGet:
 		return h.progress(w, r, parts[1])
 	}

@@ -292,6 +292,34 @@ func runHistory(t *testing.T, newQueue NewQueue) {
 			t.Errorf("Get(r1) after its resend: log %+v, redrive %q, %v", e.Log, e.RedriveID, err)
 		}
 	})
+
+	t.Run("HistoryCountedInStats", func(t *testing.T) {
+		t.Parallel()
+		q := withHistory(t, newQueue, sender.History{Keep: time.Hour, Payload: time.Hour})
+		history := func(when string, want int) {
+			t.Helper()
+			st, err := q.Stats(t.Context(), "d", t0)
+			if err != nil || st.History != want {
+				t.Errorf("%s: Stats.History = %d, %v; want %d", when, st.History, err, want)
+			}
+		}
+		history("before anything settled", 0)
+		for _, id := range []string{"c1", "c2", "c3"} {
+			mustEnqueue(t, q, env("d", id, t0), queued)
+		}
+		settle(t, q, "d", t0, sender.Delivered, 200, "c1", "c2")
+		settle(t, q, "d", t0, sender.Dead, 400, "c3")
+		history("after three settled", 3)
+		now := t0.Add(time.Minute)
+		if moved, err := q.Resend(t.Context(), "d", []string{"c1"}, "rs-1", now); err != nil || len(moved) != 1 {
+			t.Fatalf("Resend = %v, %v", moved, err)
+		}
+		settle(t, q, "d", now, sender.Delivered, 200, "c1")
+		history("after one settled again", 3)
+		mustEnqueue(t, q, env("d", "c4", t0), queued)
+		settle(t, q, "d", t0.Add(2*time.Hour), sender.Delivered, 200, "c4")
+		history("after the others' time", 1)
+	})
 }
 
 func sameSet(a, b []string) bool {

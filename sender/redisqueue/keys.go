@@ -16,7 +16,9 @@ package redisqueue
 //	                                  m (the record), l (the attempt log); kept for History.Keep
 //	<prefix>:q:{<dest>}:hidx    HASH  id -> its newest hist entry ID: History's "listed as it
 //	                                  settled last", Get of a delivered envelope, and the
-//	                                  enqueue's idempotency for delivered IDs
+//	                                  enqueue's idempotency for delivered IDs; its HLEN is
+//	                                  Stats.History (one per ID; hist also holds the entries
+//	                                  an envelope settled again left, until trimmed)
 //	<prefix>:q:{<dest>}:hpay    HASH  id -> a delivered envelope's payload, for History.Payload
 //	<prefix>:q:{<dest>}:hpayt   ZSET  id -> when that payload goes, unix ms (trims hpay)
 //	<prefix>:q:{<dest>}:done    HASH  id -> fingerprint: delivered IDs as stores before the

@@ -502,11 +502,12 @@ func pausedBy(v string) string {
 
 // statsScript reads a destination's depth.
 //
-//	KEYS  due, leased, dead, paused, ready, meta, corrupt
+//	KEYS  due, leased, dead, paused, ready, meta, corrupt, hidx
 //	ARGV  now ms
 //	returns {queued, leased, dead, who paused it or false, oldest
-//	scheduled due ms or -1, oldest dead ms or -1, corrupt, the record at
-//	the head of the ready list or false}
+//	scheduled due ms or -1, oldest dead ms or -1, corrupt, history entries
+//	(HLEN of hidx: one per settled ID, O(1)), the record at the head of
+//	the ready list or false}
 var statsScript = redis.NewScript(`
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local dead = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
@@ -522,26 +523,27 @@ if head then
   head = redis.call('HGET', KEYS[6], head)
 end
 return {redis.call('ZCARD', KEYS[1]) + redis.call('LLEN', KEYS[5]), redis.call('ZCARD', KEYS[2]),
-  redis.call('ZCARD', KEYS[3]), redis.call('GET', KEYS[4]), oldest, oldestDead, redis.call('HLEN', KEYS[7]), head}
+  redis.call('ZCARD', KEYS[3]), redis.call('GET', KEYS[4]), oldest, oldestDead, redis.call('HLEN', KEYS[7]),
+  redis.call('HLEN', KEYS[8]), head}
 `)
 
 // Stats implements sender.Queue.
 func (q *Queue) Stats(ctx context.Context, dest string, now time.Time) (sender.Stats, error) {
 	k := keysOf(q.prefix, dest)
-	v, err := statsScript.Run(ctx, q.rdb, []string{k.due, k.leased, k.dead, k.paused, k.ready, k.meta, k.corrupt}, ms(now)).Slice()
+	v, err := statsScript.Run(ctx, q.rdb, []string{k.due, k.leased, k.dead, k.paused, k.ready, k.meta, k.corrupt, k.hidx}, ms(now)).Slice()
 	if err != nil {
 		return sender.Stats{}, fmt.Errorf("redis stats: %w", err)
 	}
 	n := func(i int) int64 { x, _ := v[i].(int64); return x }
-	s := sender.Stats{Queued: int(n(0)), Leased: int(n(1)), Dead: int(n(2)), Corrupt: int(n(6))}
+	s := sender.Stats{Queued: int(n(0)), Leased: int(n(1)), Dead: int(n(2)), Corrupt: int(n(6)), History: int(n(7))}
 	if by, ok := v[3].(string); ok {
 		s.Paused, s.PausedBy = true, pausedBy(by)
 	}
 	if n(4) >= 0 {
 		s.OldestReady = now.Sub(time.UnixMilli(n(4)))
 	}
-	if len(v) > 7 { // the ready list's head is due since its NextAt
-		if m, ok := str(v[7]); ok {
+	if len(v) > 8 { // the ready list's head is due since its NextAt
+		if m, ok := str(v[8]); ok {
 			if rec, err := sender.UnmarshalMeta(dest, "", []byte(m)); err == nil && now.Sub(rec.NextAt) > s.OldestReady {
 				s.OldestReady = max(0, now.Sub(rec.NextAt))
 			}

@@ -1,0 +1,230 @@
+package cli
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+
+	"github.com/hookgate/hookgate/sender/httpapi"
+)
+
+func init() {
+	register(caddycmd.Command{
+		Name:  "deliveries",
+		Usage: "list|show <destination> <id>|resend|export [--destination <name>] [--event-type <type>] [--entity <id>] [--id <id>]... [--state delivered|dead] [--since <time>] [--until <time>] [--limit <n>] [--dry-run]",
+		Short: "Searches, exports and resends the sender's delivery history",
+		Long: `
+Speaks to a running gateway's admin API (--address, default Caddy's
+localhost:2019). The history keeps what settled (delivered, and dead)
+for the sender's history, newest first. list pages through it; show
+prints one delivery, in whatever state it is, with its attempt log and
+its payload while it is kept; export writes every entry the filter
+matches to stdout as JSON Lines, page by page, in constant memory;
+resend sends a bounded batch again under their own IDs and a new redrive
+ID (--limit is required; --dry-run only counts) and prints the ID, then
+"hookgate deliveries resend --status <id>" shows its progress.
+Filters: --destination, --event-type, --entity (list, export), --id
+(list and export: one; resend: repeatable), --state (delivered or dead),
+--since and --until (RFC 3339, when it settled).
+--format json prints the admin API's JSON (show and --status always do).
+Exit code 0, or 1 on error.
+Documentation: README.md, "Delivery history", at github.com/hookgate/hookgate.`,
+		CobraFunc: func(cmd *cobra.Command) {
+			addAdminFlags(cmd)
+			cmd.Flags().String("destination", "", "only this destination")
+			cmd.Flags().String("event-type", "", "only this event type")
+			cmd.Flags().String("entity", "", "list, export: only this entity")
+			cmd.Flags().StringArray("id", nil, "only this delivery ID (resend: repeatable)")
+			cmd.Flags().String("state", "", "only delivered, or only dead")
+			cmd.Flags().String("since", "", "settled at or after (RFC 3339)")
+			cmd.Flags().String("until", "", "settled before (RFC 3339)")
+			cmd.Flags().Int("limit", 0, "list, export: page size; resend: the most sent (required)")
+			cmd.Flags().String("cursor", "", "list: the next_cursor of the previous page")
+			cmd.Flags().Bool("dry-run", false, "resend: count what matches, send nothing")
+			cmd.Flags().String("status", "", "resend: show the progress of this redrive ID")
+			cmd.Args = cobra.RangeArgs(1, 3)
+			cmd.RunE = runE(adminCommand(cmdDeliveries))
+		},
+	})
+}
+
+// historyQuery turns the filter flags into GET /hookgate/deliveries's
+// query parameters.
+func historyQuery(cmd *cobra.Command) (url.Values, error) {
+	q := url.Values{}
+	for flag, param := range map[string]string{"destination": "destination", "event-type": "event_type",
+		"entity": "entity", "state": "state", "since": "since", "until": "until"} {
+		if v, _ := cmd.Flags().GetString(flag); v != "" {
+			q.Set(param, v)
+		}
+	}
+	ids, _ := cmd.Flags().GetStringArray("id")
+	switch len(ids) {
+	case 0:
+	case 1:
+		q.Set("id", ids[0])
+	default:
+		return nil, fmt.Errorf("--id: list and export look up one delivery ID")
+	}
+	return q, nil
+}
+
+func cmdDeliveries(cmd *cobra.Command, args []string) error {
+	c, err := newAdminClient(cmd)
+	if err != nil {
+		return err
+	}
+	if args[0] != "show" && len(args) > 1 {
+		return fmt.Errorf("deliveries %s takes no argument: filter with flags", args[0])
+	}
+	switch args[0] {
+	case "list":
+		q, err := historyQuery(cmd)
+		if err != nil {
+			return err
+		}
+		if n, _ := cmd.Flags().GetInt("limit"); n > 0 {
+			q.Set("limit", fmt.Sprint(n))
+		}
+		if cur, _ := cmd.Flags().GetString("cursor"); cur != "" {
+			q.Set("cursor", cur)
+		}
+		var v httpapi.DeliveriesPage
+		raw, err := c.call(http.MethodGet, "/hookgate/deliveries?"+q.Encode(), nil, &v)
+		if err != nil {
+			return err
+		}
+		if c.format == "json" {
+			c.printJSON(raw)
+			return nil
+		}
+		var rows [][]string
+		for _, e := range v.Entries {
+			rows = append(rows, []string{e.ID, e.Destination, e.EventType, dash(e.Entity), string(e.State),
+				fmt.Sprint(e.LastStatus), fmt.Sprint(e.Attempts), e.SettledAt.Format(time.RFC3339)})
+		}
+		c.table("ID\tDESTINATION\tTYPE\tENTITY\tSTATE\tSTATUS\tATTEMPTS\tSETTLED AT", rows)
+		if v.NextCursor != "" {
+			fmt.Fprintf(c.out, "more: --cursor '%s'\n", v.NextCursor)
+		}
+	case "show":
+		if len(args) != 3 {
+			return fmt.Errorf("show needs a destination and a delivery ID")
+		}
+		raw, err := c.call(http.MethodGet, "/hookgate/deliveries/"+url.PathEscape(args[1])+"/"+url.PathEscape(args[2]), nil, nil)
+		if err != nil {
+			return err
+		}
+		c.printJSON(raw) // an envelope reads best as JSON
+	case "export":
+		return c.export(cmd)
+	case "resend":
+		if id, _ := cmd.Flags().GetString("status"); id != "" {
+			raw, err := c.call(http.MethodGet, "/hookgate/redrives/"+url.PathEscape(id), nil, nil)
+			if err != nil {
+				return err
+			}
+			c.printJSON(raw)
+			return nil
+		}
+		if e, _ := cmd.Flags().GetString("entity"); e != "" {
+			return fmt.Errorf("--entity: resend selects by destination, event type, state, time and ID")
+		}
+		in := resendBody(cmd)
+		if in.Limit <= 0 && !in.DryRun {
+			return fmt.Errorf("resend needs --limit N, N at least 1: send a bounded batch, then watch it (bad_limit)")
+		}
+		if in.Limit <= 0 {
+			in.Limit = 1
+		}
+		var v struct {
+			ID      string `json:"redrive_id"`
+			Matched int    `json:"matched"`
+			Moved   int    `json:"moved"`
+		}
+		raw, err := c.call(http.MethodPost, "/hookgate/deliveries/resend", in, &v)
+		if err != nil {
+			return err
+		}
+		switch {
+		case c.format == "json":
+			c.printJSON(raw)
+		case in.DryRun:
+			fmt.Fprintf(c.out, "dry run: %d deliveries match; nothing sent\n", v.Matched)
+		case v.ID == "":
+			fmt.Fprintf(c.out, "no delivery whose payload is kept matches; nothing sent\n")
+		default:
+			fmt.Fprintf(c.out, "resend %s: %d matched, %d queued to be sent again\nwatch: hookgate deliveries resend --status %s\n", v.ID, v.Matched, v.Moved, v.ID)
+		}
+	default:
+		return fmt.Errorf("unknown deliveries command %q: want list, show, resend or export", args[0])
+	}
+	return nil
+}
+
+// exportPage is export's page size unless --limit says.
+const exportPage = 1000
+
+// export writes every entry the filter matches as JSON Lines, one page of
+// the admin API at a time: what it holds is one page, however many match.
+func (c *adminClient) export(cmd *cobra.Command) error {
+	q, err := historyQuery(cmd)
+	if err != nil {
+		return err
+	}
+	limit, _ := cmd.Flags().GetInt("limit")
+	if limit <= 0 {
+		limit = exportPage
+	}
+	q.Set("limit", fmt.Sprint(limit))
+	w := bufio.NewWriter(c.out)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	for cursor := ""; ; {
+		q.Set("cursor", cursor)
+		var v httpapi.DeliveriesPage
+		if _, err := c.call(http.MethodGet, "/hookgate/deliveries?"+q.Encode(), nil, &v); err != nil {
+			_ = w.Flush() // what was read is written before the error
+			return err
+		}
+		for _, e := range v.Entries {
+			if err := enc.Encode(e); err != nil {
+				return err
+			}
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		if v.NextCursor == "" {
+			return nil
+		}
+		cursor = v.NextCursor
+	}
+}
+
+func resendBody(cmd *cobra.Command) httpapi.ResendRequest {
+	var in httpapi.ResendRequest
+	in.Destination, _ = cmd.Flags().GetString("destination")
+	in.EventType, _ = cmd.Flags().GetString("event-type")
+	in.State, _ = cmd.Flags().GetString("state")
+	in.Since, _ = cmd.Flags().GetString("since")
+	in.Until, _ = cmd.Flags().GetString("until")
+	in.IDs, _ = cmd.Flags().GetStringArray("id")
+	in.Limit, _ = cmd.Flags().GetInt("limit")
+	in.DryRun, _ = cmd.Flags().GetBool("dry-run")
+	in.By = "cli: " + cliUser()
+	return in
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,159 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/hookgate/hookgate/sender"
+)
+
+// DeliveryEntry is a settled envelope in the history: an entry of GET
+// /hookgate/deliveries, and a line of `hookgate deliveries export`.
+type DeliveryEntry struct {
+	ID          string       `json:"id"`
+	Destination string       `json:"destination"`
+	EventType   string       `json:"event_type"`
+	Entity      string       `json:"entity"`
+	State       sender.State `json:"state"`
+	Attempts    int          `json:"attempts"`
+	CreatedAt   time.Time    `json:"created_at"`
+	SettledAt   time.Time    `json:"settled_at"`
+	LastStatus  int          `json:"last_status"`
+}
+
+// DeliveryEntryOf is the list entry of a settled envelope's record.
+func DeliveryEntryOf(m *sender.Meta) DeliveryEntry {
+	return DeliveryEntry{ID: m.ID, Destination: m.Destination, EventType: m.EventType, Entity: m.Entity,
+		State: m.State, Attempts: m.Tried, CreatedAt: m.CreatedAt, SettledAt: m.SettledAt, LastStatus: m.LastStatus}
+}
+
+// DeliveriesPage is the answer of GET /hookgate/deliveries.
+type DeliveriesPage struct {
+	Entries    []DeliveryEntry `json:"entries"`
+	NextCursor string          `json:"next_cursor"`
+}
+
+// MaxDeliveriesPage is the largest limit of GET /hookgate/deliveries.
+const MaxDeliveriesPage = 1000
+
+// ResendRequest is the body of POST /hookgate/deliveries/resend. Times are
+// RFC 3339 and bound when an envelope settled.
+type ResendRequest struct {
+	Destination string   `json:"destination"`
+	EventType   string   `json:"event_type"`
+	Since       string   `json:"since"`
+	Until       string   `json:"until"`
+	IDs         []string `json:"ids"`
+	// State is delivered or dead; "" resends both.
+	State  string `json:"state"`
+	Limit  int    `json:"limit"`
+	DryRun bool   `json:"dry_run"`
+	// By is who the caller says it is, for the audit record; default
+	// "admin api from <address>".
+	By string `json:"by"`
+}
+
+// Query is the request's selection; a time that is not RFC 3339 is a 400
+// bad_request Error.
+func (in ResendRequest) Query() (sender.HistoryQuery, error) {
+	q := sender.HistoryQuery{Destination: in.Destination, EventType: in.EventType, IDs: in.IDs, State: sender.State(in.State)}
+	var err error
+	if q.Since, err = parseTimeParam("since", in.Since); err != nil {
+		return q, err
+	}
+	q.Until, err = parseTimeParam("until", in.Until)
+	return q, err
+}
+
+// listDeliveries serves GET /hookgate/deliveries: a page of the settled
+// envelopes the query matches, newest first.
+func (h *Handler) listDeliveries(w http.ResponseWriter, r *http.Request) error {
+	v := r.URL.Query()
+	q, err := ResendRequest{Destination: v.Get("destination"), EventType: v.Get("event_type"),
+		State: v.Get("state"), Since: v.Get("since"), Until: v.Get("until")}.Query()
+	if err != nil {
+		return err
+	}
+	q.Entity, q.ID = v.Get("entity"), v.Get("id")
+	limit := 50
+	if s := v.Get("limit"); s != "" {
+		if limit, err = strconv.Atoi(s); err != nil || limit <= 0 || limit > MaxDeliveriesPage {
+			return Errorf(http.StatusBadRequest, "bad_limit", "limit: want 1 to %d, got %q", MaxDeliveriesPage, s)
+		}
+	}
+	page, next, err := h.ops.History(r.Context(), q, v.Get("cursor"), limit)
+	if err != nil {
+		return err
+	}
+	out := DeliveriesPage{Entries: make([]DeliveryEntry, 0, len(page)), NextCursor: next}
+	for _, m := range page {
+		out.Entries = append(out.Entries, DeliveryEntryOf(m))
+	}
+	return WriteJSON(w, http.StatusOK, out)
+}
+
+// showDelivery serves GET /hookgate/deliveries/<destination>/<id>: the
+// envelope in whatever state it is, with its attempt log and its payload
+// (or "payload_expired":true once the history no longer keeps it).
+func (h *Handler) showDelivery(w http.ResponseWriter, r *http.Request, dest, id string) error {
+	e, state, err := h.ops.Delivery(r.Context(), dest, id)
+	if err != nil {
+		return err
+	}
+	log := make([]attemptView, 0, len(e.Log))
+	for _, at := range e.Log {
+		log = append(log, attemptView{At: at.At, Status: at.Status, Error: at.Error, LatencyMs: float64(at.Latency.Microseconds()) / 1000, RedriveID: at.RedriveID})
+	}
+	var payload any
+	switch {
+	case e.PayloadExpired:
+	case json.Valid(e.Payload):
+		payload = json.RawMessage(e.Payload)
+	default:
+		payload = string(e.Payload)
+	}
+	out := map[string]any{
+		"id": e.ID, "destination": e.Destination, "state": state, "event_type": e.EventType, "entity": e.Entity,
+		"event_time": zeroNil(e.EventTime), "created_at": e.CreatedAt, "payload": payload,
+		"class": e.Class.String(), "last_status": e.LastStatus, "last_error": e.LastError,
+		"attempts": len(e.Log), "redrive_id": e.RedriveID, "dead_at": zeroNil(e.DeadAt), "attempt_log": log,
+	}
+	if e.PayloadExpired {
+		out["payload_expired"] = true
+	}
+	return WriteJSON(w, http.StatusOK, out)
+}
+
+// resend serves POST /hookgate/deliveries/resend, answered as a redrive
+// is: {"redrive_id","matched","moved"}, its progress at GET
+// /hookgate/redrives/<redrive_id>.
+func (h *Handler) resend(w http.ResponseWriter, r *http.Request) error {
+	var in ResendRequest
+	if err := decodeBody(r, &in); err != nil {
+		return err
+	}
+	q, err := in.Query()
+	if err != nil {
+		return err
+	}
+	who := in.By
+	if who == "" {
+		who = by(r)
+	}
+	rd, err := h.ops.Resend(r.Context(), q, in.Limit, who, in.DryRun)
+	if rd != nil && !in.DryRun {
+		// in.By is the caller's claim: the admin endpoint knows no identity.
+		h.logger.Info("resend through the admin API", "redrive_id", rd.ID,
+			"claimed_by", in.By, "remote_addr", r.RemoteAddr)
+	}
+	if err != nil && rd != nil && rd.ID != "" {
+		return Errorf(http.StatusServiceUnavailable, "store_unavailable",
+			"resend %s moved %d before the store failed (%v): see GET /hookgate/redrives/%s before resending again", rd.ID, rd.Moved, err, rd.ID)
+	}
+	if err != nil {
+		return err
+	}
+	return WriteJSON(w, http.StatusOK, map[string]any{"redrive_id": rd.ID, "matched": rd.Matched, "moved": rd.Moved})
+}
