@@ -59,6 +59,9 @@ type Service interface {
 	// Progress reads a redrive's record; with a scope, only one confined
 	// to that destination (else sender.ErrNotFound).
 	Progress(ctx context.Context, id, scope string) (*sender.Redrive, error)
+	// Delivery reads dest's envelope id in any state, a delivered one
+	// from the history.
+	Delivery(ctx context.Context, dest, id string) (*sender.Envelope, sender.State, error)
 	// History pages through the delivery history, newest first.
 	History(ctx context.Context, q sender.HistoryQuery, cursor string, limit int) ([]*sender.Meta, string, error)
 	// Resend sends settled envelopes again, as a redrive (Progress

@@ -101,7 +101,7 @@ func (c *Console) delivery(w http.ResponseWriter, r *http.Request, v View, id st
 	if v.Scope != "" {
 		dest = v.Scope
 	}
-	e, state, err := c.svc.Get(r.Context(), dest, id)
+	e, state, err := c.svc.Delivery(r.Context(), dest, id)
 	if errors.Is(err, sender.ErrNotFound) {
 		return refuse(http.StatusNotFound, "not_found", "no such delivery: it may be past the history's retention")
 	}

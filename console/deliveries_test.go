@@ -62,6 +62,13 @@ func (f *fakeService) Resend(ctx context.Context, q sender.HistoryQuery, limit i
 	return r, nil
 }
 
+func (f *fakeService) Delivery(ctx context.Context, dest, id string) (*sender.Envelope, sender.State, error) {
+	if dest == "" {
+		return nil, "", fmt.Errorf("%w: a delivery is read by destination and ID", sender.ErrBadFilter)
+	}
+	return f.Get(ctx, dest, id)
+}
+
 // resends is how many resends were not dry runs.
 func (f *fakeService) resends() int {
 	f.mu.Lock()
@@ -181,6 +188,9 @@ func TestDeliveryDetail(t *testing.T) {
 	w = request(c, View{}, "GET", "/deliveries/missing?destination=a", nil)
 	if w.Code != 404 || !strings.Contains(w.Body.String(), "not_found") {
 		t.Errorf("a missing delivery: %d", w.Code)
+	}
+	if w := request(c, View{}, "GET", "/deliveries/a-0", nil); w.Code != 400 || !strings.Contains(w.Body.String(), "bad_request") {
+		t.Errorf("a delivery without its destination: %d", w.Code)
 	}
 }
 
