@@ -66,6 +66,13 @@ func confirmBinding(v View, f sender.Filter, limit int, csrf string) dedupe.Fing
 	return dedupe.FingerprintOf(b)
 }
 
+// resendBinding is confirmBinding for a resend of the history entries q
+// matches.
+func resendBinding(v View, q sender.HistoryQuery, limit int, csrf string) dedupe.Fingerprint {
+	b, _ := json.Marshal([]any{"resend", v.Scope, csrf, q.Destination, q.ID, q.Entity, q.State, limit})
+	return dedupe.FingerprintOf(b)
+}
+
 // issue makes a confirm token bound to fp and keeps it as issued.
 func (c *Console) issue(ctx context.Context, fp dedupe.Fingerprint) (string, error) {
 	token := rand.Text()

@@ -4,7 +4,10 @@
 // class, a filtered and paged list, an envelope's detail with its attempt
 // log, a replay button and a bounded redrive (previewed, then confirmed),
 // each followed by the live outcome of what it moved, and the queue's
-// health with pause and resume.
+// health with pause and resume. Its Deliveries page (deliveries.go)
+// searches the delivery history, shows what became of an envelope after
+// it left the queue, and resends it, previewed and confirmed as a
+// redrive is.
 //
 // Reading works without JavaScript; a small script refreshes the health
 // table. A console can be scoped to one destination: everything it shows
@@ -56,6 +59,14 @@ type Service interface {
 	// Progress reads a redrive's record; with a scope, only one confined
 	// to that destination (else sender.ErrNotFound).
 	Progress(ctx context.Context, id, scope string) (*sender.Redrive, error)
+	// Delivery reads dest's envelope id in any state, a delivered one
+	// from the history.
+	Delivery(ctx context.Context, dest, id string) (*sender.Envelope, sender.State, error)
+	// History pages through the delivery history, newest first.
+	History(ctx context.Context, q sender.HistoryQuery, cursor string, limit int) ([]*sender.Meta, string, error)
+	// Resend sends settled envelopes again, as a redrive (Progress
+	// follows it).
+	Resend(ctx context.Context, q sender.HistoryQuery, limit int, by string, dryRun bool) (*sender.Redrive, error)
 }
 
 // View is who is asking and where the console is mounted, per request.
@@ -186,6 +197,12 @@ func (c *Console) Serve(w http.ResponseWriter, r *http.Request, v View) {
 		err = c.replay(w, r, v, parts[1])
 	case len(parts) == 1 && parts[0] == "redrive" && post:
 		err = c.redrive(w, r, v)
+	case len(parts) == 1 && parts[0] == "deliveries" && get:
+		err = c.deliveries(w, r, v)
+	case len(parts) == 2 && parts[0] == "deliveries" && get:
+		err = c.delivery(w, r, v, parts[1])
+	case len(parts) == 1 && parts[0] == "resend" && post:
+		err = c.resend(w, r, v)
 	case len(parts) == 2 && parts[0] == "redrives" && get:
 		err = c.progress(w, r, v, parts[1])
 	case len(parts) == 3 && parts[0] == "destinations" && (parts[2] == "pause" || parts[2] == "resume") && post:
@@ -208,10 +225,10 @@ func (c *Console) Serve(w http.ResponseWriter, r *http.Request, v View) {
 func allowed(parts []string) string {
 	switch {
 	case len(parts) == 0,
-		len(parts) == 1 && (parts[0] == "dead" || parts[0] == "health"),
-		len(parts) == 2 && (parts[0] == "dead" || parts[0] == "redrives" || parts[0] == "assets"):
+		len(parts) == 1 && (parts[0] == "dead" || parts[0] == "health" || parts[0] == "deliveries"),
+		len(parts) == 2 && (parts[0] == "dead" || parts[0] == "redrives" || parts[0] == "assets" || parts[0] == "deliveries"):
 		return "GET, HEAD"
-	case len(parts) == 1 && parts[0] == "redrive",
+	case len(parts) == 1 && (parts[0] == "redrive" || parts[0] == "resend"),
 		len(parts) == 3 && parts[0] == "dead" && parts[2] == "replay",
 		len(parts) == 3 && parts[0] == "destinations" && (parts[2] == "pause" || parts[2] == "resume"):
 		return "POST"
@@ -550,7 +567,9 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request, v View) error 
 	// Serve checked that the form's CSRF token is the cookie's.
 	fp := confirmBinding(v, f, limit, r.PostForm.Get("csrf"))
 	if r.PostForm.Get("confirm") == "yes" {
-		return c.confirm(w, r, v, f, limit, fp)
+		return c.confirm(w, r, v, batch{fp: fp, noun: "dead letter", move: func(ctx context.Context) (*sender.Redrive, error) {
+			return c.svc.Redrive(ctx, f, limit, v.By, false)
+		}})
 	}
 	rd, err := c.svc.Redrive(r.Context(), f, limit, v.By, true)
 	if err != nil {
@@ -570,10 +589,21 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request, v View) error 
 	return nil
 }
 
+// batch is what a confirm form moves: a redrive of dead letters, or a
+// resend of what the history keeps.
+type batch struct {
+	// fp binds the form's one-time token to what it moves.
+	fp dedupe.Fingerprint
+	// noun names one of what it moves, for a person.
+	noun string
+	// move moves the batch (not a dry run).
+	move func(ctx context.Context) (*sender.Redrive, error)
+}
+
 // confirm moves the batch a confirm form names, once: the first post of
 // the form takes its token and redrives; any other post of it is shown
 // that redrive's outcome, after waiting for it while it runs.
-func (c *Console) confirm(w http.ResponseWriter, r *http.Request, v View, f sender.Filter, limit int, fp dedupe.Fingerprint) error {
+func (c *Console) confirm(w http.ResponseWriter, r *http.Request, v View, b batch) error {
 	token := r.PostForm.Get("once")
 	if token == "" {
 		return refuse(http.StatusBadRequest, "confirm_token_missing",
@@ -585,17 +615,17 @@ func (c *Console) confirm(w http.ResponseWriter, r *http.Request, v View, f send
 	ctx := context.WithoutCancel(r.Context())
 	var timeout <-chan time.Time
 	for {
-		claim, res, err := c.take(ctx, token, fp)
+		claim, res, err := c.take(ctx, token, b.fp)
 		if err != nil {
 			return err
 		}
 		switch res.Status {
 		case dedupe.TookOver:
-			return c.confirmed(ctx, w, r, v, f, limit, token, claim, fp)
+			return c.confirmed(ctx, w, r, v, b, token, claim)
 		case dedupe.Recorded:
 			id := string(res.Record.Body)
 			if id == "" {
-				return refuse(http.StatusNotFound, "not_found", "this form was posted already, and no dead letter matched then: nothing moved")
+				return refuse(http.StatusNotFound, "not_found", "this form was posted already, and no %s matched then: nothing moved", b.noun)
 			}
 			http.Redirect(w, r, v.Base+"/redrives/"+url.PathEscape(id)+"?resubmitted=1", http.StatusSeeOther)
 			return nil
@@ -626,8 +656,8 @@ func (c *Console) confirm(w http.ResponseWriter, r *http.Request, v View, f send
 
 // confirmed redrives under a token just taken, then records the
 // redrive on the token, or gives the token back when nothing moved.
-func (c *Console) confirmed(ctx context.Context, w http.ResponseWriter, r *http.Request, v View, f sender.Filter, limit int, token, claim string, fp dedupe.Fingerprint) error {
-	rd, err := c.svc.Redrive(ctx, f, limit, v.By, false)
+func (c *Console) confirmed(ctx context.Context, w http.ResponseWriter, r *http.Request, v View, b batch, token, claim string) error {
+	rd, err := b.move(ctx)
 	// A failure to note the token's fate leaves it taken until it
 	// expires: later posts of the form then move nothing, which is safe,
 	// so used's and giveBack's errors are dropped.
@@ -635,13 +665,13 @@ func (c *Console) confirmed(ctx context.Context, w http.ResponseWriter, r *http.
 		if rd != nil && rd.ID != "" && rd.Moved > 0 {
 			_ = c.used(ctx, token, claim, rd.ID)
 		} else {
-			_ = c.giveBack(ctx, token, claim, fp)
+			_ = c.giveBack(ctx, token, claim, b.fp)
 		}
 		return incomplete(rd, err)
 	}
 	_ = c.used(ctx, token, claim, rd.ID) // see above: a token left taken is safe
 	if rd.ID == "" {
-		return refuse(http.StatusNotFound, "not_found", "no dead letter matches any more: nothing moved")
+		return refuse(http.StatusNotFound, "not_found", "no %s matches any more: nothing moved", b.noun)
 	}
 	http.Redirect(w, r, v.Base+"/redrives/"+url.PathEscape(rd.ID), http.StatusSeeOther)
 	return nil
@@ -673,7 +703,11 @@ func (c *Console) progress(w http.ResponseWriter, r *http.Request, v View, id st
 		refresh = 2
 	}
 	shown := rd.Letters[:min(len(rd.Letters), c.PageSize)]
-	c.renderRefresh(w, r, v, http.StatusOK, "redrive", "Redrive "+rd.ID, refresh, map[string]any{
+	title := "Redrive "
+	if rd.Kind == "resend" {
+		title = "Resend "
+	}
+	c.renderRefresh(w, r, v, http.StatusOK, "redrive", title+rd.ID, refresh, map[string]any{
 		"R": rd, "Letters": shown, "More": len(rd.Letters) - len(shown),
 		"Resubmitted": r.URL.Query().Get("resubmitted") != ""})
 	return nil

@@ -33,6 +33,12 @@ type fakeService struct {
 	progress *sender.Redrive
 	// maxRedrive, when set, is the sender's bound on a redrive's limit.
 	maxRedrive int
+	// history is what settled, newest first; resent the resends that
+	// were not dry runs.
+	history []*sender.Meta
+	resent  []sender.HistoryQuery
+	// historyCalls counts History's calls.
+	historyCalls int
 }
 
 // orphan is a destination the fake holds letters of but that is not
@@ -400,6 +406,9 @@ func FuzzServe(f *testing.F) {
 	f.Add("POST", "/destinations/b/resume", "")
 	f.Add("GET", "/redrives/rd_1", "")
 	f.Add("GET", "/dead?cursor=0|1:x&class=gone", "")
+	f.Add("GET", "/deliveries?destination=b&state=dead&cursor=3", "")
+	f.Add("GET", "/deliveries/x%2Fy?destination=b", "")
+	f.Add("POST", "/resend", "destination=b&id=1&limit=1&confirm=yes&once=x")
 	once := onceStore(f, f.TempDir())
 	f.Fuzz(func(t *testing.T, method, target, form string) {
 		if !strings.HasPrefix(target, "/") {
