@@ -395,10 +395,10 @@ func TestConsole(t *testing.T) {
 	if n := f.appliedCount("b-5xx-00"); n != 1 {
 		t.Fatalf("b-5xx-00 applied %d times, want 1", n)
 	}
-	// Out of the queue: gone, or (with the delivery history) delivered.
-	var replayed struct{ State string }
-	if st := f.adminGet(t, "/hookgate/dlq/b-5xx-00?destination=b", &replayed); st != 404 && (st != 200 || replayed.State != "delivered") {
-		t.Fatalf("b-5xx-00 is still in the queue after its replay: %d %q", st, replayed.State)
+	// Out of the queue: the dead-letter API answers what the queue
+	// holds; a delivered envelope is the history's.
+	if st := f.adminGet(t, "/hookgate/dlq/b-5xx-00?destination=b", nil); st != 404 {
+		t.Fatalf("b-5xx-00 is still in the queue after its replay: %d", st)
 	}
 	var audit struct {
 		By     string
