@@ -156,7 +156,7 @@ func cmdDeliveries(cmd *cobra.Command, args []string) error {
 		case c.format == "json":
 			c.printJSON(raw)
 		case in.DryRun:
-			fmt.Fprintf(c.out, "dry run: %d deliveries match; nothing sent\n", v.Matched)
+			fmt.Fprintf(c.out, "dry run: %d %s; nothing sent\n", v.Matched, plural(v.Matched, "delivery matches", "deliveries match"))
 		case v.ID == "":
 			fmt.Fprintf(c.out, "no delivery whose payload is kept matches; nothing sent\n")
 		default:
@@ -227,4 +227,12 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// plural is one when n is 1, else many.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
