@@ -433,25 +433,38 @@ func (s *DLQ) Redrive(ctx context.Context, f Filter, limit int, by string, dryRu
 	if dryRun || len(picked) == 0 {
 		return r, nil
 	}
+	if err := s.move(ctx, r, dests, picked, "redrive", s.queue.Redrive); err != nil {
+		if r.ID == "" {
+			return nil, err // nothing moved: the record was refused
+		}
+		return r, err
+	}
+	return r, nil
+}
+
+// move runs a redrive or a resend of picked, in dests' order and in
+// chunks, under a new redrive ID. The record is written before anything
+// moves, so that one that fails half-way is on record under its ID, and a
+// store that refuses the record moves nothing; from then on it runs to
+// its end even when ctx is cancelled (the client left), and the record
+// ends with what moved (a letter purged or moved meanwhile is not this
+// one's). A store error part-way is kept on record and returned, with r.
+func (s *DLQ) move(ctx context.Context, r *Redrive, dests []string, picked []Letter, what string,
+	moveFn func(ctx context.Context, dest string, ids []string, redriveID string, now time.Time) ([]string, error)) error {
 	r.ID = newRedriveID()
-	// The record is written before anything moves, so that a redrive
-	// that fails half-way is on record under its ID, and a store that
-	// refuses the record moves nothing.
 	if err := s.queue.PutRedrive(ctx, r); err != nil {
 		r.ID = ""
-		return nil, err
+		return err
 	}
 	ctx = context.WithoutCancel(ctx)
 	byDest := map[string][]string{}
 	for _, l := range picked {
 		byDest[l.Destination] = append(byDest[l.Destination], l.ID)
 	}
-	// The record names what moved: a letter purged or redriven meanwhile
-	// is not this redrive's.
 	var moveErr error
 	for _, dest := range dests {
 		for chunk := range slices.Chunk(byDest[dest], redriveBatch) {
-			moved, err := s.queue.Redrive(ctx, dest, chunk, r.ID, s.now())
+			moved, err := moveFn(ctx, dest, chunk, r.ID, s.now())
 			for _, id := range moved {
 				r.Letters = append(r.Letters, Letter{Destination: dest, ID: id})
 			}
@@ -472,9 +485,9 @@ func (s *DLQ) Redrive(ctx context.Context, f Filter, limit int, by string, dryRu
 		moveErr = fmt.Errorf("its audit record could not be completed: %w", err)
 	}
 	if moveErr != nil {
-		return r, fmt.Errorf("redrive %s moved %d of %d: %w", r.ID, r.Moved, len(picked), moveErr)
+		return fmt.Errorf("%s %s moved %d of %d: %w", what, r.ID, r.Moved, len(picked), moveErr)
 	}
-	return r, nil
+	return nil
 }
 
 // progressLetters is how many of a redrive's letters Progress reads the

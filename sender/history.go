@@ -267,41 +267,11 @@ func (s *DLQ) Resend(ctx context.Context, q HistoryQuery, limit int, by string, 
 	if dryRun || len(picked) == 0 {
 		return r, nil
 	}
-	r.ID = newRedriveID()
-	if err := s.queue.PutRedrive(ctx, r); err != nil {
-		r.ID = ""
-		return nil, err
-	}
-	ctx = context.WithoutCancel(ctx)
-	byDest := map[string][]string{}
-	for _, l := range picked {
-		byDest[l.Destination] = append(byDest[l.Destination], l.ID)
-	}
-	var moveErr error
-	for _, dest := range s.dests {
-		for chunk := range slices.Chunk(byDest[dest], redriveBatch) {
-			moved, err := s.queue.Resend(ctx, dest, chunk, r.ID, s.now())
-			for _, id := range moved {
-				r.Letters = append(r.Letters, Letter{Destination: dest, ID: id})
-			}
-			r.Moved += len(moved)
-			if err != nil {
-				moveErr = err
-				break
-			}
+	if err := s.move(ctx, r, s.dests, picked, "resend", s.queue.Resend); err != nil {
+		if r.ID == "" {
+			return nil, err // nothing moved: the record was refused
 		}
-		if moveErr != nil {
-			break
-		}
-	}
-	if moveErr != nil {
-		r.Error = moveErr.Error()
-	}
-	if err := s.queue.PutRedrive(ctx, r); err != nil && moveErr == nil {
-		moveErr = fmt.Errorf("its audit record could not be completed: %w", err)
-	}
-	if moveErr != nil {
-		return r, fmt.Errorf("resend %s moved %d of %d: %w", r.ID, r.Moved, len(picked), moveErr)
+		return r, err
 	}
 	return r, nil
 }
