@@ -560,32 +560,55 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request, v View) error 
 	if err != nil {
 		return err
 	}
-	limit, err := strconv.Atoi(r.PostForm.Get("limit"))
-	if err != nil || limit < 1 || limit > c.MaxRedrive {
-		return refuse(http.StatusBadRequest, "bad_limit", "limit: want a whole number from 1 to %d", c.MaxRedrive)
+	limit, err := c.limitOf(r)
+	if err != nil {
+		return err
 	}
 	// Serve checked that the form's CSRF token is the cookie's.
 	fp := confirmBinding(v, f, limit, r.PostForm.Get("csrf"))
-	if r.PostForm.Get("confirm") == "yes" {
-		return c.confirm(w, r, v, batch{fp: fp, noun: "dead letter", move: func(ctx context.Context) (*sender.Redrive, error) {
-			return c.svc.Redrive(ctx, f, limit, v.By, false)
-		}})
+	return c.twoStep(w, r, v, batch{fp: fp, noun: "dead letter"}, limit, func(ctx context.Context, dryRun bool) (*sender.Redrive, error) {
+		return c.svc.Redrive(ctx, f, limit, v.By, dryRun)
+	}, func(rd *sender.Redrive, moves int, once string) {
+		c.render(w, r, v, http.StatusOK, "confirm", "Confirm the redrive", map[string]any{
+			"Filter": f, "Since": r.PostForm.Get("since"), "Until": r.PostForm.Get("until"),
+			"Limit": limit, "Matched": rd.Matched, "Moves": moves, "Query": filterQuery(f),
+			"Once": once, "Lapse": int(ConfirmTTL.Minutes()),
+		})
+	})
+}
+
+// limitOf reads a redrive's or a resend's limit from the form: 1 to
+// MaxRedrive.
+func (c *Console) limitOf(r *http.Request) (int, error) {
+	limit, err := strconv.Atoi(r.PostForm.Get("limit"))
+	if err != nil || limit < 1 || limit > c.MaxRedrive {
+		return 0, refuse(http.StatusBadRequest, "bad_limit", "limit: want a whole number from 1 to %d", c.MaxRedrive)
 	}
-	rd, err := c.svc.Redrive(r.Context(), f, limit, v.By, true)
+	return limit, nil
+}
+
+// twoStep is the preview-then-confirm of a bounded move (a redrive, a
+// resend): with confirm=yes, b moves what run moves (confirm spends the
+// form's one-time token); without, run counts what matches (a dry run),
+// the token is issued when something would move, and show renders the
+// preview.
+func (c *Console) twoStep(w http.ResponseWriter, r *http.Request, v View, b batch, limit int,
+	run func(ctx context.Context, dryRun bool) (*sender.Redrive, error), show func(rd *sender.Redrive, moves int, once string)) error {
+	if r.PostForm.Get("confirm") == "yes" {
+		b.move = func(ctx context.Context) (*sender.Redrive, error) { return run(ctx, false) }
+		return c.confirm(w, r, v, b)
+	}
+	rd, err := run(r.Context(), true)
 	if err != nil {
 		return err
 	}
 	moves, once := min(rd.Matched, limit), ""
 	if moves > 0 {
-		if once, err = c.issue(r.Context(), fp); err != nil {
+		if once, err = c.issue(r.Context(), b.fp); err != nil {
 			return err
 		}
 	}
-	c.render(w, r, v, http.StatusOK, "confirm", "Confirm the redrive", map[string]any{
-		"Filter": f, "Since": r.PostForm.Get("since"), "Until": r.PostForm.Get("until"),
-		"Limit": limit, "Matched": rd.Matched, "Moves": moves, "Query": filterQuery(f),
-		"Once": once, "Lapse": int(ConfirmTTL.Minutes()),
-	})
+	show(rd, moves, once)
 	return nil
 }
 

@@ -11,7 +11,6 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
-	"strconv"
 	"time"
 
 	"github.com/hookgate/hookgate/sender"
@@ -143,32 +142,20 @@ func (c *Console) resend(w http.ResponseWriter, r *http.Request, v View) error {
 	if q.ID == "" && q.Entity == "" {
 		return refuse(http.StatusBadRequest, "bad_request", "a resend from the console names a delivery ID or an entity")
 	}
-	limit, err := strconv.Atoi(r.PostForm.Get("limit"))
-	if err != nil || limit < 1 || limit > c.MaxRedrive {
-		return refuse(http.StatusBadRequest, "bad_limit", "limit: want a whole number from 1 to %d", c.MaxRedrive)
-	}
-	// Serve checked that the form's CSRF token is the cookie's.
-	fp := resendBinding(v, q, limit, r.PostForm.Get("csrf"))
-	if r.PostForm.Get("confirm") == "yes" {
-		return c.confirm(w, r, v, batch{fp: fp, noun: "delivery", move: func(ctx context.Context) (*sender.Redrive, error) {
-			return c.svc.Resend(ctx, q, limit, v.By, false)
-		}})
-	}
-	rd, err := c.svc.Resend(r.Context(), q, limit, v.By, true)
+	limit, err := c.limitOf(r)
 	if err != nil {
 		return err
 	}
-	moves, once := min(rd.Matched, limit), ""
-	if moves > 0 {
-		if once, err = c.issue(r.Context(), fp); err != nil {
-			return err
-		}
-	}
-	c.render(w, r, v, http.StatusOK, "resend", "Confirm the resend", map[string]any{
-		"Q": q, "Limit": limit, "Matched": rd.Matched, "Moves": moves,
-		"Query": template.URL(historyValues(q).Encode()), "Once": once, "Lapse": int(ConfirmTTL.Minutes()),
+	// Serve checked that the form's CSRF token is the cookie's.
+	fp := resendBinding(v, q, limit, r.PostForm.Get("csrf"))
+	return c.twoStep(w, r, v, batch{fp: fp, noun: "delivery"}, limit, func(ctx context.Context, dryRun bool) (*sender.Redrive, error) {
+		return c.svc.Resend(ctx, q, limit, v.By, dryRun)
+	}, func(rd *sender.Redrive, moves int, once string) {
+		c.render(w, r, v, http.StatusOK, "resend", "Confirm the resend", map[string]any{
+			"Q": q, "Limit": limit, "Matched": rd.Matched, "Moves": moves,
+			"Query": template.URL(historyValues(q).Encode()), "Once": once, "Lapse": int(ConfirmTTL.Minutes()),
+		})
 	})
-	return nil
 }
 
 // chart is the deliveries per minute of the last hour, by outcome, laid
