@@ -189,7 +189,8 @@ func (h *Dedupe) key(repl *caddy.Replacer) (key, reason, detail string) {
 	tmpl := h.Key
 	if tmpl == "" {
 		tmpl = defaultKey
-		if scheme, _ := repl.GetString("webhook.scheme"); verify.BodyOnly(scheme) {
+		scheme, _ := repl.GetString("webhook.scheme")
+		if id, _ := repl.GetString("webhook.id"); verify.KeyedByBody(scheme, id) {
 			tmpl = bodyOnlyKey
 		}
 	}

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -42,7 +43,8 @@ const DevSecret = "whsec_aG9va2dhdGUtZGV2LXNlY3JldC1uZXZlci11c2UtaW4tcHJvZA=="
 // {webhook.body_sha256}.
 type Verify struct {
 	// Scheme is the signature format: standard, stripe, github, shopify,
-	// slack or hookgate. Default: standard.
+	// slack, hookgate, zoom, meta, twitter, twilio, rfc9421 or hmac.
+	// Default: standard.
 	Scheme string `json:"scheme,omitempty"`
 
 	// Secrets are the signing secrets; a request is genuine when any one
@@ -63,6 +65,31 @@ type Verify struct {
 	// HMAC describes the signature of scheme hmac, the generic one for
 	// providers the named schemes do not cover. Required by it.
 	HMAC *verify.HMAC `json:"hmac,omitempty"`
+
+	// KeyIDs names each secret of scheme rfc9421, in order: a request's
+	// keyid selects its key. Required by rfc9421.
+	KeyIDs []string `json:"key_ids,omitempty"`
+
+	// IDHeader names the covered header rfc9421 takes the delivery ID
+	// from. Default: Idempotency-Key.
+	IDHeader string `json:"id_header,omitempty"`
+
+	// URL is the URL twilio and rfc9421 see as the one the provider
+	// called, with placeholders; set it behind a proxy that changes the
+	// scheme, host or path. Default: the request's own.
+	URL string `json:"url,omitempty"`
+
+	// VerifyToken is the token Meta's subscription handshake must carry
+	// (scheme meta); {env.*} and {file.*} work.
+	VerifyToken string `json:"verify_token,omitempty"`
+
+	// CloudEventsOrigins are the origins whose CloudEvents OPTIONS
+	// handshake is answered with their permission.
+	CloudEventsOrigins []string `json:"cloudevents_origins,omitempty"`
+
+	// CloudEventsRate is the WebHook-Allowed-Rate answered to an allowed
+	// origin. Default: *.
+	CloudEventsRate string `json:"cloudevents_rate,omitempty"`
 
 	verifier *verify.Verifier
 	now      func() time.Time
@@ -93,10 +120,10 @@ func (v *Verify) Provision(ctx caddy.Context) error {
 		v.now = time.Now
 	}
 	repl := caddy.NewReplacer()
-	secrets := make([]string, len(v.Secrets))
-	for i, s := range v.Secrets {
+	secrets := make([]string, len(v.Secrets)+1)
+	for i, s := range append(v.Secrets, v.VerifyToken) {
 		val, err := repl.ReplaceOrErr(s, true, true)
-		if err != nil {
+		if err != nil && s != "" {
 			return fmt.Errorf("secret %d: %w", i+1, err)
 		}
 		secrets[i] = strings.TrimSpace(val)
@@ -104,10 +131,11 @@ func (v *Verify) Provision(ctx caddy.Context) error {
 	if v.HMAC != nil && v.Scheme != "hmac" {
 		return fmt.Errorf("an hmac block needs scheme hmac, not %s", v.Scheme)
 	}
-	verifier, err := verify.New(v.Scheme, secrets, verify.Options{
+	verifier, err := verify.New(v.Scheme, secrets[:len(v.Secrets)], verify.Options{
 		Past:   time.Duration(v.Tolerance),
 		Future: time.Duration(v.FutureTolerance),
-		HMAC:   v.HMAC,
+		HMAC:   v.HMAC, KeyIDs: v.KeyIDs, IDHeader: v.IDHeader,
+		VerifyToken: secrets[len(v.Secrets)], CloudEventsOrigins: v.CloudEventsOrigins, CloudEventsRate: v.CloudEventsRate,
 	})
 	if err != nil {
 		return err
@@ -131,10 +159,13 @@ func (v *Verify) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	defer span.End()
 
 	r = withContext(r, ctx)
-	result, status, d, r, err := v.check(r)
+	result, status, d, r, err := v.check(w, r)
 	v.metrics.Verified(ctx, v.Scheme, result)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("hookgate.result", result))
+	}
+	if result == resultHandshake {
+		return nil // answered by check, never forwarded
 	}
 	if err != nil {
 		span.SetStatus(codes.Error, result)
@@ -159,16 +190,35 @@ func (v *Verify) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	return next.ServeHTTP(w, r)
 }
 
-// check reads the body and verifies the request. It returns the metric
-// result (the reason code on failure), the rejection status, the request
-// carrying its buffered body, and the error.
-func (v *Verify) check(r *http.Request) (result string, status int, d verify.Delivery, _ *http.Request, err error) {
+// resultHandshake is the metric result of a provider's endpoint handshake,
+// which check answers itself.
+const resultHandshake = "handshake"
+
+// check reads the body and verifies the request, or answers a provider's
+// handshake on w. It returns the metric result (the reason code on
+// failure), the rejection status, the request carrying its buffered body,
+// and the error.
+func (v *Verify) check(w http.ResponseWriter, r *http.Request) (result string, status int, d verify.Delivery, _ *http.Request, err error) {
 	r, body, err := bufferBody(r, v.MaxBody)
 	if err != nil {
 		result, status = bodyRejection(err)
 		return result, status, d, r, err
 	}
-	d, err = v.verifier.Verify(r.Header, body, v.now())
+	req := verify.Request{Method: r.Method, Header: r.Header, Body: body}
+	if v.verifier.SignsURL() {
+		req.URL = v.requestURL(r)
+	}
+	if a, ok := v.verifier.Handshake(req, v.now()); ok {
+		if a.Reason != "" {
+			problem.Write(w, a.Status, a.Reason, string(a.Body), 0)
+		} else {
+			maps.Copy(w.Header(), a.Header)
+			w.WriteHeader(a.Status)
+			_, _ = w.Write(a.Body)
+		}
+		return resultHandshake, a.Status, d, r, nil
+	}
+	d, err = v.verifier.Verify(req, v.now())
 	switch {
 	case err == nil:
 		return "accepted", 0, d, r, nil
@@ -183,6 +233,19 @@ func (v *Verify) check(r *http.Request) (result string, status int, d verify.Del
 	}
 }
 
+// requestURL is the URL the provider called, as twilio and rfc9421 sign it:
+// the url override with its placeholders, or the request's own.
+func (v *Verify) requestURL(r *http.Request) string {
+	if v.URL != "" {
+		return r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer).ReplaceAll(v.URL, "")
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + r.URL.RequestURI()
+}
+
 func parseVerify(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	v := new(Verify)
 	err := v.UnmarshalCaddyfile(h.Dispenser)
@@ -192,10 +255,15 @@ func parseVerify(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
 //	webhook_verify [<scheme>] {
-//		scheme    standard|stripe|github|shopify|slack|hookgate|hmac
-//		secret    <secret>...
+//		scheme    standard|stripe|github|shopify|slack|hookgate|zoom|meta|twitter|twilio|rfc9421|hmac
+//		secret    <secret>...          # rfc9421: secret <keyid> <key>, one per line
 //		tolerance <dur> [<future>]
 //		max_body  <size>
+//		url       <url with placeholders>  # twilio, rfc9421: the URL as the provider called it
+//		id_header <name>               # rfc9421: the covered delivery-ID header
+//		verify_token <token>           # meta: the subscription handshake's token
+//		cloudevents_origins <origin>...
+//		cloudevents_rate <rate>
 //		hmac {
 //			id_header        <name>
 //			timestamp_header <name>
@@ -233,12 +301,31 @@ func (v *Verify) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if v.Scheme != "" {
 				return d.Err("scheme given twice")
 			}
-			v.Scheme = args[0]
+			if v.Scheme = args[0]; v.Scheme == "rfc9421" && len(v.Secrets) > 0 {
+				return d.Err("scheme rfc9421 must come before its secrets: each is secret <keyid> <key>")
+			}
 		case "secret":
 			if len(args) == 0 {
 				return d.ArgErr()
 			}
+			if v.Scheme == "rfc9421" {
+				if len(args) != 2 {
+					return d.Err("secret under rfc9421: want secret <keyid> <key>")
+				}
+				v.KeyIDs, args = append(v.KeyIDs, args[0]), args[1:]
+			}
 			v.Secrets = append(v.Secrets, args...)
+		case "url", "id_header", "verify_token", "cloudevents_rate":
+			val, err := oneArg(d, args)
+			if err != nil {
+				return err
+			}
+			*map[string]*string{"url": &v.URL, "id_header": &v.IDHeader, "verify_token": &v.VerifyToken, "cloudevents_rate": &v.CloudEventsRate}[sub] = val
+		case "cloudevents_origins":
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			v.CloudEventsOrigins = args
 		case "tolerance":
 			if len(args) < 1 || len(args) > 2 {
 				return d.ArgErr()

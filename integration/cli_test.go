@@ -64,7 +64,7 @@ func TestSignSendHeaders(t *testing.T) {
 	if h.Get("X-Tenant") != "t-1" || h.Get("X-Trace") != "a:b" || h.Get("Content-Type") != "text/plain" || h.Get("Webhook-Id") != "msg_cli" {
 		t.Errorf("headers sent: %v", h)
 	}
-	if _, err := signer(t, "standard", devSecret).Verify(h, rs[0].Body, time.Now()); err != nil {
+	if _, err := signer(t, "standard", devSecret).Verify(verify.Request{Header: h, Body: rs[0].Body}, time.Now()); err != nil {
 		t.Errorf("the request does not verify: %v", err)
 	}
 	out, err := exec.Command(binary, "sign", "--secret", devSecret, "--send", up.URL, "-H", "no-colon", "x").CombinedOutput()

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hookgate/hookgate/internal/redistest"
+	"github.com/hookgate/hookgate/verify"
 )
 
 // Fan-out by event type (issue 19), end to end: webhook_enqueue without a
@@ -135,7 +136,7 @@ func (s *subscriber) byID(t *testing.T) map[string]int {
 	v := signer(t, "standard", fanSecret(s.name))
 	out := map[string]int{}
 	for _, r := range s.received() {
-		if _, err := v.Verify(r.Header, r.Body, time.Now()); err != nil {
+		if _, err := v.Verify(verify.Request{Header: r.Header, Body: r.Body}, time.Now()); err != nil {
 			t.Errorf("%s got %s with a signature that does not verify with its secret: %v", s.name, r.Header.Get("Webhook-Id"), err)
 		}
 		out[r.Header.Get("Webhook-Id")]++

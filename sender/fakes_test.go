@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookgate/hookgate/verify"
 	"github.com/sony/gobreaker/v2"
 )
 
@@ -99,8 +100,8 @@ func answers(took time.Duration, status int) func(*http.Request, string, int) (t
 // header.
 type idSigner struct{}
 
-func (idSigner) Sign(id string, _ time.Time, _ []byte) http.Header {
-	return http.Header{"Webhook-Id": {id}}
+func (idSigner) SignRequest(_ verify.Request, id string, _ time.Time) (http.Header, error) {
+	return http.Header{"Webhook-Id": {id}}, nil
 }
 
 // testConfig is a config whose retries come at once, and whose breaker

@@ -33,6 +33,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/hookgate/hookgate/verify"
 	"github.com/sony/gobreaker/v2"
 	"golang.org/x/time/rate"
 )
@@ -132,8 +133,9 @@ func CheckDestinations(dests []Destination) error {
 }
 
 // Signer signs an outbound request: the headers a receiver verifies.
+// *verify.Verifier is one.
 type Signer interface {
-	Sign(id string, ts time.Time, body []byte) http.Header
+	SignRequest(r verify.Request, id string, ts time.Time) (http.Header, error)
 }
 
 // Observer is told what happens, for metrics. Labels are destination
@@ -1067,7 +1069,12 @@ func (d *destination) header(e *Envelope, now time.Time) http.Header {
 	}
 	h.Set("User-Agent", "hookgate")
 	if d.Signer != nil {
-		for k, v := range d.Signer.Sign(e.ID, now, e.Payload) {
+		// The signature comes last, over the headers it may cover. The
+		// URL was checked at provision, so signing it cannot fail here;
+		// if it did, the unsigned request would be refused and the
+		// failure recorded.
+		sig, _ := d.Signer.SignRequest(verify.Request{Method: http.MethodPost, URL: d.URL, Header: h, Body: e.Payload}, e.ID, now)
+		for k, v := range sig {
 			h[k] = v
 		}
 	}

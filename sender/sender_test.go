@@ -43,7 +43,7 @@ func newReceiver(t *testing.T, answer func(id string, n int) int) *receiver {
 	r.answer.Store(answer)
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
-		d, err := v.Verify(req.Header, body, time.Now())
+		d, err := v.Verify(verify.Request{Header: req.Header, Body: body}, time.Now())
 		if err != nil {
 			t.Errorf("receiver: %v", err)
 			w.WriteHeader(401)

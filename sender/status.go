@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hookgate/hookgate/verify"
 	"github.com/sony/gobreaker/v2"
 )
 
@@ -78,7 +79,8 @@ func (s *Sender) HeaderSent(e *Envelope) (http.Header, error) {
 		h.Set("Hookgate-Redrive-Id", "(the ID of the redrive that sends it)")
 	}
 	if d.Signer != nil {
-		for k, vs := range d.Signer.Sign(e.ID, s.now(), e.Payload) {
+		sig, _ := d.Signer.SignRequest(verify.Request{Method: http.MethodPost, URL: d.URL, Header: h, Body: e.Payload}, e.ID, s.now())
+		for k, vs := range sig {
 			if len(vs) != 1 || vs[0] != e.ID {
 				h[k] = []string{"(computed at each attempt)"}
 			}

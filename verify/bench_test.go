@@ -19,7 +19,7 @@ func BenchmarkVerify1KiB(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := v.Verify(h, body, t0); err != nil {
+				if _, err := v.Verify(Request{Header: h, Body: body}, t0); err != nil {
 					b.Fatal(err)
 				}
 			}

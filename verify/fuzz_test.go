@@ -19,7 +19,7 @@ func checkVerify(t *testing.T, scheme string, h http.Header, body []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = v.Verify(h, body, t0)
+	_, err = v.Verify(Request{Header: h, Body: body}, t0)
 	checkErr(t, err)
 }
 
@@ -62,7 +62,7 @@ func FuzzStandardHeaders(f *testing.F) {
 		if n, err := strconv.ParseInt(ts, 10, 64); err == nil && n > 0 && n < 1<<40 {
 			now = time.Unix(n, 0) // in the window: the signature is checked
 		}
-		_, err := v.Verify(h, body, now)
+		_, err := v.Verify(Request{Header: h, Body: body}, now)
 		checkErr(t, err)
 	})
 }
@@ -175,10 +175,10 @@ func FuzzSignVerify(f *testing.F) {
 			return
 		}
 		for _, v := range verifiers {
-			if _, err := v.Verify(h, body, unixTime(ts)); err != nil {
+			if _, err := v.Verify(Request{Header: h, Body: body}, unixTime(ts)); err != nil {
 				t.Fatalf("%s: own signature rejected: %v", sc.scheme, err)
 			}
-			if _, err := v.Verify(h, append(body, 'x'), unixTime(ts)); !errors.Is(err, ErrBadSignature) {
+			if _, err := v.Verify(Request{Header: h, Body: append(body, 'x')}, unixTime(ts)); !errors.Is(err, ErrBadSignature) {
 				t.Fatalf("%s: extended body: err = %v, want ErrBadSignature", sc.scheme, err)
 			}
 		}
@@ -213,7 +213,7 @@ func FuzzHMACHeaders(f *testing.F) {
 		h.Set("X-Id", id)
 		h.Set("X-Ts", ts)
 		h.Set("X-Sig", sig)
-		_, err := verifiers[int(shape)%len(verifiers)].Verify(h, body, t0)
+		_, err := verifiers[int(shape)%len(verifiers)].Verify(Request{Header: h, Body: body}, t0)
 		checkErr(t, err)
 	})
 }

@@ -121,7 +121,8 @@ func (s *hmacScheme) name() string                      { return "hmac" }
 func (s *hmacScheme) defaultFuture() time.Duration      { return DefaultTolerance }
 func (s *hmacScheme) key(secret string) ([]byte, error) { return []byte(secret), nil }
 
-func (s *hmacScheme) parse(h http.Header, _ []byte) (parsed, error) {
+func (s *hmacScheme) parse(r Request) (parsed, error) {
+	h := r.Header
 	var p parsed
 	sigH := s.cfg.SignatureHeader
 	names := []string{sigH}

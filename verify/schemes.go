@@ -88,7 +88,8 @@ var standardHeaders = [...][3]string{
 	{"Svix-Id", "Svix-Timestamp", "Svix-Signature"},
 }
 
-func (standardScheme) parse(h http.Header, _ []byte) (parsed, error) {
+func (standardScheme) parse(r Request) (parsed, error) {
+	h := r.Header
 	names := standardHeaders[0]
 	if h.Get(names[2]) == "" && h.Get(standardHeaders[1][2]) != "" {
 		names = standardHeaders[1]
@@ -190,7 +191,8 @@ func (stripeScheme) key(secret string) ([]byte, error) {
 	return []byte(secret), nil
 }
 
-func (stripeScheme) parse(h http.Header, body []byte) (parsed, error) {
+func (stripeScheme) parse(r Request) (parsed, error) {
+	h, body := r.Header, r.Body
 	const sigH = "Stripe-Signature"
 	var p parsed
 	vals, err := headers(h, sigH)
@@ -247,7 +249,8 @@ func (githubScheme) name() string                      { return "github" }
 func (githubScheme) defaultFuture() time.Duration      { return DefaultTolerance }
 func (githubScheme) key(secret string) ([]byte, error) { return []byte(secret), nil }
 
-func (githubScheme) parse(h http.Header, _ []byte) (parsed, error) {
+func (githubScheme) parse(r Request) (parsed, error) {
+	h := r.Header
 	const sigH, idH = "X-Hub-Signature-256", "X-GitHub-Delivery"
 	var p parsed
 	vals, err := headers(h, sigH)
@@ -285,7 +288,8 @@ func (shopifyScheme) name() string                      { return "shopify" }
 func (shopifyScheme) defaultFuture() time.Duration      { return DefaultTolerance }
 func (shopifyScheme) key(secret string) ([]byte, error) { return []byte(secret), nil }
 
-func (shopifyScheme) parse(h http.Header, _ []byte) (parsed, error) {
+func (shopifyScheme) parse(r Request) (parsed, error) {
+	h := r.Header
 	const sigH, idH = "X-Shopify-Hmac-Sha256", "X-Shopify-Webhook-Id"
 	var p parsed
 	vals, err := headers(h, sigH)
@@ -320,7 +324,8 @@ func (slackScheme) name() string                      { return "slack" }
 func (slackScheme) defaultFuture() time.Duration      { return DefaultTolerance }
 func (slackScheme) key(secret string) ([]byte, error) { return []byte(secret), nil }
 
-func (slackScheme) parse(h http.Header, body []byte) (parsed, error) {
+func (slackScheme) parse(r Request) (parsed, error) {
+	h, body := r.Header, r.Body
 	const sigH, tsH = "X-Slack-Signature", "X-Slack-Request-Timestamp"
 	var p parsed
 	vals, err := headers(h, sigH, tsH)
@@ -366,7 +371,8 @@ func (hookgateScheme) name() string                      { return "hookgate" }
 func (hookgateScheme) defaultFuture() time.Duration      { return DefaultTolerance }
 func (hookgateScheme) key(secret string) ([]byte, error) { return []byte(secret), nil }
 
-func (hookgateScheme) parse(h http.Header, _ []byte) (parsed, error) {
+func (hookgateScheme) parse(r Request) (parsed, error) {
+	h := r.Header
 	const sigH = "X-Webhook-Signature"
 	p, sigv, err := idTimestampSignature(h, "X-Webhook-Id", "X-Webhook-Timestamp", sigH)
 	if err != nil {

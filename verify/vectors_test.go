@@ -92,7 +92,7 @@ func TestDocumentedVectors(t *testing.T) {
 				h.Set(k, val)
 			}
 			now := time.Unix(tt.ts, 0).Add(30 * time.Second)
-			d, err := v.Verify(h, tt.body, now)
+			d, err := v.Verify(Request{Header: h, Body: tt.body}, now)
 			if err != nil {
 				t.Fatalf("Verify: %v", err)
 			}
@@ -105,7 +105,7 @@ func TestDocumentedVectors(t *testing.T) {
 			// One changed body byte must fail.
 			changed := bytes.Clone(tt.body)
 			changed[0] ^= 1
-			if _, err := v.Verify(h, changed, now); err == nil {
+			if _, err := v.Verify(Request{Header: h, Body: changed}, now); err == nil {
 				t.Error("changed body accepted")
 			}
 		})
@@ -133,7 +133,7 @@ func TestReferenceLibraries(t *testing.T) {
 		h.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
 		h.Set("webhook-signature", sig)
 		v := mustNew(t, "standard", []string{secret}, Options{})
-		if _, err := v.Verify(h, body, now); err != nil {
+		if _, err := v.Verify(Request{Header: h, Body: body}, now); err != nil {
 			t.Errorf("ours rejects the library's signature: %v", err)
 		}
 		if err := wh.Verify(body, v.Sign("msg_ref", now, body)); err != nil {
@@ -156,7 +156,7 @@ func TestReferenceLibraries(t *testing.T) {
 		h.Set("svix-timestamp", strconv.FormatInt(now.Unix(), 10))
 		h.Set("svix-signature", sig)
 		v := mustNew(t, "standard", []string{secret}, Options{})
-		if _, err := v.Verify(h, body, now); err != nil {
+		if _, err := v.Verify(Request{Header: h, Body: body}, now); err != nil {
 			t.Errorf("ours rejects svix's signature: %v", err)
 		}
 		if err := wh.Verify(body, v.Sign("msg_svix", now, body)); err != nil {
@@ -170,7 +170,7 @@ func TestReferenceLibraries(t *testing.T) {
 		h := http.Header{}
 		h.Set("Stripe-Signature", signed.Header)
 		v := mustNew(t, "stripe", []string{secret}, Options{})
-		d, err := v.Verify(h, body, now)
+		d, err := v.Verify(Request{Header: h, Body: body}, now)
 		if err != nil {
 			t.Errorf("ours rejects stripe-go's signature: %v", err)
 		}
@@ -205,7 +205,7 @@ func TestReferenceLibraries(t *testing.T) {
 		if err := sv.Ensure(); err != nil {
 			t.Errorf("slack-go rejects ours: %v", err)
 		}
-		d, err := v.Verify(h, body, now)
+		d, err := v.Verify(Request{Header: h, Body: body}, now)
 		if err != nil || d.ID != "EvRef" {
 			t.Errorf("Verify = %+v, %v; want ID EvRef", d, err)
 		}
@@ -303,14 +303,14 @@ func TestHMACProviderVectors(t *testing.T) {
 			for k, val := range tt.headers {
 				h.Set(k, val)
 			}
-			d, err := v.Verify(h, []byte(tt.body), tt.now)
+			d, err := v.Verify(Request{Header: h, Body: []byte(tt.body)}, tt.now)
 			if err != nil {
 				t.Fatalf("%s's vector (%s): %v", tt.name, tt.source, err)
 			}
 			if d.ID != tt.headers[cfg.IDHeader] {
 				t.Errorf("ID = %q, want %q", d.ID, tt.headers[cfg.IDHeader])
 			}
-			if _, err := v.Verify(h, []byte(tt.body+" "), tt.now); !errors.Is(err, ErrBadSignature) {
+			if _, err := v.Verify(Request{Header: h, Body: []byte(tt.body + " ")}, tt.now); !errors.Is(err, ErrBadSignature) {
 				t.Errorf("another body: err = %v, want ErrBadSignature", err)
 			}
 			// Sign: the provider's very headers, then they verify.
@@ -325,7 +325,7 @@ func TestHMACProviderVectors(t *testing.T) {
 					t.Errorf("signed %s: %q, want the published %q", k, got, want)
 				}
 			}
-			if _, err := v.Verify(signed, []byte(tt.body), tt.now); err != nil {
+			if _, err := v.Verify(Request{Header: signed, Body: []byte(tt.body)}, tt.now); err != nil {
 				t.Errorf("verifying our own signature: %v", err)
 			}
 		})

@@ -66,6 +66,34 @@ type Options struct {
 	// HMAC configures the generic scheme "hmac"; it is required for it,
 	// and ignored by the others.
 	HMAC *HMAC
+	// KeyIDs names each secret of scheme rfc9421, in order: a request's
+	// keyid selects its key. Required by rfc9421, rejected by the others.
+	KeyIDs []string
+	// IDHeader names the header rfc9421 takes the delivery ID from, when
+	// the signature covers it. Default Idempotency-Key.
+	IDHeader string
+	// VerifyToken is the token Meta's subscription handshake must carry
+	// (scheme meta).
+	VerifyToken string
+	// CloudEventsOrigins are the origins whose CloudEvents OPTIONS
+	// handshake is allowed; none means the handshake is not answered.
+	CloudEventsOrigins []string
+	// CloudEventsRate is the WebHook-Allowed-Rate answered to an allowed
+	// origin. Default "*".
+	CloudEventsRate string
+}
+
+// Request is what a signature can cover: the method, the URL as the sender
+// called it, the headers and the raw body.
+type Request struct {
+	// Method is the request method; "" means POST.
+	Method string
+	// URL is the absolute URL the sender called (scheme, host, path and
+	// query). Only the schemes that sign the target read it (twilio,
+	// rfc9421).
+	URL    string
+	Header http.Header
+	Body   []byte
 }
 
 // New returns a Verifier for the named scheme. At least one secret is
@@ -125,8 +153,9 @@ func New(schemeName string, secrets []string, opts Options) (*Verifier, error) {
 // Verify checks the request headers and raw body at time now. On success it
 // returns what the request says of itself. It compares every candidate
 // signature against every secret in constant time per comparison.
-func (v *Verifier) Verify(h http.Header, body []byte, now time.Time) (Delivery, error) {
-	p, err := v.scheme.parse(h, body)
+func (v *Verifier) Verify(r Request, now time.Time) (Delivery, error) {
+	body := r.Body
+	p, err := v.scheme.parse(r)
 	if err != nil {
 		return Delivery{}, err
 	}
@@ -168,9 +197,41 @@ func (v *Verifier) Verify(h http.Header, body []byte, now time.Time) (Delivery, 
 }
 
 // Sign returns the headers a genuine sender adds to body, signed with the
-// first secret. id and ts are used by the schemes that carry them.
+// first secret. id and ts are used by the schemes that carry them. It is
+// SignRequest for a POST to no URL: for the schemes that sign the URL
+// (SignsURL), which need one, it returns nil.
 func (v *Verifier) Sign(id string, ts time.Time, body []byte) http.Header {
+	h, err := v.SignRequest(Request{Body: body}, id, ts)
+	if err != nil {
+		return nil
+	}
+	return h
+}
+
+// SignsURL reports whether the scheme signs the request's method or URL,
+// so that SignRequest needs them.
+func (v *Verifier) SignsURL() bool {
+	_, ok := v.scheme.(targetScheme)
+	return ok
+}
+
+// targetScheme is a scheme whose signed content covers more of the
+// request than the body and its own headers: prepare fills in what Sign
+// needs from r.
+type targetScheme interface {
+	prepare(r Request, p *parsed) error
+}
+
+// SignRequest returns the headers a genuine sender adds to r, signed with
+// the first secret. id and ts are used by the schemes that carry them.
+func (v *Verifier) SignRequest(r Request, id string, ts time.Time) (http.Header, error) {
+	body := r.Body
 	p := parsed{id: id, ts: ts.Unix(), hasTS: true}
+	if t, ok := v.scheme.(targetScheme); ok {
+		if err := t.prepare(r, &p); err != nil {
+			return nil, err
+		}
+	}
 	if hs, ok := v.scheme.(*hmacScheme); ok {
 		p.rawTS = hs.stamp(ts)
 	}
@@ -181,12 +242,12 @@ func (v *Verifier) Sign(id string, ts time.Time, body []byte) http.Header {
 			v.scheme.header(h, p, nil)
 			h.Set("Webhook-Signature", "v1a,"+base64.StdEncoding.EncodeToString(sig))
 		}
-		return h
+		return h, nil
 	}
 	mac := v.scheme.mac(v.keys[0], p, body)
 	h := make(http.Header)
 	v.scheme.header(h, p, mac)
-	return h
+	return h, nil
 }
 
 // CanSign reports whether the Verifier holds a key that signs: an HMAC
@@ -222,7 +283,7 @@ type scheme interface {
 	// defaultFuture is the default future tolerance; < 0 means no limit.
 	defaultFuture() time.Duration
 	// parse reads signatures, timestamp and ID from the request.
-	parse(h http.Header, body []byte) (parsed, error)
+	parse(r Request) (parsed, error)
 	// mac computes the expected MAC for the request.
 	mac(key []byte, p parsed, body []byte) []byte
 	// header writes the signature headers a sender adds.
@@ -265,10 +326,20 @@ func single(h http.Header, name string) (string, error) {
 	return "", malformed(name, "is given more than once")
 }
 
-// BodyOnly reports whether the named scheme signs only the body, neither
-// a delivery ID nor a time (github, shopify): a captured request verifies
-// for ever, under any delivery ID.
-func BodyOnly(scheme string) bool { return scheme == "github" || scheme == "shopify" }
+// KeyedByBody reports whether dedupe keys a request of the named scheme,
+// verified with delivery ID id, by its body's hash rather than the ID:
+// the schemes that sign no delivery ID (github, shopify, zoom, meta,
+// twitter), under which a captured body verifies under any ID, and
+// rfc9421 when its signature covers none (id is empty).
+func KeyedByBody(scheme, id string) bool {
+	switch scheme {
+	case "github", "shopify", "zoom", "meta", "twitter":
+		return true
+	case "rfc9421":
+		return id == ""
+	}
+	return false
+}
 
 func missing(header string) error {
 	return fmt.Errorf("%w: %s", ErrMissingHeader, header)

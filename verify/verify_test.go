@@ -48,7 +48,7 @@ func TestRoundTripEveryScheme(t *testing.T) {
 		t.Run(scheme, func(t *testing.T) {
 			signer := mustNew(t, scheme, []string{testSecret(scheme, 0)}, Options{})
 			h := signer.Sign("msg_1", t0, body)
-			d, err := signer.Verify(h, body, t0)
+			d, err := signer.Verify(Request{Header: h, Body: body}, t0)
 			if err != nil {
 				t.Fatalf("Verify of own signature: %v", err)
 			}
@@ -68,11 +68,11 @@ func TestRotation(t *testing.T) {
 			next := mustNew(t, scheme, []string{testSecret(scheme, 1)}, Options{})
 			both := mustNew(t, scheme, []string{testSecret(scheme, 1), testSecret(scheme, 0)}, Options{})
 			for name, s := range map[string]*Verifier{"old": old, "next": next} {
-				if _, err := both.Verify(s.Sign("m", t0, body), body, t0); err != nil {
+				if _, err := both.Verify(Request{Header: s.Sign("m", t0, body), Body: body}, t0); err != nil {
 					t.Errorf("signed with %s secret: %v", name, err)
 				}
 			}
-			if _, err := next.Verify(old.Sign("m", t0, body), body, t0); !errors.Is(err, ErrBadSignature) {
+			if _, err := next.Verify(Request{Header: old.Sign("m", t0, body), Body: body}, t0); !errors.Is(err, ErrBadSignature) {
 				t.Errorf("old signature against next-only verifier: err = %v, want ErrBadSignature", err)
 			}
 		})
@@ -88,7 +88,7 @@ func TestOneChangedByteIsRejected(t *testing.T) {
 
 			changed := append([]byte(nil), body...)
 			changed[len(changed)-2] = '1' // 100 -> 101
-			if _, err := v.Verify(h, changed, t0); !errors.Is(err, ErrBadSignature) {
+			if _, err := v.Verify(Request{Header: h, Body: changed}, t0); !errors.Is(err, ErrBadSignature) {
 				t.Errorf("changed body: err = %v, want ErrBadSignature", err)
 			}
 			for name := range h {
@@ -97,7 +97,7 @@ func TestOneChangedByteIsRejected(t *testing.T) {
 				}
 				h2 := h.Clone()
 				h2.Set(name, flipMiddle(h.Get(name)))
-				_, err := v.Verify(h2, body, t0)
+				_, err := v.Verify(Request{Header: h2, Body: body}, t0)
 				if !errors.Is(err, ErrBadSignature) {
 					t.Errorf("changed %s: err = %v, want ErrBadSignature", name, err)
 				}
@@ -153,7 +153,7 @@ func TestTolerance(t *testing.T) {
 	for _, tt := range tests {
 		v := mustNew(t, tt.scheme, []string{testSecret(tt.scheme, 0)}, tt.opts)
 		h := v.Sign("msg_1", t0, body)
-		_, err := v.Verify(h, body, t0.Add(tt.skew))
+		_, err := v.Verify(Request{Header: h, Body: body}, t0.Add(tt.skew))
 		if tt.ok && err != nil {
 			t.Errorf("%s %+v skew %s: %v, want ok", tt.scheme, tt.opts, tt.skew, err)
 		}
@@ -169,7 +169,7 @@ func TestFarFutureTimestampRegression(t *testing.T) {
 	body := []byte(`{}`)
 	v := mustNew(t, "standard", []string{testSecret("standard", 0)}, Options{})
 	h := v.Sign("msg_1", time.Unix(99999999999, 0), body)
-	if _, err := v.Verify(h, body, t0); !errors.Is(err, ErrTimestampOutOfTolerance) {
+	if _, err := v.Verify(Request{Header: h, Body: body}, t0); !errors.Is(err, ErrTimestampOutOfTolerance) {
 		t.Fatalf("timestamp 99999999999: err = %v, want ErrTimestampOutOfTolerance", err)
 	}
 }
@@ -211,7 +211,7 @@ func TestHeaderErrors(t *testing.T) {
 		for k, val := range tt.headers {
 			h.Set(k, val)
 		}
-		_, err := v.Verify(h, body, t0)
+		_, err := v.Verify(Request{Header: h, Body: body}, t0)
 		if !errors.Is(err, tt.want) {
 			t.Errorf("%s %v: err = %v, want %v", tt.scheme, tt.headers, err, tt.want)
 		}
@@ -226,7 +226,7 @@ func TestSvixHeaderNames(t *testing.T) {
 	for k, vals := range h {
 		svix[strings.Replace(k, "Webhook-", "Svix-", 1)] = vals
 	}
-	d, err := v.Verify(svix, body, t0)
+	d, err := v.Verify(Request{Header: svix, Body: body}, t0)
 	if err != nil || d.ID != "msg_x" {
 		t.Fatalf("svix-* headers: %+v, %v", d, err)
 	}
@@ -282,11 +282,11 @@ func TestRepeatedHeadersAreMalformed(t *testing.T) {
 		for _, name := range repeatable[scheme] {
 			t.Run(scheme+"/"+name, func(t *testing.T) {
 				h := v.Sign("msg_1", t0, body)
-				if _, err := v.Verify(h, body, t0); err != nil {
+				if _, err := v.Verify(Request{Header: h, Body: body}, t0); err != nil {
 					t.Fatalf("genuine request: %v", err)
 				}
 				h.Add(name, h.Get(name)) // even the same value twice
-				if _, err := v.Verify(h, body, t0); !errors.Is(err, ErrMalformedHeader) {
+				if _, err := v.Verify(Request{Header: h, Body: body}, t0); !errors.Is(err, ErrMalformedHeader) {
 					t.Errorf("%s given twice: err = %v, want ErrMalformedHeader", name, err)
 				}
 			})
@@ -296,7 +296,7 @@ func TestRepeatedHeadersAreMalformed(t *testing.T) {
 		v := mustNew(t, "stripe", []string{testSecret("stripe", 0)}, Options{})
 		h := v.Sign("", t0, body)
 		h.Set("Stripe-Signature", h.Get("Stripe-Signature")+",t=1")
-		if _, err := v.Verify(h, body, t0); !errors.Is(err, ErrMalformedHeader) {
+		if _, err := v.Verify(Request{Header: h, Body: body}, t0); !errors.Is(err, ErrMalformedHeader) {
 			t.Errorf("two t= items: err = %v, want ErrMalformedHeader", err)
 		}
 	})
@@ -313,7 +313,7 @@ func TestNonCanonicalTimestamp(t *testing.T) {
 				v := mustNew(t, scheme, []string{testSecret(scheme, 0)}, Options{})
 				h := v.Sign("msg_1", t0, body)
 				h.Set(header, bad+h.Get(header))
-				if _, err := v.Verify(h, body, t0); !errors.Is(err, ErrMalformedHeader) {
+				if _, err := v.Verify(Request{Header: h, Body: body}, t0); !errors.Is(err, ErrMalformedHeader) {
 					t.Errorf("timestamp %q: err = %v, want ErrMalformedHeader", h.Get(header), err)
 				}
 			})
@@ -322,7 +322,7 @@ func TestNonCanonicalTimestamp(t *testing.T) {
 	v := mustNew(t, "stripe", []string{testSecret("stripe", 0)}, Options{})
 	h := v.Sign("", t0, body)
 	h.Set("Stripe-Signature", strings.Replace(h.Get("Stripe-Signature"), "t=", "t=00", 1))
-	if _, err := v.Verify(h, body, t0); !errors.Is(err, ErrMalformedHeader) {
+	if _, err := v.Verify(Request{Header: h, Body: body}, t0); !errors.Is(err, ErrMalformedHeader) {
 		t.Errorf("stripe t=00...: err = %v, want ErrMalformedHeader", err)
 	}
 }
@@ -354,29 +354,29 @@ func TestStandardV1a(t *testing.T) {
 	if verifier.CanSign() {
 		t.Error("a public key claims it can sign")
 	}
-	if _, err := verifier.Verify(h, []byte(v1aPayload), ts); err != nil {
+	if _, err := verifier.Verify(Request{Header: h, Body: []byte(v1aPayload)}, ts); err != nil {
 		t.Fatalf("the reference vector against its public key: %v", err)
 	}
-	if _, err := signer.Verify(h, []byte(v1aPayload), ts); err != nil {
+	if _, err := signer.Verify(Request{Header: h, Body: []byte(v1aPayload)}, ts); err != nil {
 		t.Fatalf("the reference vector against its private key: %v", err)
 	}
-	if _, err := verifier.Verify(h, []byte(v1aPayload+" "), ts); !errors.Is(err, ErrBadSignature) {
+	if _, err := verifier.Verify(Request{Header: h, Body: []byte(v1aPayload + " ")}, ts); !errors.Is(err, ErrBadSignature) {
 		t.Errorf("another body: err = %v, want ErrBadSignature", err)
 	}
 	// Rotation across kinds: an HMAC secret and a public key together.
 	both := mustNew(t, "standard", []string{testSecret("standard", 0), "whpk_" + base64.StdEncoding.EncodeToString(pub)}, Options{})
 	mixed := h.Clone()
 	mixed.Set("Webhook-Signature", "v1,AAAA "+v1aExpected)
-	if _, err := both.Verify(mixed, []byte(v1aPayload), ts); err != nil {
+	if _, err := both.Verify(Request{Header: mixed, Body: []byte(v1aPayload)}, ts); err != nil {
 		t.Errorf("v1 and v1a in one header: %v", err)
 	}
 	hmacOnly := mustNew(t, "standard", []string{testSecret("standard", 0)}, Options{})
-	if _, err := hmacOnly.Verify(h, []byte(v1aPayload), ts); !errors.Is(err, ErrBadSignature) {
+	if _, err := hmacOnly.Verify(Request{Header: h, Body: []byte(v1aPayload)}, ts); !errors.Is(err, ErrBadSignature) {
 		t.Errorf("a v1a signature against an HMAC secret: err = %v, want ErrBadSignature", err)
 	}
 	_, other, _ := ed25519.GenerateKey(nil)
 	otherSigner := mustNew(t, "standard", []string{"whsk_" + base64.StdEncoding.EncodeToString(other.Seed())}, Options{})
-	if _, err := verifier.Verify(otherSigner.Sign(v1aMsgID, ts, []byte(v1aPayload)), []byte(v1aPayload), ts); !errors.Is(err, ErrBadSignature) {
+	if _, err := verifier.Verify(Request{Header: otherSigner.Sign(v1aMsgID, ts, []byte(v1aPayload)), Body: []byte(v1aPayload)}, ts); !errors.Is(err, ErrBadSignature) {
 		t.Errorf("another key's signature: err = %v, want ErrBadSignature", err)
 	}
 	for _, bad := range []string{"whpk_AAAA", "whsk_!!", "whsk_" + base64.StdEncoding.EncodeToString(make([]byte, 64))} {
@@ -418,7 +418,7 @@ func TestHMACDefaults(t *testing.T) {
 	h := http.Header{}
 	// GitHub's documented example: HMAC-SHA256 of "Hello, World!", hex.
 	h.Set("X-Sig", "757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17")
-	if _, err := v.Verify(h, []byte("Hello, World!"), t0); err != nil {
+	if _, err := v.Verify(Request{Header: h, Body: []byte("Hello, World!")}, t0); err != nil {
 		t.Fatalf("the default template (sha256, hex, {body}): %v", err)
 	}
 }

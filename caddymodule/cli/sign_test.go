@@ -63,7 +63,7 @@ func TestSignSend(t *testing.T) {
 		mu.Lock()
 		got, gotBody = r.Header, body
 		mu.Unlock()
-		if _, err := v.Verify(r.Header, body, time.Now()); err != nil {
+		if _, err := v.Verify(verify.Request{Header: r.Header, Body: body}, time.Now()); err != nil {
 			w.Header().Set("Content-Type", "application/problem+json")
 			w.WriteHeader(http.StatusUnauthorized)
 			_, _ = io.WriteString(w, `{"reason":"bad_signature"}`)
