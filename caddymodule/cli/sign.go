@@ -22,7 +22,7 @@ import (
 func init() {
 	register(caddycmd.Command{
 		Name:  "sign",
-		Usage: "[--scheme <scheme>] [--secret <secret>] [--id <id>] [--timestamp <unix>] [--send <url> [-H 'Name: value']... [--content-type <type>]] <body|@file|@->",
+		Usage: "[--scheme <scheme>] [--secret <secret>] [--id <id>] [--timestamp <unix>] [--url <url>] [--key-id <keyid>] [--send <url> [-H 'Name: value']... [--content-type <type>]] <body|@file|@->",
 		Short: "Signs a webhook body as a genuine sender would, and optionally sends it",
 		Long: `
 Prints the headers a genuine sender of the given scheme adds to the body,
@@ -35,13 +35,17 @@ standard input. The secret defaults to $HOOKGATE_SECRET, so that it need not
 appear in the shell history. The delivery ID defaults to a random msg_ ID,
 the timestamp to now. With --send, -H adds a request header (repeatable, as
 curl's), and --content-type sets the body's type (default application/json
-for a JSON body, none otherwise). See README.md, "Sending test requests".`,
+for a JSON body, none otherwise). The schemes that sign the URL (twilio,
+rfc9421) sign --url, or --send's URL; rfc9421 names its key with --key-id.
+See README.md, "Sending test requests".`,
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.Flags().String("scheme", "standard", "signature scheme: "+strings.Join(verify.Schemes(), ", "))
 			cmd.Flags().String("secret", "", "signing secret (default $HOOKGATE_SECRET)")
 			cmd.Flags().String("id", "", "delivery ID (default a random msg_ ID)")
 			cmd.Flags().Int64("timestamp", 0, "unix timestamp to sign (default now)")
 			cmd.Flags().String("send", "", "POST the signed request to this URL")
+			cmd.Flags().String("url", "", "the URL to sign, for the schemes that sign it (twilio, rfc9421; default --send's)")
+			cmd.Flags().String("key-id", "", "rfc9421: the keyid the signature names")
 			cmd.Flags().StringArrayP("header", "H", nil, "with --send: add a request header 'Name: value' (repeatable)")
 			cmd.Flags().String("content-type", "", "with --send: the body's Content-Type")
 			cmd.Args = cobra.ExactArgs(1)
@@ -65,7 +69,11 @@ func cmdSign(cmd *cobra.Command, args []string) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	v, err := verify.New(fl.String("scheme"), []string{secret}, verify.Options{})
+	var keyIDs []string
+	if k := fl.String("key-id"); k != "" {
+		keyIDs = []string{k}
+	}
+	v, err := verify.New(fl.String("scheme"), []string{secret}, verify.Options{KeyIDs: keyIDs})
 	if err != nil {
 		return 1, err
 	}
@@ -82,23 +90,22 @@ func cmdSign(cmd *cobra.Command, args []string) (int, error) {
 	if t, _ := fl.GetInt64("timestamp"); t != 0 {
 		ts = time.Unix(t, 0)
 	}
-	h := v.Sign(id, ts, body)
 
-	url := fl.String("send")
-	if url == "" {
-		printHeaders(out, h)
-		return 0, nil
+	// The request is built first: twilio and rfc9421 sign its URL, and
+	// rfc9421 may cover its headers.
+	send, target := fl.String("send"), fl.String("url")
+	if target == "" {
+		target = send
 	}
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return 1, err
+	if target == "" && v.SignsURL() {
+		return 1, fmt.Errorf("scheme %s signs the URL it is sent to: pass --url or --send", fl.String("scheme"))
 	}
-	req.Header = h
+	h := make(http.Header)
 	if json.Valid(body) {
-		req.Header.Set("Content-Type", "application/json")
+		h.Set("Content-Type", "application/json")
 	}
 	if ct := fl.String("content-type"); ct != "" {
-		req.Header.Set("Content-Type", ct)
+		h.Set("Content-Type", ct)
 	}
 	extra, _ := fl.GetStringArray("header")
 	for _, line := range extra {
@@ -106,7 +113,23 @@ func cmdSign(cmd *cobra.Command, args []string) (int, error) {
 		if !ok || strings.TrimSpace(name) == "" {
 			return 1, fmt.Errorf("-H %q: want 'Name: value'", line)
 		}
-		req.Header.Add(strings.TrimSpace(name), strings.TrimSpace(value))
+		h.Add(strings.TrimSpace(name), strings.TrimSpace(value))
+	}
+	sig, err := v.SignRequest(verify.Request{Method: http.MethodPost, URL: target, Header: h, Body: body}, id, ts)
+	if err != nil {
+		return 1, err
+	}
+	if send == "" {
+		printHeaders(out, sig)
+		return 0, nil
+	}
+	req, err := http.NewRequest(http.MethodPost, send, bytes.NewReader(body))
+	if err != nil {
+		return 1, err
+	}
+	req.Header = h
+	for k, vs := range sig {
+		req.Header[k] = vs
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
