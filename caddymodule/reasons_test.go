@@ -22,6 +22,9 @@ import (
 // webhook_console with console, dedupe's and freshness's forwards with
 // internal/forward; the stale answers are dedupe's judgements.
 var domainReasons = map[string]string{
+	"bad_verify_token":             "verify", // the handshakes' refusals
+	"bad_crc_token":                "verify",
+	"origin_not_allowed":           "verify",
 	"superseded":                   "dedupe", // dedupe.ResultSuperseded
 	"too_old":                      "dedupe", // dedupe.ResultTooOld
 	"upstream_response_incomplete": "internal/forward",

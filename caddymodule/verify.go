@@ -205,17 +205,16 @@ func (v *Verify) check(w http.ResponseWriter, r *http.Request) (result string, s
 		return result, status, d, r, err
 	}
 	req := verify.Request{Method: r.Method, Header: r.Header, Body: body}
-	if v.verifier.SignsURL() {
+	if v.verifier.SignsURL() || r.Method != http.MethodPost {
 		req.URL = v.requestURL(r)
 	}
 	if a, ok := v.verifier.Handshake(req, v.now()); ok {
 		if a.Reason != "" {
-			problem.Write(w, a.Status, a.Reason, string(a.Body), 0)
-		} else {
-			maps.Copy(w.Header(), a.Header)
-			w.WriteHeader(a.Status)
-			_, _ = w.Write(a.Body)
+			return a.Reason, a.Status, d, r, errors.New(string(a.Body))
 		}
+		maps.Copy(w.Header(), a.Header)
+		w.WriteHeader(a.Status)
+		_, _ = w.Write(a.Body)
 		return resultHandshake, a.Status, d, r, nil
 	}
 	d, err = v.verifier.Verify(req, v.now())

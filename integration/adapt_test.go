@@ -149,6 +149,10 @@ func TestAdaptErrors(t *testing.T) {
 		{"hmac unknown field", ":80 {\n webhook_verify hmac {\n  hmac {\n   signature x\n  }\n }\n}", `unknown hmac subdirective "signature"`},
 		{"secret without value", ":80 {\n webhook_verify {\n  secret\n }\n}", "wrong argument count"},
 		{"two inline schemes", ":80 {\n webhook_verify github stripe\n}", "wrong argument count"},
+		{"rfc9421 secret without keyid", ":80 {\n webhook_verify rfc9421 {\n  secret whsec_a2V5\n }\n}", "want secret <keyid> <key>"},
+		{"rfc9421 after its secrets", ":80 {\n webhook_verify {\n  secret k whsec_a2V5\n  scheme rfc9421\n }\n}", "scheme rfc9421 must come before its secrets"},
+		{"url twice", ":80 {\n webhook_verify twilio {\n  url a\n  url b\n }\n}", "url given twice"},
+		{"cloudevents_origins empty", ":80 {\n webhook_verify {\n  cloudevents_origins\n }\n}", "wrong argument count"},
 		{"dedupe unknown subdirective", ":80 {\n webhook_dedupe {\n  leese 1s\n }\n}", `unknown webhook_dedupe subdirective "leese"`},
 		{"dedupe bad in_flight", ":80 {\n webhook_dedupe {\n  in_flight wait\n }\n}", "in_flight: want wait <duration>, or reject"},
 		{"dedupe record 5xx", ":80 {\n webhook_dedupe {\n  record 2xx 5xx\n }\n}", "a server error is never final"},
@@ -200,6 +204,7 @@ func TestValidateErrors(t *testing.T) {
 	tests := []struct{ name, site, want string }{
 		{"unknown scheme", "webhook_verify paypal {\n secret s3cr3t-value\n}", `unknown scheme \"paypal\"`},
 		{"no secret", "webhook_verify github", "at least one secret"},
+		{"verify_token without meta", "webhook_verify github {\n secret s\n verify_token t0k3n\n}", "verify_token is Meta's handshake token: it needs scheme meta, not github"},
 		{"sender lease under two timeouts", "webhook_verify github {\n secret s\n}", "must be at least twice the timeout"},
 		{"hmac without its block", "webhook_verify hmac {\n secret s\n}", "scheme hmac needs its configuration"},
 		{"hmac bad algorithm", "webhook_verify hmac {\n secret s\n hmac {\n  signature_header X-Sig\n  algorithm md5\n }\n}", `algorithm \"md5\"`},

@@ -1,15 +1,24 @@
 package verify
 
 import (
+	"bytes"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"net/http"
+	"net/url"
+	"slices"
 	"time"
+
+	"github.com/tidwall/gjson"
 )
 
 // Answer is the gateway's own answer to a provider's endpoint handshake.
 type Answer struct {
 	// Status is the HTTP status.
 	Status int
-	// Header holds the answer's headers (Content-Type among them).
+	// Header holds the answer's headers, Content-Type among them.
 	Header http.Header
 	// Body is the answer's body; for a refusal (Reason set), the
 	// problem's detail.
@@ -19,9 +28,130 @@ type Answer struct {
 	Reason string
 }
 
+// The reason codes of refused handshakes.
+const (
+	ReasonBadVerifyToken   = "bad_verify_token"   // 403, meta
+	ReasonBadCRCToken      = "bad_crc_token"      // 400, twitter
+	ReasonOriginNotAllowed = "origin_not_allowed" // 403, CloudEvents
+)
+
+// crcTokenMax is the longest CRC token twitter's handshake answers.
+const crcTokenMax = 128
+
 // Handshake answers r when it is an endpoint handshake this Verifier's
 // scheme and options take part in; ok is false for any other request,
-// which Verify then judges.
+// which Verify then judges. The signed handshakes (slack, zoom) are
+// answered only when their signature verifies at now; r.URL must be set
+// for the ones that read the query (meta, twitter) and for OPTIONS.
 func (v *Verifier) Handshake(r Request, now time.Time) (a Answer, ok bool) {
+	switch {
+	case r.Method == http.MethodOptions:
+		return v.cloudEvents(r)
+	case r.Method == http.MethodGet:
+		q := query(r.URL)
+		switch v.scheme.name() {
+		case "meta":
+			if q.Get("hub.mode") == "subscribe" {
+				return v.metaSubscribe(q), true
+			}
+		case "twitter":
+			if q.Has("crc_token") {
+				return v.twitterCRC(q.Get("crc_token")), true
+			}
+		}
+	case r.Method == http.MethodPost || r.Method == "":
+		switch v.scheme.name() {
+		case "slack":
+			if bytes.Contains(r.Body, []byte("url_verification")) && v.verifies(r, now) &&
+				gjson.GetBytes(r.Body, "type").String() == "url_verification" {
+				return text(gjson.GetBytes(r.Body, "challenge").String()), true
+			}
+		case "zoom":
+			if bytes.Contains(r.Body, []byte("endpoint.url_validation")) && v.verifies(r, now) &&
+				gjson.GetBytes(r.Body, "event").String() == "endpoint.url_validation" {
+				plain := gjson.GetBytes(r.Body, "payload.plainToken").String()
+				body, _ := json.Marshal(map[string]string{
+					"plainToken":     plain,
+					"encryptedToken": hex.EncodeToString(hmacSHA256(v.keys[0], []byte(plain))),
+				})
+				return Answer{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}, true
+			}
+		}
+	}
 	return Answer{}, false
+}
+
+func (v *Verifier) verifies(r Request, now time.Time) bool {
+	_, err := v.Verify(r, now)
+	return err == nil && len(v.keys) > 0
+}
+
+// metaSubscribe answers Meta's subscription handshake: the challenge, when
+// the token is the configured one.
+func (v *Verifier) metaSubscribe(q url.Values) Answer {
+	token := q.Get("hub.verify_token")
+	if v.verifyToken == "" || subtle.ConstantTimeCompare([]byte(token), []byte(v.verifyToken)) != 1 {
+		return refuse(http.StatusForbidden, ReasonBadVerifyToken, "hub.verify_token is not this endpoint's verify_token")
+	}
+	return text(q.Get("hub.challenge"))
+}
+
+// twitterCRC answers X's challenge-response check. X signs bodies with the
+// same key and construction, so the token is held to a character set that
+// no JSON body fits: the gateway must not sign what an attacker chose.
+func (v *Verifier) twitterCRC(token string) Answer {
+	if token == "" || len(token) > crcTokenMax || !crcAlphabet(token) {
+		return refuse(http.StatusBadRequest, ReasonBadCRCToken, "crc_token must be 1 to 128 characters of A-Z, a-z, 0-9, _, = and -")
+	}
+	body, _ := json.Marshal(map[string]string{"response_token": "sha256=" + base64.StdEncoding.EncodeToString(hmacSHA256(v.keys[0], []byte(token)))})
+	return Answer{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
+}
+
+func crcAlphabet(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '=' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// cloudEvents answers the CloudEvents HTTP webhook abuse-protection
+// handshake (an OPTIONS request naming its origin) when origins are
+// configured.
+func (v *Verifier) cloudEvents(r Request) (Answer, bool) {
+	origin := r.Header.Get("WebHook-Request-Origin")
+	if len(v.ceOrigins) == 0 || origin == "" {
+		return Answer{}, false
+	}
+	if !slices.Contains(v.ceOrigins, origin) {
+		return refuse(http.StatusForbidden, ReasonOriginNotAllowed, "WebHook-Request-Origin is not among cloudevents_origins"), true
+	}
+	return Answer{Status: http.StatusOK, Header: http.Header{
+		"Allow":                  {http.MethodPost},
+		"Webhook-Allowed-Origin": {origin},
+		"Webhook-Allowed-Rate":   {v.ceRate},
+	}}, true
+}
+
+func query(rawURL string) url.Values {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil
+	}
+	return u.Query()
+}
+
+// text is a 200 answer of a challenge, echoed as plain text the browser
+// must not sniff.
+func text(s string) Answer {
+	return Answer{Status: http.StatusOK, Header: http.Header{
+		"Content-Type":           {"text/plain; charset=utf-8"},
+		"X-Content-Type-Options": {"nosniff"},
+	}, Body: []byte(s)}
+}
+
+func refuse(status int, reason, detail string) Answer {
+	return Answer{Status: status, Reason: reason, Body: []byte(detail)}
 }

@@ -54,6 +54,11 @@ type Verifier struct {
 	past     time.Duration
 	future   time.Duration // < 0: no limit
 	signsV1a bool          // the first secret is a whsk_ key
+
+	// The handshakes' settings (handshake.go).
+	verifyToken string
+	ceOrigins   []string
+	ceRate      string
 }
 
 // Options tune a Verifier. The zero value means the scheme's defaults.
@@ -116,7 +121,14 @@ func New(schemeName string, secrets []string, opts Options) (*Verifier, error) {
 	if len(secrets) == 0 {
 		return nil, fmt.Errorf("scheme %s: at least one secret is required", schemeName)
 	}
-	v := &Verifier{scheme: s, past: opts.Past, future: opts.Future}
+	v := &Verifier{scheme: s, past: opts.Past, future: opts.Future,
+		verifyToken: opts.VerifyToken, ceOrigins: opts.CloudEventsOrigins, ceRate: opts.CloudEventsRate}
+	if v.ceRate == "" {
+		v.ceRate = "*"
+	}
+	if opts.VerifyToken != "" && schemeName != "meta" {
+		return nil, fmt.Errorf("verify_token is Meta's handshake token: it needs scheme meta, not %s", schemeName)
+	}
 	if opts.Past < 0 || opts.Future < 0 {
 		return nil, fmt.Errorf("tolerance must not be negative")
 	}

@@ -1,0 +1,76 @@
+package verify
+
+import (
+	"net/http"
+	"testing"
+)
+
+func TestSlackURLVerification(t *testing.T) {
+	t.Parallel()
+	v := mustNew(t, "slack", []string{testSecret("slack", 0)}, Options{})
+	body := []byte(`{"token":"x","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`)
+	signed := Request{Method: http.MethodPost, Header: v.Sign("", t0, body), Body: body}
+
+	a, ok := v.Handshake(signed, t0)
+	if !ok || a.Status != http.StatusOK || a.Reason != "" {
+		t.Fatalf("a signed url_verification: ok = %v, answer = %+v", ok, a)
+	}
+	if string(a.Body) != "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P" || a.Header.Get("Content-Type") != "text/plain; charset=utf-8" {
+		t.Errorf("answer = %q (%s), want the challenge as text/plain", a.Body, a.Header.Get("Content-Type"))
+	}
+
+	// Only a genuine one is answered: anyone else's goes on to Verify,
+	// which rejects it.
+	forged := signed
+	forged.Header = mustNew(t, "slack", []string{"another"}, Options{}).Sign("", t0, body)
+	if _, ok := v.Handshake(forged, t0); ok {
+		t.Error("a url_verification under another secret was answered")
+	}
+	if _, ok := v.Handshake(signed, t0.Add(DefaultTolerance+1e9)); ok {
+		t.Error("a stale url_verification was answered")
+	}
+	event := []byte(`{"type":"event_callback","event":{"text":"url_verification"}}`)
+	if _, ok := v.Handshake(Request{Header: v.Sign("", t0, event), Body: event}, t0); ok {
+		t.Error("an event that mentions url_verification was answered as the handshake")
+	}
+}
+
+func TestCloudEventsHandshake(t *testing.T) {
+	t.Parallel()
+	req := func(origin string) Request {
+		h := http.Header{}
+		if origin != "" {
+			h.Set("WebHook-Request-Origin", origin)
+		}
+		return Request{Method: http.MethodOptions, URL: "https://gw.example/hooks", Header: h}
+	}
+	off := mustNew(t, "standard", []string{testSecret("standard", 0)}, Options{})
+	if _, ok := off.Handshake(req("eventgrid.azure.net"), t0); ok {
+		t.Error("answered without cloudevents_origins")
+	}
+
+	v := mustNew(t, "standard", []string{testSecret("standard", 0)}, Options{CloudEventsOrigins: []string{"eventgrid.azure.net"}})
+	a, ok := v.Handshake(req("eventgrid.azure.net"), t0)
+	if !ok || a.Status != http.StatusOK || a.Header.Get("Allow") != "POST" ||
+		a.Header.Get("WebHook-Allowed-Origin") != "eventgrid.azure.net" || a.Header.Get("WebHook-Allowed-Rate") != "*" {
+		t.Errorf("allowed origin: ok = %v, answer = %+v", ok, a)
+	}
+	if a, ok := v.Handshake(req("evil.example"), t0); !ok || a.Status != http.StatusForbidden || a.Reason != ReasonOriginNotAllowed {
+		t.Errorf("another origin: ok = %v, answer = %+v, want 403 %s", ok, a, ReasonOriginNotAllowed)
+	}
+	if _, ok := v.Handshake(req(""), t0); ok {
+		t.Error("an OPTIONS without WebHook-Request-Origin was answered as the handshake")
+	}
+
+	rated := mustNew(t, "github", []string{"s"}, Options{CloudEventsOrigins: []string{"a.example", "b.example"}, CloudEventsRate: "120"})
+	if a, _ := rated.Handshake(req("b.example"), t0); a.Header.Get("WebHook-Allowed-Rate") != "120" {
+		t.Errorf("WebHook-Allowed-Rate = %q, want 120", a.Header.Get("WebHook-Allowed-Rate"))
+	}
+}
+
+func TestVerifyTokenNeedsMeta(t *testing.T) {
+	t.Parallel()
+	if _, err := New("github", []string{"s"}, Options{VerifyToken: "t"}); err == nil {
+		t.Error("verify_token under github: no error")
+	}
+}
