@@ -274,6 +274,7 @@ func (sc *SenderConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 //		url     <url>
 //		scheme  <scheme>
 //		secret  <secret>
+//		key_id  <keyid>    # rfc9421: the keyid the signature names
 //		workers <n>
 //		rate    <n>/s|m|h
 //		events  <glob>...
@@ -295,6 +296,8 @@ func (dc *DestinationConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			dc.Scheme, err = oneArg(d, args)
 		case "secret":
 			dc.Secret, err = oneArg(d, args)
+		case "key_id":
+			dc.KeyID, err = oneArg(d, args)
 		case "workers":
 			dc.Workers, err = positiveInt(d, sub, args)
 		case "rate":

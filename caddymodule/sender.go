@@ -72,6 +72,10 @@ type DestinationConfig struct {
 	// Secret is the signing secret; {env.*} and {file.*} are read when the
 	// config loads. Required.
 	Secret string `json:"secret,omitempty"`
+	// KeyID names the secret in the signature: required by scheme
+	// rfc9421, whose receivers select their key by it; refused by the
+	// others.
+	KeyID string `json:"key_id,omitempty"`
 	// Workers caps this destination's deliveries in flight. Default: half
 	// the sender's workers, at least 1.
 	Workers int `json:"workers,omitempty"`
@@ -111,7 +115,11 @@ func (a *App) provisionSender() error {
 			return fmt.Errorf("destination %q: secret: %w", dc.Name, err)
 		}
 		secret = strings.TrimSpace(secret)
-		signer, err := verify.New(scheme, []string{secret}, verify.Options{})
+		var keyIDs []string
+		if dc.KeyID != "" {
+			keyIDs = []string{dc.KeyID}
+		}
+		signer, err := verify.New(scheme, []string{secret}, verify.Options{KeyIDs: keyIDs})
 		if err != nil {
 			return fmt.Errorf("destination %q: %w", dc.Name, err)
 		}

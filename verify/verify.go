@@ -54,6 +54,9 @@ type Verifier struct {
 	past     time.Duration
 	future   time.Duration // < 0: no limit
 	signsV1a bool          // the first secret is a whsk_ key
+	// rfc holds scheme rfc9421's keys by keyid; that scheme takes its own
+	// path through Verify and SignRequest (rfc9421.go).
+	rfc *rfc9421
 
 	// The handshakes' settings (handshake.go).
 	verifyToken string
@@ -138,6 +141,15 @@ func New(schemeName string, secrets []string, opts Options) (*Verifier, error) {
 	if v.future == 0 {
 		v.future = s.defaultFuture()
 	}
+	if s.name() == "rfc9421" {
+		if v.rfc, err = newRFC9421(secrets, opts); err != nil {
+			return nil, err
+		}
+		return v, nil
+	}
+	if len(opts.KeyIDs) > 0 {
+		return nil, fmt.Errorf("scheme %s: keyids are for scheme rfc9421 only", schemeName)
+	}
 	for i, secret := range secrets {
 		if secret == "" {
 			return nil, fmt.Errorf("secret %d is empty", i+1)
@@ -166,6 +178,9 @@ func New(schemeName string, secrets []string, opts Options) (*Verifier, error) {
 // returns what the request says of itself. It compares every candidate
 // signature against every secret in constant time per comparison.
 func (v *Verifier) Verify(r Request, now time.Time) (Delivery, error) {
+	if v.rfc != nil {
+		return v.verifyRFC9421(r, now)
+	}
 	body := r.Body
 	p, err := v.scheme.parse(r)
 	if err != nil {
@@ -244,6 +259,9 @@ func (v *Verifier) SignRequest(r Request, id string, ts time.Time) (http.Header,
 			return nil, err
 		}
 	}
+	if v.rfc != nil {
+		return v.signRFC9421(r, id, ts)
+	}
 	if hs, ok := v.scheme.(*hmacScheme); ok {
 		p.rawTS = hs.stamp(ts)
 	}
@@ -264,7 +282,9 @@ func (v *Verifier) SignRequest(r Request, id string, ts time.Time) (http.Header,
 
 // CanSign reports whether the Verifier holds a key that signs: an HMAC
 // secret, or a whsk_ private key (a whpk_ public key only verifies).
-func (v *Verifier) CanSign() bool { return len(v.keys) > 0 || v.private != nil }
+func (v *Verifier) CanSign() bool {
+	return len(v.keys) > 0 || v.private != nil || (v.rfc != nil && v.rfc.signer != "")
+}
 
 // Schemes lists the supported scheme names (hmac, the generic one,
 // included last).
@@ -302,7 +322,7 @@ type scheme interface {
 	header(h http.Header, p parsed, mac []byte)
 }
 
-var schemes = []scheme{standardScheme{}, stripeScheme{}, githubScheme{}, shopifyScheme{}, slackScheme{}, hookgateScheme{}}
+var schemes = []scheme{standardScheme{}, stripeScheme{}, githubScheme{}, shopifyScheme{}, slackScheme{}, hookgateScheme{}, rfc9421Scheme{}}
 
 func lookup(name string) (scheme, error) {
 	for _, s := range schemes {
