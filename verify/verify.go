@@ -147,6 +147,9 @@ func New(schemeName string, secrets []string, opts Options) (*Verifier, error) {
 		}
 		v.keys = append(v.keys, k)
 	}
+	if _, ok := s.(standardScheme); ok {
+		v.scheme = standardScheme{ed25519: len(v.publics) > 0}
+	}
 	return v, nil
 }
 
