@@ -293,7 +293,7 @@ type scheme interface {
 	header(h http.Header, p parsed, mac []byte)
 }
 
-var schemes = []scheme{standardScheme{}, stripeScheme{}, githubScheme{}, shopifyScheme{}, slackScheme{}, hookgateScheme{}}
+var schemes = []scheme{standardScheme{}, stripeScheme{}, githubScheme{}, shopifyScheme{}, slackScheme{}, hookgateScheme{}, zoomScheme{}, metaScheme{}, twitterScheme{}}
 
 func lookup(name string) (scheme, error) {
 	for _, s := range schemes {
