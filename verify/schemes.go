@@ -65,7 +65,11 @@ func headers(h http.Header, names ...string) ([]string, error) {
 // standardScheme is Standard Webhooks (and Svix, which it grew from):
 // webhook-id, webhook-timestamp, webhook-signature "v1,<base64> ...",
 // signed content "id.timestamp.body", secret "whsec_<base64>".
-type standardScheme struct{}
+type standardScheme struct {
+	// ed25519 is whether the Verifier holds an Ed25519 key: without one,
+	// v1a entries are skipped.
+	ed25519 bool
+}
 
 func (standardScheme) name() string                 { return "standard" }
 func (standardScheme) defaultFuture() time.Duration { return DefaultTolerance }
@@ -88,7 +92,7 @@ var standardHeaders = [...][3]string{
 	{"Svix-Id", "Svix-Timestamp", "Svix-Signature"},
 }
 
-func (standardScheme) parse(r Request) (parsed, error) {
+func (s standardScheme) parse(r Request) (parsed, error) {
 	h := r.Header
 	names := standardHeaders[0]
 	if h.Get(names[2]) == "" && h.Get(standardHeaders[1][2]) != "" {
@@ -99,17 +103,19 @@ func (standardScheme) parse(r Request) (parsed, error) {
 	if err != nil {
 		return p, err
 	}
+	// Entries are read as the reference libraries read them: an entry that
+	// is not a version,signature pair, of an unknown version, that does
+	// not decode, or a v1a entry with no Ed25519 key to check it, is
+	// skipped, so that a sender built on those libraries is never refused
+	// for an entry they ignore.
 	for _, entry := range strings.Fields(sigv) {
 		version, sig, ok := strings.Cut(entry, ",")
-		if !ok {
-			return p, malformed(sigH, "entry is not a version,signature pair")
-		}
-		if version != "v1" && version != "v1a" {
-			continue // unknown versions are skipped
+		if !ok || !(version == "v1" || version == "v1a" && s.ed25519) {
+			continue
 		}
 		raw, err := base64.StdEncoding.Strict().DecodeString(sig)
 		if err != nil {
-			return p, malformed(sigH, version+" signature is not base64")
+			continue
 		}
 		if version == "v1a" {
 			p.asym = append(p.asym, raw)
@@ -118,7 +124,10 @@ func (standardScheme) parse(r Request) (parsed, error) {
 		}
 	}
 	if len(p.sigs) == 0 && len(p.asym) == 0 {
-		return p, malformed(sigH, "has no v1 or v1a signature")
+		if s.ed25519 {
+			return p, malformed(sigH, "has no usable v1 or v1a signature")
+		}
+		return p, malformed(sigH, "has no usable v1 signature (v1a needs a whpk_ or whsk_ key)")
 	}
 	return p, nil
 }
@@ -200,10 +209,13 @@ func (stripeScheme) parse(r Request) (parsed, error) {
 		return p, err
 	}
 	v := vals[0]
+	// Items are read as Stripe's libraries read them: an empty item, one
+	// that is not key=value, of another key (v0), or a v1 that is not hex,
+	// is skipped. A bad or second t= is not: it is what the MAC covers.
 	for _, item := range strings.Split(v, ",") {
 		k, val, ok := strings.Cut(strings.TrimSpace(item), "=")
 		if !ok {
-			return p, malformed(sigH, "item is not key=value")
+			continue
 		}
 		switch k {
 		case "t":
@@ -216,18 +228,16 @@ func (stripeScheme) parse(r Request) (parsed, error) {
 			}
 			p.ts, p.hasTS = ts, true
 		case "v1":
-			raw, err := hex.DecodeString(val)
-			if err != nil {
-				return p, malformed(sigH, "v1 is not hex")
+			if raw, err := hex.DecodeString(val); err == nil {
+				p.sigs = append(p.sigs, raw)
 			}
-			p.sigs = append(p.sigs, raw)
 		}
 	}
 	if !p.hasTS {
 		return p, malformed(sigH, "has no t=")
 	}
 	if len(p.sigs) == 0 {
-		return p, malformed(sigH, "has no v1=")
+		return p, malformed(sigH, "has no usable v1=")
 	}
 	p.id = gjson.GetBytes(body, "id").String()
 	return p, nil

@@ -171,6 +171,9 @@ func New(schemeName string, secrets []string, opts Options) (*Verifier, error) {
 		}
 		v.keys = append(v.keys, k)
 	}
+	if _, ok := s.(standardScheme); ok {
+		v.scheme = standardScheme{ed25519: len(v.publics) > 0}
+	}
 	return v, nil
 }
 
@@ -322,7 +325,7 @@ type scheme interface {
 	header(h http.Header, p parsed, mac []byte)
 }
 
-var schemes = []scheme{standardScheme{}, stripeScheme{}, githubScheme{}, shopifyScheme{}, slackScheme{}, hookgateScheme{}, rfc9421Scheme{}}
+var schemes = []scheme{standardScheme{}, stripeScheme{}, githubScheme{}, shopifyScheme{}, slackScheme{}, hookgateScheme{}, zoomScheme{}, metaScheme{}, twitterScheme{}, rfc9421Scheme{}}
 
 func lookup(name string) (scheme, error) {
 	for _, s := range schemes {

@@ -1,0 +1,104 @@
+package verify
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestMetaSubscribe(t *testing.T) {
+	t.Parallel()
+	v := mustNew(t, "meta", []string{"app-secret"}, Options{VerifyToken: "meta-token"})
+	get := func(q string) Request {
+		return Request{Method: http.MethodGet, URL: "https://gw.example/meta?" + q, Header: http.Header{}}
+	}
+	a, ok := v.Handshake(get("hub.mode=subscribe&hub.verify_token=meta-token&hub.challenge=1158201444"), t0)
+	if !ok || a.Status != http.StatusOK || string(a.Body) != "1158201444" {
+		t.Errorf("the right token: ok = %v, answer = %+v, want 200 1158201444", ok, a)
+	}
+	for _, q := range []string{"hub.mode=subscribe&hub.verify_token=wrong&hub.challenge=1", "hub.mode=subscribe&hub.challenge=1"} {
+		if a, ok := v.Handshake(get(q), t0); !ok || a.Status != http.StatusForbidden || a.Reason != ReasonBadVerifyToken {
+			t.Errorf("%s: ok = %v, answer = %+v, want 403 %s", q, ok, a, ReasonBadVerifyToken)
+		}
+	}
+	// Without a verify_token configured, no token is right.
+	bare := mustNew(t, "meta", []string{"app-secret"}, Options{})
+	if a, _ := bare.Handshake(get("hub.mode=subscribe&hub.verify_token=&hub.challenge=1"), t0); a.Status != http.StatusForbidden {
+		t.Errorf("no verify_token configured, an empty token: answer = %+v, want 403", a)
+	}
+	if _, ok := v.Handshake(get("foo=bar"), t0); ok {
+		t.Error("a GET without hub.mode was answered as the handshake")
+	}
+}
+
+func TestTwitterCRC(t *testing.T) {
+	t.Parallel()
+	const secret = "consumer-secret"
+	v := mustNew(t, "twitter", []string{secret}, Options{})
+	get := func(token string) Request {
+		return Request{Method: http.MethodGet, URL: "https://gw.example/x?crc_token=" + token, Header: http.Header{}}
+	}
+	a, ok := v.Handshake(get("9b4507b3-9040-4669-9ec0-d1ad4d0b3d49"), t0)
+	if !ok || a.Status != http.StatusOK {
+		t.Fatalf("crc: ok = %v, answer = %+v", ok, a)
+	}
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte("9b4507b3-9040-4669-9ec0-d1ad4d0b3d49"))
+	var got struct {
+		ResponseToken string `json:"response_token"`
+	}
+	if err := json.Unmarshal(a.Body, &got); err != nil || got.ResponseToken != "sha256="+base64.StdEncoding.EncodeToString(m.Sum(nil)) {
+		t.Errorf("response_token = %q (%v)", a.Body, err)
+	}
+
+	// The CRC answer is X's body signature of the token: were any token
+	// answered, the gateway would sign a body an attacker chose. A JSON
+	// body cannot pass as a token.
+	forged := []byte(`{"for_user_id":"1","tweet_create_events":[]}`)
+	if a, ok := v.Handshake(get(urlEscape(string(forged))), t0); !ok || a.Status != http.StatusBadRequest || a.Reason != ReasonBadCRCToken {
+		t.Fatalf("a JSON body as the token: ok = %v, answer = %+v, want 400 %s", ok, a, ReasonBadCRCToken)
+	}
+	for _, bad := range []string{"", strings.Repeat("a", 129), "a%20b", "a.b", "a%7Bb"} {
+		if a, _ := v.Handshake(get(bad), t0); a.Status != http.StatusBadRequest {
+			t.Errorf("crc_token %q: answer = %+v, want 400", bad, a)
+		}
+	}
+	if a, _ := v.Handshake(get(strings.Repeat("A-_=9", 25)+"abc"), t0); a.Status != http.StatusOK {
+		t.Errorf("a 128-character token of the allowed set: answer = %+v, want 200", a)
+	}
+}
+
+func urlEscape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		b.WriteString("%" + hex.EncodeToString([]byte{s[i]}))
+	}
+	return b.String()
+}
+
+func TestZoomURLValidation(t *testing.T) {
+	t.Parallel()
+	const secret = "zoom-secret-token"
+	v := mustNew(t, "zoom", []string{secret}, Options{})
+	body := []byte(`{"payload":{"plainToken":"qgg8vlvZRS6UYooatFL8Aw"},"event_ts":1654503849680,"event":"endpoint.url_validation"}`)
+	a, ok := v.Handshake(Request{Method: http.MethodPost, Header: v.Sign("", t0, body), Body: body}, t0)
+	if !ok || a.Status != http.StatusOK {
+		t.Fatalf("url_validation: ok = %v, answer = %+v", ok, a)
+	}
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte("qgg8vlvZRS6UYooatFL8Aw"))
+	want := `{"encryptedToken":"` + hex.EncodeToString(m.Sum(nil)) + `","plainToken":"qgg8vlvZRS6UYooatFL8Aw"}`
+	if string(a.Body) != want {
+		t.Errorf("answer = %s, want %s", a.Body, want)
+	}
+	// Unsigned, it is not answered: the encrypted token is an HMAC under
+	// the secret, which only Zoom may ask for.
+	if _, ok := v.Handshake(Request{Method: http.MethodPost, Header: http.Header{}, Body: body}, t0); ok {
+		t.Error("an unsigned url_validation was answered")
+	}
+}
