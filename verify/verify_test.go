@@ -47,6 +47,9 @@ func TestRoundTripEveryScheme(t *testing.T) {
 	for _, scheme := range Schemes() {
 		t.Run(scheme, func(t *testing.T) {
 			signer := mustNew(t, scheme, []string{testSecret(scheme, 0)}, Options{})
+			if signer.SignsURL() {
+				t.Skip("signs the URL the request is sent to: see its own tests")
+			}
 			h := signer.Sign("msg_1", t0, body)
 			d, err := signer.Verify(Request{Header: h, Body: body}, t0)
 			if err != nil {
@@ -67,6 +70,9 @@ func TestRotation(t *testing.T) {
 			old := mustNew(t, scheme, []string{testSecret(scheme, 0)}, Options{})
 			next := mustNew(t, scheme, []string{testSecret(scheme, 1)}, Options{})
 			both := mustNew(t, scheme, []string{testSecret(scheme, 1), testSecret(scheme, 0)}, Options{})
+			if both.SignsURL() {
+				t.Skip("signs the URL the request is sent to: see its own tests")
+			}
 			for name, s := range map[string]*Verifier{"old": old, "next": next} {
 				if _, err := both.Verify(Request{Header: s.Sign("m", t0, body), Body: body}, t0); err != nil {
 					t.Errorf("signed with %s secret: %v", name, err)
@@ -84,6 +90,9 @@ func TestOneChangedByteIsRejected(t *testing.T) {
 	for _, scheme := range Schemes() {
 		t.Run(scheme, func(t *testing.T) {
 			v := mustNew(t, scheme, []string{testSecret(scheme, 0)}, Options{})
+			if v.SignsURL() {
+				t.Skip("signs the URL the request is sent to: see its own tests")
+			}
 			h := v.Sign("msg_1", t0, body)
 
 			changed := append([]byte(nil), body...)
