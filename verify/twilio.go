@@ -177,7 +177,8 @@ func twilioURLs(u string) ([]string, error) {
 func validScheme(s string) bool {
 	for i, c := range []byte(s) {
 		letter := c|0x20 >= 'a' && c|0x20 <= 'z'
-		if !letter && (i == 0 || !(c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+		other := c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.'
+		if !letter && (i == 0 || !other) {
 			return false
 		}
 	}
