@@ -191,10 +191,12 @@ func (v *Verifier) Verify(r Request, now time.Time) (Delivery, error) {
 	}
 	matched := false
 	for _, k := range v.keys {
-		mac := v.scheme.mac(k, p, body)
-		for _, sig := range p.sigs {
-			if hmac.Equal(mac, sig) {
-				matched = true
+		for p.alt = 0; p.alt < max(1, len(p.contents)); p.alt++ {
+			mac := v.scheme.mac(k, p, body)
+			for _, sig := range p.sigs {
+				if hmac.Equal(mac, sig) {
+					matched = true
+				}
 			}
 		}
 	}
@@ -308,6 +310,11 @@ type parsed struct {
 	sigs  [][]byte
 	asym  [][]byte // standard's v1a (Ed25519) signatures
 	rawTS string   // the timestamp as written, for schemes that sign it so (hmac)
+	// contents are the forms of the signed content a sender may have
+	// signed, for the schemes that build it from the request (twilio: the
+	// URL with and without its port); mac signs contents[alt].
+	contents [][]byte
+	alt      int
 }
 
 // scheme is one provider's signature format.
@@ -325,7 +332,7 @@ type scheme interface {
 	header(h http.Header, p parsed, mac []byte)
 }
 
-var schemes = []scheme{standardScheme{}, stripeScheme{}, githubScheme{}, shopifyScheme{}, slackScheme{}, hookgateScheme{}, zoomScheme{}, metaScheme{}, twitterScheme{}, rfc9421Scheme{}}
+var schemes = []scheme{standardScheme{}, stripeScheme{}, githubScheme{}, shopifyScheme{}, slackScheme{}, hookgateScheme{}, zoomScheme{}, metaScheme{}, twitterScheme{}, twilioScheme{}, rfc9421Scheme{}}
 
 func lookup(name string) (scheme, error) {
 	for _, s := range schemes {
@@ -365,12 +372,13 @@ func single(h http.Header, name string) (string, error) {
 // verified with delivery ID id, by its body's hash rather than the ID:
 // the schemes that sign no delivery ID (github, shopify, zoom, meta,
 // twitter), under which a captured body verifies under any ID, and
-// rfc9421 when its signature covers none (id is empty).
+// rfc9421 when its signature covers none and twilio when the request
+// carries none (id is empty).
 func KeyedByBody(scheme, id string) bool {
 	switch scheme {
 	case "github", "shopify", "zoom", "meta", "twitter":
 		return true
-	case "rfc9421":
+	case "rfc9421", "twilio":
 		return id == ""
 	}
 	return false

@@ -35,7 +35,8 @@ standard input. The secret defaults to $HOOKGATE_SECRET, so that it need not
 appear in the shell history. The delivery ID defaults to a random msg_ ID,
 the timestamp to now. With --send, -H adds a request header (repeatable, as
 curl's), and --content-type sets the body's type (default application/json
-for a JSON body, none otherwise). The schemes that sign the URL (twilio,
+for a JSON body; for another, application/x-www-form-urlencoded under twilio,
+none otherwise). The schemes that sign the URL (twilio,
 rfc9421) sign --url, or --send's URL; rfc9421 names its key with --key-id.
 See README.md, "Sending test requests".`,
 		CobraFunc: func(cmd *cobra.Command) {
@@ -103,6 +104,8 @@ func cmdSign(cmd *cobra.Command, args []string) (int, error) {
 	h := make(http.Header)
 	if json.Valid(body) {
 		h.Set("Content-Type", "application/json")
+	} else if fl.String("scheme") == "twilio" { // it signs any other body as a form's parameters
+		h.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
 	if ct := fl.String("content-type"); ct != "" {
 		h.Set("Content-Type", ct)

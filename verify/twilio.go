@@ -1,0 +1,186 @@
+package verify
+
+import (
+	"crypto/hmac"
+	"crypto/sha1" //nolint:gosec // G505: Twilio signs with HMAC-SHA1, which does not rest on SHA-1's collision resistance
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"mime"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Twilio's headers: the signature, and the delivery ID it does not sign.
+const (
+	twilioSignatureHeader = "X-Twilio-Signature"
+	twilioIDHeader        = "I-Twilio-Idempotency-Token"
+)
+
+// twilioScheme is Twilio's: X-Twilio-Signature "<base64>", HMAC-SHA1 keyed
+// by the account's auth token over the URL the provider called, then, for
+// a form body, each parameter's name and value in name order; a JSON body
+// is signed through the URL's bodySHA256, its hex SHA-256. No timestamp;
+// the ID is I-Twilio-Idempotency-Token, which is not signed.
+//
+// As Twilio's reference validators do, the URL verifies as given and with
+// its port toggled: without it when it has one, else with the scheme's
+// default (443 for https, 80 otherwise).
+type twilioScheme struct{}
+
+func (twilioScheme) name() string                      { return "twilio" }
+func (twilioScheme) defaultFuture() time.Duration      { return DefaultTolerance }
+func (twilioScheme) key(secret string) ([]byte, error) { return []byte(secret), nil }
+
+func (twilioScheme) parse(r Request) (parsed, error) {
+	var p parsed
+	vals, err := headers(r.Header, twilioSignatureHeader)
+	if err != nil {
+		return p, err
+	}
+	raw, err := base64.StdEncoding.Strict().DecodeString(vals[0])
+	if err != nil {
+		return p, malformed(twilioSignatureHeader, "is not base64")
+	}
+	p.sigs = [][]byte{raw}
+	if p.id, err = single(r.Header, twilioIDHeader); err != nil {
+		return p, err
+	}
+	return p, twilioContents(r, &p, false)
+}
+
+// prepare builds the content a sender signs: the URL as given first.
+func (twilioScheme) prepare(r Request, p *parsed) error {
+	return twilioContents(r, p, true)
+}
+
+func (twilioScheme) mac(key []byte, p parsed, _ []byte) []byte {
+	m := hmac.New(sha1.New, key)
+	m.Write(p.contents[p.alt])
+	return m.Sum(nil)
+}
+
+func (twilioScheme) header(h http.Header, p parsed, mac []byte) {
+	h.Set(twilioSignatureHeader, base64.StdEncoding.EncodeToString(mac))
+	if p.id != "" {
+		h.Set(twilioIDHeader, p.id)
+	}
+}
+
+// twilioContents fills p.contents with the content Twilio signs, for the
+// URL as given and with its port toggled. A URL with bodySHA256 in its
+// query signs the body through it: the body must hash to it, and the
+// content is the URL alone. Otherwise a form body's parameters follow the
+// URL; any other non-empty body would go unsigned, and is refused. signing
+// says a sender builds the content, so a body that does not match its
+// bodySHA256 is a mistake to report rather than a forgery.
+func twilioContents(r Request, p *parsed, signing bool) error {
+	forms, err := twilioURLs(r.URL)
+	if err != nil {
+		if !signing { // the gateway's own URL, or its url setting, is at fault
+			return fmt.Errorf("%w: %v", ErrBadSignature, err)
+		}
+		return err
+	}
+	var params []byte
+	query, _, _ := strings.Cut(r.URL, "#")
+	_, query, _ = strings.Cut(query, "?")
+	q, _ := url.ParseQuery(query) // what parses: the URL itself is signed
+	if want, ok := q["bodySHA256"]; ok {
+		sum := sha256.Sum256(r.Body)
+		got := hex.EncodeToString(sum[:])
+		if !hmac.Equal([]byte(got), []byte(want[0])) {
+			if signing {
+				return fmt.Errorf("the URL's bodySHA256 is not the body's SHA-256 (%s)", got)
+			}
+			return fmt.Errorf("%w: the body does not match the URL's bodySHA256", ErrBadSignature)
+		}
+	} else if len(r.Body) > 0 {
+		if params, err = twilioParams(r); err != nil {
+			if signing {
+				sum := sha256.Sum256(r.Body)
+				return fmt.Errorf("%w; for another body, add bodySHA256=%s to the URL's query", err, hex.EncodeToString(sum[:]))
+			}
+			return err
+		}
+	}
+	p.contents = make([][]byte, len(forms))
+	for i, u := range forms {
+		p.contents[i] = append([]byte(u), params...)
+	}
+	return nil
+}
+
+// twilioParams returns a form body's parameters as Twilio signs them: for
+// each name in order, the name and each of its values, the values sorted
+// and each once, as twilio-python and twilio-node do.
+func twilioParams(r Request) ([]byte, error) {
+	const ctH, form = "Content-Type", "application/x-www-form-urlencoded"
+	ct, err := single(r.Header, ctH)
+	if err != nil {
+		return nil, err
+	}
+	if mt, _, _ := mime.ParseMediaType(ct); mt != form {
+		return nil, malformed(ctH, "is not "+form+" and the URL has no bodySHA256: the body would not be signed")
+	}
+	values, err := url.ParseQuery(string(r.Body))
+	if err != nil {
+		return nil, malformed(ctH, "is "+form+" but the body does not parse as a form")
+	}
+	var b []byte
+	for _, name := range slices.Sorted(maps.Keys(values)) {
+		vs := slices.Compact(slices.Sorted(slices.Values(values[name])))
+		for _, v := range vs {
+			b = append(b, name...)
+			b = append(b, v...)
+		}
+	}
+	return b, nil
+}
+
+// twilioURLs returns u as given and with its port toggled: without it
+// when u has one, else with the scheme's default port. The rest of u is
+// kept byte for byte.
+func twilioURLs(u string) ([]string, error) {
+	if u == "" {
+		return nil, errors.New("scheme twilio signs the URL the provider called, and the request has none")
+	}
+	scheme, rest, ok := strings.Cut(u, "://")
+	if !ok || !validScheme(scheme) {
+		return nil, errors.New("scheme twilio signs an absolute URL, scheme://host/path?query, and the request's is not one")
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	authority, tail := rest[:end], rest[end:]
+	host := strings.LastIndexByte(authority, '@') + 1 // after any user info
+	colon := strings.LastIndexByte(authority, ':')
+	if colon >= host && colon > strings.LastIndexByte(authority, ']') { // not inside an IPv6 literal
+		return []string{u, scheme + "://" + authority[:colon] + tail}, nil
+	}
+	port := ":80"
+	if strings.EqualFold(scheme, "https") {
+		port = ":443"
+	}
+	return []string{u, scheme + "://" + authority + port + tail}, nil
+}
+
+// validScheme reports whether s is a URL scheme (RFC 3986): a letter, then
+// letters, digits, "+", "-" or ".".
+func validScheme(s string) bool {
+	for i, c := range []byte(s) {
+		letter := c|0x20 >= 'a' && c|0x20 <= 'z'
+		other := c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.'
+		if !letter && (i == 0 || !other) {
+			return false
+		}
+	}
+	return s != ""
+}
