@@ -238,11 +238,17 @@ func (v *Verify) requestURL(r *http.Request) string {
 	if v.URL != "" {
 		return r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer).ReplaceAll(v.URL, "")
 	}
+	// The URI as the request arrived: a rewrite before webhook_verify
+	// (handle_path) must not change what is checked.
+	uri := r.URL.RequestURI()
+	if orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok {
+		uri = orig.URL.RequestURI()
+	}
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	return scheme + "://" + r.Host + r.URL.RequestURI()
+	return scheme + "://" + r.Host + uri
 }
 
 func parseVerify(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {

@@ -100,6 +100,15 @@ func TestTwilioEndToEnd(t *testing.T) {
 		t.Errorf("the direct gateway: upstream hit %d times, want 1", n)
 	}
 
+	// Behind handle_path, the default URL is still the one the request
+	// arrived at, not the rewritten one.
+	rewritten := startGateway(t, "handle_path /twilio/* {"+twilioSite("", up.Addr())+"\n\t}", gatewayOptions{})
+	before = up.count()
+	arrived := rewritten.URL + "/twilio" + path
+	if st, _, got := post(t, arrived, twilioSigned(t, arrived, randomID("idem_"), form, call), call); st != 200 || up.count()-before != 1 {
+		t.Errorf("behind handle_path, signed for the URL called: status %d (%s), upstream +%d; want 200, 1", st, got, up.count()-before)
+	}
+
 	// A JSON body is signed through the URL's bodySHA256.
 	event := []byte(`{"sid":"EV` + randomID("") + `","type":"com.twilio.messaging.message.delivered"}`)
 	sum := sha256.Sum256(event)

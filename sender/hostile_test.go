@@ -2,6 +2,7 @@ package sender
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/verify"
 )
 
 // deadLetter sends one envelope, id, to url with one attempt, and returns
@@ -151,10 +154,34 @@ func TestContentTypeIsKept(t *testing.T) {
 			if tt.configured != "" {
 				d.Header.Set("Content-Type", tt.configured)
 			}
-			h := d.header(&Envelope{ID: "m", ContentType: tt.enqueued, Payload: []byte("x")}, time.Now())
+			h, _ := d.header(&Envelope{ID: "m", ContentType: tt.enqueued, Payload: []byte("x")}, time.Now())
 			if got := h.Values("Content-Type"); len(got) != 1 || got[0] != tt.want {
 				t.Errorf("Content-Type %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// failingSigner cannot sign (a twilio destination sent a JSON body whose
+// URL has no bodySHA256, say).
+type failingSigner struct{}
+
+func (failingSigner) SignRequest(verify.Request, string, time.Time) (http.Header, error) {
+	return nil, errors.New("cannot sign this body")
+}
+
+// TestUnsignableIsNeverSentUnsigned: a request the signer refuses is not
+// sent without its signature: it fails as a request error, and the
+// receiver sees nothing.
+func TestUnsignableIsNeverSentUnsigned(t *testing.T) {
+	var got atomic.Int64
+	rcv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { got.Add(1) }))
+	t.Cleanup(rcv.Close)
+	e, _ := deadLetter(t, rcv.URL, "unsignable", func(s *Sender) {
+		d := s.dests["d"]
+		d.Signer = failingSigner{}
+	})
+	if e.Class != ClassRequest || !strings.Contains(e.LastError, "signing: cannot sign this body") || got.Load() != 0 {
+		t.Errorf("class %s, error %q, receiver got %d requests; want a request failure naming the signing, nothing sent", e.Class, e.LastError, got.Load())
 	}
 }

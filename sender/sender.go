@@ -969,7 +969,9 @@ func (s *Sender) post(ctx context.Context, d *destination, e *Envelope, now time
 	if err != nil {
 		return 0, nil, "", d.scrub(&requestError{err})
 	}
-	req.Header = d.header(e, now)
+	if req.Header, err = d.header(e, now); err != nil {
+		return 0, nil, "", &requestError{fmt.Errorf("signing: %w", err)}
+	}
 	if err := checkHeader(req.Header); err != nil {
 		return 0, nil, "", &requestError{err}
 	}
@@ -1055,7 +1057,7 @@ func oneLine(b []byte) string {
 // header is the header of e's request to d at now: the destination's
 // own, the payload's content type (unless the destination sets one), the
 // signature, the trace context and the redrive ID.
-func (d *destination) header(e *Envelope, now time.Time) http.Header {
+func (d *destination) header(e *Envelope, now time.Time) (http.Header, error) {
 	h := make(http.Header, len(d.Header)+6)
 	for k, v := range d.Header {
 		h[k] = v
@@ -1069,11 +1071,11 @@ func (d *destination) header(e *Envelope, now time.Time) http.Header {
 	}
 	h.Set("User-Agent", "hookgate")
 	if d.Signer != nil {
-		// The signature comes last, over the headers it may cover. The
-		// URL was checked at provision, so signing it cannot fail here;
-		// if it did, the unsigned request would be refused and the
-		// failure recorded.
-		sig, _ := d.Signer.SignRequest(verify.Request{Method: http.MethodPost, URL: d.URL, Header: h, Body: e.Payload}, e.ID, now)
+		// The signature comes after the headers it may cover (rfc9421).
+		sig, err := d.Signer.SignRequest(verify.Request{Method: http.MethodPost, URL: d.URL, Header: h, Body: e.Payload}, e.ID, now)
+		if err != nil {
+			return nil, err
+		}
 		for k, v := range sig {
 			h[k] = v
 		}
@@ -1087,7 +1089,7 @@ func (d *destination) header(e *Envelope, now time.Time) http.Header {
 	if e.RedriveID != "" {
 		h.Set("Hookgate-Redrive-Id", e.RedriveID)
 	}
-	return h
+	return h, nil
 }
 
 // settleLoop settles outcomes in batches: it takes what has arrived while

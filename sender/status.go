@@ -68,7 +68,10 @@ func (s *Sender) HeaderSent(e *Envelope) (http.Header, error) {
 	if !ok {
 		return nil, ErrUnknownDestination
 	}
-	h := d.header(e, s.now())
+	h, err := d.header(e, s.now())
+	if err != nil {
+		return nil, err
+	}
 	for k := range d.Header {
 		if k != "Content-Type" {
 			h[k] = []string{Redacted}
