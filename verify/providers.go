@@ -3,6 +3,7 @@ package verify
 import (
 	"encoding/base64"
 	"encoding/hex"
+	"hash"
 	"net/http"
 	"strconv"
 	"strings"
@@ -72,10 +73,8 @@ func (zoomScheme) parse(r Request) (parsed, error) {
 	return p, nil
 }
 
-func (zoomScheme) mac(key []byte, p parsed, body []byte) []byte {
-	var buf [24]byte // "v0:" and a timestamp of up to 20 digits, then ':'
-	prefix := strconv.AppendInt(append(buf[:0], "v0:"...), p.ts, 10)
-	return hmacSHA256(key, append(prefix, ':'), body)
+func (zoomScheme) mac(m hash.Hash, p parsed, body []byte) {
+	writeAll(m, v0, itoa(p.ts), colon, body)
 }
 
 func (zoomScheme) header(h http.Header, p parsed, mac []byte) {
@@ -102,7 +101,7 @@ func (metaScheme) parse(r Request) (parsed, error) {
 	return parsed{sigs: [][]byte{sig}}, nil
 }
 
-func (metaScheme) mac(key []byte, _ parsed, body []byte) []byte { return hmacSHA256(key, body) }
+func (metaScheme) mac(m hash.Hash, _ parsed, body []byte) { m.Write(body) }
 
 func (metaScheme) header(h http.Header, _ parsed, mac []byte) {
 	h.Set(metaSignature, "sha256="+hex.EncodeToString(mac))
@@ -128,7 +127,7 @@ func (twitterScheme) parse(r Request) (parsed, error) {
 	return parsed{sigs: [][]byte{sig}}, nil
 }
 
-func (twitterScheme) mac(key []byte, _ parsed, body []byte) []byte { return hmacSHA256(key, body) }
+func (twitterScheme) mac(m hash.Hash, _ parsed, body []byte) { m.Write(body) }
 
 func (twitterScheme) header(h http.Header, _ parsed, mac []byte) {
 	h.Set(twitterSignature, "sha256="+base64.StdEncoding.EncodeToString(mac))

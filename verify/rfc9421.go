@@ -8,6 +8,7 @@ import (
 	"crypto/sha512"
 	"errors"
 	"fmt"
+	"hash"
 	"net/http"
 	"net/url"
 	"slices"
@@ -57,7 +58,7 @@ func (rfc9421Scheme) key(secret string) ([]byte, error) { return standardScheme{
 func (rfc9421Scheme) parse(Request) (parsed, error) {
 	return parsed{}, errors.New("rfc9421 is verified by verifyRFC9421")
 }
-func (rfc9421Scheme) mac([]byte, parsed, []byte) []byte  { return nil }
+func (rfc9421Scheme) mac(hash.Hash, parsed, []byte)      {}
 func (rfc9421Scheme) header(http.Header, parsed, []byte) {}
 
 // prepare checks that the request to sign has a target URL: the signature

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"hash"
 	"net/http"
 	"strconv"
 	"strings"
@@ -25,6 +26,20 @@ func hmacSHA256(key []byte, parts ...[]byte) []byte {
 
 // itoa renders a unix timestamp as the decimal bytes that are signed.
 func itoa(ts int64) []byte { return strconv.AppendInt(nil, ts, 10) }
+
+// The separators the schemes sign.
+var (
+	dot   = []byte{'.'}
+	colon = []byte{':'}
+	v0    = []byte("v0:")
+)
+
+// writeAll writes each part into the MAC m.
+func writeAll(m hash.Hash, parts ...[]byte) {
+	for _, p := range parts {
+		m.Write(p)
+	}
+}
 
 // idTimestampSignature reads the three headers of the schemes that carry
 // an ID, a unix timestamp and a signature in headers of their own, in that
@@ -174,14 +189,8 @@ func asymmetricKey(s scheme, secret string) (pub ed25519.PublicKey, priv ed25519
 	return nil, nil, false, nil
 }
 
-func (standardScheme) mac(key []byte, p parsed, body []byte) []byte {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(p.id))
-	m.Write([]byte{'.'})
-	m.Write(itoa(p.ts))
-	m.Write([]byte{'.'})
-	m.Write(body)
-	return m.Sum(nil)
+func (standardScheme) mac(m hash.Hash, p parsed, body []byte) {
+	writeAll(m, []byte(p.id), dot, itoa(p.ts), dot, body)
 }
 
 func (standardScheme) header(h http.Header, p parsed, mac []byte) {
@@ -243,8 +252,8 @@ func (stripeScheme) parse(r Request) (parsed, error) {
 	return p, nil
 }
 
-func (stripeScheme) mac(key []byte, p parsed, body []byte) []byte {
-	return hmacSHA256(key, itoa(p.ts), []byte{'.'}, body)
+func (stripeScheme) mac(m hash.Hash, p parsed, body []byte) {
+	writeAll(m, itoa(p.ts), dot, body)
 }
 
 func (stripeScheme) header(h http.Header, p parsed, mac []byte) {
@@ -281,7 +290,7 @@ func (githubScheme) parse(r Request) (parsed, error) {
 	return p, err
 }
 
-func (githubScheme) mac(key []byte, _ parsed, body []byte) []byte { return hmacSHA256(key, body) }
+func (githubScheme) mac(m hash.Hash, _ parsed, body []byte) { m.Write(body) }
 
 func (githubScheme) header(h http.Header, p parsed, mac []byte) {
 	h.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac))
@@ -316,7 +325,7 @@ func (shopifyScheme) parse(r Request) (parsed, error) {
 	return p, err
 }
 
-func (shopifyScheme) mac(key []byte, _ parsed, body []byte) []byte { return hmacSHA256(key, body) }
+func (shopifyScheme) mac(m hash.Hash, _ parsed, body []byte) { m.Write(body) }
 
 func (shopifyScheme) header(h http.Header, p parsed, mac []byte) {
 	h.Set("X-Shopify-Hmac-Sha256", base64.StdEncoding.EncodeToString(mac))
@@ -363,8 +372,8 @@ func (slackScheme) parse(r Request) (parsed, error) {
 	return p, nil
 }
 
-func (slackScheme) mac(key []byte, p parsed, body []byte) []byte {
-	return hmacSHA256(key, []byte("v0:"), itoa(p.ts), []byte{':'}, body)
+func (slackScheme) mac(m hash.Hash, p parsed, body []byte) {
+	writeAll(m, v0, itoa(p.ts), colon, body)
 }
 
 func (slackScheme) header(h http.Header, p parsed, mac []byte) {
@@ -396,8 +405,8 @@ func (hookgateScheme) parse(r Request) (parsed, error) {
 	return p, nil
 }
 
-func (hookgateScheme) mac(key []byte, p parsed, body []byte) []byte {
-	return hmacSHA256(key, itoa(p.ts), []byte{'.'}, body)
+func (hookgateScheme) mac(m hash.Hash, p parsed, body []byte) {
+	writeAll(m, itoa(p.ts), dot, body)
 }
 
 func (hookgateScheme) header(h http.Header, p parsed, mac []byte) {

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"maps"
 	"mime"
 	"net/http"
@@ -60,11 +61,10 @@ func (twilioScheme) prepare(r Request, p *parsed) error {
 	return twilioContents(r, p, true)
 }
 
-func (twilioScheme) mac(key []byte, p parsed, _ []byte) []byte {
-	m := hmac.New(sha1.New, key)
-	m.Write(p.contents[p.alt])
-	return m.Sum(nil)
-}
+func (twilioScheme) mac(m hash.Hash, p parsed, _ []byte) { m.Write(p.contents[p.alt]) }
+
+// newHash makes twilio's HMAC one of SHA-1.
+func (twilioScheme) newHash() hash.Hash { return sha1.New() }
 
 func (twilioScheme) header(h http.Header, p parsed, mac []byte) {
 	h.Set(twilioSignatureHeader, base64.StdEncoding.EncodeToString(mac))

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"hash"
 	"net/http"
 	"strconv"
 	"time"
@@ -46,7 +47,8 @@ type Delivery struct {
 // It is safe for concurrent use.
 type Verifier struct {
 	scheme scheme
-	keys   [][]byte // HMAC keys
+	keys   [][]byte  // HMAC keys
+	macs   []*macKey // the same keys, keyed once (mackey.go)
 	// Ed25519 keys (standard's v1a): public keys verify; a private key
 	// (from a whsk_ secret) also signs.
 	publics  []ed25519.PublicKey
@@ -170,6 +172,7 @@ func New(schemeName string, secrets []string, opts Options) (*Verifier, error) {
 			return nil, fmt.Errorf("secret %d: %w", i+1, err)
 		}
 		v.keys = append(v.keys, k)
+		v.macs = append(v.macs, newMACKey(newHashOf(s), k))
 	}
 	if _, ok := s.(standardScheme); ok {
 		v.scheme = standardScheme{ed25519: len(v.publics) > 0}
@@ -190,14 +193,17 @@ func (v *Verifier) Verify(r Request, now time.Time) (Delivery, error) {
 		return Delivery{}, err
 	}
 	matched := false
-	for _, k := range v.keys {
+	for _, k := range v.macs {
 		for p.alt = 0; p.alt < max(1, len(p.contents)); p.alt++ {
-			mac := v.scheme.mac(k, p, body)
+			m := k.get()
+			v.scheme.mac(m, p, body)
+			mac := m.mac()
 			for _, sig := range p.sigs {
 				if hmac.Equal(mac, sig) {
 					matched = true
 				}
 			}
+			k.put(m)
 		}
 	}
 	if len(v.publics) > 0 && len(p.asym) > 0 {
@@ -279,9 +285,11 @@ func (v *Verifier) SignRequest(r Request, id string, ts time.Time) (http.Header,
 		}
 		return h, nil
 	}
-	mac := v.scheme.mac(v.keys[0], p, body)
+	m := v.macs[0].get()
+	defer v.macs[0].put(m)
+	v.scheme.mac(m, p, body)
 	h := make(http.Header)
-	v.scheme.header(h, p, mac)
+	v.scheme.header(h, p, m.mac())
 	return h, nil
 }
 
@@ -326,8 +334,9 @@ type scheme interface {
 	defaultFuture() time.Duration
 	// parse reads signatures, timestamp and ID from the request.
 	parse(r Request) (parsed, error)
-	// mac computes the expected MAC for the request.
-	mac(key []byte, p parsed, body []byte) []byte
+	// mac writes the signed content of the request into h, a keyed
+	// HMAC state (of SHA-256, or of the hash a hasher scheme names).
+	mac(h hash.Hash, p parsed, body []byte)
 	// header writes the signature headers a sender adds.
 	header(h http.Header, p parsed, mac []byte)
 }
@@ -348,10 +357,24 @@ func lookup(name string) (scheme, error) {
 // so "007" or "+7" would otherwise verify against the signature of "7".
 func parseUnix(header, v string) (int64, error) {
 	ts, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || ts < 0 || strconv.FormatInt(ts, 10) != v {
+	if err != nil || !canonicalDecimal(v) {
 		return 0, fmt.Errorf("%w: %s is not a unix timestamp in canonical decimal", ErrMalformedHeader, header)
 	}
 	return ts, nil
+}
+
+// canonicalDecimal reports whether v is a non-negative integer written as
+// strconv.FormatInt writes it: digits only, no leading zero but in "0".
+func canonicalDecimal(v string) bool {
+	if v == "" || (v[0] == '0' && len(v) > 1) {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // single returns the one value of header name, "" when absent. A header
