@@ -73,9 +73,9 @@ func TestAdminCommands(t *testing.T) {
 		"POST /hookgate/destinations/d1/pause":                         `{"name":"d1","state":"paused"}`,
 		"POST /hookgate/destinations/o1/move":                          `{"moved":4,"kept":1}`,
 		"POST /hookgate/destinations/o1/purge":                         `{"removed":2}`,
-		"GET /hookgate/dedupe/k%2F1":                                   `{"key":"k/1","state":"recorded"}`,
+		"GET /hookgate/dedupe/k%2F1":                                   `{"key":"k/1","state":"recorded","status":200,"body_omitted":false,"body_bytes":17,"fingerprint":"sha256:ab12","expires_at":"2026-01-31T12:00:00Z"}`,
 		"DELETE /hookgate/dedupe/k1":                                   `{}`,
-		"GET /hookgate/freshness/e1":                                   `{"entity":"e1"}`,
+		"GET /hookgate/freshness/e1":                                   `{"entity":"e1","event_time":{"watermark":"2026-01-31T11:00:00Z","expires_at":"2026-02-07T11:00:00Z","lease_until":null},"sequence":{"watermark":null,"lease_until":"2026-01-31T12:00:30Z"}}`,
 		"POST /hookgate/destinations/broken/resume":                    "500 boom",
 	})
 	addr := "--address=" + strings.TrimPrefix(admin.URL, "http://")
@@ -149,7 +149,13 @@ func TestAdminCommands(t *testing.T) {
 		{
 			args:   []string{"dedupe", "show", "k/1", addr},
 			sent:   []string{"GET /hookgate/dedupe/k%2F1"},
-			stdout: "{\n  \"key\": \"k/1\",\n  \"state\": \"recorded\"\n}\n",
+			stdout: "KEY  STATE     STATUS  BODY      FINGERPRINT  EXPIRES               LEASE UNTIL\n" +
+				"k/1  recorded  200     17 bytes  sha256:ab12  2026-01-31T12:00:00Z  -\n",
+		},
+		{
+			args:   []string{"dedupe", "show", "k/1", addr, "--format", "json"},
+			sent:   []string{"GET /hookgate/dedupe/k%2F1"},
+			stdout: "{\n  \"key\": \"k/1\",\n  \"state\": \"recorded\",\n  \"status\": 200,\n  \"body_omitted\": false,\n  \"body_bytes\": 17,\n  \"fingerprint\": \"sha256:ab12\",\n  \"expires_at\": \"2026-01-31T12:00:00Z\"\n}\n",
 		},
 		{
 			args:   []string{"dedupe", "forget", "k1", addr},
@@ -159,7 +165,15 @@ func TestAdminCommands(t *testing.T) {
 		{
 			args:   []string{"freshness", "show", "e1", addr},
 			sent:   []string{"GET /hookgate/freshness/e1"},
-			stdout: "{\n  \"entity\": \"e1\"\n}\n",
+			stdout: "entity e1\n" +
+				"BY          WATERMARK             EXPIRES               LEASE UNTIL\n" +
+				"event_time  2026-01-31T11:00:00Z  2026-02-07T11:00:00Z  -\n" +
+				"sequence    -                     -                     2026-01-31T12:00:30Z\n",
+		},
+		{
+			args:   []string{"freshness", "show", "e1", addr, "--format", "json"},
+			sent:   []string{"GET /hookgate/freshness/e1"},
+			stdout: "{\n  \"entity\": \"e1\",\n  \"event_time\": {\n    \"watermark\": \"2026-01-31T11:00:00Z\",\n    \"expires_at\": \"2026-02-07T11:00:00Z\",\n    \"lease_until\": null\n  },\n  \"sequence\": {\n    \"watermark\": null,\n    \"lease_until\": \"2026-01-31T12:00:30Z\"\n  }\n}\n",
 		},
 
 		// Errors: exit 1, "Error: ..." once on the error output.
