@@ -147,8 +147,8 @@ func TestAdminCommands(t *testing.T) {
 			stdout: "{\n  \"removed\": 2\n}\n",
 		},
 		{
-			args:   []string{"dedupe", "show", "k/1", addr},
-			sent:   []string{"GET /hookgate/dedupe/k%2F1"},
+			args: []string{"dedupe", "show", "k/1", addr},
+			sent: []string{"GET /hookgate/dedupe/k%2F1"},
 			stdout: "KEY  STATE     STATUS  BODY      FINGERPRINT  EXPIRES               LEASE UNTIL\n" +
 				"k/1  recorded  200     17 bytes  sha256:ab12  2026-01-31T12:00:00Z  -\n",
 		},
@@ -163,8 +163,8 @@ func TestAdminCommands(t *testing.T) {
 			stdout: "k1 forgotten: its next copy is forwarded as new\n",
 		},
 		{
-			args:   []string{"freshness", "show", "e1", addr},
-			sent:   []string{"GET /hookgate/freshness/e1"},
+			args: []string{"freshness", "show", "e1", addr},
+			sent: []string{"GET /hookgate/freshness/e1"},
 			stdout: "entity e1\n" +
 				"BY          WATERMARK             EXPIRES               LEASE UNTIL\n" +
 				"event_time  2026-01-31T11:00:00Z  2026-02-07T11:00:00Z  -\n" +
