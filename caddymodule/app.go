@@ -133,6 +133,9 @@ func (a *App) storeConfig() (store.Config, error) {
 type redisLogger struct{}
 
 func (redisLogger) Printf(_ context.Context, format string, v ...any) {
+	if strings.HasPrefix(format, "redis: connection pool: failed to dial") {
+		return // the store logs an outage, once a minute at most
+	}
 	caddy.Log().Named("redis").Warn(fmt.Sprintf(format, v...))
 }
 
