@@ -22,6 +22,7 @@ type outage struct {
 	now    func() time.Time
 
 	mu       sync.Mutex
+	answered bool // ever: an outage before the first connection is "at start"
 	down     bool
 	since    time.Time // when the outage began
 	logged   time.Time // when its last line was logged
@@ -42,8 +43,11 @@ func (o *outage) failed(err error) {
 	now := o.now()
 	if !o.down {
 		o.down, o.since, o.logged, o.failures = true, now, now, 0
-		o.logger.Warn("store: Redis does not answer; until it does, webhooks get 503 store_unavailable and the sender waits",
-			"backend", "redis", "addrs", o.addrs, "answered", false, "error", err)
+		msg := "store: Redis does not answer; until it does, webhooks get 503 store_unavailable and the sender waits"
+		if !o.answered {
+			msg = "store: Redis does not answer at start; until it does, webhooks get 503 store_unavailable and the sender waits"
+		}
+		o.logger.Warn(msg, "backend", "redis", "addrs", o.addrs, "answered", false, "error", err)
 		return
 	}
 	o.failures++
@@ -55,15 +59,17 @@ func (o *outage) failed(err error) {
 	}
 }
 
-// answered records a connection made: the end of an outage, if one was on.
-func (o *outage) answered() {
+// connected records a connection made: the end of an outage, if one was
+// on.
+func (o *outage) connected() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.answered = true
 	if !o.down {
 		return
 	}
 	o.down = false
-	o.logger.Info("store: Redis answers again",
+	o.logger.Info("store: Redis answers now",
 		"backend", "redis", "addrs", o.addrs, "answered", true, "failures", o.failures,
 		"down_for", o.now().Sub(o.since).Round(time.Second).String())
 }
@@ -92,7 +98,7 @@ func (h outageHook) DialHook(next redis.DialHook) redis.DialHook {
 		conn, err := next(ctx, network, addr)
 		switch {
 		case err == nil:
-			h.o.answered()
+			h.o.connected()
 		case !errors.Is(err, context.Canceled): // a caller gone is no outage
 			h.o.failed(err)
 		}

@@ -38,20 +38,20 @@ func TestOutageLogsOnceAMinute(t *testing.T) {
 	o := newOutage(slog.New(slog.NewTextHandler(&logs, nil)), []string{"127.0.0.1:6379"}, func() time.Time { return now })
 	refused := errors.New("connection refused")
 
-	o.answered() // no outage: nothing to say
+	o.connected() // no outage: nothing to say
 	// A failure every 0.7s, as go-redis's retries make them, for 2.5 minutes.
 	for range 214 {
 		o.failed(refused)
 		now = now.Add(700 * time.Millisecond)
 	}
-	o.answered()
-	o.answered()
+	o.connected()
+	o.connected()
 	got := logs.lines()
 	want := []string{
 		`level=WARN msg="store: Redis does not answer; until it does, webhooks get 503 store_unavailable and the sender waits"`,
 		`level=WARN msg="store: Redis still does not answer" backend=redis addrs=[127.0.0.1:6379] answered=false failures=86 down_for=1m0s`,
 		`level=WARN msg="store: Redis still does not answer" backend=redis addrs=[127.0.0.1:6379] answered=false failures=86 down_for=2m0s`,
-		`level=INFO msg="store: Redis answers again" backend=redis addrs=[127.0.0.1:6379] answered=true failures=41 down_for=2m30s`,
+		`level=INFO msg="store: Redis answers now" backend=redis addrs=[127.0.0.1:6379] answered=true failures=41 down_for=2m30s`,
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%d lines, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
@@ -60,6 +60,17 @@ func TestOutageLogsOnceAMinute(t *testing.T) {
 		if !strings.Contains(got[i], want[i]) {
 			t.Errorf("line %d:\n%s\nwant it to contain\n%s", i, got[i], want[i])
 		}
+	}
+}
+
+// TestOutageAtStart: an outage before Redis ever answered says so.
+func TestOutageAtStart(t *testing.T) {
+	var logs logLines
+	o := newOutage(slog.New(slog.NewTextHandler(&logs, nil)), []string{"127.0.0.1:6379"}, time.Now)
+	o.failed(errors.New("connection refused"))
+	o.failed(errors.New("connection refused"))
+	if got := logs.lines(); len(got) != 1 || !strings.Contains(got[0], `msg="store: Redis does not answer at start;`) {
+		t.Errorf("logged:\n%s\nwant one line, at start", strings.Join(got, "\n"))
 	}
 }
 
@@ -95,10 +106,10 @@ func TestOutageOfARealRedis(t *testing.T) {
 		}
 	}
 	all := strings.Join(logs.lines(), "\n")
-	if n := strings.Count(all, "Redis does not answer"); n != 1 {
+	if n := strings.Count(all, "Redis does not answer;"); n != 1 {
 		t.Errorf("%d warnings, want 1:\n%s", n, all)
 	}
-	if n := strings.Count(all, "Redis answers again"); n != 1 {
+	if n := strings.Count(all, "Redis answers now"); n != 1 {
 		t.Errorf("%d lines saying Redis answers again, want 1:\n%s", n, all)
 	}
 }
