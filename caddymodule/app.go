@@ -11,14 +11,17 @@ import (
 	"log/slog"
 	"math"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 	"go.uber.org/zap/exp/zapslog"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/portcheck"
 	"github.com/hookgate/hookgate/internal/store"
 	"github.com/hookgate/hookgate/internal/telemetry"
 	"github.com/hookgate/hookgate/sender"
@@ -50,6 +53,7 @@ type App struct {
 	// by the gateway for the jobs with `every`.
 	Reconcile []*ReconcileJob `json:"reconcile,omitempty"`
 
+	ctx           caddy.Context
 	metrics       *telemetry.Metrics
 	logger        *zap.Logger
 	store         *store.Lazy // opened on Start when storeUsed, or on first use
@@ -129,6 +133,9 @@ func (a *App) storeConfig() (store.Config, error) {
 type redisLogger struct{}
 
 func (redisLogger) Printf(_ context.Context, format string, v ...any) {
+	if strings.HasPrefix(format, "redis: connection pool: failed to dial") {
+		return // the store logs an outage, once a minute at most
+	}
 	caddy.Log().Named("redis").Warn(fmt.Sprintf(format, v...))
 }
 
@@ -152,7 +159,7 @@ func (App) CaddyModule() caddy.ModuleInfo {
 
 // Provision sets up the app.
 func (a *App) Provision(ctx caddy.Context) error {
-	a.logger = ctx.Logger()
+	a.ctx, a.logger = ctx, ctx.Logger()
 	if a.KeyPrefix == "" {
 		a.KeyPrefix = "hookgate"
 	}
@@ -203,9 +210,13 @@ func (a *App) Validate() error {
 	return nil
 }
 
-// Start opens the store when a handler or the sender needs it, starts
-// the sender's workers, and makes the app the one the admin API serves.
+// Start refuses an address another process serves, opens the store when
+// a handler or the sender needs it, starts the sender's workers, and makes
+// the app the one the admin API serves.
 func (a *App) Start() error {
+	if err := a.refuseSharedAddress(); err != nil {
+		return err
+	}
 	if a.storeUsed {
 		if _, err := a.store.Conn(); err != nil {
 			return err
@@ -217,6 +228,29 @@ func (a *App) Start() error {
 	a.startSchedules()
 	setRunning(a)
 	return nil
+}
+
+// refuseSharedAddress fails when another process listens on an address of
+// the HTTP servers, or on one this process listens on already (the admin
+// endpoint): Caddy listens with SO_REUSEPORT, and would share it. Caddy
+// starts its apps in no set order: when the http app started first, the
+// check sees its listeners as ours, and a failure here stops it.
+func (a *App) refuseSharedAddress() error {
+	var targets []portcheck.Target
+	if v, err := a.ctx.AppIfConfigured("http"); err == nil {
+		for _, srv := range v.(*caddyhttp.App).Servers {
+			for _, l := range srv.Listen {
+				na, err := caddy.ParseNetworkAddress(l)
+				if err != nil || !strings.HasPrefix(na.Network, "tcp") {
+					continue // the http app reports the error; a unix socket has no port
+				}
+				for p := na.StartPort; p <= na.EndPort && p <= math.MaxUint16; p++ {
+					targets = append(targets, portcheck.Target{Host: na.Host, Port: uint16(p)})
+				}
+			}
+		}
+	}
+	return portcheck.Check(a.ctx, targets)
 }
 
 // Stop stops the sender's workers: deliveries in flight finish and are

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -12,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/dustin/go-humanize"
 
+	"github.com/hookgate/hookgate/internal/suggest"
 	"github.com/hookgate/hookgate/sender"
 )
 
@@ -96,7 +98,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 						return d.ArgErr()
 					}
 				default:
-					return d.Errf("unknown store subdirective %q", d.Val())
+					return unknownSubdirective(d, "store", d.Val(), "sentinel_master")
 				}
 			}
 		case "key_prefix":
@@ -156,10 +158,20 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			a.Destinations = append(a.Destinations, dc)
 		default:
-			return d.Errf("unknown hookgate subdirective %q", d.Val())
+			return unknownSubdirective(d, "hookgate", d.Val(), "store", "key_prefix", "sender", "reconcile", "destination")
 		}
 	}
 	return nil
+}
+
+// unknownSubdirective is the error for sub, a subdirective of block that
+// is none of known: it names the nearest of them, when sub looks like a
+// typo of one, else lists them all.
+func unknownSubdirective(d *caddyfile.Dispenser, block, sub string, known ...string) error {
+	if near := suggest.Closest(sub, known); near != "" {
+		return d.Errf("unknown %s subdirective %q; did you mean %q?", block, sub, near)
+	}
+	return d.Errf("unknown %s subdirective %q (want one of %s)", block, sub, strings.Join(known, ", "))
 }
 
 // positiveInt parses the one argument of sub as a positive integer.
@@ -252,14 +264,14 @@ func (sc *SenderConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				case "half_open":
 					sc.Breaker.HalfOpen, err = positiveInt(d, sub, args)
 				default:
-					return d.Errf("unknown breaker subdirective %q", sub)
+					return unknownSubdirective(d, "breaker", sub, "failures", "open", "half_open")
 				}
 				if err != nil {
 					return err
 				}
 			}
 		default:
-			return d.Errf("unknown sender subdirective %q", sub)
+			return unknownSubdirective(d, "sender", sub, "workers", "attempts", "backoff", "timeout", "lease", "retention", "max_redrive", "history", "history_payload", "breaker")
 		}
 		if err != nil {
 			return err
@@ -312,7 +324,7 @@ func (dc *DestinationConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("destination %s: events needs at least one event type glob, e.g. events reservation.* seat.released", dc.Name)
 			}
 		default:
-			return d.Errf("unknown destination subdirective %q", sub)
+			return unknownSubdirective(d, "destination", sub, "url", "scheme", "secret", "key_id", "workers", "rate", "events")
 		}
 		if err != nil {
 			return err

@@ -199,7 +199,7 @@ func (h *Console) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("max_redrive: want a positive whole number, got %q", v)
 			}
 		default:
-			return d.Errf("unknown webhook_console subdirective %q", sub)
+			return unknownSubdirective(d, "webhook_console", sub, "destination", "max_redrive")
 		}
 	}
 	return nil

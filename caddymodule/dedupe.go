@@ -414,7 +414,7 @@ func (h *Dedupe) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 			}
 		default:
-			return d.Errf("unknown webhook_dedupe subdirective %q", sub)
+			return unknownSubdirective(d, "webhook_dedupe", sub, "key", "retention", "lease", "in_flight", "record", "max_record", "on_store_error", "replay_cache")
 		}
 		if err != nil {
 			return err

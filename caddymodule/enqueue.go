@@ -213,7 +213,7 @@ func (h *Enqueue) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 			}
 		default:
-			return d.Errf("unknown webhook_enqueue subdirective %q", sub)
+			return unknownSubdirective(d, "webhook_enqueue", sub, "id", "event_type", "entity", "event_time", "max_body")
 		}
 		if err != nil {
 			return err

@@ -346,7 +346,7 @@ func (h *Freshness) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "entity_busy":
 			h.EntityBusy, h.EntityBusyWait, err = waitOr(d, sub, "reject", args)
 		default:
-			return d.Errf("unknown webhook_freshness subdirective %q", sub)
+			return unknownSubdirective(d, "webhook_freshness", sub, "entity", "event_time", "sequence", "on_stale", "max_age", "lease", "retention", "entity_busy")
 		}
 		if err != nil {
 			return err

@@ -77,7 +77,7 @@ func (j *ReconcileJob) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				src.Kind, src.URL = "http", args[1]
 				for n := d.Nesting(); d.NextBlock(n); {
 					if d.Val() != "header" {
-						return d.Errf("unknown http source subdirective %q", d.Val())
+						return unknownSubdirective(d, "http source", d.Val(), "header")
 					}
 					hv := d.RemainingArgs()
 					if len(hv) != 2 {
@@ -146,14 +146,14 @@ func (j *ReconcileJob) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					}
 					j.Repair.Limit = n
 				default:
-					return d.Errf("unknown repair subdirective %q", field)
+					return unknownSubdirective(d, "repair", field, "destination", "event_type", "limit")
 				}
 			}
 			if j.Repair.Destination == "" {
 				return d.Err("repair needs a destination")
 			}
 		default:
-			return d.Errf("unknown reconcile subdirective %q", sub)
+			return unknownSubdirective(d, "reconcile", sub, "truth", "receiver", "expect", "grace", "every", "repair")
 		}
 	}
 	if j.Truth == nil || j.Receiver == nil {

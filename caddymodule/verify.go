@@ -372,7 +372,7 @@ func (v *Verify) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			for nesting := d.Nesting(); d.NextBlock(nesting); {
 				field, ok := fields[d.Val()]
 				if !ok {
-					return d.Errf("unknown hmac subdirective %q", d.Val())
+					return unknownSubdirective(d, "hmac", d.Val(), slices.Sorted(maps.Keys(fields))...)
 				}
 				if *field != "" {
 					return d.Errf("hmac: %s given twice", d.Val())
@@ -384,7 +384,7 @@ func (v *Verify) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				*field = val
 			}
 		default:
-			return d.Errf("unknown webhook_verify subdirective %q", sub)
+			return unknownSubdirective(d, "webhook_verify", sub, "scheme", "secret", "url", "id_header", "verify_token", "cloudevents_rate", "cloudevents_origins", "tolerance", "max_body", "hmac")
 		}
 	}
 	return nil

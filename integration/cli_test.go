@@ -155,12 +155,12 @@ func TestDedupeLookupAndForget(t *testing.T) {
 		if st, _, got := post(t, g.URL, s.Sign(id, time.Now(), body), body); st != 200 {
 			t.Fatalf("first: %d %s", st, got)
 		}
-		out, err := cli(t, g, "dedupe", "show", id)
+		out, err := cli(t, g, "dedupe", "show", id, "--format", "json")
 		if err != nil || !strings.Contains(out, `"state": "recorded"`) || !strings.Contains(out, `"status": 200`) || !strings.Contains(out, `"expires_at"`) ||
 			!strings.Contains(out, `"fingerprint": "`+dedupe.FingerprintOf(body).String()+`"`) {
 			t.Fatalf("dedupe show: %v\n%s", err, out)
 		}
-		out, err = cli(t, g, "freshness", "show", r)
+		out, err = cli(t, g, "freshness", "show", r, "--format", "json")
 		if err != nil || !strings.Contains(out, `"watermark": "`+at.Format(time.RFC3339)) {
 			t.Fatalf("freshness show: %v\n%s", err, out)
 		}
@@ -170,7 +170,7 @@ func TestDedupeLookupAndForget(t *testing.T) {
 		if !strings.Contains(g.logs.String(), `"msg":"dedupe record forgotten`) {
 			t.Errorf("no audit line for the forget:\n%s", g.logs.String())
 		}
-		if out, err := cli(t, g, "dedupe", "show", id); err != nil || !strings.Contains(out, `"state": "absent"`) {
+		if out, err := cli(t, g, "dedupe", "show", id, "--format", "json"); err != nil || !strings.Contains(out, `"state": "absent"`) {
 			t.Fatalf("dedupe show after forget: %v\n%s", err, out)
 		}
 		// Forgotten: forwarded again (freshness lets the equal event
@@ -199,12 +199,12 @@ func TestDedupeLookupAndForget(t *testing.T) {
 				t.Fatal("the held delivery did not reach the upstream")
 			}
 		}
-		out, err = cli(t, g, "dedupe", "show", heldID)
+		out, err = cli(t, g, "dedupe", "show", heldID, "--format", "json")
 		if err != nil || !strings.Contains(out, `"state": "claimed"`) || !strings.Contains(out, `"lease_until": "`) ||
 			!strings.Contains(out, `"fingerprint": "`+dedupe.FingerprintOf(heldBody).String()+`"`) {
 			t.Errorf("dedupe show, in flight: %v\n%s", err, out)
 		}
-		out, err = cli(t, g, "freshness", "show", held)
+		out, err = cli(t, g, "freshness", "show", held, "--format", "json")
 		if err != nil || !strings.Contains(out, `"lease_until": "`) {
 			t.Errorf("freshness show, in flight: %v\n%s", err, out)
 		}

@@ -21,7 +21,7 @@ import (
 
 func addAdminFlags(cmd *cobra.Command) {
 	cmd.Flags().String("address", "", "the admin API's host:port (default: Caddy's, localhost:2019)")
-	cmd.Flags().String("format", "table", "table or json (show and --status always print JSON)")
+	cmd.Flags().String("format", "table", "table or json (the admin API's answer)")
 }
 
 // adminCommand is an admin API command's function: exit code 0, or 1 on

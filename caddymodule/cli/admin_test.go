@@ -69,13 +69,13 @@ func TestAdminCommands(t *testing.T) {
 		"POST /hookgate/dlq/redrive":                                   `{"redrive_id":"r1","matched":5,"moved":3}`,
 		"GET /hookgate/redrives/r1":                                    `{"redrive_id":"r1","moved":3}`,
 		"POST /hookgate/dlq/purge":                                     `{"removed":7}`,
-		"GET /hookgate/destinations":                                   `{"destinations":[{"name":"d1","state":"active","breaker":"","depth":{"queued":1,"leased":2,"paused":0,"dead":3},"oldest_ready_age_seconds":12.4}]}`,
+		"GET /hookgate/destinations":                                   `{"destinations":[{"name":"d1","state":"active","breaker":"","depth":{"queued":1,"leased":2,"paused":0,"dead":3},"oldest_ready_age_seconds":12.4},{"name":"d2","state":"active","breaker":"closed","depth":{"queued":0,"leased":0,"paused":0,"dead":0},"oldest_ready_age_seconds":0}]}`,
 		"POST /hookgate/destinations/d1/pause":                         `{"name":"d1","state":"paused"}`,
 		"POST /hookgate/destinations/o1/move":                          `{"moved":4,"kept":1}`,
 		"POST /hookgate/destinations/o1/purge":                         `{"removed":2}`,
-		"GET /hookgate/dedupe/k%2F1":                                   `{"key":"k/1","state":"recorded"}`,
+		"GET /hookgate/dedupe/k%2F1":                                   `{"key":"k/1","state":"recorded","status":200,"body_omitted":false,"body_bytes":17,"fingerprint":"sha256:ab12","expires_at":"2026-01-31T12:00:00Z"}`,
 		"DELETE /hookgate/dedupe/k1":                                   `{}`,
-		"GET /hookgate/freshness/e1":                                   `{"entity":"e1"}`,
+		"GET /hookgate/freshness/e1":                                   `{"entity":"e1","event_time":{"watermark":"2026-01-31T11:00:00Z","expires_at":"2026-02-07T11:00:00Z","lease_until":null},"sequence":{"watermark":null,"lease_until":"2026-01-31T12:00:30Z"}}`,
 		"POST /hookgate/destinations/broken/resume":                    "500 boom",
 	})
 	addr := "--address=" + strings.TrimPrefix(admin.URL, "http://")
@@ -129,7 +129,8 @@ func TestAdminCommands(t *testing.T) {
 			args: []string{"destinations", "list", addr},
 			sent: []string{"GET /hookgate/destinations"},
 			stdout: "NAME  STATE   BREAKER  QUEUED  LEASED  PAUSED  DEAD  OLDEST READY\n" +
-				"d1    active  -        1       2       0       3     12s\n",
+				"d1    active  -        1       2       0       3     12s\n" +
+				"d2    active  closed   0       0       0       0     -\n",
 		},
 		{
 			args:   []string{"destinations", "pause", "d1", addr},
@@ -147,9 +148,15 @@ func TestAdminCommands(t *testing.T) {
 			stdout: "{\n  \"removed\": 2\n}\n",
 		},
 		{
-			args:   []string{"dedupe", "show", "k/1", addr},
+			args: []string{"dedupe", "show", "k/1", addr},
+			sent: []string{"GET /hookgate/dedupe/k%2F1"},
+			stdout: "KEY  STATE     STATUS  BODY      FINGERPRINT  EXPIRES               LEASE UNTIL\n" +
+				"k/1  recorded  200     17 bytes  sha256:ab12  2026-01-31T12:00:00Z  -\n",
+		},
+		{
+			args:   []string{"dedupe", "show", "k/1", addr, "--format", "json"},
 			sent:   []string{"GET /hookgate/dedupe/k%2F1"},
-			stdout: "{\n  \"key\": \"k/1\",\n  \"state\": \"recorded\"\n}\n",
+			stdout: "{\n  \"key\": \"k/1\",\n  \"state\": \"recorded\",\n  \"status\": 200,\n  \"body_omitted\": false,\n  \"body_bytes\": 17,\n  \"fingerprint\": \"sha256:ab12\",\n  \"expires_at\": \"2026-01-31T12:00:00Z\"\n}\n",
 		},
 		{
 			args:   []string{"dedupe", "forget", "k1", addr},
@@ -157,9 +164,17 @@ func TestAdminCommands(t *testing.T) {
 			stdout: "k1 forgotten: its next copy is forwarded as new\n",
 		},
 		{
-			args:   []string{"freshness", "show", "e1", addr},
+			args: []string{"freshness", "show", "e1", addr},
+			sent: []string{"GET /hookgate/freshness/e1"},
+			stdout: "entity e1\n" +
+				"BY          WATERMARK             EXPIRES               LEASE UNTIL\n" +
+				"event_time  2026-01-31T11:00:00Z  2026-02-07T11:00:00Z  -\n" +
+				"sequence    -                     -                     2026-01-31T12:00:30Z\n",
+		},
+		{
+			args:   []string{"freshness", "show", "e1", addr, "--format", "json"},
 			sent:   []string{"GET /hookgate/freshness/e1"},
-			stdout: "{\n  \"entity\": \"e1\"\n}\n",
+			stdout: "{\n  \"entity\": \"e1\",\n  \"event_time\": {\n    \"watermark\": \"2026-01-31T11:00:00Z\",\n    \"expires_at\": \"2026-02-07T11:00:00Z\",\n    \"lease_until\": null\n  },\n  \"sequence\": {\n    \"watermark\": null,\n    \"lease_until\": \"2026-01-31T12:00:30Z\"\n  }\n}\n",
 		},
 
 		// Errors: exit 1, "Error: ..." once on the error output.

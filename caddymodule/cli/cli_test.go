@@ -18,14 +18,13 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// mainEnv, set, makes the test binary caddycmd.Main with its arguments:
+// mainEnv, set, makes the test binary Main with its arguments:
 // TestExitCodes runs the commands as the hookgate binary runs them.
 const mainEnv = "HOOKGATE_CLI_TEST_MAIN"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(mainEnv) == "1" {
-		caddycmd.Main()
-		os.Exit(0)
+		Main()
 	}
 	os.Exit(m.Run())
 }
@@ -59,20 +58,7 @@ func execute(t *testing.T, stdin string, args ...string) result {
 	return result{stdout.String(), stderr.String(), exitCode(err)}
 }
 
-// exitCode is the code caddycmd.Main exits with after Execute returned
-// err: 0 for none, the code of a command's exitError, else 1.
-func exitCode(err error) int {
-	var e *exitError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &e):
-		return e.code
-	}
-	return 1
-}
-
-// TestExitCodes runs commands through caddycmd.Main in a child process:
+// TestExitCodes runs commands through Main in a child process:
 // the code a command returns is the process's exit code, and an error is
 // printed once, as "Error: ...".
 func TestExitCodes(t *testing.T) {

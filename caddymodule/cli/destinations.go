@@ -57,7 +57,7 @@ func cmdDestinations(cmd *cobra.Command, args []string) error {
 				breaker = "-"
 			}
 			rows = append(rows, []string{d.Name, d.State, breaker, fmt.Sprint(d.Depth["queued"]), fmt.Sprint(d.Depth["leased"]),
-				fmt.Sprint(d.Depth["paused"]), fmt.Sprint(d.Depth["dead"]), fmt.Sprintf("%.0fs", d.OldestReadyAge)})
+				fmt.Sprint(d.Depth["paused"]), fmt.Sprint(d.Depth["dead"]), oldestReady(d.OldestReadyAge)})
 		}
 		c.table("NAME\tSTATE\tBREAKER\tQUEUED\tLEASED\tPAUSED\tDEAD\tOLDEST READY", rows)
 	case "pause", "resume":
@@ -110,4 +110,14 @@ func cmdDestinations(cmd *cobra.Command, args []string) error {
 		return fmt.Errorf("unknown destinations command %q: want list, pause, resume, move or purge", args[0])
 	}
 	return nil
+}
+
+// oldestReady is the age of a destination's oldest envelope due, in
+// seconds: "-" when none is due (the queue is empty, or all wait for a
+// retry), as the console shows "–".
+func oldestReady(age float64) string {
+	if age <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0fs", age)
 }

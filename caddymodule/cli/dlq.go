@@ -167,7 +167,7 @@ func cmdDLQ(cmd *cobra.Command, args []string) error {
 			return nil
 		}
 		if in.DryRun {
-			fmt.Fprintf(c.out, "dry run: %d dead letters match; nothing moved\n", v.Matched)
+			fmt.Fprintf(c.out, "dry run: %d %s; nothing moved\n", v.Matched, plural(v.Matched, "dead letter matches", "dead letters match"))
 			return nil
 		}
 		if v.ID == "" {
@@ -189,7 +189,7 @@ func cmdDLQ(cmd *cobra.Command, args []string) error {
 			c.printJSON(raw)
 			return nil
 		}
-		fmt.Fprintf(c.out, "%d dead letters removed\n", v.Removed)
+		fmt.Fprintf(c.out, "%d %s removed\n", v.Removed, plural(v.Removed, "dead letter", "dead letters"))
 	default:
 		return fmt.Errorf("unknown dlq command %q: want summary, list, show, redrive or purge", args[0])
 	}

@@ -1,41 +1,92 @@
 package cli
 
-import "runtime/debug"
+import (
+	"fmt"
+	"runtime/debug"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/spf13/cobra"
+)
 
 // Version is hookgate's version, from the build information: the module
-// version when built as a dependency, else the VCS revision (and
-// "+modified" for a dirty tree), else "(devel)".
+// version (a release, or the pseudo-version Go gives a build in a git
+// clone), and the commit, its time and "modified" for a dirty tree, as
+// far as they were recorded.
 func Version() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return "(unknown)"
+		return "(unknown: no build information)"
 	}
-	if bi.Main.Path == modulePath && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
+	return versionOf(bi)
+}
+
+func versionOf(bi *debug.BuildInfo) string {
+	var version string
+	if bi.Main.Path == modulePath && bi.Main.Version != "(devel)" {
+		version = bi.Main.Version
 	}
 	for _, dep := range bi.Deps {
 		if dep.Path == modulePath {
-			return dep.Version
+			version = dep.Version
 		}
 	}
-	var rev, modified string
+	var vcs []string
 	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				modified = "+modified"
+		switch {
+		case s.Key == "vcs.revision":
+			vcs = append([]string{"commit " + s.Value[:min(12, len(s.Value))]}, vcs...)
+		case s.Key == "vcs.time":
+			vcs = append(vcs, s.Value)
+		case s.Key == "vcs.modified" && s.Value == "true":
+			vcs = append(vcs, "modified")
+		}
+	}
+	switch {
+	case version == "" && len(vcs) == 0:
+		return "(devel: no version or commit recorded; build with go build in a git clone, or go install ...@<version>)"
+	case version == "":
+		return strings.Join(vcs, ", ")
+	case len(vcs) == 0:
+		return version
+	}
+	return version + " (" + strings.Join(vcs, ", ") + ")"
+}
+
+// caddyVersion is the version of the Caddy hookgate is built on.
+func caddyVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, dep := range bi.Deps {
+			if dep.Path == caddy.ImportPath {
+				return dep.Version
 			}
 		}
 	}
-	if len(rev) > 12 {
-		rev = rev[:12]
+	return "(unknown)"
+}
+
+// versionText is what `hookgate version` and `hookgate --version` print.
+func versionText() string {
+	return "hookgate " + Version() + " on Caddy " + caddyVersion()
+}
+
+// versionCommand is hookgate's version command, in the place of Caddy's,
+// which prints Caddy's version.
+func versionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Prints hookgate's version, and Caddy's",
+		Long: `
+Prints hookgate's version: its module version (a release, or the
+pseudo-version Go records for a build in a git clone), and the commit, its
+time and whether the tree was modified, when the build recorded them; then
+the version of Caddy it is built on.`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) (int, error) {
+			fmt.Fprintln(cmd.OutOrStdout(), versionText())
+			return 0, nil
+		}),
 	}
-	if rev == "" {
-		return "(devel)"
-	}
-	return rev + modified
 }
 
 const modulePath = "github.com/hookgate/hookgate"
@@ -63,8 +114,9 @@ list-modules behave as Caddy's. Its own commands:
 	hookgate reconcile     compare a source of truth with a receiver, report and repair drift
 	hookgate store check   check the embedded store's file
 
-"hookgate help <command>" describes each. The Examples below, and the
-help of Caddy's own commands, are Caddy's: read "caddy" as "hookgate".
+"hookgate help <command>" describes each. Caddy's upgrade, add-package and
+remove-package would replace hookgate with a plain Caddy: here they refuse,
+and say how to build hookgate with other modules.
 
 To run the quickstart gateway:
 

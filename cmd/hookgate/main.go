@@ -4,17 +4,11 @@
 package main
 
 import (
-	"github.com/caddyserver/caddy/v2"
-	caddycmd "github.com/caddyserver/caddy/v2/cmd"
-
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 	_ "github.com/hookgate/hookgate/caddymodule"
 	"github.com/hookgate/hookgate/caddymodule/cli"
 )
 
 func main() {
-	caddy.CustomBinaryName = "hookgate"
-	caddy.CustomLongDescription = cli.LongDescription
-	caddy.CustomVersion = "hookgate " + cli.Version() + " on Caddy"
-	caddycmd.Main()
+	cli.Main()
 }

@@ -109,9 +109,11 @@ func Open(cfg Config, logger *slog.Logger) (*Conn, error) {
 			return nil, err
 		}
 		c.rdb = redis.NewUniversalClient(opts)
+		out := newOutage(logger, opts.Addrs, time.Now)
+		out.watch(c.rdb)
 		ctx, stop := context.WithCancel(context.Background())
 		c.stopCheck = stop
-		go checkRedis(ctx, c.rdb, opts.Addrs, logger)
+		go checkRedis(ctx, c.rdb, opts.Addrs, logger, out)
 	default:
 		return nil, fmt.Errorf("unknown store backend %q (want file or redis)", cfg.Backend)
 	}
@@ -171,16 +173,21 @@ func (c *Conn) Destruct() error {
 
 // checkRedis logs whether Redis answers (a warning when it does not:
 // requests get 503 until it does), then checks its eviction policy; when
-// Redis is down at start, once it answers.
-func checkRedis(ctx context.Context, rdb redis.UniversalClient, addrs []string, logger *slog.Logger) {
+// Redis is down at start, once it answers. A connection refused is out's
+// to log; checkRedis warns of a Redis that takes connections but fails
+// the ping (a wrong password).
+func checkRedis(ctx context.Context, rdb redis.UniversalClient, addrs []string, logger *slog.Logger, out *outage) {
 	ping := func() error {
 		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
 		return rdb.Ping(ctx).Err()
 	}
 	if err := ping(); err != nil {
-		logger.Warn("store: Redis does not answer at start; until it does, webhooks get 503 store_unavailable and the sender waits",
-			"backend", "redis", "addrs", addrs, "answered", false, "error", err)
+		warned := !out.isDown()
+		if warned {
+			logger.Warn("store: Redis does not answer at start; until it does, webhooks get 503 store_unavailable and the sender waits",
+				"backend", "redis", "addrs", addrs, "answered", false, "error", err)
+		}
 		for wait := time.Second; ping() != nil; wait = min(2*wait, time.Minute) {
 			select {
 			case <-ctx.Done():
@@ -188,7 +195,9 @@ func checkRedis(ctx context.Context, rdb redis.UniversalClient, addrs []string, 
 			case <-time.After(wait):
 			}
 		}
-		logger.Info("store: Redis answers now", "backend", "redis", "addrs", addrs, "answered", true)
+		if warned {
+			logger.Info("store: Redis answers now", "backend", "redis", "addrs", addrs, "answered", true)
+		}
 	} else {
 		logger.Info("store: Redis", "backend", "redis", "addrs", addrs, "answered", true)
 	}
