@@ -38,8 +38,13 @@ cp "$ca" "$ctx/ca-certificates.crt"
 cp "$here/Caddyfile" "$ctx/Caddyfile"
 mkdir "$ctx/data"
 
-labels=()
-if rev=$(git -C "$root" rev-parse HEAD 2>/dev/null); then
-	labels+=(--label "org.opencontainers.image.revision=$rev")
+args=(build -f "$here/Containerfile" -t "$tag")
+# FROM scratch has nothing to pull; podman is told so (docker's --pull is
+# a yes or no, and no is its default).
+if [ "$engine" = podman ]; then
+	args+=(--pull=never)
 fi
-"$engine" build --pull=never "${labels[@]}" -f "$here/Containerfile" -t "$tag" "$ctx"
+if rev=$(git -C "$root" rev-parse HEAD 2>/dev/null); then
+	args+=(--label "org.opencontainers.image.revision=$rev")
+fi
+"$engine" "${args[@]}" "$ctx"
