@@ -8,6 +8,7 @@ import (
 
 	dedupeapi "github.com/hookgate/hookgate/dedupe/httpapi"
 	"github.com/hookgate/hookgate/internal/problem"
+	"github.com/hookgate/hookgate/internal/store"
 	"github.com/hookgate/hookgate/sender/httpapi"
 )
 
@@ -18,7 +19,8 @@ func init() {
 // adminAPI serves hookgate's admin endpoints under /hookgate/ on Caddy's
 // admin endpoint: the sender's destinations and dead letters (package
 // sender/httpapi, over the running app's sender.Ops), and what the
-// gateway remembers of a delivery or an entity (package dedupe/httpapi).
+// gateway remembers of a delivery or an entity (package dedupe/httpapi),
+// and a backup of the embedded store (store.BackupHandler).
 // JSON in and out; errors are problem+json.
 type adminAPI struct {
 	logger *zap.Logger
@@ -54,12 +56,17 @@ func (a *adminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	logger := zapslogLogger(a.logger)
-	if !dedupeapi.Routes(r.URL.EscapedPath()) {
+	path := r.URL.EscapedPath()
+	if path != store.BackupPath && !dedupeapi.Routes(path) {
 		httpapi.New(app.ops(), logger).ServeHTTP(w, r)
 		return nil
 	}
 	if !app.storeUsed {
 		problem.Write(w, http.StatusNotFound, reasonNoStore, "no handler of this config uses the store", 0)
+		return nil
+	}
+	if path == store.BackupPath {
+		store.BackupHandler{Conn: app.store.Conn, Logger: logger}.ServeHTTP(w, r)
 		return nil
 	}
 	dedupeapi.Handler{Store: app.store, Logger: logger, Uncache: func(key string) {

@@ -44,5 +44,5 @@ const (
 
 	// The admin API (dedupe/httpapi and sender/httpapi answer the rest).
 	reasonNoHookgate = "no_hookgate" // 404, any /hookgate/ route
-	reasonNoStore    = "no_store"    // 404, /hookgate/dedupe/ and /hookgate/freshness/
+	reasonNoStore    = "no_store"    // 404, /hookgate/dedupe/, /hookgate/freshness/ and /hookgate/store/backup
 )

@@ -47,6 +47,7 @@ var domainReasons = map[string]string{
 	"redrive_in_progress":          "console",
 	"resume_not_allowed":           "console",
 	"redrive_incomplete":           "console",
+	"store_not_file":               "internal/store", // GET /hookgate/store/backup on Redis
 }
 
 // TestReasonsInREADME holds reasons.go and the README to each other: every

@@ -279,6 +279,9 @@ http://127.0.0.1:%d {
 	names := regexp.MustCompile(`hookgate[_:][a-z0-9_:]+`)
 	check := func(where, expr string) {
 		for _, name := range names.FindAllString(expr, -1) {
+			if strings.HasPrefix(name, "hookgate_reconcile_") {
+				continue // this gateway runs no reconcile job: TestReconcileMetricsRulesDashboard checks them
+			}
 			if !exported[name] && !recorded[name] {
 				t.Errorf("%s queries %s, which hookgate does not export", where, name)
 			}

@@ -27,6 +27,9 @@ const (
 
 // Observer is told what the scheduled runs do, for metrics.
 type Observer interface {
+	// Scheduled is a schedule of job, with its period, starting: the
+	// alerts compare the last run's time with it.
+	Scheduled(job string, every time.Duration)
 	// Ran is a run of job, failed or not, that took took.
 	Ran(job string, took time.Duration)
 	// Found is what a completed run of job for slot found.
@@ -65,6 +68,9 @@ func Start(schedules []*Schedule) (stop func()) {
 
 // Run runs the job at the start of each slot until ctx ends.
 func (s *Schedule) Run(ctx context.Context) {
+	if s.Observer != nil {
+		s.Observer.Scheduled(s.Job.Name, s.Every)
+	}
 	var last time.Time
 	for {
 		slot := nextSlot(time.Now(), s.Every, last)
@@ -158,6 +164,7 @@ func (s *Schedule) runSlot(ctx context.Context, slot time.Time) {
 
 type nopObserver struct{}
 
+func (nopObserver) Scheduled(string, time.Duration)  {}
 func (nopObserver) Ran(string, time.Duration)        {}
 func (nopObserver) Found(string, time.Time, *Report) {}
 func (nopObserver) Ended(string, Result)             {}

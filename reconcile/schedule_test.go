@@ -72,6 +72,9 @@ func (o *observerFake) add(format string, a ...any) {
 	o.events = append(o.events, fmt.Sprintf(format, a...))
 }
 
+func (o *observerFake) Scheduled(job string, every time.Duration) {
+	o.add("scheduled %s every %s", job, every)
+}
 func (o *observerFake) Ran(job string, took time.Duration) { o.add("ran %s in %s", job, took) }
 func (o *observerFake) Found(job string, slot time.Time, r *Report) {
 	o.add("found %s %s: %d missing, %d mismatched, %d orphaned", job, slot.UTC().Format("15:04"), r.Drift[Missing], r.Drift[Mismatched], r.Drift[Orphaned])
@@ -169,6 +172,7 @@ func TestScheduleRunsEachSlot(t *testing.T) {
 			t.Errorf("the truth read at (-want +got):\n%s", diff)
 		}
 		want := []string{
+			"scheduled enrollments every 15m0s",
 			"ran enrollments in 0s",
 			"found enrollments 00:15: 1 missing, 0 mismatched, 0 orphaned",
 			"ended enrollments drift",

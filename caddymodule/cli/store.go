@@ -16,9 +16,12 @@ import (
 func init() {
 	register(caddycmd.Command{
 		Name:  "store",
-		Usage: "check [<file or directory>]",
-		Short: "Checks the embedded store's file for corruption",
+		Usage: "check [<file or directory>] | backup <file>",
+		Short: "Checks the embedded store's file for corruption, or backs up a running gateway's",
 		Long: `
+backup writes a consistent copy of a running gateway's embedded store
+through its admin API (see hookgate store backup --help).
+
 check runs bbolt's consistency check over every page of the embedded store's
 file (state.db), read-only. Run it on a stopped gateway's file: a running
 gateway holds the file's lock. The argument is the file, or the directory
@@ -36,7 +39,7 @@ Documentation: README.md, "The embedded store".`,
 				RunE:  runE(cmdStoreCheck),
 			}
 			check.Flags().Duration("timeout", 0, "give up, and call the file corrupt, after this long (default a minute, and 30s per GiB)")
-			cmd.AddCommand(check)
+			cmd.AddCommand(check, newStoreBackupCommand())
 		},
 	})
 }

@@ -339,6 +339,7 @@ func (m *Metrics) Reconcile() reconcile.Observer { return m.reconcile }
 type reconcileMetrics struct {
 	drift    metric.Int64Gauge
 	lastRun  metric.Float64Gauge
+	period   metric.Float64Gauge
 	duration metric.Float64Histogram
 	runs     metric.Int64Counter
 }
@@ -354,6 +355,10 @@ func newReconcileMetrics(meter metric.Meter) (*reconcileMetrics, error) {
 		metric.WithDescription("Unix time of the period of the last scheduled reconcile run this instance completed, by job: with several instances, the drift gauge of the newest is current.")); err != nil {
 		return nil, err
 	}
+	if m.period, err = meter.Float64Gauge("hookgate_reconcile_period_seconds",
+		metric.WithDescription("The period of each scheduled reconcile job (its every), by job: an alert compares the last run's time with twice it.")); err != nil {
+		return nil, err
+	}
 	if m.duration, err = meter.Float64Histogram("hookgate_reconcile_duration_seconds",
 		metric.WithDescription("Duration of scheduled reconcile runs by job."),
 		metric.WithUnit("s"),
@@ -365,6 +370,16 @@ func newReconcileMetrics(meter metric.Meter) (*reconcileMetrics, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// Scheduled implements reconcile.Observer: the job's period, and its run
+// counters at 0, so that the first failed run is an increase.
+func (m *reconcileMetrics) Scheduled(job string, every time.Duration) {
+	ctx, jobAttr := context.Background(), attribute.String("job", job)
+	m.period.Record(ctx, every.Seconds(), metric.WithAttributes(jobAttr))
+	for _, r := range []reconcile.Result{reconcile.ResultClean, reconcile.ResultDrift, reconcile.ResultError, reconcile.ResultSkipped} {
+		m.runs.Add(ctx, 0, metric.WithAttributes(jobAttr, attribute.String("result", string(r))))
+	}
 }
 
 // Ran implements reconcile.Observer.

@@ -1,0 +1,131 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+// TestBackupWhileWriting: GET /hookgate/store/backup streams a copy of
+// the embedded store, its Content-Length the bytes sent, while claims go
+// on; the copy passes the store check, and a store opened on it holds
+// every key claimed before the backup began.
+func TestBackupWhileWriting(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	c, err := Open(Config{Backend: "file", Dir: t.TempDir()}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Destruct() })
+	st, now := c.State(""), time.Now()
+	claim := func(key string) {
+		t.Helper()
+		res, err := st.Claim(t.Context(), key, dedupe.Claim{Token: "t", Lease: time.Minute, Retention: time.Hour, Now: now})
+		if err != nil || res.Status != dedupe.Claimed {
+			t.Errorf("claim %s: %+v %v", key, res, err)
+		}
+	}
+	for i := range 200 {
+		claim(fmt.Sprint("before-", i))
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+				claim(fmt.Sprint("during-", i))
+			}
+		}
+	})
+	srv := httptest.NewServer(BackupHandler{Conn: func() (*Conn, error) { return c, nil }, Logger: logger})
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + BackupPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	close(stop)
+	wg.Wait()
+	if err != nil || resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/octet-stream" ||
+		resp.Header.Get("Content-Length") != strconv.Itoa(len(body)) || len(body) == 0 {
+		t.Fatalf("backup: %d %v, Content-Type %q, Content-Length %q, %d bytes read", resp.StatusCode, err,
+			resp.Header.Get("Content-Type"), resp.Header.Get("Content-Length"), len(body))
+	}
+
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, StateFile), body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckStateFile(filepath.Join(dir, StateFile), 0); err != nil {
+		t.Fatalf("the copy does not pass the check: %v", err)
+	}
+	restored, err := Open(Config{Backend: "file", Dir: dir}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = restored.Destruct() })
+	for i := range 200 {
+		e, err := restored.State("").Get(t.Context(), fmt.Sprint("before-", i), now)
+		if err != nil || e.State != dedupe.StateClaimed {
+			t.Fatalf("the copy's before-%d: %+v %v; want it claimed", i, e, err)
+		}
+	}
+}
+
+// TestBackupRefusals: on Redis the route answers 409 store_not_file, naming
+// Redis's own persistence; another method 405; a store that does not open
+// 503 store_unavailable.
+func TestBackupRefusals(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	rc, err := Open(Config{Backend: "redis", URLs: []string{"redis://127.0.0.1:1/0"}}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rc.Destruct() })
+	fc, err := Open(Config{Backend: "file", Dir: t.TempDir()}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fc.Destruct() })
+	for _, tc := range []struct {
+		name   string
+		conn   func() (*Conn, error)
+		method string
+		status int
+		reason string
+	}{
+		{"redis", func() (*Conn, error) { return rc, nil }, http.MethodGet, 409, ReasonStoreNotFile},
+		{"post", func() (*Conn, error) { return fc, nil }, http.MethodPost, 405, ReasonMethodNotAllowed},
+		{"unopened", func() (*Conn, error) { return nil, fmt.Errorf("store file: locked") }, http.MethodGet, 503, ReasonStoreUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			BackupHandler{Conn: tc.conn, Logger: logger}.ServeHTTP(w, httptest.NewRequest(tc.method, BackupPath, nil))
+			var p struct {
+				Reason, Detail string
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || w.Code != tc.status || p.Reason != tc.reason ||
+				w.Header().Get("Content-Type") != "application/problem+json" {
+				t.Errorf("%d %s %s; want %d %s", w.Code, w.Header().Get("Content-Type"), w.Body, tc.status, tc.reason)
+			}
+			if tc.name == "redis" && p.Detail != ErrNotFile.Error() {
+				t.Errorf("detail %q, want %q", p.Detail, ErrNotFile)
+			}
+		})
+	}
+}
