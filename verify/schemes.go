@@ -46,9 +46,16 @@ func writeAll(m hash.Hash, parts ...[]byte) {
 // order of checking; it returns the signature header's raw value.
 func idTimestampSignature(h http.Header, idH, tsH, sigH string) (parsed, string, error) {
 	var p parsed
-	vals, err := headers(h, idH, tsH, sigH)
-	if err != nil {
-		return p, "", err
+	var vals [3]string // headers' answer, without its allocation
+	for i, name := range [3]string{idH, tsH, sigH} {
+		v, err := single(h, name)
+		if err != nil {
+			return p, "", err
+		}
+		if v == "" {
+			return p, "", missing(name)
+		}
+		vals[i] = v
 	}
 	p.id = vals[0]
 	tsv, sigv := vals[1], vals[2]
@@ -123,7 +130,9 @@ func (s standardScheme) parse(r Request) (parsed, error) {
 	// not decode, or a v1a entry with no Ed25519 key to check it, is
 	// skipped, so that a sender built on those libraries is never refused
 	// for an entry they ignore.
-	for _, entry := range strings.Fields(sigv) {
+	for rest := sigv; rest != ""; {
+		var entry string
+		entry, rest, _ = strings.Cut(rest, " ") // as the libraries split: on spaces
 		version, sig, ok := strings.Cut(entry, ",")
 		if !ok || !(version == "v1" || version == "v1a" && s.ed25519) {
 			continue
