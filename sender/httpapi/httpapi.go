@@ -151,7 +151,7 @@ var endpoints = []endpoint{
 	{"GET /hookgate/deliveries/{destination}/{id...}", func(h *Handler, w http.ResponseWriter, r *http.Request, args []string) error {
 		return h.showDelivery(w, r, args[0], args[1])
 	}},
-	{"GET /hookgate/redrives/{id}", oneArg((*Handler).progress)},
+	{"GET /hookgate/redrives/{redrive_id}", oneArg((*Handler).progress)},
 }
 
 // plain serves a route without wildcards.
