@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"net/http"
+	"slices"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
@@ -45,6 +46,16 @@ func (a *adminAPI) Provision(ctx caddy.Context) error {
 // Routes returns the admin routes.
 func (a *adminAPI) Routes() []caddy.AdminRoute {
 	return []caddy.AdminRoute{{Pattern: "/hookgate/", Handler: caddy.AdminHandlerFunc(a.serve)}}
+}
+
+// AdminEndpoints returns every route admin.api.hookgate serves under
+// /hookgate/, in net/http's pattern syntax ("GET /hookgate/dlq/{id}"):
+// dedupe/httpapi's, then sender/httpapi's. docs/admin-api.yaml describes
+// each, and integration/openapi_test.go holds the two to each other: a
+// route added to either package's table, or served here by serve itself,
+// goes into this list and into the document.
+func AdminEndpoints() []string {
+	return slices.Concat(dedupeapi.Endpoints(), httpapi.Endpoints())
 }
 
 // serve answers every /hookgate/ route of the running app; it never

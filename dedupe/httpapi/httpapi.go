@@ -7,9 +7,11 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,10 +43,44 @@ type Handler struct {
 	Now     func() time.Time
 }
 
+// endpoint is a route, METHOD /hookgate/<kind>/{<param>...}: the param
+// is the rest of the path, unescaped, so it may hold any character.
+type endpoint struct {
+	method, kind, param string
+	serve               func(h Handler, r *http.Request, key string, now time.Time) (map[string]any, error)
+}
+
+// endpoints are the routes Handler serves. A new one goes here and into
+// docs/admin-api.yaml, which integration/openapi_test.go holds to this
+// list.
+var endpoints = []endpoint{
+	{http.MethodGet, "dedupe", "key", Handler.entry},
+	{http.MethodDelete, "dedupe", "key", Handler.forget},
+	{http.MethodGet, "freshness", "entity", Handler.entity},
+}
+
+// Endpoints returns the routes Handler serves, in net/http's pattern
+// syntax: "GET /hookgate/dedupe/{key...}".
+func Endpoints() []string {
+	out := make([]string, len(endpoints))
+	for i, e := range endpoints {
+		out[i] = e.method + " /hookgate/" + e.kind + "/{" + e.param + "...}"
+	}
+	return out
+}
+
 // Routes reports whether h answers path (escaped, under /hookgate/).
 func Routes(path string) bool {
-	return strings.HasPrefix(path, "/hookgate/dedupe/") || strings.HasPrefix(path, "/hookgate/freshness/")
+	for _, e := range endpoints {
+		if strings.HasPrefix(path, "/hookgate/"+e.kind+"/") {
+			return true
+		}
+	}
+	return false
 }
+
+// errNotHeld is a forget of a key the store holds nothing for.
+var errNotHeld = errors.New("the store holds nothing for this key")
 
 // ServeHTTP answers one of the routes. The key or entity is the rest of
 // the path, unescaped: it may hold any character.
@@ -60,27 +96,14 @@ func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.Now != nil {
 		now = h.Now
 	}
-	var out map[string]any
-	switch {
-	case kind == "dedupe" && r.Method == http.MethodGet:
-		out, err = h.entry(r, key, now())
-	case kind == "dedupe" && r.Method == http.MethodDelete:
-		var found bool
-		if found, err = h.Store.Forget(r.Context(), key); err == nil && h.Uncache != nil {
-			h.Uncache(key)
-		}
-		if err == nil && !found {
-			problem.Write(w, http.StatusNotFound, ReasonNotFound, "the store holds nothing for this key", 0)
-			return
-		}
-		if err == nil {
-			h.Logger.Warn("dedupe record forgotten: the next copy of this delivery is forwarded as new", "key", key, "by", r.RemoteAddr)
-			out = map[string]any{"key": key, "forgotten": true}
-		}
-	case kind == "freshness" && r.Method == http.MethodGet:
-		out, err = h.entity(r, key, now())
-	default:
+	i := slices.IndexFunc(endpoints, func(e endpoint) bool { return e.kind == kind && e.method == r.Method })
+	if i < 0 {
 		problem.Write(w, http.StatusMethodNotAllowed, ReasonMethodNotAllowed, r.Method+" is not allowed here", 0)
+		return
+	}
+	out, err := endpoints[i].serve(h, r, key, now())
+	if errors.Is(err, errNotHeld) {
+		problem.Write(w, http.StatusNotFound, ReasonNotFound, err.Error(), 0)
 		return
 	}
 	if err != nil {
@@ -92,6 +115,23 @@ func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false) // a key is shown byte for byte
 	_ = enc.Encode(out)      // a client gone away has no one to tell
+}
+
+// forget drops what the store holds of a delivery, so that its next copy
+// is forwarded as new; errNotHeld when it holds nothing.
+func (h Handler) forget(r *http.Request, key string, _ time.Time) (map[string]any, error) {
+	found, err := h.Store.Forget(r.Context(), key)
+	if err != nil {
+		return nil, err
+	}
+	if h.Uncache != nil {
+		h.Uncache(key)
+	}
+	if !found {
+		return nil, errNotHeld
+	}
+	h.Logger.Warn("dedupe record forgotten: the next copy of this delivery is forwarded as new", "key", key, "by", r.RemoteAddr)
+	return map[string]any{"key": key, "forgotten": true}, nil
 }
 
 // entry is what the store holds of a delivery.

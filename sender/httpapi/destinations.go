@@ -74,6 +74,17 @@ func (h *Handler) destinationAction(w http.ResponseWriter, r *http.Request, name
 	return Errorf(http.StatusNotFound, "not_found", "no such action %q: pause, resume, enqueue, move or purge", action)
 }
 
+// publish serves POST /hookgate/events: the event fanned out to the
+// destinations subscribed to its type.
+func (h *Handler) publish(w http.ResponseWriter, r *http.Request) error {
+	ev, err := eventOf(r)
+	if err != nil {
+		return err
+	}
+	WritePublished(w, r, h.ops.Publish, ev, h.logger)
+	return nil
+}
+
 // eventOf reads the body of an enqueue or a publish, {"id","event_type",
 // "entity","event_time","payload"}, into an event. The payload is JSON
 // (the decoder checked it), sent as application/json.

@@ -109,6 +109,94 @@ func WriteJSON(w http.ResponseWriter, status int, v any) error {
 	return nil
 }
 
+// Endpoints returns the routes Handler serves, in net/http's pattern
+// syntax ("GET /hookgate/dlq/{id}"; a final {name...} is the rest of the
+// path), in the order they are matched.
+func Endpoints() []string {
+	out := make([]string, len(endpoints))
+	for i, e := range endpoints {
+		out[i] = e.pattern
+	}
+	return out
+}
+
+// endpoint is a route and what serves it; args are the pattern's
+// wildcards, unescaped, in order.
+type endpoint struct {
+	pattern string
+	serve   serveFunc
+}
+
+type serveFunc func(h *Handler, w http.ResponseWriter, r *http.Request, args []string) error
+
+// endpoints are the sender's routes; the first that matches serves. A new
+// route goes here and into docs/admin-api.yaml, which
+// integration/openapi_test.go holds to this list.
+var endpoints = []endpoint{
+	{"GET /hookgate/destinations", plain((*Handler).listDestinations)},
+	{"POST /hookgate/destinations/{name}/pause", action("pause")},
+	{"POST /hookgate/destinations/{name}/resume", action("resume")},
+	{"POST /hookgate/destinations/{name}/enqueue", action("enqueue")},
+	{"POST /hookgate/destinations/{name}/move", action("move")},
+	{"POST /hookgate/destinations/{name}/purge", action("purge")},
+	{"POST /hookgate/events", plain((*Handler).publish)},
+	{"GET /hookgate/dlq", plain((*Handler).listDead)},
+	{"GET /hookgate/dlq/summary", plain((*Handler).summary)},
+	{"POST /hookgate/dlq/redrive", plain((*Handler).redrive)},
+	{"POST /hookgate/dlq/purge", plain((*Handler).purge)},
+	{"GET /hookgate/dlq/{id}", oneArg((*Handler).showDead)},
+	{"DELETE /hookgate/dlq/{id}", oneArg((*Handler).deleteDead)},
+	{"GET /hookgate/deliveries", plain((*Handler).listDeliveries)},
+	{"POST /hookgate/deliveries/resend", plain((*Handler).resend)},
+	{"GET /hookgate/deliveries/{destination}/{id...}", func(h *Handler, w http.ResponseWriter, r *http.Request, args []string) error {
+		return h.showDelivery(w, r, args[0], args[1])
+	}},
+	{"GET /hookgate/redrives/{redrive_id}", oneArg((*Handler).progress)},
+}
+
+// plain serves a route without wildcards.
+func plain(f func(*Handler, http.ResponseWriter, *http.Request) error) serveFunc {
+	return func(h *Handler, w http.ResponseWriter, r *http.Request, _ []string) error { return f(h, w, r) }
+}
+
+// oneArg serves a route with one wildcard.
+func oneArg(f func(*Handler, http.ResponseWriter, *http.Request, string) error) serveFunc {
+	return func(h *Handler, w http.ResponseWriter, r *http.Request, args []string) error {
+		return f(h, w, r, args[0])
+	}
+}
+
+// action serves POST /hookgate/destinations/{name}/<name>.
+func action(name string) serveFunc {
+	return func(h *Handler, w http.ResponseWriter, r *http.Request, args []string) error {
+		return h.destinationAction(w, r, args[0], name)
+	}
+}
+
+// match reports whether a request of method, whose path under /hookgate/
+// is parts (each unescaped), matches the pattern, and its wildcards.
+func (e endpoint) match(method string, parts []string) ([]string, bool) {
+	m, path, _ := strings.Cut(e.pattern, " ")
+	if m != method {
+		return nil, false
+	}
+	segs := strings.Split(strings.TrimPrefix(path, "/hookgate/"), "/")
+	var args []string
+	for i, seg := range segs {
+		switch {
+		case i >= len(parts):
+			return nil, false
+		case strings.HasSuffix(seg, "...}"):
+			return append(args, strings.Join(parts[i:], "/")), true
+		case strings.HasPrefix(seg, "{"):
+			args = append(args, parts[i])
+		case seg != parts[i]:
+			return nil, false
+		}
+	}
+	return args, len(parts) == len(segs)
+}
+
 func (h *Handler) route(w http.ResponseWriter, r *http.Request) error {
 	if h.ops == nil {
 		return Errorf(http.StatusNotFound, "no_sender", "no sender is running: configure a destination in the hookgate global option")
@@ -122,41 +210,12 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request) error {
 			parts[i] = u
 		}
 	}
-	method := r.Method
-	switch {
-	case parts[0] == "destinations" && len(parts) == 1 && method == http.MethodGet:
-		return h.listDestinations(w, r)
-	case parts[0] == "destinations" && len(parts) == 3 && method == http.MethodPost:
-		return h.destinationAction(w, r, parts[1], parts[2])
-	case parts[0] == "events" && len(parts) == 1 && method == http.MethodPost:
-		ev, err := eventOf(r)
-		if err != nil {
-			return err
+	for _, e := range endpoints {
+		if args, ok := e.match(r.Method, parts); ok {
+			return e.serve(h, w, r, args)
 		}
-		WritePublished(w, r, h.ops.Publish, ev, h.logger)
-		return nil
-	case parts[0] == "dlq" && len(parts) == 1 && method == http.MethodGet:
-		return h.listDead(w, r)
-	case parts[0] == "dlq" && len(parts) == 2 && parts[1] == "summary" && method == http.MethodGet:
-		return h.summary(w, r)
-	case parts[0] == "dlq" && len(parts) == 2 && parts[1] == "redrive" && method == http.MethodPost:
-		return h.redrive(w, r)
-	case parts[0] == "dlq" && len(parts) == 2 && parts[1] == "purge" && method == http.MethodPost:
-		return h.purge(w, r)
-	case parts[0] == "dlq" && len(parts) == 2 && method == http.MethodGet:
-		return h.showDead(w, r, parts[1])
-	case parts[0] == "dlq" && len(parts) == 2 && method == http.MethodDelete:
-		return h.deleteDead(w, r, parts[1])
-	case parts[0] == "deliveries" && len(parts) == 1 && method == http.MethodGet:
-		return h.listDeliveries(w, r)
-	case parts[0] == "deliveries" && len(parts) == 2 && parts[1] == "resend" && method == http.MethodPost:
-		return h.resend(w, r)
-	case parts[0] == "deliveries" && len(parts) >= 3 && method == http.MethodGet:
-		return h.showDelivery(w, r, parts[1], strings.Join(parts[2:], "/"))
-	case parts[0] == "redrives" && len(parts) == 2 && method == http.MethodGet:
-		return h.progress(w, r, parts[1])
 	}
-	return Errorf(http.StatusNotFound, "not_found", "no such endpoint: %s %s", method, r.URL.Path)
+	return Errorf(http.StatusNotFound, "not_found", "no such endpoint: %s %s", r.Method, r.URL.Path)
 }
 
 // maxBody bounds a request's body.
