@@ -50,12 +50,13 @@ func (a *adminAPI) Routes() []caddy.AdminRoute {
 
 // AdminEndpoints returns every route admin.api.hookgate serves under
 // /hookgate/, in net/http's pattern syntax ("GET /hookgate/dlq/{id}"):
-// dedupe/httpapi's, then sender/httpapi's. docs/admin-api.yaml describes
+// dedupe/httpapi's, the store's backup, then sender/httpapi's.
+// docs/admin-api.yaml describes
 // each, and integration/openapi_test.go holds the two to each other: a
 // route added to either package's table, or served here by serve itself,
 // goes into this list and into the document.
 func AdminEndpoints() []string {
-	return slices.Concat(dedupeapi.Endpoints(), httpapi.Endpoints())
+	return slices.Concat(dedupeapi.Endpoints(), []string{http.MethodGet + " " + store.BackupPath}, httpapi.Endpoints())
 }
 
 // serve answers every /hookgate/ route of the running app; it never
