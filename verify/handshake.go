@@ -44,10 +44,10 @@ const crcTokenMax = 128
 // answered only when their signature verifies at now; r.URL must be set
 // for the ones that read the query (meta, twitter) and for OPTIONS.
 func (v *Verifier) Handshake(r Request, now time.Time) (a Answer, ok bool) {
-	switch {
-	case r.Method == http.MethodOptions:
+	switch r.Method {
+	case http.MethodOptions:
 		return v.cloudEvents(r)
-	case r.Method == http.MethodGet:
+	case http.MethodGet:
 		q := query(r.URL)
 		switch v.scheme.name() {
 		case "meta":
@@ -59,7 +59,7 @@ func (v *Verifier) Handshake(r Request, now time.Time) (a Answer, ok bool) {
 				return v.twitterCRC(q.Get("crc_token")), true
 			}
 		}
-	case r.Method == http.MethodPost || r.Method == "":
+	case http.MethodPost, "":
 		switch v.scheme.name() {
 		case "slack":
 			if bytes.Contains(r.Body, []byte("url_verification")) && v.verifies(r, now) &&
@@ -110,7 +110,8 @@ func (v *Verifier) twitterCRC(token string) Answer {
 func crcAlphabet(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '=' || c == '-') {
+		letter := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+		if !letter && (c < '0' || c > '9') && c != '_' && c != '=' && c != '-' {
 			return false
 		}
 	}

@@ -134,7 +134,8 @@ func (s standardScheme) parse(r Request) (parsed, error) {
 		var entry string
 		entry, rest, _ = strings.Cut(rest, " ") // as the libraries split: on spaces
 		version, sig, ok := strings.Cut(entry, ",")
-		if !ok || !(version == "v1" || version == "v1a" && s.ed25519) {
+		usable := version == "v1" || version == "v1a" && s.ed25519
+		if !ok || !usable {
 			continue
 		}
 		raw, err := base64.StdEncoding.Strict().DecodeString(sig)

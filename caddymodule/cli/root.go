@@ -140,7 +140,7 @@ Administration), into the directory --directory names, created if missing.`,
 		if strings.TrimSpace(dir) == "" {
 			return 1, errors.New("--directory is required")
 		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return 1, err
 		}
 		if err := doc.GenManTree(root, &doc.GenManHeader{Title: "hookgate", Section: "8"}, dir); err != nil {

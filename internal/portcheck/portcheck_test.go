@@ -106,11 +106,11 @@ func TestCheck(t *testing.T) {
 	}
 	t.Run("ours", func(t *testing.T) {
 		ln := listenReusable(t, "127.0.0.1:0")
-		defer ln.Close()
+		defer func() { _ = ln.Close() }()
 		port := uint16(ln.Addr().(*net.TCPAddr).Port)
 		// Ours twice, as a reload holds the old listener and binds anew.
 		ln2 := listenReusable(t, ln.Addr().String())
-		defer ln2.Close()
+		defer func() { _ = ln2.Close() }()
 		if err := Check(t.Context(), []Target{{Host: "127.0.0.1", Port: port}, {Port: port}}); err != nil {
 			t.Errorf("Check of our own listener: %v, want nil", err)
 		}
@@ -137,7 +137,7 @@ func TestCheck(t *testing.T) {
 	})
 	t.Run("another process on an address we listen on", func(t *testing.T) {
 		ln := listenReusable(t, "127.0.0.1:0")
-		defer ln.Close()
+		defer func() { _ = ln.Close() }()
 		_, port := otherProcess(t, ln.Addr().String())
 		err := Check(t.Context(), nil) // no target: our own listeners are checked
 		var c *Conflict
