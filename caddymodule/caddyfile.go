@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -393,3 +394,19 @@ var errSizeRange = errors.New("size must be between 1 byte and 1TiB")
 var (
 	_ caddyfile.Unmarshaler = (*App)(nil)
 )
+
+// resolveSecret replaces the {env.*} and {file.*} placeholders of a
+// secret, trimmed. Caddy's error quotes the text in braces it does not
+// know, which in a literal secret is part of the secret: that error is
+// passed on only for a secret that is one {env.*} or {file.*} placeholder
+// and nothing else.
+func resolveSecret(repl *caddy.Replacer, what, secret string) (string, error) {
+	val, err := repl.ReplaceOrErr(secret, true, true)
+	switch {
+	case err == nil:
+		return strings.TrimSpace(val), nil
+	case (strings.HasPrefix(secret, "{env.") || strings.HasPrefix(secret, "{file.")) && strings.HasSuffix(secret, "}") && strings.Count(secret, "{") == 1:
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	return "", fmt.Errorf("%s: it holds text in braces that is not a placeholder hookgate resolves ({env.NAME}, {file.PATH}); the text is not shown, as it may be the secret", what)
+}

@@ -178,8 +178,9 @@ func (h *Dedupe) validate() error {
 // The default keys: by delivery ID, or by body for the schemes that sign
 // only the body.
 const (
-	defaultKey  = "{webhook.id}"
-	bodyOnlyKey = "{webhook.scheme}:{webhook.body_sha256}"
+	defaultKey   = "{webhook.id}"
+	bodyOnlyKey  = "{webhook.scheme}:{webhook.body_sha256}"
+	signatureKey = "{webhook.scheme}:{webhook.signature_sha256}"
 )
 
 // key resolves the idempotency key of r. Every placeholder must resolve to
@@ -190,8 +191,12 @@ func (h *Dedupe) key(repl *caddy.Replacer) (key, reason, detail string) {
 	if tmpl == "" {
 		tmpl = defaultKey
 		scheme, _ := repl.GetString("webhook.scheme")
-		if id, _ := repl.GetString("webhook.id"); verify.KeyedByBody(scheme, id) {
+		id, _ := repl.GetString("webhook.id")
+		switch verify.DedupeKey(scheme, id) {
+		case verify.KeyBody:
 			tmpl = bodyOnlyKey
+		case verify.KeySignature:
+			tmpl = signatureKey
 		}
 	}
 	key, err := repl.ReplaceOrErr(tmpl, true, true)

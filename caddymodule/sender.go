@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -110,11 +109,10 @@ func (a *App) provisionSender() error {
 		if scheme == "" {
 			scheme = "standard"
 		}
-		secret, err := repl.ReplaceOrErr(dc.Secret, true, true)
+		secret, err := resolveSecret(repl, fmt.Sprintf("destination %q: secret", dc.Name), dc.Secret)
 		if err != nil {
-			return fmt.Errorf("destination %q: secret: %w", dc.Name, err)
+			return err
 		}
-		secret = strings.TrimSpace(secret)
 		var keyIDs []string
 		if dc.KeyID != "" {
 			keyIDs = []string{dc.KeyID}

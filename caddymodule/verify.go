@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -122,11 +121,18 @@ func (v *Verify) Provision(ctx caddy.Context) error {
 	repl := caddy.NewReplacer()
 	secrets := make([]string, len(v.Secrets)+1)
 	for i, s := range append(v.Secrets, v.VerifyToken) {
-		val, err := repl.ReplaceOrErr(s, true, true)
-		if err != nil && s != "" {
-			return fmt.Errorf("secret %d: %w", i+1, err)
+		what := fmt.Sprintf("secret %d", i+1)
+		if i == len(v.Secrets) {
+			what = "verify_token"
 		}
-		secrets[i] = strings.TrimSpace(val)
+		if s == "" {
+			continue
+		}
+		val, err := resolveSecret(repl, what, s)
+		if err != nil {
+			return err
+		}
+		secrets[i] = val
 	}
 	if v.HMAC != nil && v.Scheme != "hmac" {
 		return fmt.Errorf("an hmac block needs scheme hmac, not %s", v.Scheme)
@@ -187,6 +193,9 @@ func (v *Verify) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		ts = strconv.FormatInt(d.Timestamp.Unix(), 10)
 	}
 	repl.Set("webhook.timestamp", ts)
+	if d.SignatureSHA256 != "" {
+		repl.Set("webhook.signature_sha256", d.SignatureSHA256)
+	}
 	return next.ServeHTTP(w, r)
 }
 
@@ -205,7 +214,10 @@ func (v *Verify) check(w http.ResponseWriter, r *http.Request) (result string, s
 		return result, status, d, r, err
 	}
 	req := verify.Request{Method: r.Method, Header: r.Header, Body: body}
-	if v.verifier.SignsURL() || r.Method != http.MethodPost {
+	if orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok {
+		req.Method = orig.Method // as the sender signed it, whatever a method directive made of it
+	}
+	if v.verifier.SignsURL() || req.Method != http.MethodPost {
 		req.URL = v.requestURL(r)
 	}
 	if a, ok := v.verifier.Handshake(req, v.now()); ok {

@@ -223,6 +223,9 @@ func TestValidateErrors(t *testing.T) {
 		{"events that are not a glob", "webhook_enqueue d", "is not a glob"},
 		{"history_payload over history", "webhook_enqueue d", "history_payload: 2h0m0s is longer than the history, 1h0m0s"},
 		{"empty env secret", "webhook_verify github {\n secret {env.HOOKGATE_TEST_UNSET}\n}", "{env.HOOKGATE_TEST_UNSET} is empty"},
+		{"braces in a literal secret", "webhook_verify github {\n secret abc{s3cr3t-value}\n}", "secret 1: it holds text in braces that is not a placeholder"},
+		{"a literal secret in braces", "webhook_verify github {\n secret {s3cr3t-value}\n}", "secret 1: it holds text in braces that is not a placeholder"},
+		{"braces in a verify_token", "webhook_verify meta {\n secret s\n verify_token {s3cr3t-value}\n}", "verify_token: it holds text in braces"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -234,18 +237,18 @@ func TestValidateErrors(t *testing.T) {
 			case "redis URL not redis":
 				global = "hookgate {\n store redis http://:s3cr3t-value@127.0.0.1:6379\n }\n"
 			case "console of an unknown destination":
-				global = "hookgate {\n destination d {\n  url http://127.0.0.1:1\n  secret whsec_c2VjcmV0\n }\n }\n"
+				global = "hookgate {\n destination d {\n  url http://127.0.0.1:1\n  secret whsec_c2VjcmV0LWZvci10ZXN0cy1vbmx5\n }\n }\n"
 			case "fan-out without event_type", "events that are not a glob":
-				global = "hookgate {\n destination d {\n  url http://127.0.0.1:1\n  secret whsec_c2VjcmV0\n  events reservation.[\n }\n }\n"
+				global = "hookgate {\n destination d {\n  url http://127.0.0.1:1\n  secret whsec_c2VjcmV0LWZvci10ZXN0cy1vbmx5\n  events reservation.[\n }\n }\n"
 				if tt.name == "fan-out without event_type" {
 					global = strings.Replace(global, "reservation.[", "reservation.*", 1)
 				}
 			case "history_payload over history":
-				global = "hookgate {\n sender {\n  history 1h\n  history_payload 2h\n }\n destination d {\n  url http://127.0.0.1:1\n  secret whsec_c2VjcmV0\n }\n }\n"
+				global = "hookgate {\n sender {\n  history 1h\n  history_payload 2h\n }\n destination d {\n  url http://127.0.0.1:1\n  secret whsec_c2VjcmV0LWZvci10ZXN0cy1vbmx5\n }\n }\n"
 			case "fan-out without a subscriber":
-				global = "hookgate {\n destination d {\n  url http://127.0.0.1:1\n  secret whsec_c2VjcmV0\n }\n }\n"
+				global = "hookgate {\n destination d {\n  url http://127.0.0.1:1\n  secret whsec_c2VjcmV0LWZvci10ZXN0cy1vbmx5\n }\n }\n"
 			case "sender lease under two timeouts":
-				global = "hookgate {\n sender {\n  timeout 10s\n  lease 15s\n }\n destination d {\n  url http://127.0.0.1:1\n  secret whsec_c2VjcmV0\n }\n }\n"
+				global = "hookgate {\n sender {\n  timeout 10s\n  lease 15s\n }\n destination d {\n  url http://127.0.0.1:1\n  secret whsec_c2VjcmV0LWZvci10ZXN0cy1vbmx5\n }\n }\n"
 			case "redis URL with a password option":
 				global = "hookgate {\n store redis redis://127.0.0.1:6379/0?password=s3cr3t-value\n }\n"
 			case "redis URL with a token as user":

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,7 +74,33 @@ func TestTwilioEndToEnd(t *testing.T) {
 		t.Errorf("its retry: status %d, replayed %q, upstream hit %d times; want a replay and one hit", st, hdr.Get("Idempotent-Replayed"), up.count()-before)
 	}
 
-	// Without a token, the retry is keyed by the body.
+	// A captured request re-sent under a fresh token, or with its form
+	// parameters reordered or repeated, still verifies (Twilio signs no
+	// token, and sorts the parameters), but is never forwarded again:
+	// dedupe keys twilio by its signature, which every copy carries. The
+	// same body is replayed; another body under that key is 422.
+	fresh := h.Clone()
+	fresh.Set("I-Twilio-Idempotency-Token", randomID("idem_"))
+	reordered := []byte(strings.Join(append(strings.Split(string(call), "&")[2:], strings.Split(string(call), "&")[:2]...), "&"))
+	for name, c := range map[string]struct {
+		h      http.Header
+		body   []byte
+		status int
+	}{
+		"a fresh token":           {fresh, call, 200},
+		"reordered parameters":    {h, reordered, 422},
+		"a parameter given twice": {h, append(append([]byte{}, call...), "&To=%2B15005550001"...), 422},
+	} {
+		st, hdr, got := post(t, behindProxy.URL+path, c.h, c.body)
+		if st != c.status || (st == 200) != (hdr.Get("Idempotent-Replayed") == "true") {
+			t.Errorf("the captured request with %s: status %d, replayed %q; want %d, replayed if 200: %s", name, st, hdr.Get("Idempotent-Replayed"), c.status, got)
+		}
+	}
+	if up.count() != before+1 {
+		t.Errorf("the captured request's copies reached the upstream %d times, want once in all", up.count()-before)
+	}
+
+	// Without a token, the retry is keyed by the signature too.
 	noToken := bytes.Replace(call, []byte("Hello"), []byte("Again"), 1)
 	h2 := twilioSigned(t, "https://public.example.com"+path, "", form, noToken)
 	before = up.count()

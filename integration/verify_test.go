@@ -217,7 +217,7 @@ func TestVerifyEverySchemeAndPlaceholders(t *testing.T) {
 	}`, scheme, secrets[scheme], up.Addr())
 	}
 	// The standard scheme's secret must be base64: give it a valid old one.
-	g := startGateway(t, strings.Replace(site.String(), "old-"+devSecret, "whsec_b2xkLXNlY3JldA==", 1), gatewayOptions{})
+	g := startGateway(t, strings.Replace(site.String(), "old-"+devSecret, "whsec_b2xkLXNlY3JldC1mb3Itcm90YXRpb24=", 1), gatewayOptions{})
 
 	body := []byte(`{"id":"evt_77","event_id":"Ev77","reservation_id":"r-42"}`)
 	now := time.Now()
@@ -274,7 +274,7 @@ func TestVerifyEverySchemeAndPlaceholders(t *testing.T) {
 
 func fakeSecretFor(scheme, s string) string {
 	if scheme == "standard" {
-		return "whsec_d3Jvbmcgc2VjcmV0"
+		return "whsec_d3Jvbmcgc2VjcmV0LCBsb25nIGVub3VnaA=="
 	}
 	return s
 }
@@ -304,7 +304,7 @@ func TestSignCommand(t *testing.T) {
 		t.Fatalf("upstream received %+v", r)
 	}
 
-	cmd = exec.Command(binary, "sign", "--secret", "whsec_d3Jvbmcgc2VjcmV0", "--send", g.URL+"/hooks", body)
+	cmd = exec.Command(binary, "sign", "--secret", "whsec_d3Jvbmcgc2VjcmV0LCBsb25nIGVub3VnaA==", "--send", g.URL+"/hooks", body)
 	out, err = cmd.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
 		t.Errorf("wrong secret: err = %v, want exit code 1\n%s", err, out)

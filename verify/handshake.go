@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -62,17 +63,21 @@ func (v *Verifier) Handshake(r Request, now time.Time) (a Answer, ok bool) {
 	case http.MethodPost, "":
 		switch v.scheme.name() {
 		case "slack":
-			if bytes.Contains(r.Body, []byte("url_verification")) && v.verifies(r, now) &&
-				gjson.GetBytes(r.Body, "type").String() == "url_verification" {
+			if !bytes.Contains(r.Body, []byte("url_verification")) {
+				break // the common case: no second verification
+			}
+			if _, ok := v.verifies(r, now); ok && gjson.GetBytes(r.Body, "type").String() == "url_verification" {
 				return text(gjson.GetBytes(r.Body, "challenge").String()), true
 			}
 		case "zoom":
-			if bytes.Contains(r.Body, []byte("endpoint.url_validation")) && v.verifies(r, now) &&
-				gjson.GetBytes(r.Body, "event").String() == "endpoint.url_validation" {
+			if !bytes.Contains(r.Body, []byte("endpoint.url_validation")) {
+				break
+			}
+			if key, ok := v.verifies(r, now); ok && gjson.GetBytes(r.Body, "event").String() == "endpoint.url_validation" {
 				plain := gjson.GetBytes(r.Body, "payload.plainToken").String()
 				body, _ := json.Marshal(map[string]string{
 					"plainToken":     plain,
-					"encryptedToken": hex.EncodeToString(hmacSHA256(v.keys[0], []byte(plain))),
+					"encryptedToken": hex.EncodeToString(hmacSHA256(v.keys[key], []byte(plain))), // the key Zoom signed with
 				})
 				return Answer{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}, true
 			}
@@ -81,9 +86,10 @@ func (v *Verifier) Handshake(r Request, now time.Time) (a Answer, ok bool) {
 	return Answer{}, false
 }
 
-func (v *Verifier) verifies(r Request, now time.Time) bool {
-	_, err := v.Verify(r, now)
-	return err == nil && len(v.keys) > 0
+// verifies reports whether r is genuine at now, and which HMAC key signed it.
+func (v *Verifier) verifies(r Request, now time.Time) (key int, ok bool) {
+	_, key, err := v.verify(r, now)
+	return key, err == nil && key >= 0
 }
 
 // metaSubscribe answers Meta's subscription handshake: the challenge, when
@@ -126,7 +132,7 @@ func (v *Verifier) cloudEvents(r Request) (Answer, bool) {
 	if len(v.ceOrigins) == 0 || origin == "" {
 		return Answer{}, false
 	}
-	if !slices.Contains(v.ceOrigins, origin) {
+	if !slices.ContainsFunc(v.ceOrigins, func(o string) bool { return strings.EqualFold(o, origin) }) { // host names: any case
 		return refuse(http.StatusForbidden, ReasonOriginNotAllowed, "WebHook-Request-Origin is not among cloudevents_origins"), true
 	}
 	return Answer{Status: http.StatusOK, Header: http.Header{

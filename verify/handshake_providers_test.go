@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -63,6 +64,21 @@ func TestTwitterCRC(t *testing.T) {
 	if a, ok := v.Handshake(get(urlEscape(string(forged))), t0); !ok || a.Status != http.StatusBadRequest || a.Reason != ReasonBadCRCToken {
 		t.Fatalf("a JSON body as the token: ok = %v, answer = %+v, want 400 %s", ok, a, ReasonBadCRCToken)
 	}
+	// Nor can any token the CRC does answer pass as a body: X posts JSON
+	// objects only, and every other body is refused, however signed.
+	for _, token := range []string{"null", "true", "123", "-1e5", "event=deleted", "abc"} {
+		a, _ := v.Handshake(get(urlEscape(token)), t0)
+		var answer struct {
+			ResponseToken string `json:"response_token"`
+		}
+		if err := json.Unmarshal(a.Body, &answer); err != nil || a.Status != http.StatusOK {
+			t.Fatalf("crc_token %q: %+v", token, a)
+		}
+		h := http.Header{"X-Twitter-Webhooks-Signature": {answer.ResponseToken}}
+		if _, err := v.Verify(Request{Method: http.MethodPost, Header: h, Body: []byte(token)}, t0); !errors.Is(err, ErrBadSignature) {
+			t.Errorf("the body %q under the CRC answer for it: err = %v, want ErrBadSignature", token, err)
+		}
+	}
 	for _, bad := range []string{"", strings.Repeat("a", 129), "a%20b", "a.b", "a%7Bb"} {
 		if a, _ := v.Handshake(get(bad), t0); a.Status != http.StatusBadRequest {
 			t.Errorf("crc_token %q: answer = %+v, want 400", bad, a)
@@ -100,5 +116,20 @@ func TestZoomURLValidation(t *testing.T) {
 	// the secret, which only Zoom may ask for.
 	if _, ok := v.Handshake(Request{Method: http.MethodPost, Header: http.Header{}, Body: body}, t0); ok {
 		t.Error("an unsigned url_validation was answered")
+	}
+}
+
+// TestZoomURLValidationRotation: during a rotation, Zoom's token is
+// encrypted with the secret Zoom signed the handshake with, not the first.
+func TestZoomURLValidationRotation(t *testing.T) {
+	t.Parallel()
+	v := mustNew(t, "zoom", []string{"new-zoom-secret", "old-zoom-secret"}, Options{})
+	oldSigner := mustNew(t, "zoom", []string{"old-zoom-secret"}, Options{})
+	body := []byte(`{"payload":{"plainToken":"tok"},"event":"endpoint.url_validation"}`)
+	a, ok := v.Handshake(Request{Method: http.MethodPost, Header: oldSigner.Sign("", t0, body), Body: body}, t0)
+	m := hmac.New(sha256.New, []byte("old-zoom-secret"))
+	m.Write([]byte("tok"))
+	if !ok || !strings.Contains(string(a.Body), hex.EncodeToString(m.Sum(nil))) {
+		t.Errorf("signed with the second secret: ok = %v, answer %s; want the token under that secret", ok, a.Body)
 	}
 }

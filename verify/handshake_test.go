@@ -55,6 +55,9 @@ func TestCloudEventsHandshake(t *testing.T) {
 		a.Header.Get("WebHook-Allowed-Origin") != "eventgrid.azure.net" || a.Header.Get("WebHook-Allowed-Rate") != "*" {
 		t.Errorf("allowed origin: ok = %v, answer = %+v", ok, a)
 	}
+	if a, ok := v.Handshake(req("EventGrid.Azure.NET"), t0); !ok || a.Status != http.StatusOK {
+		t.Errorf("the allowed origin in another case: ok = %v, answer = %+v, want 200", ok, a)
+	}
 	if a, ok := v.Handshake(req("evil.example"), t0); !ok || a.Status != http.StatusForbidden || a.Reason != ReasonOriginNotAllowed {
 		t.Errorf("another origin: ok = %v, answer = %+v, want 403 %s", ok, a, ReasonOriginNotAllowed)
 	}

@@ -1,8 +1,10 @@
 package verify
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"hash"
 	"net/http"
 	"strconv"
@@ -40,7 +42,7 @@ func prefixed(h http.Header, name, prefix string, b64 bool) ([]byte, error) {
 
 // zoomScheme is Zoom's: x-zm-signature "v0=<hex>" over "v0:<ts>:<body>",
 // ts from x-zm-request-timestamp (unix seconds). No delivery ID: dedupe
-// keys it by the body's hash (KeyedByBody).
+// keys it by the body's hash (DedupeKey).
 type zoomScheme struct{}
 
 const (
@@ -84,7 +86,7 @@ func (zoomScheme) header(h http.Header, p parsed, mac []byte) {
 
 // metaScheme is Meta's (Facebook, Instagram, WhatsApp): X-Hub-Signature-256
 // "sha256=<hex>" over the body, keyed by the app secret. No timestamp and
-// no delivery ID: dedupe keys it by the body's hash (KeyedByBody).
+// no delivery ID: dedupe keys it by the body's hash (DedupeKey).
 type metaScheme struct{}
 
 const metaSignature = "X-Hub-Signature-256"
@@ -110,7 +112,7 @@ func (metaScheme) header(h http.Header, _ parsed, mac []byte) {
 // twitterScheme is X's Account Activity API: x-twitter-webhooks-signature
 // "sha256=<base64>" over the body, keyed by the app's consumer secret. No
 // timestamp and no delivery ID: dedupe keys it by the body's hash
-// (KeyedByBody).
+// (DedupeKey).
 type twitterScheme struct{}
 
 const twitterSignature = "X-Twitter-Webhooks-Signature"
@@ -124,7 +126,19 @@ func (twitterScheme) parse(r Request) (parsed, error) {
 	if err != nil {
 		return parsed{}, err
 	}
+	// X posts JSON objects only. Anything else might be a CRC answer's
+	// token, signed by the same key and construction: "null", "123" or
+	// "event=deleted" fit the token's alphabet, a body with "{" never does.
+	if !jsonObject(r.Body) {
+		return parsed{}, fmt.Errorf("%w: X signs JSON objects only, and an answer to its CRC handshake could sign this body", ErrBadSignature)
+	}
 	return parsed{sigs: [][]byte{sig}}, nil
+}
+
+// jsonObject reports whether body starts as a JSON object does.
+func jsonObject(body []byte) bool {
+	b := bytes.TrimLeft(body, " \t\r\n")
+	return len(b) > 0 && b[0] == '{'
 }
 
 func (twitterScheme) mac(m hash.Hash, _ parsed, body []byte) { m.Write(body) }

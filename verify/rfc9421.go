@@ -46,6 +46,15 @@ import (
 // Verify and SignRequest (verifyRFC9421, signRFC9421), which read Verifier.rfc.
 type rfc9421Scheme struct{}
 
+// Bounds on the work an unsigned request can ask for: the signatures
+// tried (of those covering content-digest), the components one covers,
+// and the signature base's size.
+const (
+	maxRFCSignatures = 4
+	maxComponents    = 32
+	maxBase          = 64 << 10
+)
+
 func (rfc9421Scheme) name() string                 { return "rfc9421" }
 func (rfc9421Scheme) defaultFuture() time.Duration { return DefaultTolerance }
 
@@ -131,7 +140,7 @@ func newRFC9421(secrets []string, opts Options) (*rfc9421, error) {
 			k.pub, k.priv = pub, priv
 		default:
 			if k.hmac, err = (rfc9421Scheme{}).key(secret); err != nil {
-				return nil, fmt.Errorf("secret %d: scheme rfc9421 keys are whsec_<base64> (HMAC), whpk_<base64> or whsk_<base64> (Ed25519)", i+1)
+				return nil, fmt.Errorf("secret %d: scheme rfc9421 keys are whsec_<base64> (HMAC), whpk_<base64> or whsk_<base64> (Ed25519): %w", i+1, err)
 			}
 		}
 		r.keys[keyID] = k
@@ -217,9 +226,13 @@ func (v *Verifier) verifyRFC9421(r Request, now time.Time) (Delivery, error) {
 		return Delivery{}, err
 	}
 	var first, firstKnown error
+	tried := 0
 	for _, s := range sigs {
 		if !s.covers("content-digest") {
 			continue
+		}
+		if tried++; tried > maxRFCSignatures {
+			break // each costs a signature base: a header of thousands would cost seconds
 		}
 		d, known, err := v.verifySignature(s, r, now)
 		if err == nil {
@@ -443,6 +456,10 @@ func (k *rfc9421) signWith(r Request, label, keyID string, input httpsfv.InnerLi
 // delivery ID: the value of the id header when input covers it.
 func (k *rfc9421) signatureBase(r Request, input httpsfv.InnerList) (base []byte, id string, err error) {
 	const inH = "Signature-Input"
+	if len(input.Items) > maxComponents {
+		return nil, "", malformed(inH, fmt.Sprintf("covers %d components, over %d", len(input.Items), maxComponents))
+	}
+	dicts := map[string]*httpsfv.Dictionary{} // each field parsed once, however many ;key components read it
 	var b bytes.Buffer
 	var t *target // read once, by the first component that needs it
 	readURL := func() (*target, error) {
@@ -471,7 +488,7 @@ func (k *rfc9421) signatureBase(r Request, input httpsfv.InnerList) (base []byte
 		if strings.HasPrefix(name, "@") {
 			val, err = derived(name, c.Params, r, readURL)
 		} else {
-			val, err = fieldValue(name, c.Params, r.Header)
+			val, err = fieldValue(name, c.Params, r.Header, dicts)
 		}
 		if err != nil {
 			return nil, "", err
@@ -488,6 +505,9 @@ func (k *rfc9421) signatureBase(r Request, input httpsfv.InnerList) (base []byte
 		b.WriteString(": ")
 		b.WriteString(val)
 		b.WriteByte('\n')
+		if b.Len() > maxBase {
+			return nil, "", malformed(inH, fmt.Sprintf("covers components whose signature base is over %d bytes", maxBase))
+		}
 	}
 	params, err := httpsfv.Marshal(input)
 	if err != nil {
@@ -518,7 +538,7 @@ var dictionaryFields = []string{"content-digest", "repr-digest", "want-content-d
 // fieldValue is the component value of header field name (RFC 9421 § 2.1)
 // with its parameters sf, key and bs; req and tr do not apply to a request's
 // headers and are refused, as are unknown parameters.
-func fieldValue(name string, p *httpsfv.Params, h http.Header) (string, error) {
+func fieldValue(name string, p *httpsfv.Params, h http.Header, dicts map[string]*httpsfv.Dictionary) (string, error) {
 	const inH = "Signature-Input"
 	if name != strings.ToLower(name) || !httpguts.ValidHeaderFieldName(name) {
 		return "", malformed(inH, "covers a field name that is not a lowercase header name")
@@ -563,9 +583,13 @@ func fieldValue(name string, p *httpsfv.Params, h http.Header) (string, error) {
 		}
 		return httpsfv.Marshal(l)
 	case hasKey:
-		d, err := httpsfv.UnmarshalDictionary(trimmed)
-		if err != nil {
-			return "", malformed(http.CanonicalHeaderKey(name), "is not a structured-field dictionary")
+		d, ok := dicts[name]
+		if !ok {
+			var err error
+			if d, err = httpsfv.UnmarshalDictionary(trimmed); err != nil {
+				return "", malformed(http.CanonicalHeaderKey(name), "is not a structured-field dictionary")
+			}
+			dicts[name] = d
 		}
 		m, ok := d.Get(key)
 		if !ok {

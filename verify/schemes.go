@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"hash"
 	"net/http"
 	"strconv"
@@ -105,8 +106,16 @@ func (standardScheme) key(secret string) ([]byte, error) {
 	if err != nil {
 		return nil, errors.New("standard scheme secrets are base64, optionally prefixed whsec_")
 	}
+	if len(k) < minKeyBytes {
+		// An empty whsec_ (a shell variable that expanded to nothing)
+		// would let anyone sign.
+		return nil, fmt.Errorf("a whsec_ secret must decode to at least %d bytes, this one is %d (Standard Webhooks recommends 24 to 64)", minKeyBytes, len(k))
+	}
 	return k, nil
 }
+
+// minKeyBytes is the shortest whsec_ key accepted.
+const minKeyBytes = 16
 
 // standardHeaders are the header names tried in order: Standard Webhooks', then Svix's.
 var standardHeaders = [...][3]string{
@@ -129,13 +138,15 @@ func (s standardScheme) parse(r Request) (parsed, error) {
 	// is not a version,signature pair, of an unknown version, that does
 	// not decode, or a v1a entry with no Ed25519 key to check it, is
 	// skipped, so that a sender built on those libraries is never refused
-	// for an entry they ignore.
+	// for an entry they ignore. Past maxEntries of a version, entries are
+	// skipped too: each v1a entry costs a hash of the whole body, and a
+	// header of thousands would cost seconds.
 	for rest := sigv; rest != ""; {
 		var entry string
 		entry, rest, _ = strings.Cut(rest, " ") // as the libraries split: on spaces
 		version, sig, ok := strings.Cut(entry, ",")
 		usable := version == "v1" || version == "v1a" && s.ed25519
-		if !ok || !usable {
+		if !ok || !usable || version == "v1" && len(p.sigs) == maxEntries || version == "v1a" && len(p.asym) == maxEntries {
 			continue
 		}
 		raw, err := base64.StdEncoding.Strict().DecodeString(sig)
@@ -156,6 +167,10 @@ func (s standardScheme) parse(r Request) (parsed, error) {
 	}
 	return p, nil
 }
+
+// maxEntries is the most signatures of one version a header is read for:
+// a sender signs with a few secrets at once while it rotates, not more.
+const maxEntries = 8
 
 // signedContent is what Standard Webhooks signs: "id.timestamp.body".
 func signedContent(p parsed, body []byte) []byte {

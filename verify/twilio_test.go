@@ -3,6 +3,7 @@ package verify
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"net/http"
@@ -288,12 +289,15 @@ func TestTwilioSignRequest(t *testing.T) {
 	if err != nil || d.ID != "idem-1" || !d.Timestamp.IsZero() {
 		t.Errorf("Verify = %+v, %v; want ID idem-1, no timestamp", d, err)
 	}
-	if KeyedByBody("twilio", d.ID) {
-		t.Error("a request with a token is keyed by its body")
+	// The token is not signed: with it or without, dedupe keys by the
+	// signature, which every copy of the request carries.
+	sum := sha256.Sum256(mustBase64(t, "RSOYDt4T1cUTdK1PDd93/VVr8B8="))
+	if DedupeKey("twilio", d.ID) != KeySignature || d.SignatureSHA256 != hex.EncodeToString(sum[:]) {
+		t.Errorf("with a token: DedupeKey %v, SignatureSHA256 %q; want KeySignature, the signature's hash", DedupeKey("twilio", d.ID), d.SignatureSHA256)
 	}
 	r.Header.Del("I-Twilio-Idempotency-Token")
-	if d, err := v.Verify(r, t0); err != nil || d.ID != "" || !KeyedByBody("twilio", d.ID) {
-		t.Errorf("without a token: Verify = %+v, %v, keyed by body %v; want no ID, keyed by body", d, err, KeyedByBody("twilio", d.ID))
+	if d2, err := v.Verify(r, t0); err != nil || d2.ID != "" || d2.SignatureSHA256 != d.SignatureSHA256 {
+		t.Errorf("without a token: Verify = %+v, %v; want no ID, the same signature hash", d2, err)
 	}
 
 	_, err = v.SignRequest(twilioRequest(twilioURL, "", "application/json", []byte(twilioJSON)), "", t0)
@@ -417,4 +421,13 @@ func BenchmarkTwilio(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+func mustBase64(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -7,7 +7,9 @@ package verify
 import (
 	"crypto/ed25519"
 	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
@@ -41,6 +43,9 @@ type Delivery struct {
 	ID string
 	// Timestamp is the signed timestamp; zero for schemes without one.
 	Timestamp time.Time
+	// SignatureSHA256 is the hex SHA-256 of the signature that verified,
+	// for the schemes dedupe keys by it (DedupeKey); empty otherwise.
+	SignatureSHA256 string
 }
 
 // Verifier verifies requests of one scheme against a set of secrets.
@@ -184,23 +189,31 @@ func New(schemeName string, secrets []string, opts Options) (*Verifier, error) {
 // returns what the request says of itself. It compares every candidate
 // signature against every secret in constant time per comparison.
 func (v *Verifier) Verify(r Request, now time.Time) (Delivery, error) {
+	d, _, err := v.verify(r, now)
+	return d, err
+}
+
+// verify is Verify, and says which HMAC key matched (an index of keys; -1
+// for none, or an Ed25519 key).
+func (v *Verifier) verify(r Request, now time.Time) (Delivery, int, error) {
 	if v.rfc != nil {
-		return v.verifyRFC9421(r, now)
+		d, err := v.verifyRFC9421(r, now)
+		return d, -1, err
 	}
 	body := r.Body
 	p, err := v.scheme.parse(r)
 	if err != nil {
-		return Delivery{}, err
+		return Delivery{}, -1, err
 	}
-	matched := false
-	for _, k := range v.macs {
+	matched, key := false, -1
+	for i, k := range v.macs {
 		for p.alt = 0; p.alt < max(1, len(p.contents)); p.alt++ {
 			m := k.get()
 			v.scheme.mac(m, p, body)
 			mac := m.mac()
 			for _, sig := range p.sigs {
 				if hmac.Equal(mac, sig) {
-					matched = true
+					matched, key = true, i
 				}
 			}
 			k.put(m)
@@ -217,21 +230,25 @@ func (v *Verifier) Verify(r Request, now time.Time) (Delivery, error) {
 		}
 	}
 	if !matched {
-		return Delivery{}, ErrBadSignature
+		return Delivery{}, -1, ErrBadSignature
 	}
 	d := Delivery{ID: p.id}
+	if DedupeKey(v.scheme.name(), d.ID) == KeySignature {
+		sum := sha256.Sum256(p.sigs[0])
+		d.SignatureSHA256 = hex.EncodeToString(sum[:])
+	}
 	if p.hasTS {
 		// Compare instants, not durations: a far-away timestamp would
 		// saturate now.Sub and overflow when negated.
 		d.Timestamp = time.Unix(p.ts, 0)
 		if d.Timestamp.Before(now.Add(-v.past)) {
-			return Delivery{}, fmt.Errorf("%w: %s old, tolerance %s", ErrTimestampOutOfTolerance, now.Sub(d.Timestamp).Truncate(time.Second), v.past)
+			return Delivery{}, -1, fmt.Errorf("%w: %s old, tolerance %s", ErrTimestampOutOfTolerance, now.Sub(d.Timestamp).Truncate(time.Second), v.past)
 		}
 		if v.future >= 0 && d.Timestamp.After(now.Add(v.future)) {
-			return Delivery{}, fmt.Errorf("%w: %s in the future, tolerance %s", ErrTimestampOutOfTolerance, d.Timestamp.Sub(now).Truncate(time.Second), v.future)
+			return Delivery{}, -1, fmt.Errorf("%w: %s in the future, tolerance %s", ErrTimestampOutOfTolerance, d.Timestamp.Sub(now).Truncate(time.Second), v.future)
 		}
 	}
-	return d, nil
+	return d, key, nil
 }
 
 // Sign returns the headers a genuine sender adds to body, signed with the
@@ -391,20 +408,38 @@ func single(h http.Header, name string) (string, error) {
 	return "", malformed(name, "is given more than once")
 }
 
-// KeyedByBody reports whether dedupe keys a request of the named scheme,
-// verified with delivery ID id, by its body's hash rather than the ID:
-// the schemes that sign no delivery ID (github, shopify, zoom, meta,
-// twitter), under which a captured body verifies under any ID, and
-// rfc9421 when its signature covers none and twilio when the request
-// carries none (id is empty).
-func KeyedByBody(scheme, id string) bool {
+// Key says what dedupe keys a verified request by, by default.
+type Key int
+
+const (
+	// KeyID is the delivery ID the signature covers.
+	KeyID Key = iota
+	// KeyBody is the body's hash: the scheme signs no delivery ID, so a
+	// captured body would verify under any ID (github, shopify, zoom,
+	// meta, twitter; rfc9421 when its signature covers none).
+	KeyBody
+	// KeySignature is the signature's hash (Delivery.SignatureSHA256):
+	// the scheme signs no ID, and copies of one request can differ in
+	// what it does not sign (twilio: the order and repetition of form
+	// parameters, the port), yet carry one signature. Twilio's retries
+	// carry it too.
+	KeySignature
+)
+
+// DedupeKey says what dedupe keys a request of the named scheme, verified
+// with delivery ID id, by.
+func DedupeKey(scheme, id string) Key {
 	switch scheme {
 	case "github", "shopify", "zoom", "meta", "twitter":
-		return true
-	case "rfc9421", "twilio":
-		return id == ""
+		return KeyBody
+	case "rfc9421":
+		if id == "" {
+			return KeyBody
+		}
+	case "twilio":
+		return KeySignature
 	}
-	return false
+	return KeyID
 }
 
 func missing(header string) error {

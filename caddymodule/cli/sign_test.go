@@ -90,7 +90,7 @@ func TestSignSend(t *testing.T) {
 		t.Errorf("sign --send of a JSON body: %+v, Content-Type %q", res, h.Get("Content-Type"))
 	}
 
-	res = execute(t, "", "sign", "--secret", "whsec_d3Jvbmcgc2VjcmV0", "--send", srv.URL, "hello")
+	res = execute(t, "", "sign", "--secret", "whsec_d3Jvbmcgc2VjcmV0LCBsb25nIGVub3VnaA==", "--send", srv.URL, "hello")
 	if res.code != 1 || res.stderr != "" || !strings.HasPrefix(res.stdout, "HTTP/1.1 401 Unauthorized\n") || !strings.HasSuffix(res.stdout, `{"reason":"bad_signature"}`) {
 		t.Errorf("sign --send, a 401 answer: %+v; want exit 1 and the answer", res)
 	}
