@@ -472,7 +472,7 @@ func TestDeadLettersRedrive(t *testing.T) {
 		mu.Unlock()
 
 		out, err = cli(t, g, "dlq", "purge", "--id", "dl-30")
-		if err != nil || !strings.Contains(out, "1 dead letters removed") {
+		if err != nil || !strings.Contains(out, "1 dead letter removed") {
 			t.Fatalf("purge: %v\n%s", err, out)
 		}
 		out, err = cli(t, g, "destinations", "list")
