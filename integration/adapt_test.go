@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,6 +102,70 @@ func TestAdaptExamples(t *testing.T) {
 			if diff := cmp.Diff(string(want), string(got)); diff != "" {
 				t.Errorf("adapted JSON differs from %s (-want +got):\n%s", golden, diff)
 			}
+		})
+	}
+}
+
+// TestExamplesMountHealth: every example with a site mounts webhook_health
+// at /healthz, as the README's "Readiness" says: a top-level route of a
+// server that matches the path /healthz and holds the handler, with no
+// route before it that runs webhook_verify (which would ask the probe for
+// a signature).
+func TestExamplesMountHealth(t *testing.T) {
+	files, err := filepath.Glob("../caddyfiles/*.Caddyfile")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Caddyfiles found: %v", err)
+	}
+	type route struct {
+		Match []struct {
+			Path []string `json:"path"`
+		} `json:"match"`
+		Handle json.RawMessage `json:"handle"`
+	}
+	var config struct {
+		Apps struct {
+			HTTP struct {
+				Servers map[string]struct {
+					Routes []route `json:"routes"`
+				} `json:"servers"`
+			} `json:"http"`
+		} `json:"apps"`
+	}
+	holds := func(raw json.RawMessage, handler string) bool {
+		return bytes.Contains(raw, []byte(`"handler":"`+handler+`"`))
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".Caddyfile"), func(t *testing.T) {
+			src, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := adapt(t, src)
+			if err != nil {
+				t.Fatalf("adapt: %v", err)
+			}
+			var compact bytes.Buffer
+			if err := json.Compact(&compact, out); err != nil {
+				t.Fatal(err)
+			}
+			config.Apps.HTTP.Servers = nil
+			if err := json.Unmarshal(compact.Bytes(), &config); err != nil {
+				t.Fatal(err)
+			}
+			if len(config.Apps.HTTP.Servers) == 0 {
+				t.Skip("no site")
+			}
+			for _, srv := range config.Apps.HTTP.Servers {
+				for _, r := range srv.Routes {
+					if holds(r.Handle, "webhook_verify") {
+						break // the probe would be asked for a signature
+					}
+					if len(r.Match) == 1 && slices.Equal(r.Match[0].Path, []string{"/healthz"}) && holds(r.Handle, "webhook_health") {
+						return
+					}
+				}
+			}
+			t.Errorf("%s mounts no webhook_health at /healthz in a handle of its own, ahead of webhook_verify:\n%s", file, out)
 		})
 	}
 }

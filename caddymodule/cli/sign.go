@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -36,7 +38,9 @@ appear in the shell history. The delivery ID defaults to a random msg_ ID,
 the timestamp to now. With --send, -H adds a request header (repeatable, as
 curl's), and --content-type sets the body's type (default application/json
 for a JSON body; for another, application/x-www-form-urlencoded under twilio,
-none otherwise). The schemes that sign the URL (twilio,
+none otherwise). An -H of a header the signature sets (the delivery ID's,
+the timestamp's, the signature's) is refused: give the ID with --id and the
+timestamp with --timestamp. The schemes that sign the URL (twilio,
 rfc9421) sign --url, or --send's URL; rfc9421 names its key with --key-id.
 See README.md, "Sending test requests".`,
 		CobraFunc: func(cmd *cobra.Command) {
@@ -111,16 +115,26 @@ func cmdSign(cmd *cobra.Command, args []string) (int, error) {
 		h.Set("Content-Type", ct)
 	}
 	extra, _ := fl.GetStringArray("header")
+	var named []string
 	for _, line := range extra {
 		name, value, ok := strings.Cut(line, ":")
 		if !ok || strings.TrimSpace(name) == "" {
 			return 1, fmt.Errorf("-H %q: want 'Name: value'", line)
 		}
+		named = append(named, strings.TrimSpace(name))
 		h.Add(strings.TrimSpace(name), strings.TrimSpace(value))
 	}
 	sig, err := v.SignRequest(verify.Request{Method: http.MethodPost, URL: target, Header: h, Body: body}, id, ts)
 	if err != nil {
 		return 1, err
+	}
+	// The signature's headers replace the request's: an -H of one of them
+	// would be dropped unsaid.
+	for _, name := range named {
+		if slices.ContainsFunc(slices.Collect(maps.Keys(sig)), func(k string) bool { return strings.EqualFold(k, name) }) {
+			return 1, fmt.Errorf("-H %s: scheme %s sets this header itself, with the signature; give the delivery ID with --id and the timestamp with --timestamp",
+				name, fl.String("scheme"))
+		}
 	}
 	if send == "" {
 		printHeaders(out, sig)

@@ -124,3 +124,45 @@ func TestSignErrors(t *testing.T) {
 		t.Errorf("%d requests sent", n)
 	}
 }
+
+// TestSignRefusesSignedHeaders: an -H naming a header the signature sets
+// (its delivery ID, timestamp or signature, in any case) would be replaced
+// by sign's own without a word: it is refused, exit 1, pointing to --id,
+// and nothing is sent. A header the signature does not set is sent as
+// given.
+func TestSignRefusesSignedHeaders(t *testing.T) {
+	t.Setenv("HOOKGATE_SECRET", "")
+	var sent atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { sent.Add(1) }))
+	defer srv.Close()
+	for _, tc := range []struct {
+		scheme, secret, header string
+		extra                  []string
+	}{
+		{"twilio", "twilio-token", "I-Twilio-Idempotency-Token: tok-1", nil},
+		{"twilio", "twilio-token", "x-twilio-signature: abc", nil},
+		{"standard", testSecret, "webhook-id: msg_mine", nil},
+		{"standard", testSecret, "Webhook-Timestamp: 1700000000", nil},
+		{"stripe", testSecret, "Stripe-Signature: t=1,v1=00", nil},
+		{"github", testSecret, "X-Hub-Signature-256: sha256=00", nil},
+		{"rfc9421", testSecret, "Idempotency-Key: k-1", []string{"--key-id", "k"}},
+		{"rfc9421", testSecret, "Content-Digest: sha-256=:AA==:", []string{"--key-id", "k"}},
+	} {
+		name, _, _ := strings.Cut(tc.header, ":")
+		args := append([]string{"sign", "--scheme", tc.scheme, "--secret", tc.secret, "--send", srv.URL, "-H", "X-Tenant: t-1", "-H", tc.header}, tc.extra...)
+		res := execute(t, "", append(args, "a=1")...) // twilio signs a form
+		want := "Error: -H " + name + ": scheme " + tc.scheme + " sets this header itself, with the signature; give the delivery ID with --id"
+		if res.code != 1 || res.stdout != "" || !strings.HasPrefix(res.stderr, want) {
+			t.Errorf("sign --scheme %s -H %q: %+v; want exit 1, stderr starting %q", tc.scheme, tc.header, res, want)
+		}
+	}
+	if n := sent.Load(); n != 0 {
+		t.Errorf("%d requests sent; want none", n)
+	}
+
+	// Another header goes as given, beside the signature's.
+	res := execute(t, "", "sign", "--scheme", "twilio", "--secret", "twilio-token", "--id", "tok-1", "--send", srv.URL, "-H", "X-Tenant: t-1", "Body=hi")
+	if res.code != 0 || sent.Load() != 1 {
+		t.Errorf("sign --scheme twilio -H X-Tenant: %+v, %d sent; want exit 0, one request", res, sent.Load())
+	}
+}

@@ -44,7 +44,7 @@ func versionOf(bi *debug.BuildInfo) string {
 	}
 	switch {
 	case version == "" && len(vcs) == 0:
-		return "(devel: no version or commit recorded; build with go build in a git clone, or go install ...@<version>)"
+		return "(devel: no version or commit recorded; build with go build in a git clone, without -buildvcs=false (check GOFLAGS: go env GOFLAGS), or go install ...@<version>)"
 	case version == "":
 		return strings.Join(vcs, ", ")
 	case len(vcs) == 0:
@@ -112,7 +112,8 @@ list-modules behave as Caddy's. Its own commands:
 	hookgate deliveries    search, export and resend the delivery history
 	hookgate destinations  list, pause and resume the sender's destinations
 	hookgate reconcile     compare a source of truth with a receiver, report and repair drift
-	hookgate store check   check the embedded store's file
+	hookgate store         check the embedded store's file (store check), or back up
+	                       a running gateway's (store backup)
 
 "hookgate help <command>" describes each. Caddy's upgrade, add-package and
 remove-package would replace hookgate with a plain Caddy: here they refuse,

@@ -29,7 +29,7 @@ func TestVersionOf(t *testing.T) {
 		{"a commit, no version", debug.BuildInfo{Main: debug.Module{Path: modulePath, Version: "(devel)"}, Settings: vcs[:3]},
 			"commit 68c5633a1b2c, 2026-01-31T12:00:00Z"},
 		{"nothing recorded", debug.BuildInfo{Main: debug.Module{Path: modulePath, Version: "(devel)"}},
-			"(devel: no version or commit recorded; build with go build in a git clone, or go install ...@<version>)"},
+			"(devel: no version or commit recorded; build with go build in a git clone, without -buildvcs=false (check GOFLAGS: go env GOFLAGS), or go install ...@<version>)"},
 	} {
 		if got := versionOf(&tt.bi); got != tt.want {
 			t.Errorf("%s: versionOf = %q, want %q", tt.name, got, tt.want)
