@@ -55,8 +55,22 @@ type sharedStore struct {
 // sharedEntry is one name's state as this instance knows it.
 type sharedEntry struct {
 	data    []byte
+	decoded decoded // data decoded once: every delivery reads it
 	fetched time.Time
 	dirty   bool // written here, not yet merged into the remote
+}
+
+// decoded is a stored state decoded; ok is false when it does not
+// decode.
+type decoded struct {
+	st gobreaker.SharedState
+	ok bool
+}
+
+func decode(data []byte) decoded {
+	var d decoded
+	d.ok = json.Unmarshal(data, &d.st) == nil
+	return d
 }
 
 // newSharedStore returns a store over remote (nil for in-memory), which
@@ -108,8 +122,10 @@ func (s *sharedStore) GetData(name string) ([]byte, error) {
 			s.entries[name] = e
 		}
 		e.fetched = s.now()
-		if err == nil && data != nil && (e.data == nil || newer(data, e.data, !e.dirty)) {
-			e.data, e.dirty = data, false
+		if err == nil && data != nil {
+			if d := decode(data); e.data == nil || newerDecoded(d, e.decoded, !e.dirty) {
+				e.data, e.decoded, e.dirty = data, d, false
+			}
 		}
 		s.mu.Unlock()
 	}
@@ -127,10 +143,16 @@ func (s *sharedStore) GetData(name string) ([]byte, error) {
 // it takes the lock: a late write of what it read must not undo a
 // transition, nor lose counts, that landed meanwhile.
 func newer(a, b []byte, orEqual bool) bool {
-	var x, y gobreaker.SharedState
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+	return newerDecoded(decode(a), decode(b), orEqual)
+}
+
+// newerDecoded is newer of states decoded: a state that does not decode
+// is taken as newer, as what replaces it.
+func newerDecoded(a, b decoded, orEqual bool) bool {
+	if !a.ok || !b.ok {
 		return true
 	}
+	x, y := &a.st, &b.st
 	if x.Generation != y.Generation {
 		return x.Generation > y.Generation
 	}
@@ -147,13 +169,18 @@ func (s *sharedStore) SetData(name string, data []byte) error {
 		e = &sharedEntry{fetched: s.now()}
 		s.entries[name] = e
 	}
-	if e.data != nil && (bytes.Equal(data, e.data) || !newer(data, e.data, true)) {
+	if e.data != nil && bytes.Equal(data, e.data) {
+		s.mu.Unlock()
+		return nil
+	}
+	d := decode(data)
+	if e.data != nil && !newerDecoded(d, e.decoded, true) {
 		s.mu.Unlock()
 		return nil
 	}
 	// A breaker's first state (closed, nothing counted) is what no stored
 	// state means already: kept here, not written.
-	e.data, e.dirty = data, s.remote != nil && !untouched(data)
+	e.data, e.decoded, e.dirty = data, d, s.remote != nil && !untouched(d)
 	dirty := e.dirty
 	s.mu.Unlock()
 	if dirty {
@@ -165,36 +192,38 @@ func (s *sharedStore) SetData(name string, data []byte) error {
 	return nil
 }
 
-// untouched reports whether data is a breaker's first state: closed, of
+// untouched reports whether d is a breaker's first state: closed, of
 // the first generation, nothing counted.
-func untouched(data []byte) bool {
-	var st gobreaker.SharedState
-	return json.Unmarshal(data, &st) == nil && st.State == gobreaker.StateClosed &&
-		st.Generation <= 1 && st.Counts == (gobreaker.Counts{})
+func untouched(d decoded) bool {
+	return d.ok && d.st.State == gobreaker.StateClosed && d.st.Generation <= 1 && d.st.Counts == (gobreaker.Counts{})
 }
 
 // stateKey is the name gobreaker's DistributedCircuitBreaker keeps the
 // state of the breaker called name under in its SharedDataStore.
 func stateKey(name string) string { return "gobreaker:state:" + name }
 
-// state reads the state of the breaker called name at now (gobreaker's
-// clock, time.Now) and writes nothing: an open breaker whose time is up
-// reads half-open, as gobreaker would make it, and becomes so when its
-// first trial is counted. Closed when there is no state, or it cannot be
-// read.
-func (s *sharedStore) state(name string, now time.Time) gobreaker.State {
-	data, err := s.GetData(stateKey(name))
-	if err != nil || data == nil {
+// state reads the state kept under key (stateKey of a breaker's name) at
+// now (gobreaker's clock, time.Now), decoded when it was stored, and
+// writes nothing: an open breaker whose time is up reads half-open, as
+// gobreaker would make it, and becomes so when its first trial is
+// counted. Closed when there is no state, or it cannot be read.
+func (s *sharedStore) state(key string, now time.Time) gobreaker.State {
+	if data, err := s.GetData(key); err != nil || data == nil {
 		return gobreaker.StateClosed
 	}
-	var st gobreaker.SharedState
-	if json.Unmarshal(data, &st) != nil {
+	s.mu.Lock()
+	var d decoded
+	if e := s.entries[key]; e != nil {
+		d = e.decoded
+	}
+	s.mu.Unlock()
+	if !d.ok {
 		return gobreaker.StateClosed
 	}
-	if st.State == gobreaker.StateOpen && st.Expiry.Before(now) {
+	if d.st.State == gobreaker.StateOpen && d.st.Expiry.Before(now) {
 		return gobreaker.StateHalfOpen
 	}
-	return st.State
+	return d.st.State
 }
 
 // run merges written states into the remote until ctx ends, at most one

@@ -184,10 +184,12 @@ type destination struct {
 	origin  string // scheme://host[:port] of URL: what errors name
 	breaker *gobreaker.DistributedCircuitBreaker[struct{}]
 	shared  *sharedStore // where breaker keeps its state
-	limiter *rate.Limiter
-	workers int // its cap on deliveries in flight
-	wake    chan struct{}
-	pause   pauseFlag
+	// stateKey is the name breaker's state has in shared.
+	stateKey string
+	limiter  *rate.Limiter
+	workers  int // its cap on deliveries in flight
+	wake     chan struct{}
+	pause    pauseFlag
 }
 
 // Options are a Sender's dependencies; the zero value means the defaults.
@@ -252,7 +254,7 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 			workers = max(1, cfg.Workers/2)
 		}
 		workers = min(workers, cfg.Workers)
-		ds := &destination{Destination: d, origin: u.Scheme + "://" + u.Host, shared: s.shared, workers: workers, wake: make(chan struct{}, 1)}
+		ds := &destination{Destination: d, origin: u.Scheme + "://" + u.Host, shared: s.shared, stateKey: stateKey(d.Name), workers: workers, wake: make(chan struct{}, 1)}
 		if d.Rate > 0 {
 			ds.limiter = rate.NewLimiter(d.Rate, max(d.Burst, 1))
 		}
@@ -378,7 +380,7 @@ func (s *Sender) BreakerState(dest string) (gobreaker.State, bool) {
 }
 
 // state is d's breaker state; reading it writes nothing.
-func (d *destination) state() gobreaker.State { return d.shared.state(d.Name, time.Now()) }
+func (d *destination) state() gobreaker.State { return d.shared.state(d.stateKey, time.Now()) }
 
 // ErrUnknownDestination means an envelope names no configured destination.
 var ErrUnknownDestination = errors.New("unknown destination")

@@ -11,7 +11,9 @@
 //	sendbench bare -receiver http://127.0.0.1:9000 -n 20000 -c 20
 //
 // run -cpuprofile FILE writes a CPU profile of the deliveries (not of the
-// enqueues).
+// enqueues). Each line also gives the CPU time per delivery of the process
+// (and of redis-server, for run): on a busy machine, steadier than the
+// rates; and run's, the allocations per delivery.
 package main
 
 import (
@@ -23,11 +25,13 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -92,6 +96,43 @@ func usedMemory(ctx context.Context, rdb *redis.Client) int64 {
 	return 0
 }
 
+// redisCPU reads INFO cpu: the server's CPU time so far, user and system.
+func redisCPU(ctx context.Context, rdb *redis.Client) time.Duration {
+	info, err := rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		log.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(info, "\r\n") {
+		for _, k := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+			if v, ok := strings.CutPrefix(line, k); ok {
+				f, _ := strconv.ParseFloat(v, 64)
+				sum += f
+			}
+		}
+	}
+	return time.Duration(sum * float64(time.Second))
+}
+
+// selfCPU is this process's CPU time so far, user and system.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		log.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// mallocs is how many heap objects this process has allocated so far.
+func mallocs() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.Mallocs
+}
+
+// perDelivery is d over n deliveries, in µs.
+func perDelivery(d time.Duration, n int) float64 { return float64(d.Microseconds()) / float64(n) }
+
 func count(url string) int64 {
 	resp, err := http.Get(url + "/count")
 	if err != nil {
@@ -131,6 +172,7 @@ func bare(args []string) {
 	client := &http.Client{Transport: t}
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	cpu0 := selfCPU()
 	start := time.Now()
 	for range *c {
 		wg.Go(func() {
@@ -151,7 +193,7 @@ func bare(args []string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
-	fmt.Printf("bare deliveries/s %.0f bytes/envelope 0\n", float64(*n)/elapsed.Seconds())
+	fmt.Printf("bare deliveries/s %.0f bytes/envelope 0 client_cpu_us %.1f\n", float64(*n)/elapsed.Seconds(), perDelivery(selfCPU()-cpu0, *n))
 }
 
 func run(args []string) {
@@ -196,13 +238,16 @@ func run(args []string) {
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
+	cpu0, rcpu0, m0 := selfCPU(), redisCPU(ctx, rdb), mallocs()
 	start := time.Now()
 	go func() { s.Run(runCtx); close(done) }()
 	for count(*rcv) < int64(*n) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
+	cpu, rcpu, allocs := selfCPU()-cpu0, redisCPU(ctx, rdb)-rcpu0, mallocs()-m0
 	stop()
 	<-done
-	fmt.Printf("hookgate deliveries/s %.0f bytes/envelope %.0f\n", float64(*n)/elapsed.Seconds(), float64(after-before)/float64(*n))
+	fmt.Printf("hookgate deliveries/s %.0f bytes/envelope %.0f sender_cpu_us %.1f redis_cpu_us %.1f allocs %.0f\n", float64(*n)/elapsed.Seconds(), float64(after-before)/float64(*n),
+		perDelivery(cpu, *n), perDelivery(rcpu, *n), float64(allocs)/float64(*n))
 }
