@@ -24,7 +24,7 @@ var okHeader = http.Header{"Content-Length": {"0"}}
 // attemptAllocs is the allocation budget of one signed attempt that
 // delivers (BenchmarkAttempt), the request, its header and the fake
 // transport's answer included.
-const attemptAllocs = 100
+const attemptAllocs = 50
 
 // BenchmarkAttempt is one attempt of a leased envelope that its receiver
 // accepts, signed with the standard scheme, on a fake transport: the

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
+	"github.com/tidwall/gjson"
 )
 
 // The breaker of each destination is gobreaker's DistributedCircuitBreaker
@@ -67,10 +70,94 @@ type decoded struct {
 	ok bool
 }
 
+// decode reads the fields of a state that the store compares and reads
+// (state, generation, counts, expiry) with gjson, which allocates next to
+// nothing: every counted attempt writes a state, and encoding/json's
+// decoder cost as much as the rest of an attempt. Where encoding/json
+// decodes a state, decode reads the same; anything but those fields once
+// each, in the form gobreaker writes them (digits, keys as spelled), is
+// left to encoding/json, as before.
 func decode(data []byte) decoded {
-	var d decoded
-	d.ok = json.Unmarshal(data, &d.st) == nil
+	d := decoded{ok: gjson.ValidBytes(data)}
+	seen := 0
+	if d.ok {
+		gjson.ParseBytes(data).ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "state":
+				n, err := strconv.ParseInt(digits(v), 10, 0)
+				d.st.State, d.ok = gobreaker.State(n), err == nil
+			case "generation":
+				n, err := strconv.ParseUint(digits(v), 10, 64)
+				d.st.Generation, d.ok = n, err == nil
+			case "counts":
+				d.ok = v.IsObject() && decodeCounts(v, &d.st.Counts)
+			case "expiry":
+				d.ok = v.Type == gjson.String && d.st.Expiry.UnmarshalJSON([]byte(v.Raw)) == nil
+			default: // age, buckets and start are not read
+				d.ok = !foldsTo(k.Str, "state", "generation", "counts", "expiry")
+				return d.ok
+			}
+			seen++
+			return d.ok
+		})
+	}
+	if !d.ok || seen != 4 {
+		var st gobreaker.SharedState
+		d.ok = json.Unmarshal(data, &st) == nil
+		d.st = st
+	}
 	return d
+}
+
+// digits is v's text if v is a number written in digits alone (as
+// encoding/json writes an unsigned integer), else "" (which no parse
+// takes).
+func digits(v gjson.Result) string {
+	if v.Type != gjson.Number || strings.Trim(v.Raw, "0123456789") != "" {
+		return ""
+	}
+	return v.Raw
+}
+
+// foldsTo reports whether k is one of names spelled otherwise: encoding/json
+// matches a key to a field whatever its case.
+func foldsTo(k string, names ...string) bool {
+	for _, n := range names {
+		if strings.EqualFold(k, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeCounts reads gobreaker's Counts, as encoding/json writes them.
+func decodeCounts(v gjson.Result, c *gobreaker.Counts) bool {
+	ok, seen := true, 0
+	v.ForEach(func(k, n gjson.Result) bool {
+		var f *uint32
+		switch k.Str {
+		case "Requests":
+			f = &c.Requests
+		case "TotalSuccesses":
+			f = &c.TotalSuccesses
+		case "TotalFailures":
+			f = &c.TotalFailures
+		case "TotalExclusions":
+			f = &c.TotalExclusions
+		case "ConsecutiveSuccesses":
+			f = &c.ConsecutiveSuccesses
+		case "ConsecutiveFailures":
+			f = &c.ConsecutiveFailures
+		default:
+			ok = !foldsTo(k.Str, "Requests", "TotalSuccesses", "TotalFailures", "TotalExclusions", "ConsecutiveSuccesses", "ConsecutiveFailures")
+			return ok
+		}
+		u, err := strconv.ParseUint(digits(n), 10, 32)
+		*f, ok = uint32(u), err == nil
+		seen++
+		return ok
+	})
+	return ok && seen == 6
 }
 
 // newSharedStore returns a store over remote (nil for in-memory), which
