@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
+	"github.com/tidwall/gjson"
 )
 
 // The breaker of each destination is gobreaker's DistributedCircuitBreaker
@@ -55,8 +58,106 @@ type sharedStore struct {
 // sharedEntry is one name's state as this instance knows it.
 type sharedEntry struct {
 	data    []byte
+	decoded decoded // data decoded once: every delivery reads it
 	fetched time.Time
 	dirty   bool // written here, not yet merged into the remote
+}
+
+// decoded is a stored state decoded; ok is false when it does not
+// decode.
+type decoded struct {
+	st gobreaker.SharedState
+	ok bool
+}
+
+// decode reads the fields of a state that the store compares and reads
+// (state, generation, counts, expiry) with gjson, which allocates next to
+// nothing: every counted attempt writes a state, and encoding/json's
+// decoder cost as much as the rest of an attempt. Where encoding/json
+// decodes a state, decode reads the same; anything but those fields once
+// each, in the form gobreaker writes them (digits, keys as spelled), is
+// left to encoding/json, as before.
+func decode(data []byte) decoded {
+	d := decoded{ok: gjson.ValidBytes(data)}
+	seen := 0
+	if d.ok {
+		gjson.ParseBytes(data).ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "state":
+				n, err := strconv.ParseInt(digits(v), 10, 0)
+				d.st.State, d.ok = gobreaker.State(n), err == nil
+			case "generation":
+				n, err := strconv.ParseUint(digits(v), 10, 64)
+				d.st.Generation, d.ok = n, err == nil
+			case "counts":
+				d.ok = v.IsObject() && decodeCounts(v, &d.st.Counts)
+			case "expiry":
+				d.ok = v.Type == gjson.String && d.st.Expiry.UnmarshalJSON([]byte(v.Raw)) == nil
+			default: // age, buckets and start are not read
+				d.ok = !foldsTo(k.Str, "state", "generation", "counts", "expiry")
+				return d.ok
+			}
+			seen++
+			return d.ok
+		})
+	}
+	if !d.ok || seen != 4 {
+		var st gobreaker.SharedState
+		d.ok = json.Unmarshal(data, &st) == nil
+		d.st = st
+	}
+	return d
+}
+
+// digits is v's text if v is a number written in digits alone (as
+// encoding/json writes an unsigned integer), else "" (which no parse
+// takes).
+func digits(v gjson.Result) string {
+	if v.Type != gjson.Number || strings.Trim(v.Raw, "0123456789") != "" {
+		return ""
+	}
+	return v.Raw
+}
+
+// foldsTo reports whether k is one of names spelled otherwise: encoding/json
+// matches a key to a field whatever its case.
+func foldsTo(k string, names ...string) bool {
+	for _, n := range names {
+		if strings.EqualFold(k, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeCounts reads gobreaker's Counts, as encoding/json writes them.
+func decodeCounts(v gjson.Result, c *gobreaker.Counts) bool {
+	ok, seen := true, 0
+	v.ForEach(func(k, n gjson.Result) bool {
+		var f *uint32
+		switch k.Str {
+		case "Requests":
+			f = &c.Requests
+		case "TotalSuccesses":
+			f = &c.TotalSuccesses
+		case "TotalFailures":
+			f = &c.TotalFailures
+		case "TotalExclusions":
+			f = &c.TotalExclusions
+		case "ConsecutiveSuccesses":
+			f = &c.ConsecutiveSuccesses
+		case "ConsecutiveFailures":
+			f = &c.ConsecutiveFailures
+		default:
+			ok = !foldsTo(k.Str, "Requests", "TotalSuccesses", "TotalFailures", "TotalExclusions", "ConsecutiveSuccesses", "ConsecutiveFailures")
+			return ok
+		}
+		u, err := strconv.ParseUint(digits(n), 10, 32)
+		*f, ok = uint32(u), err == nil
+		seen++
+		return ok
+	})
+	return ok && seen == 6
 }
 
 // newSharedStore returns a store over remote (nil for in-memory), which
@@ -108,8 +209,10 @@ func (s *sharedStore) GetData(name string) ([]byte, error) {
 			s.entries[name] = e
 		}
 		e.fetched = s.now()
-		if err == nil && data != nil && (e.data == nil || newer(data, e.data, !e.dirty)) {
-			e.data, e.dirty = data, false
+		if err == nil && data != nil {
+			if d := decode(data); e.data == nil || newerDecoded(d, e.decoded, !e.dirty) {
+				e.data, e.decoded, e.dirty = data, d, false
+			}
 		}
 		s.mu.Unlock()
 	}
@@ -127,10 +230,16 @@ func (s *sharedStore) GetData(name string) ([]byte, error) {
 // it takes the lock: a late write of what it read must not undo a
 // transition, nor lose counts, that landed meanwhile.
 func newer(a, b []byte, orEqual bool) bool {
-	var x, y gobreaker.SharedState
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+	return newerDecoded(decode(a), decode(b), orEqual)
+}
+
+// newerDecoded is newer of states decoded: a state that does not decode
+// is taken as newer, as what replaces it.
+func newerDecoded(a, b decoded, orEqual bool) bool {
+	if !a.ok || !b.ok {
 		return true
 	}
+	x, y := &a.st, &b.st
 	if x.Generation != y.Generation {
 		return x.Generation > y.Generation
 	}
@@ -147,13 +256,18 @@ func (s *sharedStore) SetData(name string, data []byte) error {
 		e = &sharedEntry{fetched: s.now()}
 		s.entries[name] = e
 	}
-	if e.data != nil && (bytes.Equal(data, e.data) || !newer(data, e.data, true)) {
+	if e.data != nil && bytes.Equal(data, e.data) {
+		s.mu.Unlock()
+		return nil
+	}
+	d := decode(data)
+	if e.data != nil && !newerDecoded(d, e.decoded, true) {
 		s.mu.Unlock()
 		return nil
 	}
 	// A breaker's first state (closed, nothing counted) is what no stored
 	// state means already: kept here, not written.
-	e.data, e.dirty = data, s.remote != nil && !untouched(data)
+	e.data, e.decoded, e.dirty = data, d, s.remote != nil && !untouched(d)
 	dirty := e.dirty
 	s.mu.Unlock()
 	if dirty {
@@ -165,36 +279,38 @@ func (s *sharedStore) SetData(name string, data []byte) error {
 	return nil
 }
 
-// untouched reports whether data is a breaker's first state: closed, of
+// untouched reports whether d is a breaker's first state: closed, of
 // the first generation, nothing counted.
-func untouched(data []byte) bool {
-	var st gobreaker.SharedState
-	return json.Unmarshal(data, &st) == nil && st.State == gobreaker.StateClosed &&
-		st.Generation <= 1 && st.Counts == (gobreaker.Counts{})
+func untouched(d decoded) bool {
+	return d.ok && d.st.State == gobreaker.StateClosed && d.st.Generation <= 1 && d.st.Counts == (gobreaker.Counts{})
 }
 
 // stateKey is the name gobreaker's DistributedCircuitBreaker keeps the
 // state of the breaker called name under in its SharedDataStore.
 func stateKey(name string) string { return "gobreaker:state:" + name }
 
-// state reads the state of the breaker called name at now (gobreaker's
-// clock, time.Now) and writes nothing: an open breaker whose time is up
-// reads half-open, as gobreaker would make it, and becomes so when its
-// first trial is counted. Closed when there is no state, or it cannot be
-// read.
-func (s *sharedStore) state(name string, now time.Time) gobreaker.State {
-	data, err := s.GetData(stateKey(name))
-	if err != nil || data == nil {
+// state reads the state kept under key (stateKey of a breaker's name) at
+// now (gobreaker's clock, time.Now), decoded when it was stored, and
+// writes nothing: an open breaker whose time is up reads half-open, as
+// gobreaker would make it, and becomes so when its first trial is
+// counted. Closed when there is no state, or it cannot be read.
+func (s *sharedStore) state(key string, now time.Time) gobreaker.State {
+	if data, err := s.GetData(key); err != nil || data == nil {
 		return gobreaker.StateClosed
 	}
-	var st gobreaker.SharedState
-	if json.Unmarshal(data, &st) != nil {
+	s.mu.Lock()
+	var d decoded
+	if e := s.entries[key]; e != nil {
+		d = e.decoded
+	}
+	s.mu.Unlock()
+	if !d.ok {
 		return gobreaker.StateClosed
 	}
-	if st.State == gobreaker.StateOpen && st.Expiry.Before(now) {
+	if d.st.State == gobreaker.StateOpen && d.st.Expiry.Before(now) {
 		return gobreaker.StateHalfOpen
 	}
-	return st.State
+	return d.st.State
 }
 
 // run merges written states into the remote until ctx ends, at most one

@@ -184,10 +184,22 @@ type destination struct {
 	origin  string // scheme://host[:port] of URL: what errors name
 	breaker *gobreaker.DistributedCircuitBreaker[struct{}]
 	shared  *sharedStore // where breaker keeps its state
-	limiter *rate.Limiter
-	workers int // its cap on deliveries in flight
-	wake    chan struct{}
-	pause   pauseFlag
+	// stateKey is the name breaker's state has in shared.
+	stateKey string
+	// request is the template of every request to URL: its method, parsed
+	// URL and host, cloned (shallowly) for each attempt.
+	request *http.Request
+	// base is what every request's header starts with: Header, the
+	// User-Agent, and the content type when Header sets one (hasCT),
+	// made once (baseOnce). Its values are shared by every request, so
+	// they are never modified.
+	baseOnce sync.Once
+	base     http.Header
+	hasCT    bool
+	limiter  *rate.Limiter
+	workers  int // its cap on deliveries in flight
+	wake     chan struct{}
+	pause    pauseFlag
 }
 
 // Options are a Sender's dependencies; the zero value means the defaults.
@@ -252,7 +264,10 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 			workers = max(1, cfg.Workers/2)
 		}
 		workers = min(workers, cfg.Workers)
-		ds := &destination{Destination: d, origin: u.Scheme + "://" + u.Host, shared: s.shared, workers: workers, wake: make(chan struct{}, 1)}
+		ds := &destination{Destination: d, origin: u.Scheme + "://" + u.Host, shared: s.shared, stateKey: stateKey(d.Name), workers: workers, wake: make(chan struct{}, 1)}
+		if ds.request, err = http.NewRequest(http.MethodPost, d.URL, nil); err != nil {
+			return nil, fmt.Errorf("destination %q: %w", d.Name, ds.scrub(err))
+		}
 		if d.Rate > 0 {
 			ds.limiter = rate.NewLimiter(d.Rate, max(d.Burst, 1))
 		}
@@ -378,7 +393,7 @@ func (s *Sender) BreakerState(dest string) (gobreaker.State, bool) {
 }
 
 // state is d's breaker state; reading it writes nothing.
-func (d *destination) state() gobreaker.State { return d.shared.state(d.Name, time.Now()) }
+func (d *destination) state() gobreaker.State { return d.shared.state(d.stateKey, time.Now()) }
 
 // ErrUnknownDestination means an envelope names no configured destination.
 var ErrUnknownDestination = errors.New("unknown destination")
@@ -965,10 +980,8 @@ func (s *Sender) attempt(d *destination, e *Envelope, start time.Time) Result {
 // what the receiver said is what a person triaging needs. Its errors name
 // the destination by d.origin only.
 func (s *Sender) post(ctx context.Context, d *destination, e *Envelope, now time.Time) (int, http.Header, string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.URL, bytes.NewReader(e.Payload))
-	if err != nil {
-		return 0, nil, "", d.scrub(&requestError{err})
-	}
+	req := d.newRequest(ctx, e.Payload)
+	var err error
 	if req.Header, err = d.header(e, now); err != nil {
 		return 0, nil, "", &requestError{fmt.Errorf("signing: %w", err)}
 	}
@@ -989,9 +1002,27 @@ func (s *Sender) post(ctx context.Context, d *destination, e *Envelope, now time
 		n, _ := io.ReadFull(resp.Body, head)
 		said = oneLine(head[:n])
 	}
-	// Drained for the connection's reuse; the status is the answer.
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.Body != http.NoBody {
+		// Drained for the connection's reuse; the status is the answer.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	}
 	return resp.StatusCode, resp.Header, said, nil
+}
+
+// newRequest is a POST of payload to d, as http.NewRequestWithContext
+// makes it, from d's template: the URL is parsed once, not at each
+// attempt. GetBody lets the transport send it again when a kept-alive
+// connection turns out closed before anything was written.
+func (d *destination) newRequest(ctx context.Context, payload []byte) *http.Request {
+	req := d.request.WithContext(ctx)
+	req.ContentLength = int64(len(payload))
+	if len(payload) == 0 {
+		req.Body, req.GetBody = http.NoBody, func() (io.ReadCloser, error) { return http.NoBody, nil }
+		return req
+	}
+	req.Body = io.NopCloser(bytes.NewReader(payload))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(payload)), nil }
+	return req
 }
 
 // scrub makes err name only d's scheme://host[:port]: Go's *url.Error
@@ -1058,18 +1089,25 @@ func oneLine(b []byte) string {
 // own, the payload's content type (unless the destination sets one), the
 // signature, the trace context and the redrive ID.
 func (d *destination) header(e *Envelope, now time.Time) (http.Header, error) {
-	h := make(http.Header, len(d.Header)+6)
-	for k, v := range d.Header {
+	d.baseOnce.Do(func() {
+		d.base = make(http.Header, len(d.Header)+2)
+		for k, v := range d.Header {
+			d.base[k] = v
+		}
+		d.hasCT = d.base.Get("Content-Type") != ""
+		d.base.Set("User-Agent", "hookgate")
+	})
+	h := make(http.Header, len(d.base)+6)
+	for k, v := range d.base {
 		h[k] = v
 	}
-	if h.Get("Content-Type") == "" {
-		ct := e.ContentType
-		if ct == "" {
-			ct = "application/json"
+	if !d.hasCT {
+		if e.ContentType == "" || e.ContentType == "application/json" {
+			h["Content-Type"] = contentTypeJSON
+		} else {
+			h["Content-Type"] = []string{e.ContentType}
 		}
-		h.Set("Content-Type", ct)
 	}
-	h.Set("User-Agent", "hookgate")
 	if d.Signer != nil {
 		// The signature comes after the headers it may cover (rfc9421).
 		sig, err := d.Signer.SignRequest(verify.Request{Method: http.MethodPost, URL: d.URL, Header: h, Body: e.Payload}, e.ID, now)
@@ -1091,6 +1129,10 @@ func (d *destination) header(e *Envelope, now time.Time) (http.Header, error) {
 	}
 	return h, nil
 }
+
+// contentTypeJSON is the Content-Type of a JSON payload, shared by every
+// request's header: never modified.
+var contentTypeJSON = []string{"application/json"}
 
 // settleLoop settles outcomes in batches: it takes what has arrived while
 // the previous batch was being written, so a busy destination costs one

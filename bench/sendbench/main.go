@@ -1,13 +1,23 @@
 // Command sendbench measures hookgate's sender on Redis, as bench/sender.sh
 // runs it beside BullMQ and asynq: a loopback receiver that answers 200,
-// and a run that queues N envelopes of a 500-byte payload (Redis memory is
-// read before and after), then delivers them with C workers.
+// a run that queues N envelopes of a 500-byte payload (Redis memory is
+// read before and after), then delivers them with C workers; and the
+// limit they are measured against, a bare Go HTTP client loop: C
+// goroutines POSTing the same payload to the same receiver as fast as
+// they can, a keep-alive connection each, no queue and no signature.
 //
 //	sendbench receiver -addr 127.0.0.1:9000
 //	sendbench run -redis 127.0.0.1:6379 -receiver http://127.0.0.1:9000 -n 20000 -c 20
+//	sendbench bare -receiver http://127.0.0.1:9000 -n 20000 -c 20
+//
+// run -cpuprofile FILE writes a CPU profile of the deliveries (not of the
+// enqueues). Each line also gives the CPU time per delivery of the process
+// (and of redis-server, for run): on a busy machine, steadier than the
+// rates; and run's, the allocations per delivery.
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -15,9 +25,13 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -36,6 +50,8 @@ func main() {
 		receiver(os.Args[2:])
 	case "run":
 		run(os.Args[2:])
+	case "bare":
+		bare(os.Args[2:])
 	default:
 		log.Fatalf("unknown mode %q", os.Args[1]) //nolint:gosec // G706: %q quotes it, so it cannot forge a log line
 	}
@@ -80,6 +96,43 @@ func usedMemory(ctx context.Context, rdb *redis.Client) int64 {
 	return 0
 }
 
+// redisCPU reads INFO cpu: the server's CPU time so far, user and system.
+func redisCPU(ctx context.Context, rdb *redis.Client) time.Duration {
+	info, err := rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		log.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(info, "\r\n") {
+		for _, k := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+			if v, ok := strings.CutPrefix(line, k); ok {
+				f, _ := strconv.ParseFloat(v, 64)
+				sum += f
+			}
+		}
+	}
+	return time.Duration(sum * float64(time.Second))
+}
+
+// selfCPU is this process's CPU time so far, user and system.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		log.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// mallocs is how many heap objects this process has allocated so far.
+func mallocs() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.Mallocs
+}
+
+// perDelivery is d over n deliveries, in µs.
+func perDelivery(d time.Duration, n int) float64 { return float64(d.Microseconds()) / float64(n) }
+
 func count(url string) int64 {
 	resp, err := http.Get(url + "/count")
 	if err != nil {
@@ -91,21 +144,70 @@ func count(url string) int64 {
 	return n
 }
 
+// payload is the event every run sends: 500 bytes of JSON.
+var payload = []byte(`{"type":"reservation.confirmed","data":"` + strings.Repeat("x", 500-44) + `"}`)
+
+// resetCount sets the receiver's count to 0. A receiver that is not up
+// fails the count that follows, which is fatal.
+func resetCount(rcv string) {
+	req, _ := http.NewRequest(http.MethodDelete, rcv+"/count", nil)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		_ = resp.Body.Close()
+	}
+}
+
+// bare POSTs the payload n times from c goroutines, each with a
+// keep-alive connection of its own (the transport keeps c idle per
+// host), and times it as run does: from the first request to the nth
+// received.
+func bare(args []string) {
+	fs := flag.NewFlagSet("bare", flag.ExitOnError)
+	rcv := fs.String("receiver", "http://127.0.0.1:9000", "the receiver")
+	n := fs.Int("n", 20000, "requests")
+	c := fs.Int("c", 20, "goroutines")
+	_ = fs.Parse(args) // ExitOnError: Parse exits rather than return an error
+	resetCount(*rcv)
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = *c
+	client := &http.Client{Transport: t}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	cpu0 := selfCPU()
+	start := time.Now()
+	for range *c {
+		wg.Go(func() {
+			for next.Add(1) <= int64(*n) {
+				req, _ := http.NewRequest(http.MethodPost, *rcv+"/hooks", bytes.NewReader(payload))
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := client.Do(req)
+				if err != nil {
+					log.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	for count(*rcv) < int64(*n) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	fmt.Printf("bare deliveries/s %.0f bytes/envelope 0 client_cpu_us %.1f\n", float64(*n)/elapsed.Seconds(), perDelivery(selfCPU()-cpu0, *n))
+}
+
 func run(args []string) {
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
 	addr := fs.String("redis", "127.0.0.1:6379", "Redis address")
 	rcv := fs.String("receiver", "http://127.0.0.1:9000", "the receiver")
 	n := fs.Int("n", 20000, "envelopes")
 	c := fs.Int("c", 20, "workers")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the deliveries to this file")
 	_ = fs.Parse(args) // ExitOnError: Parse exits rather than return an error
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: *addr, PoolSize: 64})
 	defer func() { _ = rdb.Close() }() // the process ends here; the pool goes with it
-	req, _ := http.NewRequest(http.MethodDelete, *rcv+"/count", nil)
-	// A receiver that is not up fails the count below, which is fatal.
-	if resp, err := http.DefaultClient.Do(req); err == nil {
-		_ = resp.Body.Close()
-	}
+	resetCount(*rcv)
 
 	q := redisqueue.New(rdb, fmt.Sprintf("bench%d", time.Now().UnixNano()), 168*time.Hour)
 	signer, _ := verify.New("standard", []string{"whsec_aG9va2dhdGUtZGV2LXNlY3JldC1uZXZlci11c2UtaW4tcHJvZA=="}, verify.Options{})
@@ -114,7 +216,6 @@ func run(args []string) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	payload := []byte(`{"type":"reservation.confirmed","data":"` + strings.Repeat("x", 500-44) + `"}`)
 	before := usedMemory(ctx, rdb)
 	now := time.Now()
 	for i := range *n {
@@ -125,15 +226,28 @@ func run(args []string) {
 	}
 	after := usedMemory(ctx, rdb)
 
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer func() { pprof.StopCPUProfile(); _ = f.Close() }() // a profile cut short is still read
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
+	cpu0, rcpu0, m0 := selfCPU(), redisCPU(ctx, rdb), mallocs()
 	start := time.Now()
 	go func() { s.Run(runCtx); close(done) }()
 	for count(*rcv) < int64(*n) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
+	cpu, rcpu, allocs := selfCPU()-cpu0, redisCPU(ctx, rdb)-rcpu0, mallocs()-m0
 	stop()
 	<-done
-	fmt.Printf("hookgate deliveries/s %.0f bytes/envelope %.0f\n", float64(*n)/elapsed.Seconds(), float64(after-before)/float64(*n))
+	fmt.Printf("hookgate deliveries/s %.0f bytes/envelope %.0f sender_cpu_us %.1f redis_cpu_us %.1f allocs %.0f\n", float64(*n)/elapsed.Seconds(), float64(after-before)/float64(*n),
+		perDelivery(cpu, *n), perDelivery(rcpu, *n), float64(allocs)/float64(*n))
 }

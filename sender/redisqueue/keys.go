@@ -47,6 +47,18 @@ type keys struct {
 	hist, hidx, hpay, hpayt                                                                string
 }
 
+// keysOf is dest's keys, made once per destination for the hot paths
+// (Enqueue, Lease, Settle: the sender's configured destinations); the
+// other operations, which may name any destination, make theirs.
+func (q *Queue) keysOf(dest string) keys {
+	if k, ok := q.keys.Load(dest); ok {
+		return *k.(*keys)
+	}
+	k := keysOf(q.prefix, dest)
+	q.keys.Store(dest, &k)
+	return k
+}
+
 func keysOf(prefix, dest string) keys {
 	p := prefix + ":q:{" + dest + "}:"
 	return keys{meta: p + "meta", body: p + "body", log: p + "log", ready: p + "ready", due: p + "due",

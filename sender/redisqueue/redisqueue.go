@@ -31,6 +31,7 @@ type Queue struct {
 	callerClock bool
 
 	registered sync.Map // destination names known to be in the dests SET
+	keys       sync.Map // destination name -> *keys
 }
 
 // New returns a Queue whose keys start with prefix. Delivered IDs and dead
@@ -123,7 +124,7 @@ func (q *Queue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.Enqueue
 	if err := q.register(ctx, e.Destination); err != nil {
 		return sender.EnqueueResult{}, fmt.Errorf("redis enqueue: %w", err)
 	}
-	k := keysOf(q.prefix, e.Destination)
+	k := q.keysOf(e.Destination)
 	v, err := enqueueScript.Run(ctx, q.rdb, []string{k.meta, k.body, k.leased, k.dead, k.done, k.donet, k.paused, k.ready, k.due, k.hidx, k.hist},
 		e.ID, sender.MarshalMeta(sender.MetaOf(e)), e.Payload, ms(e.NextAt), ms(e.CreatedAt), q.retention.Milliseconds(), q.history.Keep.Milliseconds()).Slice()
 	if err != nil {
@@ -176,13 +177,14 @@ if not ids then
   return {}
 end
 local untilMs = lnow + tonumber(ARGV[3])
-for _, id in ipairs(ids) do
-  redis.call('ZADD', KEYS[2], untilMs, id)
-end
+local leases = {}
 local out = {untilMs}
 for _, id in ipairs(ids) do
+  table.insert(leases, untilMs)
+  table.insert(leases, id)
   table.insert(out, id)
 end
+redis.call('ZADD', KEYS[2], unpack(leases))
 for _, k in ipairs({KEYS[3], KEYS[6], KEYS[7]}) do
   for _, v in ipairs(redis.call('HMGET', k, unpack(ids))) do
     table.insert(out, v)
@@ -237,7 +239,7 @@ func assemble(dest, id string, meta, body, log any) (*sender.Envelope, error) {
 
 // Lease implements sender.Queue.
 func (q *Queue) Lease(ctx context.Context, dest string, n int, now time.Time, lease time.Duration) ([]sender.Leased, error) {
-	k := keysOf(q.prefix, dest)
+	k := q.keysOf(dest)
 	caller := "0"
 	if q.callerClock {
 		caller = "1"
@@ -294,7 +296,11 @@ func (q *Queue) Lease(ctx context.Context, dest string, n int, now time.Time, le
 //	returns the number of outcomes skipped (their lease was lost)
 var settleScript = redis.NewScript(`
 local now = tonumber(ARGV[1])
+local keepPayload = tonumber(ARGV[4]) > 0
 local last
+-- What the batch writes to keys many outcomes share is gathered and
+-- written once, after the loop (an ID settles at most once a batch):
+local unleased, gone, hidx, hpay, hpayt = {}, {}, {}, {}, {}
 -- xadd appends to the history, never before its newest entry (another
 -- instance's clock may run ahead), and answers the entry's ID.
 local function xadd(id, state, rec, lg)
@@ -304,17 +310,23 @@ local function xadd(id, state, rec, lg)
   end
   last = math.max(now, last)
   local eid = redis.call('XADD', KEYS[12], string.format('%d-*', last), 'i', id, 's', state, 'm', rec, 'l', lg)
-  redis.call('HSET', KEYS[13], id, eid)
+  table.insert(hidx, id)
+  table.insert(hidx, eid)
   return eid
 end
+-- hpayHeld is whether the history holds any payload, read once: a
+-- delivery removes its ID's older payload only if one may be there.
+local hpayHeld
+local seen = {}
 local skipped = 0
 for i = 5, #ARGV, 6 do
   local kind, id, lu, rec, log, score = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4], ARGV[i+5]
-  local cur = redis.call('ZSCORE', KEYS[5], id)
+  local cur = not seen[id] and redis.call('ZSCORE', KEYS[5], id)
   if not cur or tonumber(cur) ~= tonumber(lu) then
     skipped = skipped + 1
   else
-    redis.call('ZREM', KEYS[5], id)
+    seen[id] = true
+    table.insert(unleased, id)
     local m = redis.call('HGET', KEYS[1], id)
     local rid = ''
     if m and #m >= 18 then
@@ -329,18 +341,23 @@ for i = 5, #ARGV, 6 do
       if log == '' then log = redis.call('HGET', KEYS[3], id) or '' end
       if rec then
         xadd(id, 'd', rec, log)
-        local body = tonumber(ARGV[4]) > 0 and redis.call('HGET', KEYS[2], id)
+        local body = keepPayload and redis.call('HGET', KEYS[2], id)
         if body then
-          redis.call('HSET', KEYS[14], id, body)
-          redis.call('ZADD', KEYS[15], now + tonumber(ARGV[4]), id)
+          table.insert(hpay, id)
+          table.insert(hpay, body)
+          table.insert(hpayt, now + tonumber(ARGV[4]))
+          table.insert(hpayt, id)
         else
-          redis.call('HDEL', KEYS[14], id)
-          redis.call('ZREM', KEYS[15], id)
+          if hpayHeld == nil then
+            hpayHeld = redis.call('EXISTS', KEYS[14]) == 1
+          end
+          if hpayHeld then
+            redis.call('HDEL', KEYS[14], id)
+            redis.call('ZREM', KEYS[15], id)
+          end
         end
       end
-      redis.call('HDEL', KEYS[1], id)
-      redis.call('HDEL', KEYS[2], id)
-      redis.call('HDEL', KEYS[3], id)
+      table.insert(gone, id)
       if rid ~= '' then
         redis.call('HINCRBY', KEYS[10], rid .. ':d', 1)
       end
@@ -362,6 +379,21 @@ for i = 5, #ARGV, 6 do
       end
     end
   end
+end
+if #unleased > 0 then
+  redis.call('ZREM', KEYS[5], unpack(unleased))
+end
+if #hidx > 0 then
+  redis.call('HSET', KEYS[13], unpack(hidx))
+end
+if #hpay > 0 then
+  redis.call('HSET', KEYS[14], unpack(hpay))
+  redis.call('ZADD', KEYS[15], unpack(hpayt))
+end
+if #gone > 0 then
+  redis.call('HDEL', KEYS[1], unpack(gone))
+  redis.call('HDEL', KEYS[2], unpack(gone))
+  redis.call('HDEL', KEYS[3], unpack(gone))
 end
 local cutoff = now - tonumber(ARGV[2])
 local old = redis.call('ZRANGEBYSCORE', KEYS[8], '-inf', cutoff, 'LIMIT', 0, 100)
@@ -406,7 +438,7 @@ func (q *Queue) Settle(ctx context.Context, dest string, outcomes []sender.Outco
 	if len(outcomes) == 0 {
 		return 0, nil
 	}
-	k := keysOf(q.prefix, dest)
+	k := q.keysOf(dest)
 	args := make([]any, 0, 4+6*len(outcomes))
 	args = append(args, ms(now), q.retention.Milliseconds(), q.history.Keep.Milliseconds(), min(q.history.Payload, q.history.Keep).Milliseconds())
 	for _, o := range outcomes {
