@@ -43,55 +43,58 @@ const (
 	stateRecorded = 'r'
 )
 
-func (e *entry) claimed() bool { return e.State == stateClaimed || e.State == stateTookOver }
-
 // entry is an entry as stored: state byte (above),
 // 32-byte fingerprint, lease-until and expiry (unix ms, 8 bytes each,
 // big-endian), token (1-byte length and bytes), then the record
-// (dedupe.MarshalRecord) to the end.
+// (dedupe.MarshalRecord) to the end. As read, Token and Record are the
+// transaction's bytes: valid only until it ends, and never written to.
 type entry struct {
 	State       byte
 	Fingerprint dedupe.Fingerprint
-	Token       string
+	Token       []byte
 	LeaseUntil  int64 // unix ms, claimed only
 	Expires     int64 // unix ms
 	Record      []byte
 }
 
+func (e *entry) claimed() bool { return e.State == stateClaimed || e.State == stateTookOver }
+
 const entryHeader = 1 + 32 + 8 + 8 + 1
 
-func (e *entry) marshal() ([]byte, error) {
-	if len(e.Token) > 255 {
-		return nil, errors.New("token over 255 bytes")
-	}
-	b := make([]byte, 0, entryHeader+len(e.Token)+len(e.Record))
-	b = append(b, e.State)
-	b = append(b, e.Fingerprint[:]...)
-	b = binary.BigEndian.AppendUint64(b, uint64(e.LeaseUntil))
-	b = binary.BigEndian.AppendUint64(b, uint64(e.Expires))
-	b = append(b, byte(len(e.Token)))
-	b = append(b, e.Token...)
-	return append(b, e.Record...), nil
+var errLongToken = errors.New("token over 255 bytes")
+
+// appendEntry appends the stored form of an entry to b.
+func appendEntry(b []byte, state byte, fp *dedupe.Fingerprint, token string, leaseUntil, expires int64, record []byte) []byte {
+	b = append(b, state)
+	b = append(b, fp[:]...)
+	b = binary.BigEndian.AppendUint64(b, uint64(leaseUntil))
+	b = binary.BigEndian.AppendUint64(b, uint64(expires))
+	b = append(b, byte(len(token)))
+	b = append(b, token...)
+	return append(b, record...)
 }
 
-func unmarshalEntry(b []byte) (*entry, error) {
+// decodeEntry reads a stored entry; ok is false when it is malformed.
+func decodeEntry(b []byte) (e entry, ok bool) {
 	if len(b) < entryHeader || int(b[entryHeader-1]) > len(b)-entryHeader {
-		return nil, errors.New("malformed entry")
+		return entry{}, false
 	}
-	e := &entry{State: b[0]}
-	copy(e.Fingerprint[:], b[1:33])
+	e.State = b[0]
+	e.Fingerprint = dedupe.Fingerprint(b[1:33])
 	e.LeaseUntil = int64(binary.BigEndian.Uint64(b[33:41]))
 	e.Expires = int64(binary.BigEndian.Uint64(b[41:49]))
 	n := int(b[49])
-	e.Token = string(b[entryHeader : entryHeader+n])
+	e.Token = b[entryHeader : entryHeader+n : entryHeader+n]
 	e.Record = b[entryHeader+n:]
-	return e, nil
+	return e, true
 }
+
+var errMalformed = errors.New("malformed entry")
 
 // Store is a dedupe.Store on a bbolt file.
 type Store struct {
 	db     *bolt.DB
-	write  func(func(*bolt.Tx) error) error // a group-committed update (boltcommit)
+	commit *boltcommit.Committer // group-commits the writes
 	now    func() time.Time
 	logger *slog.Logger
 	stop   chan struct{}
@@ -133,7 +136,7 @@ func New(db *bolt.DB, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating buckets: %w", err)
 	}
-	s := &Store{db: db, write: boltcommit.New(db).Update, now: opts.Now, logger: opts.Logger, stop: make(chan struct{})}
+	s := &Store{db: db, commit: boltcommit.New(db), now: opts.Now, logger: opts.Logger, stop: make(chan struct{})}
 	s.done.Go(func() { s.purgeLoop(opts.PurgeEvery) })
 	return s, nil
 }
@@ -147,57 +150,83 @@ func (s *Store) Close() error {
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
-func load(tx *bolt.Tx, key string, now time.Time) (*entry, error) {
-	v := tx.Bucket(entriesBucket).Get([]byte(key))
+// keyBuf holds a key on the stack for bbolt's Get, Put and Delete, which
+// do not keep it (Put copies it); a longer key is appended past it, to the
+// heap.
+type keyBuf [128]byte
+
+// stored reads key's entry as stored, expired or not: found is false when
+// there is none, ok false when it is malformed.
+func stored(tx *bolt.Tx, key string) (e entry, found, ok bool) {
+	var kb keyBuf
+	v := tx.Bucket(entriesBucket).Get(append(kb[:0], key...))
 	if v == nil {
-		return nil, nil
+		return entry{}, false, true
 	}
-	e, err := unmarshalEntry(v)
-	if err != nil {
-		return nil, err
+	e, ok = decodeEntry(v)
+	return e, ok, ok
+}
+
+// load reads key's live entry: found is false when there is none, or it
+// has expired at now.
+func load(tx *bolt.Tx, key string, now time.Time) (e entry, found bool, err error) {
+	e, found, ok := stored(tx, key)
+	if !ok {
+		return entry{}, false, errMalformed
 	}
-	if e.Expires <= ms(now) {
-		return nil, nil
+	if !found || e.Expires <= ms(now) {
+		return entry{}, false, nil
 	}
-	return e, nil
+	return e, true, nil
 }
 
 func expiryKey(exp int64, key string) []byte {
-	b := make([]byte, 8, 8+len(key))
-	binary.BigEndian.PutUint64(b, uint64(exp))
+	return appendExpiryKey(make([]byte, 0, 8+len(key)), exp, key)
+}
+
+func appendExpiryKey(b []byte, exp int64, key string) []byte {
+	b = binary.BigEndian.AppendUint64(b, uint64(exp))
 	return append(b, key...)
 }
 
-// put writes e under key, keeping the expiry index in step with old.
-func put(tx *bolt.Tx, key string, old, e *entry) error {
+// put writes an entry under key, keeping the expiry index in step with
+// the expiry of the entry it replaces (oldExpires, when hadOld). bbolt
+// holds the value until the commit, and its Put and Delete let the keys
+// escape (to its debug log), so keys and value share one allocation.
+func put(tx *bolt.Tx, key string, oldExpires int64, hadOld bool, state byte, fp *dedupe.Fingerprint, token string, leaseUntil, expires int64, record []byte) error {
+	if len(token) > 255 {
+		return errLongToken
+	}
+	moved := hadOld && oldExpires != expires
+	n := 8 + 2*len(key) + entryHeader + len(token) + len(record)
+	if moved {
+		n += 8 + len(key)
+	}
+	buf := make([]byte, 0, n)
 	idx := tx.Bucket(expiryBucket)
-	if old != nil && old.Expires != e.Expires {
-		if err := idx.Delete(expiryKey(old.Expires, key)); err != nil {
+	// The index is written in expiry order: filled pages, not half-filled.
+	idx.FillPercent = expiryFillPercent
+	if moved {
+		buf = appendExpiryKey(buf, oldExpires, key)
+		if err := idx.Delete(buf); err != nil {
 			return err
 		}
 	}
-	if err := idx.Put(expiryKey(e.Expires, key), nil); err != nil {
+	at := len(buf)
+	buf = appendExpiryKey(buf, expires, key)
+	if err := idx.Put(buf[at:], nil); err != nil {
 		return err
 	}
-	b, err := e.marshal()
-	if err != nil {
-		return err
-	}
-	return tx.Bucket(entriesBucket).Put([]byte(key), b)
+	at = len(buf)
+	buf = append(buf, key...)
+	k := buf[at:len(buf):len(buf)]
+	v := appendEntry(buf[len(buf):len(buf)], state, fp, token, leaseUntil, expires, record)
+	return tx.Bucket(entriesBucket).Put(k, v)
 }
 
-// raw returns the entry as stored, expired or not, for index upkeep.
-func raw(tx *bolt.Tx, key string) *entry {
-	v := tx.Bucket(entriesBucket).Get([]byte(key))
-	if v == nil {
-		return nil
-	}
-	e, err := unmarshalEntry(v)
-	if err != nil {
-		return nil
-	}
-	return e
-}
+// expiryFillPercent is how full the expiry index's pages are split: its
+// keys arrive in nearly ascending order (now plus a fixed retention).
+const expiryFillPercent = 0.9
 
 func del(tx *bolt.Tx, key string, e *entry) error {
 	if e != nil {
@@ -210,16 +239,14 @@ func del(tx *bolt.Tx, key string, e *entry) error {
 
 // answer is what an existing live entry means for a claim, or 0 when the
 // claim should be written.
-func answer(e *entry, fp dedupe.Fingerprint, token string, now time.Time) (dedupe.ClaimResult, error) {
+func answer(e *entry, fp *dedupe.Fingerprint, token string, now time.Time) (dedupe.ClaimResult, error) {
 	switch {
-	case e == nil:
-		return dedupe.ClaimResult{}, nil
-	case e.claimed() && e.Token == token: // a retry of this claim
+	case e.claimed() && string(e.Token) == token: // a retry of this claim
 		if e.State == stateTookOver {
 			return dedupe.ClaimResult{Status: dedupe.TookOver}, nil
 		}
 		return dedupe.ClaimResult{Status: dedupe.Claimed}, nil
-	case e.Fingerprint != fp:
+	case e.Fingerprint != *fp:
 		return dedupe.ClaimResult{Status: dedupe.Mismatch}, nil
 	case e.State == stateRecorded:
 		rec, err := dedupe.UnmarshalRecord(e.Record)
@@ -235,78 +262,98 @@ func answer(e *entry, fp dedupe.Fingerprint, token string, now time.Time) (dedup
 
 // Claim implements dedupe.Store.
 func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.ClaimResult, error) {
-	fp := c.Fingerprint
 	// Replays and in-flight answers never write.
 	var res dedupe.ClaimResult
 	err := s.db.View(func(tx *bolt.Tx) error {
-		e, err := load(tx, key, c.Now)
-		if err != nil {
+		e, found, err := load(tx, key, c.Now)
+		if err != nil || !found {
 			return err
 		}
-		res, err = answer(e, fp, c.Token, c.Now)
+		res, err = answer(&e, &c.Fingerprint, c.Token, c.Now)
 		return err
 	})
 	if err != nil || res.Status != 0 {
 		return res, err
 	}
-	err = s.write(func(tx *bolt.Tx) error {
-		e, err := load(tx, key, c.Now)
-		if err != nil {
-			return err
-		}
-		if res, err = answer(e, fp, c.Token, c.Now); err != nil || res.Status != 0 {
-			return err
-		}
-		var state byte = stateClaimed
-		res.Status = dedupe.Claimed
-		if e != nil {
-			res.Status, state = dedupe.TookOver, stateTookOver
-		}
-		return put(tx, key, raw(tx, key), &entry{
-			State: state, Fingerprint: fp, Token: c.Token,
-			LeaseUntil: ms(c.Now.Add(c.Lease)), Expires: ms(c.Now.Add(c.Retention)),
-		})
-	})
-	if err != nil {
+	op := &claimOp{key: key, c: c}
+	if err := s.commit.Do(op); err != nil {
 		return dedupe.ClaimResult{}, fmt.Errorf("bolt claim: %w", err)
 	}
-	return res, nil
+	return op.res, nil
+}
+
+// claimOp is a claim's write, and its answer.
+type claimOp struct {
+	key string
+	c   dedupe.Claim
+	res dedupe.ClaimResult
+}
+
+// Apply writes the claim, unless a live entry answers it.
+func (op *claimOp) Apply(tx *bolt.Tx) error {
+	c := &op.c
+	e, found, ok := stored(tx, op.key)
+	if !ok {
+		return errMalformed
+	}
+	live := found && e.Expires > ms(c.Now)
+	if live {
+		var err error
+		if op.res, err = answer(&e, &c.Fingerprint, c.Token, c.Now); err != nil || op.res.Status != 0 {
+			return err
+		}
+	}
+	var state byte = stateClaimed
+	op.res = dedupe.ClaimResult{Status: dedupe.Claimed}
+	if live {
+		op.res.Status, state = dedupe.TookOver, stateTookOver
+	}
+	return put(tx, op.key, e.Expires, found, state, &c.Fingerprint, c.Token, ms(c.Now.Add(c.Lease)), ms(c.Now.Add(c.Retention)), nil)
 }
 
 // Record implements dedupe.Store.
 func (s *Store) Record(ctx context.Context, key, token string, rec dedupe.Record, retention time.Duration, now time.Time) error {
-	b := dedupe.MarshalRecord(rec)
 	// A lost claim is carried out of the transaction, not returned from
 	// it: a grouped function that fails is run again in a transaction of
 	// its own.
-	var lost bool
-	err := s.write(func(tx *bolt.Tx) error {
-		e := raw(tx, key)
-		if lost = e == nil || e.Token != token; lost {
-			return nil
-		}
-		if e.State == stateRecorded {
-			return nil // a retry of this record
-		}
-		return put(tx, key, e, &entry{State: stateRecorded, Fingerprint: e.Fingerprint, Token: token, Expires: ms(now.Add(retention)), Record: b})
-	})
-	switch {
+	op := &recordOp{key: key, token: token, rec: dedupe.MarshalRecord(rec), expires: ms(now.Add(retention))}
+	switch err := s.commit.Do(op); {
 	case err != nil:
 		return fmt.Errorf("bolt record: %w", err)
-	case lost:
+	case op.lost:
 		return dedupe.ErrClaimLost
 	}
 	return nil
 }
 
+// recordOp is a record's write, and whether its claim was lost.
+type recordOp struct {
+	key, token string
+	rec        []byte
+	expires    int64
+	lost       bool
+}
+
+// Apply writes the record, unless the claim was lost.
+func (op *recordOp) Apply(tx *bolt.Tx) error {
+	e, found, ok := stored(tx, op.key)
+	if op.lost = !found || !ok || string(e.Token) != op.token; op.lost {
+		return nil
+	}
+	if e.State == stateRecorded {
+		return nil // a retry of this record
+	}
+	return put(tx, op.key, e.Expires, true, stateRecorded, &e.Fingerprint, op.token, 0, op.expires, op.rec)
+}
+
 // Release implements dedupe.Store.
 func (s *Store) Release(ctx context.Context, key, token string) error {
-	err := s.write(func(tx *bolt.Tx) error {
-		e := raw(tx, key)
-		if e == nil || !e.claimed() || e.Token != token {
+	err := s.commit.Update(func(tx *bolt.Tx) error {
+		e, found, ok := stored(tx, key)
+		if !found || !ok || !e.claimed() || string(e.Token) != token {
 			return nil
 		}
-		return del(tx, key, e)
+		return del(tx, key, &e)
 	})
 	if err != nil {
 		return fmt.Errorf("bolt release: %w", err)
@@ -318,8 +365,8 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 func (s *Store) Get(ctx context.Context, key string, now time.Time) (dedupe.Entry, error) {
 	var out dedupe.Entry
 	err := s.db.View(func(tx *bolt.Tx) error {
-		e, err := load(tx, key, now)
-		if err != nil || e == nil {
+		e, found, err := load(tx, key, now)
+		if err != nil || !found {
 			return err
 		}
 		out.Fingerprint, out.Expires = e.Fingerprint, time.UnixMilli(e.Expires)
@@ -341,11 +388,11 @@ func (s *Store) Get(ctx context.Context, key string, now time.Time) (dedupe.Entr
 func (s *Store) Forget(ctx context.Context, key string) (bool, error) {
 	found := false
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		e := raw(tx, key)
-		if found = e != nil; !found {
+		e, ok, sound := stored(tx, key)
+		if found = ok && sound; !found {
 			return nil
 		}
-		return del(tx, key, e)
+		return del(tx, key, &e)
 	})
 	if err != nil {
 		return false, fmt.Errorf("bolt forget: %w", err)
@@ -377,11 +424,8 @@ func expiresOf(bucket []byte, v []byte) (int64, bool) {
 		e, err := unmarshalEntity(v)
 		return e.expires(), err == nil
 	}
-	e, err := unmarshalEntry(v)
-	if err != nil {
-		return 0, false
-	}
-	return e.Expires, true
+	e, ok := decodeEntry(v)
+	return e.Expires, ok
 }
 
 func (s *Store) purge(bucket, index []byte, now time.Time) (int, error) {

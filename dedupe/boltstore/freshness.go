@@ -116,7 +116,7 @@ func (s *Store) AcquireEntity(ctx context.Context, key string, a dedupe.Acquire)
 	if err != nil || res.Status != 0 {
 		return res, err
 	}
-	err = s.write(func(tx *bolt.Tx) error {
+	err = s.commit.Update(func(tx *bolt.Tx) error {
 		e, ok, err := loadEntity(tx, key)
 		if err != nil {
 			return err
@@ -140,7 +140,7 @@ func (s *Store) AcquireEntity(ctx context.Context, key string, a dedupe.Acquire)
 
 // FinishEntity implements dedupe.EntityStore.
 func (s *Store) FinishEntity(ctx context.Context, key, token string, f dedupe.Finish) error {
-	err := s.write(func(tx *bolt.Tx) error {
+	err := s.commit.Update(func(tx *bolt.Tx) error {
 		e, ok, err := loadEntity(tx, key)
 		if err != nil {
 			return err

@@ -36,8 +36,7 @@ func OpenFile(path string, timeout time.Duration, readOnly, check bool) (*bolt.D
 	// walk of every page on a goroutine of bbolt's own, where a broken
 	// page is a panic no recover reaches. The map free list is faster to
 	// allocate from.
-	opts := &bolt.Options{Timeout: timeout, ReadOnly: readOnly, FreelistType: bolt.FreelistMapType}
-	db, err := openRecovered(path, opts)
+	db, err := openRecovered(path, openOptions(timeout, readOnly))
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
 		return nil, fmt.Errorf("%w: %v", ErrLocked, err)
@@ -57,6 +56,11 @@ func OpenFile(path string, timeout time.Duration, readOnly, check bool) (*bolt.D
 		}
 	}
 	return db, nil
+}
+
+// openOptions are the bbolt options of OpenFile.
+func openOptions(timeout time.Duration, readOnly bool) *bolt.Options {
+	return &bolt.Options{Timeout: timeout, ReadOnly: readOnly, FreelistType: bolt.FreelistMapType}
 }
 
 // checkSize finds a truncated file before any page past its end is read:

@@ -29,14 +29,31 @@ type Committer struct {
 
 	mu    sync.Mutex
 	queue []*write
-	busy  bool // a commit is in progress, or its goroutine takes the next group
+	spare []*write // the last group's slice, for the next queue
+	busy  bool     // a commit is in progress, or its goroutine takes the next group
 }
 
-// write is one update waiting for its commit.
+// Op is one update: Apply changes the transaction only (it may be called
+// more than once, see Committer).
+type Op interface {
+	Apply(tx *bolt.Tx) error
+}
+
+// Func is an Op of a function.
+type Func func(*bolt.Tx) error
+
+// Apply calls f.
+func (f Func) Apply(tx *bolt.Tx) error { return f(tx) }
+
+// write is one update waiting for its commit. Its caller owns it again
+// once it has received from done: the committer sends on done last.
 type write struct {
-	fn   func(*bolt.Tx) error
+	op   Op
 	done chan error // buffered: errSolo, or the group's commit error
 }
+
+// writes are the idle writes, each with its channel.
+var writes = sync.Pool{New: func() any { return &write{done: make(chan error, 1)} }}
 
 // MaxGroup bounds the writes in one transaction (bbolt's default
 // MaxBatchSize).
@@ -51,8 +68,15 @@ var errSolo = errors.New("run alone")
 // Update runs fn in a write transaction shared with the concurrent
 // writes, and returns once it is committed (fsync'd) or failed. fn may be
 // called more than once (see Committer).
-func (c *Committer) Update(fn func(*bolt.Tx) error) error {
-	w := &write{fn: fn, done: make(chan error, 1)}
+func (c *Committer) Update(fn func(*bolt.Tx) error) error { return c.Do(Func(fn)) }
+
+// Do is Update of an Op: a pointer to a struct that carries the write's
+// arguments and answer costs one allocation, where a closure that sets
+// its caller's variables costs one for the closure and one for each
+// variable.
+func (c *Committer) Do(op Op) error {
+	w := writes.Get().(*write)
+	w.op = op
 	c.mu.Lock()
 	c.queue = append(c.queue, w)
 	if !c.busy {
@@ -61,40 +85,52 @@ func (c *Committer) Update(fn func(*bolt.Tx) error) error {
 	}
 	c.mu.Unlock()
 	err := <-w.done
+	w.op = nil
+	writes.Put(w)
 	if err == errSolo {
-		err = c.db.Update(fn)
+		err = c.db.Update(op.Apply)
 	}
 	return err
 }
 
 // drain commits the queue, group by group, until it is empty.
 func (c *Committer) drain() {
+	var group []*write
 	for {
 		c.mu.Lock()
+		if group != nil {
+			clear(group)
+			c.spare = group[:0]
+		}
 		n := min(len(c.queue), c.maxGroup)
-		if n == 0 {
+		switch {
+		case n == 0:
 			c.busy = false
 			c.mu.Unlock()
 			return
+		case n == len(c.queue): // the whole queue: swap in the spare slice
+			group, c.queue, c.spare = c.queue, c.spare, nil
+		default:
+			group = make([]*write, n)
+			copy(group, c.queue)
+			rest := copy(c.queue, c.queue[n:])
+			clear(c.queue[rest:])
+			c.queue = c.queue[:rest]
 		}
-		group := make([]*write, n)
-		copy(group, c.queue)
-		rest := copy(c.queue, c.queue[n:])
-		clear(c.queue[rest:])
-		c.queue = c.queue[:rest]
 		c.mu.Unlock()
 		c.commit(group)
 	}
 }
 
 // commit runs group in one transaction. A function that fails is sent to
-// run alone and the rest retried without it.
+// run alone and the rest retried without it. Each write's done is the
+// last use of it: its caller may reuse it at once.
 func (c *Committer) commit(group []*write) {
 	for len(group) > 0 {
 		failed := -1
 		err := c.db.Update(func(tx *bolt.Tx) error {
 			for i, w := range group {
-				if err := safelyCall(w.fn, tx); err != nil {
+				if err := safelyApply(w.op, tx); err != nil {
 					failed = i
 					return err
 				}
@@ -102,8 +138,9 @@ func (c *Committer) commit(group []*write) {
 			return nil
 		})
 		if failed >= 0 {
-			group[failed].done <- errSolo
+			w := group[failed]
 			group = append(group[:failed], group[failed+1:]...)
+			w.done <- errSolo
 			continue
 		}
 		for _, w := range group {
@@ -113,13 +150,13 @@ func (c *Committer) commit(group []*write) {
 	}
 }
 
-// safelyCall calls fn, turning a panic into an error: the function is then
+// safelyApply applies op, turning a panic into an error: the op is then
 // run alone, on its caller's goroutine, where the panic is its own.
-func safelyCall(fn func(*bolt.Tx) error, tx *bolt.Tx) (err error) {
+func safelyApply(op Op, tx *bolt.Tx) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic: %v", p)
 		}
 	}()
-	return fn(tx)
+	return op.Apply(tx)
 }

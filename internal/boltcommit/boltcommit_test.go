@@ -132,3 +132,38 @@ func BenchmarkForward(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCommitterAllocs holds the group commit's own allocations to a
+// budget, and fails when it allocates more: a write through the Committer
+// against the same write by bbolt's Update, one at a time, so the
+// difference is the Committer's (its queue, its goroutine, its wait).
+func BenchmarkCommitterAllocs(b *testing.B) {
+	db := openDB(b)
+	c := New(db)
+	var key [8]byte
+	op := Func(func(tx *bolt.Tx) error {
+		key[7]++
+		return tx.Bucket([]byte("b")).Put(key[:], key[:])
+	})
+	const budget = 1 // the drain's goroutine, started when no commit is in progress
+	direct := testing.AllocsPerRun(50, func() {
+		if err := db.Update(op); err != nil {
+			b.Fatal(err)
+		}
+	})
+	grouped := testing.AllocsPerRun(50, func() {
+		if err := c.Do(op); err != nil {
+			b.Fatal(err)
+		}
+	})
+	if grouped-direct > budget {
+		b.Fatalf("a write through the Committer allocates %.0f more than bbolt's Update (%.0f), over the budget of %d", grouped-direct, direct, budget)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if err := c.Do(op); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(grouped-direct, "committer-allocs/op")
+}
