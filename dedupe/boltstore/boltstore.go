@@ -220,7 +220,7 @@ func put(tx *bolt.Tx, key string, oldExpires int64, hadOld bool, state byte, fp 
 	at = len(buf)
 	buf = append(buf, key...)
 	k := buf[at:len(buf):len(buf)]
-	v := appendEntry(buf[len(buf):len(buf)], state, fp, token, leaseUntil, expires, record)
+	v := appendEntry(buf[len(buf):], state, fp, token, leaseUntil, expires, record)
 	return tx.Bucket(entriesBucket).Put(k, v)
 }
 
