@@ -1,6 +1,7 @@
 // Package redisstore is the Redis dedupe.Store: one go-redis
-// UniversalClient (single node, Sentinel or Cluster), every multi-step
-// change one Lua script, times passed from the caller's clock. The claim,
+// UniversalClient (single node, Sentinel or Cluster), a dedupe entry one
+// STRING, a claim one SET NX GET, every other multi-step change one Lua
+// script, times passed from the caller's clock. The claim,
 // record, release, get, acquire and finish of concurrent requests share
 // pipelines (see internal/pipeline): under load a round trip serves many
 // requests.
@@ -115,7 +116,7 @@ func ms(t time.Time) int64 { return t.UnixMilli() }
 // same token (a retry whose first answer was lost), another fingerprint,
 // a record, a live lease. Only an entry whose time is up (an expired
 // lease to take over, an expired entry to replace) and an entry of the
-// earlier HASH layout go to claimScript, which decides again atomically.
+// earlier HASH layout go to takeOverScript, which decides again atomically.
 func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.ClaimResult, error) {
 	if len(c.Token) > maxToken {
 		return dedupe.ClaimResult{}, errors.New("redis claim: token over 255 bytes")
@@ -129,7 +130,7 @@ func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.C
 	case err == redis.Nil:
 		return dedupe.ClaimResult{Status: dedupe.Claimed}, nil
 	case wrongType(err):
-		return s.claimScript(ctx, k, val, now, gc, &c.Fingerprint)
+		return s.takeOver(ctx, k, val, now, gc, &c.Fingerprint)
 	case err != nil:
 		return dedupe.ClaimResult{}, fmt.Errorf("redis claim: %w", err)
 	}
@@ -139,7 +140,7 @@ func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.C
 	}
 	switch {
 	case e.expires <= now:
-		return s.claimScript(ctx, k, val, now, gc, &c.Fingerprint)
+		return s.takeOver(ctx, k, val, now, gc, &c.Fingerprint)
 	case !e.recorded && e.token == c.Token:
 		if e.tookOver {
 			return dedupe.ClaimResult{Status: dedupe.TookOver}, nil
@@ -154,7 +155,7 @@ func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.C
 		}
 		return dedupe.ClaimResult{Status: dedupe.Recorded, Record: rec, Expires: time.UnixMilli(e.expires)}, nil
 	case e.leaseUntil <= now:
-		return s.claimScript(ctx, k, val, now, gc, &c.Fingerprint)
+		return s.takeOver(ctx, k, val, now, gc, &c.Fingerprint)
 	}
 	return dedupe.ClaimResult{Status: dedupe.InFlight, LeaseUntil: time.UnixMilli(e.leaseUntil)}, nil
 }
@@ -171,7 +172,7 @@ func (s *Store) setNX(ctx context.Context, k string, val []byte, gc int64) (stri
 	return cmd.Result()
 }
 
-// claimScriptSrc claims a key whose entry is in the way of SET NX but
+// takeOverScript claims a key whose entry is in the way of SET NX but
 // whose time is up, or that holds the earlier HASH layout (see
 // entryKey); it decides as Claim does, atomically, and writes the claim
 // in the STRING layout.
@@ -181,7 +182,7 @@ func (s *Store) setNX(ctx context.Context, k string, val []byte, gc int64) (stri
 //	        HASH layout's)
 //	returns {1} claimed, {2} took over an expired lease, {3, lease-until ms}
 //	        in flight, {4, record, expiry ms} recorded, {5} another fingerprint
-var claimScriptSrc = redis.NewScript(`
+var takeOverScript = redis.NewScript(`
 local claim = ARGV[1]
 local now = tonumber(ARGV[2])
 local n = string.byte(claim, 35)
@@ -231,13 +232,13 @@ return {3, lu}
 `)
 
 var (
-	claimSHA  any = claimScriptSrc.Hash()
-	recordSHA any = recordScript.Hash()
+	takeOverSHA any = takeOverScript.Hash()
+	recordSHA   any = recordScript.Hash()
 )
 
-// claimScript runs claimScriptSrc.
-func (s *Store) claimScript(ctx context.Context, k string, val []byte, now, gc int64, fp *dedupe.Fingerprint) (dedupe.ClaimResult, error) {
-	v, err := s.eval(ctx, claimScriptSrc, "evalsha", claimSHA, 1, k, val, now, gc, fp.String()).Slice()
+// takeOver runs takeOverScript.
+func (s *Store) takeOver(ctx context.Context, k string, val []byte, now, gc int64, fp *dedupe.Fingerprint) (dedupe.ClaimResult, error) {
+	v, err := s.eval(ctx, takeOverScript, "evalsha", takeOverSHA, 1, k, val, now, gc, fp.String()).Slice()
 	if err != nil {
 		return dedupe.ClaimResult{}, fmt.Errorf("redis claim: %w", err)
 	}
