@@ -17,6 +17,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/dedupe/redisstore"
 	"github.com/hookgate/hookgate/internal/redistest"
 )
 
@@ -334,9 +336,10 @@ func TestDedupeRedisStoppedUnderLoad(t *testing.T) {
 	srv.Restart()
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer func() { _ = rdb.Close() }()
+	store := redisstore.New(rdb, prefix)
 	for id := range perID {
-		tok, err := rdb.HGet(t.Context(), prefix+":dedupe:{"+id+"}", "tok").Result()
-		if err != nil || tok == "" {
+		e, err := store.Get(t.Context(), id, time.Now())
+		if err != nil || e.State == dedupe.Absent {
 			t.Errorf("delivery %s reached the upstream, but Redis holds no claim of it (%v): forwarded unclaimed", id, err)
 		}
 	}

@@ -133,7 +133,7 @@ func TestBatchedRequestsWithRedisStoppedMidway(t *testing.T) {
 	check := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer func() { _ = check.Close() }()
 	for _, f := range forwards {
-		tok, err := check.HGet(t.Context(), pfx+":dedupe:{"+f.key+"}", "tok").Result()
+		tok, err := redisstore.Token(t.Context(), check, pfx, f.key)
 		if err != nil || tok != f.token {
 			t.Errorf("key %s was forwarded under token %s, but Redis holds %q (%v): forwarded unclaimed", f.key, f.token, tok, err)
 		}
@@ -178,7 +178,7 @@ func TestClaimsOnCluster(t *testing.T) {
 		if err != nil || e.State != dedupe.StateClaimed || e.Fingerprint != dedupe.FingerprintOf([]byte(key)) {
 			t.Errorf("Get(%s) = %+v, %v; want its own claim", key, e, err)
 		}
-		tok, err := rdb.HGet(t.Context(), pfx+":dedupe:{"+key+"}", "tok").Result()
+		tok, err := redisstore.Token(t.Context(), rdb, pfx, key)
 		if err != nil || tok != "tok-"+key {
 			t.Errorf("%s: token %q (%v), want tok-%s", key, tok, err, key)
 		}

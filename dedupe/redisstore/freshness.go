@@ -43,7 +43,7 @@ return {1, wm}
 
 // AcquireEntity implements dedupe.EntityStore.
 func (s *Store) AcquireEntity(ctx context.Context, entity string, a dedupe.Acquire) (dedupe.AcquireResult, error) {
-	v, err := s.eval(ctx, acquireScript, []string{entityKey(s.prefix, entity)},
+	v, err := s.eval(ctx, acquireScript, "evalsha", acquireScript.Hash(), 1, entityKey(s.prefix, entity),
 		a.Mark, a.Token, ms(a.Now), a.Lease.Milliseconds(), gcSlack.Milliseconds()).Slice()
 	if err != nil {
 		return dedupe.AcquireResult{}, fmt.Errorf("redis acquire: %w", err)
@@ -99,7 +99,7 @@ func (s *Store) FinishEntity(ctx context.Context, entity, token string, f dedupe
 	if f.Advance {
 		advance = "1"
 	}
-	err := s.eval(ctx, finishScript, []string{entityKey(s.prefix, entity)},
+	err := s.eval(ctx, finishScript, "evalsha", finishScript.Hash(), 1, entityKey(s.prefix, entity),
 		token, advance, f.Mark, ms(f.Now), ms(f.Now.Add(f.Retention)), (f.Retention + gcSlack).Milliseconds()).Err()
 	if err != nil {
 		return fmt.Errorf("redis finish: %w", err)

@@ -3,20 +3,18 @@ package redisstore
 // The key schema. Every key of one delivery shares the hash tag {<key>},
 // so each script touches a single Cluster slot.
 
-// entryKey is a HASH holding one dedupe key's entry:
+// entryKey is a STRING holding one dedupe key's entry, laid out as
+// entry.go says: the state, the take-over flag, the body fingerprint, the
+// fencing token (kept once recorded, so a retried record under it is
+// recognised), then the lease end and logical expiry (claimed) or the
+// logical expiry and the record (recorded). The entry is absent from its
+// logical expiry on.
 //
-//	s    "c" (claimed) or "r" (recorded)
-//	fp   the body fingerprint, hex
-//	tok  the fencing token of the claim (kept once recorded, so a retried
-//	     record under it is recognised)
-//	lu   lease until, unix ms (claimed only)
-//	exp  logical expiry, unix ms: the entry is absent from then on
-//	rec  the recorded response, dedupe.MarshalRecord (recorded only)
-//	to   "1" when the claim took over an expired lease, so a retried
-//	     claim under the same token answers as the first did
+// The earlier layout, still read (see Claim and Get), was a HASH: s ("c"
+// or "r"), fp (hex), tok, lu, exp, rec, to.
 //
-// Redis also expires it (PEXPIRE) a little after exp, to reclaim memory;
-// correctness rests on exp, judged by the caller's clock.
+// Redis also expires it (PX) a little after its expiry, to reclaim memory;
+// correctness rests on the logical expiry, judged by the caller's clock.
 func entryKey(prefix, key string) string {
 	return prefix + ":dedupe:{" + key + "}"
 }

@@ -1,6 +1,7 @@
 // Package redisstore is the Redis dedupe.Store: one go-redis
-// UniversalClient (single node, Sentinel or Cluster), every multi-step
-// change one Lua script, times passed from the caller's clock. The claim,
+// UniversalClient (single node, Sentinel or Cluster), a dedupe entry one
+// STRING, a claim one SET NX GET, every other multi-step change one Lua
+// script, times passed from the caller's clock. The claim,
 // record, release, get, acquire and finish of concurrent requests share
 // pipelines (see internal/pipeline): under load a round trip serves many
 // requests.
@@ -57,18 +58,22 @@ func (s *Store) do(ctx context.Context, cmd redis.Cmder) error {
 	return s.batch.Do(ctx, cmd)
 }
 
-// eval runs script in the next shared pipeline, as EVALSHA. A Redis that
-// does not hold the script (restarted, or SCRIPT FLUSH) answers NOSCRIPT
-// without running it; the script is then run on its own, EVALSHA then
-// EVAL, which loads it for the next pipelines.
-func (s *Store) eval(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+// eval runs a script in the next shared pipeline, as EVALSHA. args are
+// the EVALSHA's: "evalsha", the script's hash, 1, the key, then the
+// script's ARGV. A Redis that does not hold the script (restarted, or
+// SCRIPT FLUSH) answers NOSCRIPT without running it; the script is then
+// run on its own, EVALSHA then EVAL, which loads it for the next
+// pipelines.
+func (s *Store) eval(ctx context.Context, script *redis.Script, args ...any) *redis.Cmd {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
+	cmd := redis.NewCmd(ctx, args...)
+	var err error
 	if s.batch == nil {
-		return script.Run(ctx, s.rdb, keys, args...)
+		err = s.rdb.Process(ctx, cmd)
+	} else {
+		err = s.batch.Do(ctx, cmd)
 	}
-	cmd := evalSha(ctx, script, keys, args)
-	err := s.batch.Do(ctx, cmd)
 	switch {
 	case err == nil:
 		return cmd
@@ -78,7 +83,8 @@ func (s *Store) eval(ctx context.Context, script *redis.Script, keys []string, a
 		failed.SetErr(err)
 		return failed
 	case redis.HasErrorPrefix(err, "NOSCRIPT"):
-		return script.Run(ctx, s.rdb, keys, args...)
+		key, _ := args[3].(string)
+		return script.Run(ctx, s.rdb, []string{key}, args[4:]...)
 	}
 	return cmd
 }
@@ -99,90 +105,161 @@ func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, Timeout)
 }
 
-// evalSha builds, without sending it, the EVALSHA of script.
-func evalSha(ctx context.Context, script *redis.Script, keys []string, args []any) *redis.Cmd {
-	a := make([]any, 0, 3+len(keys)+len(args))
-	a = append(a, "evalsha", script.Hash(), len(keys))
-	for _, k := range keys {
-		a = append(a, k)
-	}
-	return redis.NewCmd(ctx, append(a, args...)...)
-}
-
 // gcSlack is how long after its logical expiry Redis drops an entry.
 const gcSlack = time.Minute
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
-// claimScript claims a key.
+// Claim implements dedupe.Store. It is one SET NX GET: Redis writes the
+// claim when the key holds nothing, and otherwise answers with the entry
+// in the way without changing it, which Claim reads here: a claim of the
+// same token (a retry whose first answer was lost), another fingerprint,
+// a record, a live lease. Only an entry whose time is up (an expired
+// lease to take over, an expired entry to replace) and an entry of the
+// earlier HASH layout go to takeOverScript, which decides again atomically.
+func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.ClaimResult, error) {
+	if len(c.Token) > maxToken {
+		return dedupe.ClaimResult{}, errors.New("redis claim: token over 255 bytes")
+	}
+	k := entryKey(s.prefix, key)
+	now := ms(c.Now)
+	val := appendClaim(make([]byte, 0, claimSize(c.Token)), &c.Fingerprint, c.Token, now+c.Lease.Milliseconds(), now+c.Retention.Milliseconds())
+	gc := (c.Retention + gcSlack).Milliseconds()
+	v, err := s.setNX(ctx, k, val, gc)
+	switch {
+	case err == redis.Nil:
+		return dedupe.ClaimResult{Status: dedupe.Claimed}, nil
+	case wrongType(err):
+		return s.takeOver(ctx, k, val, now, gc, &c.Fingerprint)
+	case err != nil:
+		return dedupe.ClaimResult{}, fmt.Errorf("redis claim: %w", err)
+	}
+	e, ok := parseEntry(v)
+	if !ok {
+		return dedupe.ClaimResult{}, errors.New("redis claim: malformed entry")
+	}
+	switch {
+	case e.expires <= now:
+		return s.takeOver(ctx, k, val, now, gc, &c.Fingerprint)
+	case !e.recorded && e.token == c.Token:
+		if e.tookOver {
+			return dedupe.ClaimResult{Status: dedupe.TookOver}, nil
+		}
+		return dedupe.ClaimResult{Status: dedupe.Claimed}, nil
+	case e.fp != c.Fingerprint:
+		return dedupe.ClaimResult{Status: dedupe.Mismatch}, nil
+	case e.recorded:
+		rec, err := dedupe.UnmarshalRecord([]byte(e.rec))
+		if err != nil {
+			return dedupe.ClaimResult{}, fmt.Errorf("redis claim: decoding record: %w", err)
+		}
+		return dedupe.ClaimResult{Status: dedupe.Recorded, Record: rec, Expires: time.UnixMilli(e.expires)}, nil
+	case e.leaseUntil <= now:
+		return s.takeOver(ctx, k, val, now, gc, &c.Fingerprint)
+	}
+	return dedupe.ClaimResult{Status: dedupe.InFlight, LeaseUntil: time.UnixMilli(e.leaseUntil)}, nil
+}
+
+// setNX sets k to val for gc ms unless it exists, and returns what it
+// held: redis.Nil when it held nothing (and now holds val).
+func (s *Store) setNX(ctx context.Context, k string, val []byte, gc int64) (string, error) {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	cmd := redis.NewStringCmd(ctx, "set", k, val, "px", gc, "nx", "get")
+	if err := s.do(ctx, cmd); err != nil && err != redis.Nil {
+		return "", err // the batcher's command may still be answered: not read
+	}
+	return cmd.Result()
+}
+
+// takeOverScript claims a key whose entry is in the way of SET NX but
+// whose time is up, or that holds the earlier HASH layout (see
+// entryKey); it decides as Claim does, atomically, and writes the claim
+// in the STRING layout.
 //
 //	KEYS[1] entry
-//	ARGV    fp, token, now ms, lease ms, retention ms, gc ttl ms
+//	ARGV    the claim's entry, now ms, gc ttl ms, fingerprint hex (the
+//	        HASH layout's)
 //	returns {1} claimed, {2} took over an expired lease, {3, lease-until ms}
 //	        in flight, {4, record, expiry ms} recorded, {5} another fingerprint
-//
-// A retry of the same call (same token; go-redis resends a script whose
-// reply was lost) answers as the first call did: claimed, or took over.
-var claimScript = redis.NewScript(`
-local e = redis.call('HMGET', KEYS[1], 's', 'fp', 'lu', 'exp', 'rec', 'tok', 'to')
-local now = tonumber(ARGV[3])
-local leaseUntil = now + tonumber(ARGV[4])
-local exp = now + tonumber(ARGV[5])
-if e[1] and tonumber(e[4]) <= now then
-  redis.call('DEL', KEYS[1])
-  e[1] = false
+var takeOverScript = redis.NewScript(`
+local claim = ARGV[1]
+local now = tonumber(ARGV[2])
+local n = string.byte(claim, 35)
+local tok, myfp = string.sub(claim, 36, 35 + n), string.sub(claim, 3, 34)
+local s, to, fp, etok, lu, exp, rec
+local t = redis.call('TYPE', KEYS[1]).ok
+if t == 'string' then
+  local v = redis.call('GET', KEYS[1])
+  local m = string.byte(v, 35)
+  s, to, fp, etok = string.sub(v, 1, 1), string.sub(v, 2, 2), string.sub(v, 3, 34), string.sub(v, 36, 35 + m)
+  local i = string.find(v, ':', 36 + m, true)
+  local a = tonumber(string.sub(v, 36 + m, i - 1))
+  if s == 'c' then
+    lu, exp = a, tonumber(string.sub(v, i + 1))
+  else
+    exp, rec = a, string.sub(v, i + 1)
+  end
+elseif t == 'hash' then
+  local e = redis.call('HMGET', KEYS[1], 's', 'fp', 'lu', 'exp', 'rec', 'tok', 'to')
+  s, fp, lu, exp, rec, etok, to = e[1], e[2], tonumber(e[3]), tonumber(e[4]), e[5], e[6], e[7]
+  myfp = ARGV[4]
 end
-if e[1] == 'c' and e[6] == ARGV[2] then
-  if e[7] == '1' then
+if s and exp <= now then
+  s = false
+end
+if s == 'c' and etok == tok then
+  if to == '1' then
     return {2}
   end
   return {1}
 end
-if not e[1] then
-  redis.call('HSET', KEYS[1], 's', 'c', 'fp', ARGV[1], 'tok', ARGV[2], 'lu', leaseUntil, 'exp', exp, 'to', '0')
-  redis.call('PEXPIRE', KEYS[1], ARGV[6])
+if not s then
+  redis.call('SET', KEYS[1], claim, 'PX', ARGV[3])
   return {1}
 end
-if e[2] ~= ARGV[1] then
+if fp ~= myfp then
   return {5}
 end
-if e[1] == 'r' then
-  return {4, e[5], e[4]}
+if s == 'r' then
+  return {4, rec, exp}
 end
-if tonumber(e[3]) <= now then
-  redis.call('HSET', KEYS[1], 'tok', ARGV[2], 'lu', leaseUntil, 'exp', exp, 'to', '1')
-  redis.call('PEXPIRE', KEYS[1], ARGV[6])
+if lu <= now then
+  redis.call('SET', KEYS[1], 'c1' .. string.sub(claim, 3), 'PX', ARGV[3])
   return {2}
 end
-return {3, e[3]}
+return {3, lu}
 `)
 
-// Claim implements dedupe.Store.
-func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.ClaimResult, error) {
-	gc := c.Retention + gcSlack
-	v, err := s.eval(ctx, claimScript, []string{entryKey(s.prefix, key)},
-		c.Fingerprint.String(), c.Token, ms(c.Now), c.Lease.Milliseconds(), c.Retention.Milliseconds(), gc.Milliseconds()).Slice()
+var (
+	takeOverSHA any = takeOverScript.Hash()
+	recordSHA   any = recordScript.Hash()
+)
+
+// takeOver runs takeOverScript.
+func (s *Store) takeOver(ctx context.Context, k string, val []byte, now, gc int64, fp *dedupe.Fingerprint) (dedupe.ClaimResult, error) {
+	v, err := s.eval(ctx, takeOverScript, "evalsha", takeOverSHA, 1, k, val, now, gc, fp.String()).Slice()
 	if err != nil {
 		return dedupe.ClaimResult{}, fmt.Errorf("redis claim: %w", err)
 	}
 	code, _ := v[0].(int64)
 	res := dedupe.ClaimResult{Status: dedupe.ClaimStatus(code)}
-	switch res.Status {
-	case dedupe.Claimed, dedupe.TookOver, dedupe.Mismatch:
-	case dedupe.InFlight:
-		lu, err := strconv.ParseInt(fmt.Sprint(v[1]), 10, 64)
-		if err != nil {
-			return dedupe.ClaimResult{}, fmt.Errorf("redis claim: bad lease %v", v[1])
+	switch {
+	case res.Status == dedupe.Claimed || res.Status == dedupe.TookOver || res.Status == dedupe.Mismatch:
+	case res.Status == dedupe.InFlight && len(v) == 2:
+		lu, ok := v[1].(int64)
+		if !ok {
+			return dedupe.ClaimResult{}, errors.New("redis claim: bad lease")
 		}
 		res.LeaseUntil = time.UnixMilli(lu)
-	case dedupe.Recorded:
+	case res.Status == dedupe.Recorded && len(v) == 3:
+		exp, ok := v[2].(int64)
+		if !ok {
+			return dedupe.ClaimResult{}, errors.New("redis claim: bad expiry")
+		}
 		rec, err := dedupe.UnmarshalRecord([]byte(str(v[1])))
 		if err != nil {
 			return dedupe.ClaimResult{}, fmt.Errorf("redis claim: decoding record: %w", err)
-		}
-		exp, err := strconv.ParseInt(str(v[2]), 10, 64)
-		if err != nil {
-			return dedupe.ClaimResult{}, fmt.Errorf("redis claim: bad expiry %v", v[2])
 		}
 		res.Record, res.Expires = rec, time.UnixMilli(exp)
 	default:
@@ -191,34 +268,41 @@ func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.C
 	return res, nil
 }
 
-// recordScript records the response of the claim held by a token.
+// recordScript records the response of the claim held by a token: the
+// token check is its only work; the entry keeps its fingerprint and token.
 //
 //	KEYS[1] entry
-//	ARGV    token, record, expiry ms, gc ttl ms
+//	ARGV    token, expiry ms, record, gc ttl ms
 //	returns 1 recorded (also when this token already recorded it), 0 the
 //	        token does not hold the claim
 var recordScript = redis.NewScript(`
-local e = redis.call('HMGET', KEYS[1], 's', 'tok')
-if e[2] ~= ARGV[1] then
+local v = redis.call('GET', KEYS[1])
+if not v or #v < 35 then
   return 0
 end
-if e[1] == 'r' then
+local n = string.byte(v, 35)
+if string.sub(v, 36, 35 + n) ~= ARGV[1] then
+  return 0
+end
+if string.byte(v, 1) == 114 then
   return 1
 end
-redis.call('HSET', KEYS[1], 's', 'r', 'rec', ARGV[2], 'exp', ARGV[3], 'lu', 0)
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('SET', KEYS[1], 'r' .. string.sub(v, 2, 35 + n) .. ARGV[2] .. ':' .. ARGV[3], 'PX', ARGV[4])
 return 1
 `)
 
-// Record implements dedupe.Store.
+// Record implements dedupe.Store. A key holding the earlier HASH layout
+// was written by an instance of the earlier version after this token's
+// claim went: the token does not hold it.
 func (s *Store) Record(ctx context.Context, key, token string, rec dedupe.Record, retention time.Duration, now time.Time) error {
-	b := dedupe.MarshalRecord(rec)
-	n, err := s.eval(ctx, recordScript, []string{entryKey(s.prefix, key)},
-		token, b, ms(now.Add(retention)), (retention + gcSlack).Milliseconds()).Int()
-	if err != nil {
+	n, err := s.eval(ctx, recordScript, "evalsha", recordSHA, 1, entryKey(s.prefix, key),
+		token, ms(now.Add(retention)), dedupe.MarshalRecord(rec), (retention + gcSlack).Milliseconds()).Int()
+	switch {
+	case wrongType(err):
+		return dedupe.ErrClaimLost
+	case err != nil:
 		return fmt.Errorf("redis record: %w", err)
-	}
-	if n == 0 {
+	case n == 0:
 		return dedupe.ErrClaimLost
 	}
 	return nil
@@ -230,17 +314,21 @@ func (s *Store) Record(ctx context.Context, key, token string, rec dedupe.Record
 //	ARGV    token
 //	returns 1 released, 0 the token does not hold the claim
 var releaseScript = redis.NewScript(`
-local e = redis.call('HMGET', KEYS[1], 's', 'tok')
-if e[1] == 'c' and e[2] == ARGV[1] then
+local v = redis.call('GET', KEYS[1])
+if v and #v >= 35 and string.byte(v, 1) == 99 and string.sub(v, 36, 35 + string.byte(v, 35)) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   return 1
 end
 return 0
 `)
 
-// Release implements dedupe.Store.
+var releaseSHA any = releaseScript.Hash()
+
+// Release implements dedupe.Store. A key holding the earlier HASH layout
+// is not this token's claim: it is left alone.
 func (s *Store) Release(ctx context.Context, key, token string) error {
-	if err := s.eval(ctx, releaseScript, []string{entryKey(s.prefix, key)}, token).Err(); err != nil {
+	err := s.eval(ctx, releaseScript, "evalsha", releaseSHA, 1, entryKey(s.prefix, key), token).Err()
+	if err != nil && !wrongType(err) {
 		return fmt.Errorf("redis release: %w", err)
 	}
 	return nil
@@ -250,7 +338,46 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 func (s *Store) Get(ctx context.Context, key string, now time.Time) (dedupe.Entry, error) {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
-	cmd := redis.NewSliceCmd(ctx, "hmget", entryKey(s.prefix, key), "s", "fp", "lu", "exp", "rec")
+	k := entryKey(s.prefix, key)
+	cmd := redis.NewStringCmd(ctx, "get", k)
+	err := s.do(ctx, cmd)
+	switch {
+	case err == nil || err == redis.Nil:
+	case wrongType(err):
+		return s.getHash(ctx, k, now)
+	default:
+		return dedupe.Entry{}, fmt.Errorf("redis get: %w", err)
+	}
+	v, err := cmd.Result()
+	if err == redis.Nil {
+		return dedupe.Entry{}, nil
+	}
+	if err != nil {
+		return dedupe.Entry{}, fmt.Errorf("redis get: %w", err)
+	}
+	e, ok := parseEntry(v)
+	if !ok {
+		return dedupe.Entry{}, errors.New("redis get: malformed entry")
+	}
+	if e.expires <= ms(now) {
+		return dedupe.Entry{}, nil
+	}
+	got := dedupe.Entry{Fingerprint: e.fp, Expires: time.UnixMilli(e.expires)}
+	if !e.recorded {
+		got.State, got.LeaseUntil = dedupe.StateClaimed, time.UnixMilli(e.leaseUntil)
+		return got, nil
+	}
+	rec, err := dedupe.UnmarshalRecord([]byte(e.rec))
+	if err != nil {
+		return dedupe.Entry{}, fmt.Errorf("redis get: decoding record: %w", err)
+	}
+	got.State, got.Record = dedupe.StateRecorded, rec
+	return got, nil
+}
+
+// getHash reads an entry of the earlier HASH layout.
+func (s *Store) getHash(ctx context.Context, k string, now time.Time) (dedupe.Entry, error) {
+	cmd := redis.NewSliceCmd(ctx, "hmget", k, "s", "fp", "lu", "exp", "rec")
 	if err := s.do(ctx, cmd); err != nil {
 		return dedupe.Entry{}, fmt.Errorf("redis get: %w", err)
 	}
@@ -289,6 +416,12 @@ func (s *Store) Forget(ctx context.Context, key string) (bool, error) {
 		return false, fmt.Errorf("redis forget: %w", err)
 	}
 	return n == 1, nil
+}
+
+// wrongType reports whether err is Redis's WRONGTYPE: the key holds the
+// earlier HASH layout. (redis.HasErrorPrefix allocates, even for nil.)
+func wrongType(err error) bool {
+	return err != nil && err != redis.Nil && redis.HasErrorPrefix(err, "WRONGTYPE")
 }
 
 func str(v any) string {
