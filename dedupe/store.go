@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// Store keeps the dedupe state of each key. Every method is atomic: one Lua
-// script in Redis, one transaction in bbolt. Times come from the caller's
-// clock, never from the store's.
+// Store keeps the dedupe state of each key. Every method is atomic: in
+// Redis one command (a claim's SET NX GET) or one Lua script, in bbolt one
+// transaction. Times come from the caller's clock, never from the store's.
 type Store interface {
 	// Claim claims key for a forward, or reports why it cannot be claimed.
 	// With no entry, or with a claim of the same fingerprint whose lease
