@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -186,15 +187,26 @@ const (
 // something: an unknown one (no webhook_verify in front) or an empty one
 // would otherwise leave one literal key shared by every request.
 func (h *Dedupe) key(repl *caddy.Replacer) (key, reason, detail string) {
+	// One placeholder, the default {webhook.id} among them: its value is
+	// the key, without a template's parse and copy. An unknown or empty
+	// one takes the long way, for its error.
 	tmpl := h.Key
 	if tmpl == "" {
 		tmpl = defaultKey
 		scheme, _ := repl.GetString("webhook.scheme")
-		if id, _ := repl.GetString("webhook.id"); verify.KeyedByBody(scheme, id) {
+		id, _ := repl.GetString("webhook.id")
+		if verify.KeyedByBody(scheme, id) {
 			tmpl = bodyOnlyKey
+		} else {
+			key = id
 		}
+	} else if name, ok := placeholderOnly(tmpl); ok {
+		key, _ = repl.GetString(name)
 	}
-	key, err := repl.ReplaceOrErr(tmpl, true, true)
+	var err error
+	if key == "" {
+		key, err = repl.ReplaceOrErr(tmpl, true, true)
+	}
 	switch {
 	case err != nil:
 		return "", reasonMissingIdempotencyKey, "the idempotency key " + tmpl + " resolves to nothing: " + err.Error()
@@ -202,6 +214,20 @@ func (h *Dedupe) key(repl *caddy.Replacer) (key, reason, detail string) {
 		return "", reasonIdempotencyKeyTooLong, fmt.Sprintf("the idempotency key is %d bytes, over %d", len(key), dedupe.MaxKeyLen)
 	}
 	return key, "", ""
+}
+
+// placeholderOnly returns the name of the placeholder tmpl is, when tmpl
+// is one placeholder and nothing else ({webhook.id}, not {a}{b} nor a
+// file placeholder, nor one with escapes).
+func placeholderOnly(tmpl string) (string, bool) {
+	if len(tmpl) < 3 || tmpl[0] != '{' || tmpl[len(tmpl)-1] != '}' {
+		return "", false
+	}
+	name := tmpl[1 : len(tmpl)-1]
+	if strings.ContainsAny(name, "{}\\") || strings.HasPrefix(name, "file.") {
+		return "", false
+	}
+	return name, true
 }
 
 // ServeHTTP dedupes the request.
@@ -235,7 +261,11 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	}
 
 	cctx, claimSpan := startSpan(ctx, "webhook_dedupe.claim")
-	dec, err := h.deduper.Begin(cctx, key, dedupe.FingerprintOf(body))
+	var sum func() dedupe.Fingerprint
+	if b, ok := bodyOf(r); ok {
+		sum = b.sha256 // shared with {webhook.body_sha256}: computed once
+	}
+	dec, err := h.deduper.BeginBody(cctx, key, body, sum)
 	claimSpan.End()
 	if err != nil && ctx.Err() != nil {
 		return nil // the client left while its copy waited: nothing to answer
@@ -253,7 +283,7 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	count(dec.Result)
 	switch dec.Action {
 	case dedupe.Replay:
-		dec.Record.Replay(w)
+		dec.Replay(w)
 		return nil
 	case dedupe.Reject:
 		if errors.Is(dec.Err, dedupe.ErrKeyReused) {
