@@ -176,7 +176,11 @@ func (b *requestBody) placeholder(key string) (any, bool) {
 // as they are: a no-op child would record nothing either, and would cost
 // a context and a request copy per handler.
 func startSpan(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
-	parent := trace.SpanFromContext(ctx)
+	return startChildSpan(ctx, trace.SpanFromContext(ctx), name, opts...)
+}
+
+// startChildSpan is startSpan where the caller has ctx's span at hand.
+func startChildSpan(ctx context.Context, parent trace.Span, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	if !parent.SpanContext().IsValid() && !parent.IsRecording() {
 		return ctx, parent
 	}

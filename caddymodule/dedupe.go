@@ -312,20 +312,23 @@ func (h *Dedupe) forward(w http.ResponseWriter, r *http.Request, next caddyhttp.
 			h.bufs.Put(buf)
 		}
 	}()
+	// The span is looked up here: a lookup in the detached context boxes
+	// it (an allocation), one in the request's does not.
+	span := trace.SpanFromContext(r.Context())
 	return forward.Send(w, r, next, forward.Config{
 		LeaseUntil: dec.LeaseUntil,
 		Lease:      h.deduper.Lease(),
 		Buffer:     buf,
 		MaxRecord:  h.maxRecord(),
 	}, func(detached context.Context, res *forward.Result) {
-		h.settle(detached, key, dec, res)
+		h.settle(detached, span, key, dec, res)
 	})
 }
 
 // settle releases the claim when the forward's outcome is not final, and
 // records it when it is (Finish applies the record classes), before the
-// client gets its answer.
-func (h *Dedupe) settle(detached context.Context, key string, dec dedupe.Decision, res *forward.Result) {
+// client gets its answer. span is webhook_dedupe's, detached's.
+func (h *Dedupe) settle(detached context.Context, span trace.Span, key string, dec dedupe.Decision, res *forward.Result) {
 	if res.Status == 0 || res.NotFinal {
 		// No response from upstream (down, timeout, a copy that failed
 		// before the status), or an answer of hookgate's own that asks
@@ -336,11 +339,13 @@ func (h *Dedupe) settle(detached context.Context, key string, dec dedupe.Decisio
 	} else {
 		// A status was received: final ones are recorded, without the
 		// body when it streamed or did not arrive whole.
-		rctx, recordSpan := startSpan(detached, "webhook_dedupe.record")
+		rctx, recordSpan := startChildSpan(detached, span, "webhook_dedupe.record")
 		rctx, cancelRecord := context.WithDeadline(rctx, res.SettleDeadline())
+		after, before := res.Headers()
 		recorded, ferr := h.deduper.Finish(rctx, key, dec, dedupe.Response{
 			Status:   res.Status,
-			Header:   res.Header(),
+			Header:   after,
+			Before:   before,
 			Body:     res.Body,
 			Streamed: res.Truncated,
 		})
@@ -357,7 +362,7 @@ func (h *Dedupe) settle(detached context.Context, key string, dec dedupe.Decisio
 		if c := h.logger.Check(zapcore.DebugLevel, "forwarded"); c != nil {
 			c.Write(zap.String("key", key), zap.Int("status", res.Status), zap.Bool("recorded", recorded))
 		}
-		if span := trace.SpanFromContext(detached); span.IsRecording() {
+		if span.IsRecording() {
 			span.SetAttributes(attribute.Int("http.response.status_code", res.Status), attribute.Bool("hookgate.recorded", recorded))
 		}
 	}

@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -374,6 +375,12 @@ func (d *Deduper) begin(ctx context.Context, key string, cp *copyOf, sum func() 
 type Response struct {
 	Status int
 	Header http.Header
+	// Before, when set, is the response's header as it was before the
+	// forward: a field of Header that holds the same values in Before is
+	// the gateway's own (Server, a header directive's), not the
+	// upstream's, and is not recorded. Header may then be the response's
+	// whole header, filtered as it is copied.
+	Before http.Header
 	Body   []byte
 	// Streamed is set when the body went to the client without being
 	// buffered (it was over the record limit): it is recorded without it.
@@ -431,7 +438,7 @@ func retry(ctx context.Context, sleep func(context.Context, time.Duration) error
 // at once: another forward holds the key.
 func (d *Deduper) Finish(ctx context.Context, key string, dec Decision, resp Response) (bool, error) {
 	final := d.cfg.Final(resp.Status)
-	rec := NewRecord(resp.Status, resp.Header, resp.Body, d.cfg.MaxRecord)
+	rec := newRecord(resp, d.cfg.MaxRecord)
 	if resp.Streamed {
 		rec.Body, rec.BodyOmitted = nil, true
 	}
@@ -564,17 +571,41 @@ var hopByHop = map[string]bool{
 // NewRecord makes the record of a final response: its end-to-end headers
 // and its body, or no body when it is over maxBody.
 func NewRecord(status int, header http.Header, body []byte, maxBody int) Record {
-	h := make(http.Header, len(header))
-	for k, v := range header {
-		if !hopByHop[http.CanonicalHeaderKey(k)] {
-			h[http.CanonicalHeaderKey(k)] = append([]string(nil), v...)
+	return newRecord(Response{Status: status, Header: header, Body: body}, maxBody)
+}
+
+// newRecord is NewRecord of resp, without the fields of resp.Before; the
+// values of every header are copied into one slice.
+func newRecord(resp Response, maxBody int) Record {
+	keep := func(k string, v []string) bool {
+		return !hopByHop[http.CanonicalHeaderKey(k)] && (resp.Before == nil || !slices.Equal(resp.Before[k], v))
+	}
+	fields, n := 0, 0
+	for k, v := range resp.Header {
+		if keep(k, v) {
+			fields++
+			n += len(v)
 		}
 	}
-	rec := Record{Status: status, Header: h}
-	if len(body) > maxBody {
+	h := make(http.Header, fields)
+	values := make([]string, 0, n)
+	for k, v := range resp.Header {
+		if !keep(k, v) {
+			continue
+		}
+		var vs []string
+		if len(v) > 0 {
+			start := len(values)
+			values = append(values, v...)
+			vs = values[start:len(values):len(values)]
+		}
+		h[http.CanonicalHeaderKey(k)] = vs
+	}
+	rec := Record{Status: resp.Status, Header: h}
+	if len(resp.Body) > maxBody {
 		rec.BodyOmitted = true
 	} else {
-		rec.Body = append([]byte(nil), body...)
+		rec.Body = append([]byte(nil), resp.Body...)
 	}
 	return rec
 }

@@ -116,3 +116,26 @@ func TestCachedReplayWritesTheRecord(t *testing.T) {
 		}
 	})
 }
+
+// TestFinishLeavesOutTheGatewaysHeaders: with Response.Before, a field
+// that holds the same values as before the forward (the gateway's own) is
+// not recorded, one the upstream changed is, and hop-by-hop fields are
+// left out as ever; the values recorded are copies.
+func TestFinishLeavesOutTheGatewaysHeaders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newDeduper(t, newStore(t), dedupe.Config{ReplayCache: -1})
+		after := http.Header{
+			"Server": {"Caddy"}, "Vary": {"Origin"}, "X-Upstream": {"a", "b"}, "Connection": {"close"},
+			"Content-Type": {"application/json"},
+		}
+		before := http.Header{"Server": {"Caddy"}, "Vary": {"Accept"}, "Content-Type": {"text/plain"}}
+		dec, _ := d.Begin(t.Context(), "k", fp)
+		mustFinish(t, d, "k", dec, dedupe.Response{Status: 200, Header: after, Before: before})
+		after["X-Upstream"][0] = "changed after the record"
+		rep, _ := d.Begin(t.Context(), "k", fp)
+		want := http.Header{"Vary": {"Origin"}, "X-Upstream": {"a", "b"}, "Content-Type": {"application/json"}}
+		if diff := cmp.Diff(want, rep.Record.Header); diff != "" {
+			t.Errorf("recorded header (-want +got):\n%s", diff)
+		}
+	})
+}

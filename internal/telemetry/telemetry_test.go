@@ -31,9 +31,9 @@ func TestResultCounters(t *testing.T) {
 		`hookgate_verify_requests_total{result="accepted",scheme="standard"}`:      3,
 		`hookgate_verify_requests_total{result="bad_signature",scheme="standard"}`: 1,
 		`hookgate_verify_requests_total{result="accepted",scheme="github"}`:        1,
-		`hookgate_dedupe_requests_total{result="replayed"}`:                         3,
-		`hookgate_dedupe_requests_total{result="forwarded"}`:                        1,
-		`hookgate_freshness_total{result="applied"}`:                                1,
+		`hookgate_dedupe_requests_total{result="replayed"}`:                        3,
+		`hookgate_dedupe_requests_total{result="forwarded"}`:                       1,
+		`hookgate_freshness_total{result="applied"}`:                               1,
 	}
 	if diff := cmp.Diff(want, counters(t, reg)); diff != "" {
 		t.Errorf("exported counters (-want +got):\n%s", diff)
