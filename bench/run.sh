@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# Side by side on loopback: plain Caddy reverse_proxy, webhook_verify alone,
-# and hookgate (verify + dedupe) on Redis (with and without the replay cache)
-# and on the embedded store, in front of the same upstream,
+# Side by side on loopback: plain Caddy reverse_proxy, Caddy's own `respond`
+# (a static answer from memory: the limit of a replay), webhook_verify
+# alone, and hookgate (verify + dedupe) on Redis (with and without the
+# replay cache) and on the embedded store, in front of the same upstream,
 # with unique delivery IDs and with duplicates. Each round runs every
 # configuration once at each concurrency (interleaved, so drift touches all
 # alike); prints each run's line, then per concurrency the median
 # requests/s, p50 and p99 of each configuration, the ratio of medians to
-# plain reverse_proxy, the Redis commands and round trips per request, and
+# plain reverse_proxy (and, for `respond` and the duplicate runs, to
+# `respond`), the Redis commands and round trips per request, and
 # where the CPU went: microseconds of CPU per request of the gateway under
 # load, of redis-server and of the upstream, and how busy the machine was
 # (every process's CPU, the load generator's too, over all cores).
 #
+#   ROUNDS=5 CONCS="64 128" bash bench/run.sh   # issue 23's comparison: 5 rounds of 10s runs, 64 and 128 clients
 #   bash bench/run.sh                      # 3 rounds of 10s runs, 32 and 128 clients
+#   ROUNDS=1 DURATION=5s CONCS=64 bash bench/run.sh  # a quick look
 #   ROUNDS=5 DURATION=30s CONCS="64" bash bench/run.sh
 #   PROFILE=/tmp/prof ROUNDS=1 bash bench/run.sh  # and a CPU profile of each run
 set -euo pipefail
@@ -36,8 +40,8 @@ redis_pid=$!
 sleep 0.5
 
 secret=whsec_aG9va2dhdGUtZGV2LXNlY3JldC1uZXZlci11c2UtaW4tcHJvZA==
-run_gateway() { # name, global options, handlers
-	local name=$1 global=$2 handlers=$3 port admin
+run_gateway() { # name, global options, handlers[, terminal handler: reverse_proxy to the upstream]
+	local name=$1 global=$2 handlers=$3 terminal=${4:-"reverse_proxy 127.0.0.1:$up_port"} port admin
 	port=$(free_port); admin=$(free_port)
 	cat > "$work/$name.Caddyfile" <<CADDY
 {
@@ -50,7 +54,7 @@ run_gateway() { # name, global options, handlers
 }
 http://127.0.0.1:$port {
 	$handlers
-	reverse_proxy 127.0.0.1:$up_port
+	$terminal
 }
 CADDY
 	XDG_DATA_HOME="$work/data-$name" "$work/hookgate" run --config "$work/$name.Caddyfile" > "$work/$name.log" 2>&1 &
@@ -119,6 +123,9 @@ echo "# $(date -u +%FT%TZ) $(nproc) cores, $CONCS clients, $DURATION per run, 1 
 # touches all of them alike.
 run_gateway plain "" ""
 plain_url=$gw_url
+# The upstream's own answer, from memory, by Caddy alone.
+run_gateway respond "" "" 'respond `{"enrolled":true}` 200'
+respond_url=$gw_url
 run_gateway verify "" "webhook_verify {
 		secret $secret
 	}"
@@ -142,6 +149,8 @@ file_url=$gw_url
 for round in $(seq "$ROUNDS"); do
 	for conc in $CONCS; do
 		gw_url=$plain_url; bench plain-unique unique
+		# The duplicate runs' requests: one signed delivery, sent again and again.
+		gw_url=$respond_url; bench respond dup
 		gw_url=$verify_url; bench verify-only unique
 		gw_url=$redis_url; bench redis-unique unique; bench redis-dup dup
 		gw_url=$redisnc_url; bench redis-dup-nocache dup
@@ -166,14 +175,16 @@ awk '
 		val[$1, "gw", c] = v["gw_us"]; val[$1, "redis", c] = v["redis_us"]; val[$1, "up", c] = v["up_us"]; val[$1, "busy", c] = v["busy_pct"]
 	}
 	END {
-		printf "%-22s %7s %13s %6s %7s %7s %5s %6s %6s %6s %6s %6s %5s\n", "run", "req/s", "range", "plain", "p50 ms", "p99 ms", "cmds", "trips", "gw µs", "rds µs", "lua µs", "up µs", "busy"
+		printf "%-22s %7s %13s %6s %6s %7s %7s %5s %6s %6s %6s %6s %6s %5s\n", "run", "req/s", "range", "plain", "resp", "p50 ms", "p99 ms", "cmds", "trips", "gw µs", "rds µs", "lua µs", "up µs", "busy"
 		for (i = 1; i <= n; i++) {
 			name = names[i]; split(name, parts, "@")
 			base = median("plain-unique@" parts[2], "rps")
+			resp = "-"
+			if ((name ~ /dup/ || name ~ /^respond@/) && ("respond@" parts[2]) in cnt) resp = sprintf("%.2fx", median(name, "rps") / median("respond@" parts[2], "rps"))
 			lo = hi = val[name, "rps", 1]
 			for (j = 2; j <= cnt[name]; j++) { r = val[name, "rps", j]; if (r < lo) lo = r; if (r > hi) hi = r }
 			trips = "-"; cpr = "-"; lus = "-"
 			if (name ~ /^redis/) { cpr = sprintf("%.2f", cmds[name] / reqs[name]); trips = sprintf("%.2f", reads[name] / reqs[name]); lus = sprintf("%.0f", lua[name] / reqs[name]) }
-			printf "%-22s %7.0f %6.0f-%-6.0f %5.2fx %7.2f %7.2f %5s %6s %6.0f %6.0f %6s %6.0f %4.0f%%\n", name, median(name, "rps"), lo, hi, median(name, "rps") / base, median(name, "p50"), median(name, "p99"), cpr, trips, median(name, "gw"), median(name, "redis"), lus, median(name, "up"), median(name, "busy")
+			printf "%-22s %7.0f %6.0f-%-6.0f %5.2fx %6s %7.2f %7.2f %5s %6s %6.0f %6.0f %6s %6.0f %4.0f%%\n", name, median(name, "rps"), lo, hi, median(name, "rps") / base, resp, median(name, "p50"), median(name, "p99"), cpr, trips, median(name, "gw"), median(name, "redis"), lus, median(name, "up"), median(name, "busy")
 		}
 	}' "$work/results"

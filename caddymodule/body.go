@@ -16,6 +16,7 @@ import (
 	"github.com/tidwall/gjson"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/problem"
 )
 
@@ -43,6 +44,44 @@ var errBodyTooLarge = errors.New("body too large")
 // initialBodyBuffer caps the buffer allocated up front from Content-Length.
 const initialBodyBuffer = 64 << 10
 
+// requestBody is a request's body as the first webhook handler read it,
+// carried in the request's context for the next ones: the bytes, the
+// reader the handler below reads them again from, and their SHA-256,
+// computed once, when {webhook.body_sha256} or webhook_dedupe's
+// fingerprint first needs it. One allocation holds it all.
+type requestBody struct {
+	bytes  []byte
+	reader bodyReader
+	limit  io.LimitedReader
+	once   sync.Once
+	sum    dedupe.Fingerprint
+}
+
+// bodyReader reads the body again, for the handler below.
+type bodyReader struct{ bytes.Reader }
+
+func (*bodyReader) Close() error { return nil }
+
+// sha256 is the body's SHA-256 (its dedupe.Fingerprint), computed on the
+// first call.
+func (b *requestBody) sha256() dedupe.Fingerprint {
+	b.once.Do(func() { b.sum = sha256.Sum256(b.bytes) })
+	return b.sum
+}
+
+// getBody is the request's GetBody: a new reader over the body.
+func (b *requestBody) getBody() (io.ReadCloser, error) {
+	r := new(bodyReader)
+	r.Reset(b.bytes)
+	return r, nil
+}
+
+// bodyOf returns the body an earlier handler read for r, if one did.
+func bodyOf(r *http.Request) (*requestBody, bool) {
+	b, ok := r.Context().Value(bodyCtxKey{}).(*requestBody)
+	return b, ok
+}
+
 // bufferBody returns r carrying its body, read at most once per request: a
 // handler earlier in the chain may already have read it, within its own
 // limit, and then r is returned as it is. Otherwise it reads up to limit
@@ -50,20 +89,23 @@ const initialBodyBuffer = 64 << 10
 // it again for the next handler; the body's placeholders,
 // {webhook.json.<path>} and {webhook.body_sha256}, are set from then on.
 func bufferBody(r *http.Request, limit int64) (*http.Request, []byte, error) {
-	if b, ok := r.Context().Value(bodyCtxKey{}).([]byte); ok {
-		return r, b, nil
+	if b, ok := bodyOf(r); ok {
+		return r, b.bytes, nil
 	}
-	body, err := readBody(r, limit)
+	b := new(requestBody)
+	body, err := b.read(r, limit)
 	if err != nil {
 		return r, nil, err
 	}
+	b.bytes = body
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		repl.Map(bodyPlaceholders(body))
+		repl.Map(b.placeholder)
 	}
-	r = r.WithContext(context.WithValue(r.Context(), bodyCtxKey{}, body))
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	r = r.WithContext(context.WithValue(r.Context(), bodyCtxKey{}, b))
+	b.reader.Reset(body)
+	r.Body = &b.reader
 	r.ContentLength = int64(len(body))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	r.GetBody = b.getBody
 	return r, body, nil
 }
 
@@ -83,8 +125,8 @@ func writeBodyRejection(w http.ResponseWriter, err error) (reason string) {
 	return reason
 }
 
-// readBody reads at most limit bytes of r's body.
-func readBody(r *http.Request, limit int64) ([]byte, error) {
+// read reads at most limit bytes of r's body, through b's limited reader.
+func (b *requestBody) read(r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, fmt.Errorf("%w: Content-Length %d is over %d bytes", errBodyTooLarge, r.ContentLength, limit)
 	}
@@ -97,11 +139,13 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 		// twice the size.
 		buf.Grow(int(min(r.ContentLength, initialBodyBuffer)) + bytes.MinRead)
 	}
-	n, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1))
-	if tooBig := new(http.MaxBytesError); errors.As(err, &tooBig) {
-		return nil, fmt.Errorf("%w: over the server's request_body limit of %d bytes", errBodyTooLarge, tooBig.Limit)
-	}
+	b.limit = io.LimitedReader{R: r.Body, N: limit + 1}
+	n, err := buf.ReadFrom(&b.limit)
+	b.limit.R = nil // the request's own body is done with
 	if err != nil {
+		if tooBig := new(http.MaxBytesError); errors.As(err, &tooBig) {
+			return nil, fmt.Errorf("%w: over the server's request_body limit of %d bytes", errBodyTooLarge, tooBig.Limit)
+		}
 		return nil, fmt.Errorf("reading body: %w", err)
 	}
 	if n > limit {
@@ -110,24 +154,19 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// bodyPlaceholders resolves {webhook.json.<path>} against the body, with
-// gjson path syntax (a body that is not JSON resolves every path to ""),
-// and {webhook.body_sha256}, the body's SHA-256 in hex, computed once.
-func bodyPlaceholders(body []byte) caddy.ReplacerFunc {
-	sum := sync.OnceValue(func() string {
-		s := sha256.Sum256(body)
-		return hex.EncodeToString(s[:])
-	})
-	return func(key string) (any, bool) {
-		if key == "webhook.body_sha256" {
-			return sum(), true
-		}
-		path, ok := strings.CutPrefix(key, "webhook.json.")
-		if !ok {
-			return nil, false
-		}
-		return gjson.GetBytes(body, path).String(), true
+// placeholder resolves {webhook.json.<path>} against the body, with gjson
+// path syntax (a body that is not JSON resolves every path to ""), and
+// {webhook.body_sha256}, the body's SHA-256 in hex.
+func (b *requestBody) placeholder(key string) (any, bool) {
+	if key == "webhook.body_sha256" {
+		sum := b.sha256()
+		return hex.EncodeToString(sum[:]), true
 	}
+	path, ok := strings.CutPrefix(key, "webhook.json.")
+	if !ok {
+		return nil, false
+	}
+	return gjson.GetBytes(b.bytes, path).String(), true
 }
 
 // startSpan starts a child span of ctx's with hookgate's tracer from the
@@ -137,7 +176,11 @@ func bodyPlaceholders(body []byte) caddy.ReplacerFunc {
 // as they are: a no-op child would record nothing either, and would cost
 // a context and a request copy per handler.
 func startSpan(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
-	parent := trace.SpanFromContext(ctx)
+	return startChildSpan(ctx, trace.SpanFromContext(ctx), name, opts...)
+}
+
+// startChildSpan is startSpan where the caller has ctx's span at hand.
+func startChildSpan(ctx context.Context, parent trace.Span, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	if !parent.SpanContext().IsValid() && !parent.IsRecording() {
 		return ctx, parent
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -187,6 +188,9 @@ const (
 // something: an unknown one (no webhook_verify in front) or an empty one
 // would otherwise leave one literal key shared by every request.
 func (h *Dedupe) key(repl *caddy.Replacer) (key, reason, detail string) {
+	// One placeholder, the default {webhook.id} among them: its value is
+	// the key, without a template's parse and copy. An unknown or empty
+	// one takes the long way, for its error.
 	tmpl := h.Key
 	if tmpl == "" {
 		tmpl = defaultKey
@@ -197,9 +201,16 @@ func (h *Dedupe) key(repl *caddy.Replacer) (key, reason, detail string) {
 			tmpl = bodyOnlyKey
 		case verify.KeySignature:
 			tmpl = signatureKey
+		default:
+			key = id
 		}
+	} else if name, ok := placeholderOnly(tmpl); ok {
+		key, _ = repl.GetString(name)
 	}
-	key, err := repl.ReplaceOrErr(tmpl, true, true)
+	var err error
+	if key == "" {
+		key, err = repl.ReplaceOrErr(tmpl, true, true)
+	}
 	switch {
 	case err != nil:
 		return "", reasonMissingIdempotencyKey, "the idempotency key " + tmpl + " resolves to nothing: " + err.Error()
@@ -207,6 +218,20 @@ func (h *Dedupe) key(repl *caddy.Replacer) (key, reason, detail string) {
 		return "", reasonIdempotencyKeyTooLong, fmt.Sprintf("the idempotency key is %d bytes, over %d", len(key), dedupe.MaxKeyLen)
 	}
 	return key, "", ""
+}
+
+// placeholderOnly returns the name of the placeholder tmpl is, when tmpl
+// is one placeholder and nothing else ({webhook.id}, not {a}{b} nor a
+// file placeholder, nor one with escapes).
+func placeholderOnly(tmpl string) (string, bool) {
+	if len(tmpl) < 3 || tmpl[0] != '{' || tmpl[len(tmpl)-1] != '}' {
+		return "", false
+	}
+	name := tmpl[1 : len(tmpl)-1]
+	if strings.ContainsAny(name, "{}\\") || strings.HasPrefix(name, "file.") {
+		return "", false
+	}
+	return name, true
 }
 
 // ServeHTTP dedupes the request.
@@ -240,7 +265,11 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	}
 
 	cctx, claimSpan := startSpan(ctx, "webhook_dedupe.claim")
-	dec, err := h.deduper.Begin(cctx, key, dedupe.FingerprintOf(body))
+	var sum func() dedupe.Fingerprint
+	if b, ok := bodyOf(r); ok {
+		sum = b.sha256 // shared with {webhook.body_sha256}: computed once
+	}
+	dec, err := h.deduper.BeginBody(cctx, key, body, sum)
 	claimSpan.End()
 	if err != nil && ctx.Err() != nil {
 		return nil // the client left while its copy waited: nothing to answer
@@ -258,7 +287,7 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	count(dec.Result)
 	switch dec.Action {
 	case dedupe.Replay:
-		dec.Record.Replay(w)
+		dec.Replay(w)
 		return nil
 	case dedupe.Reject:
 		if errors.Is(dec.Err, dedupe.ErrKeyReused) {
@@ -287,20 +316,23 @@ func (h *Dedupe) forward(w http.ResponseWriter, r *http.Request, next caddyhttp.
 			h.bufs.Put(buf)
 		}
 	}()
+	// The span is looked up here: a lookup in the detached context boxes
+	// it (an allocation), one in the request's does not.
+	span := trace.SpanFromContext(r.Context())
 	return forward.Send(w, r, next, forward.Config{
 		LeaseUntil: dec.LeaseUntil,
 		Lease:      h.deduper.Lease(),
 		Buffer:     buf,
 		MaxRecord:  h.maxRecord(),
 	}, func(detached context.Context, res *forward.Result) {
-		h.settle(detached, key, dec, res)
+		h.settle(detached, span, key, dec, res)
 	})
 }
 
 // settle releases the claim when the forward's outcome is not final, and
 // records it when it is (Finish applies the record classes), before the
-// client gets its answer.
-func (h *Dedupe) settle(detached context.Context, key string, dec dedupe.Decision, res *forward.Result) {
+// client gets its answer. span is webhook_dedupe's, detached's.
+func (h *Dedupe) settle(detached context.Context, span trace.Span, key string, dec dedupe.Decision, res *forward.Result) {
 	if res.Status == 0 || res.NotFinal {
 		// No response from upstream (down, timeout, a copy that failed
 		// before the status), or an answer of hookgate's own that asks
@@ -311,11 +343,13 @@ func (h *Dedupe) settle(detached context.Context, key string, dec dedupe.Decisio
 	} else {
 		// A status was received: final ones are recorded, without the
 		// body when it streamed or did not arrive whole.
-		rctx, recordSpan := startSpan(detached, "webhook_dedupe.record")
+		rctx, recordSpan := startChildSpan(detached, span, "webhook_dedupe.record")
 		rctx, cancelRecord := context.WithDeadline(rctx, res.SettleDeadline())
+		after, before := res.Headers()
 		recorded, ferr := h.deduper.Finish(rctx, key, dec, dedupe.Response{
 			Status:   res.Status,
-			Header:   res.Header(),
+			Header:   after,
+			Before:   before,
 			Body:     res.Body,
 			Streamed: res.Truncated,
 		})
@@ -332,7 +366,7 @@ func (h *Dedupe) settle(detached context.Context, key string, dec dedupe.Decisio
 		if c := h.logger.Check(zapcore.DebugLevel, "forwarded"); c != nil {
 			c.Write(zap.String("key", key), zap.Int("status", res.Status), zap.Bool("recorded", recorded))
 		}
-		if span := trace.SpanFromContext(detached); span.IsRecording() {
+		if span.IsRecording() {
 			span.SetAttributes(attribute.Int("http.response.status_code", res.Status), attribute.Bool("hookgate.recorded", recorded))
 		}
 	}

@@ -22,6 +22,7 @@
 package dedupe
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -29,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -86,16 +88,27 @@ const (
 	// forgotten in the store is forwarded again after at most this long.
 	ReplayCacheTTL = time.Minute
 	maxCachedBody  = 4 << 10
+	// maxCachedRequest is the largest request body a cached record keeps
+	// beside its fingerprint: a copy whose body is kept is told a
+	// duplicate by comparing the bodies, without hashing its own.
+	maxCachedRequest = 4 << 10
 )
 
 // MaxKeyLen is the longest idempotency key (and freshness entity) the
 // stores accept, in bytes.
 const MaxKeyLen = 1024
 
-// cachedRecord is a record held in the replay cache.
+// cachedRecord is a record held in the replay cache, ready to replay.
 type cachedRecord struct {
-	fp      Fingerprint
+	fp Fingerprint
+	// body is the request body whose fingerprint fp is, when hasBody: kept
+	// (up to maxCachedRequest) so that a copy is compared byte for byte
+	// instead of hashed. Equal bodies have equal fingerprints, and
+	// different ones different fingerprints, so the answer is the same.
+	body    []byte
+	hasBody bool
 	rec     *Record
+	header  *replayHeader
 	expires time.Time
 	size    int64
 }
@@ -105,8 +118,8 @@ type Deduper struct {
 	deps
 	store   Store
 	cfg     Config
-	records *lru.Cache[string, cachedRecord] // nil when disabled
-	bytes   atomic.Int64                     // the cache's size
+	records *lru.Cache[string, *cachedRecord] // nil when disabled
+	bytes   atomic.Int64                      // the cache's size
 	// releases bounds the background releases of claims whose reply was
 	// lost (see Begin).
 	releases chan struct{}
@@ -164,7 +177,7 @@ func New(store Store, cfg Config, opts ...Option) (*Deduper, error) {
 	}
 	d := &Deduper{deps: newDeps(opts), store: store, cfg: cfg, releases: make(chan struct{}, maxLostReleases)}
 	if cfg.ReplayCache > 0 {
-		d.records, _ = lru.NewWithEvict(cfg.ReplayCache, func(_ string, c cachedRecord) { d.bytes.Add(-c.size) })
+		d.records, _ = lru.NewWithEvict(cfg.ReplayCache, func(_ string, c *cachedRecord) { d.bytes.Add(-c.size) })
 	}
 	return d, nil
 }
@@ -218,6 +231,25 @@ type Decision struct {
 	Record *Record
 	// Err is ErrInFlight or ErrKeyReused (Reject).
 	Err error
+
+	// header is Record's header laid out for replay, when the record came
+	// from the replay cache (Replay).
+	header *replayHeader
+	// body is the forwarded copy's body, when BeginBody had it: Finish
+	// keeps it in the replay cache beside the record (Forward).
+	body    []byte
+	hasBody bool
+}
+
+// Replay answers w with the decision's record (Action Replay), as
+// Record.Replay does; from the replay cache, its header is written from a
+// prepared layout.
+func (d *Decision) Replay(w http.ResponseWriter) {
+	if d.header != nil {
+		d.header.write(w, d.Record)
+		return
+	}
+	d.Record.Replay(w)
 }
 
 // RetryAfter is how long until the lease in the way expires.
@@ -233,12 +265,59 @@ func (d *Deduper) Lease() time.Duration { return d.cfg.Lease }
 // its record (or for its claim to go) up to Wait. A non-nil error is a
 // store failure: nothing was claimed.
 func (d *Deduper) Begin(ctx context.Context, key string, fp Fingerprint) (Decision, error) {
+	return d.begin(ctx, key, &copyOf{fp: fp, known: true}, nil)
+}
+
+// BeginBody is Begin for a copy whose body is at hand: a copy replayed
+// from the replay cache is compared with the body kept there, byte for
+// byte, and its own fingerprint is not computed at all. sum returns the
+// body's fingerprint (FingerprintOf(body)), for a caller that may have it
+// already (the SHA-256 of a placeholder); it is called at most once, and
+// when nil the fingerprint is computed here.
+func (d *Deduper) BeginBody(ctx context.Context, key string, body []byte, sum func() Fingerprint) (Decision, error) {
+	return d.begin(ctx, key, &copyOf{body: body, hasBody: true}, sum)
+}
+
+// copyOf is the copy Begin decides about: its fingerprint, computed once
+// when first needed, and its body when at hand.
+type copyOf struct {
+	body    []byte
+	hasBody bool
+	fp      Fingerprint
+	known   bool
+}
+
+// fingerprint is the copy's fingerprint: given, or sum's when sum is not
+// nil, or computed from the body. (sum is not kept in c: what c holds
+// goes on in the Decision, and sum need not.)
+func (c *copyOf) fingerprint(sum func() Fingerprint) Fingerprint {
+	if !c.known {
+		if sum != nil {
+			c.fp = sum()
+		} else {
+			c.fp = FingerprintOf(c.body)
+		}
+		c.known = true
+	}
+	return c.fp
+}
+
+// matches reports whether the copy is of the cached record's body.
+func (c *copyOf) matches(r *cachedRecord, sum func() Fingerprint) bool {
+	if c.hasBody && r.hasBody {
+		return bytes.Equal(c.body, r.body)
+	}
+	return c.fingerprint(sum) == r.fp
+}
+
+func (d *Deduper) begin(ctx context.Context, key string, cp *copyOf, sum func() Fingerprint) (Decision, error) {
 	if c, ok := d.cached(key); ok {
-		if c.fp != fp {
+		if !cp.matches(c, sum) {
 			return Decision{Action: Reject, Result: "mismatch", Err: ErrKeyReused}, nil
 		}
-		return Decision{Action: Replay, Result: "replayed", Record: c.rec}, nil
+		return Decision{Action: Replay, Result: "replayed", Record: c.rec, header: c.header}, nil
 	}
+	fp := cp.fingerprint(sum)
 	deadline := d.now().Add(d.cfg.Wait)
 	poll := 5 * time.Millisecond
 	for {
@@ -254,11 +333,11 @@ func (d *Deduper) Begin(ctx context.Context, key string, fp Fingerprint) (Decisi
 		}
 		switch res.Status {
 		case Claimed:
-			return Decision{Action: Forward, Result: "forwarded", Token: token, Fingerprint: fp, LeaseUntil: now.Add(d.cfg.Lease)}, nil
+			return Decision{Action: Forward, Result: "forwarded", Token: token, Fingerprint: fp, LeaseUntil: now.Add(d.cfg.Lease), body: cp.body, hasBody: cp.hasBody}, nil
 		case TookOver:
-			return Decision{Action: Forward, Result: "lease_expired", Token: token, Fingerprint: fp, LeaseUntil: now.Add(d.cfg.Lease)}, nil
+			return Decision{Action: Forward, Result: "lease_expired", Token: token, Fingerprint: fp, LeaseUntil: now.Add(d.cfg.Lease), body: cp.body, hasBody: cp.hasBody}, nil
 		case Recorded:
-			d.remember(key, fp, res.Record, res.Expires)
+			d.remember(key, cp, res.Record, res.Expires)
 			return Decision{Action: Replay, Result: "replayed", Record: res.Record}, nil
 		case Mismatch:
 			return Decision{Action: Reject, Result: "mismatch", Err: ErrKeyReused}, nil
@@ -296,6 +375,12 @@ func (d *Deduper) Begin(ctx context.Context, key string, fp Fingerprint) (Decisi
 type Response struct {
 	Status int
 	Header http.Header
+	// Before, when set, is the response's header as it was before the
+	// forward: a field of Header that holds the same values in Before is
+	// the gateway's own (Server, a header directive's), not the
+	// upstream's, and is not recorded. Header may then be the response's
+	// whole header, filtered as it is copied.
+	Before http.Header
 	Body   []byte
 	// Streamed is set when the body went to the client without being
 	// buffered (it was over the record limit): it is recorded without it.
@@ -353,7 +438,7 @@ func retry(ctx context.Context, sleep func(context.Context, time.Duration) error
 // at once: another forward holds the key.
 func (d *Deduper) Finish(ctx context.Context, key string, dec Decision, resp Response) (bool, error) {
 	final := d.cfg.Final(resp.Status)
-	rec := NewRecord(resp.Status, resp.Header, resp.Body, d.cfg.MaxRecord)
+	rec := newRecord(resp, d.cfg.MaxRecord)
 	if resp.Streamed {
 		rec.Body, rec.BodyOmitted = nil, true
 	}
@@ -364,7 +449,7 @@ func (d *Deduper) Finish(ctx context.Context, key string, dec Decision, resp Res
 		now := d.now()
 		err := d.store.Record(ctx, key, dec.Token, rec, d.cfg.Retention, now)
 		if err == nil {
-			d.remember(key, dec.Fingerprint, &rec, now.Add(d.cfg.Retention))
+			d.remember(key, &copyOf{fp: dec.Fingerprint, known: true, body: dec.body, hasBody: dec.hasBody}, &rec, now.Add(d.cfg.Retention))
 		}
 		return err
 	}
@@ -403,26 +488,32 @@ func (d *Deduper) Uncache(key string) {
 }
 
 // cached returns key's record from the replay cache while it is live.
-func (d *Deduper) cached(key string) (cachedRecord, bool) {
+func (d *Deduper) cached(key string) (*cachedRecord, bool) {
 	if d.records == nil {
-		return cachedRecord{}, false
+		return nil, false
 	}
 	c, ok := d.records.Get(key)
 	if !ok {
-		return cachedRecord{}, false
+		return nil, false
 	}
 	if !d.now().Before(c.expires) {
 		d.records.Remove(key)
-		return cachedRecord{}, false
+		return nil, false
 	}
 	return c, true
 }
 
 // remember puts a record in the replay cache, if it is small enough, until
-// it expires or for ReplayCacheTTL, whichever is sooner; the oldest
-// entries go while the cache is over ReplayCacheBytes.
-func (d *Deduper) remember(key string, fp Fingerprint, rec *Record, expires time.Time) {
+// it expires or for ReplayCacheTTL, whichever is sooner, with the body of
+// cp when it has one no larger than maxCachedRequest, and its header laid
+// out for replay; the oldest entries go while the cache is over
+// ReplayCacheBytes.
+func (d *Deduper) remember(key string, cp *copyOf, rec *Record, expires time.Time) {
 	if d.records == nil || rec == nil || len(rec.Body) > maxCachedBody || expires.IsZero() {
+		return
+	}
+	// Records never change: one already cached stays as it is.
+	if d.records.Contains(key) {
 		return
 	}
 	size := int64(len(key) + len(rec.Body) + cachedOverhead)
@@ -438,8 +529,14 @@ func (d *Deduper) remember(key string, fp Fingerprint, rec *Record, expires time
 	if ttl := d.now().Add(ReplayCacheTTL); ttl.Before(expires) {
 		expires = ttl
 	}
-	// Records never change: one already cached stays as it is.
-	if _, found, _ := d.records.PeekOrAdd(key, cachedRecord{fp: fp, rec: rec, expires: expires, size: size}); found {
+	c := &cachedRecord{fp: cp.fingerprint(nil), rec: rec, header: newReplayHeader(rec), expires: expires}
+	if cp.hasBody && len(cp.body) <= maxCachedRequest {
+		// A copy: the request's buffer is larger than its body.
+		c.body, c.hasBody = append(make([]byte, 0, len(cp.body)), cp.body...), true
+		size += int64(len(c.body))
+	}
+	c.size = size
+	if _, found, _ := d.records.PeekOrAdd(key, c); found {
 		return
 	}
 	d.bytes.Add(size)
@@ -474,17 +571,41 @@ var hopByHop = map[string]bool{
 // NewRecord makes the record of a final response: its end-to-end headers
 // and its body, or no body when it is over maxBody.
 func NewRecord(status int, header http.Header, body []byte, maxBody int) Record {
-	h := make(http.Header, len(header))
-	for k, v := range header {
-		if !hopByHop[http.CanonicalHeaderKey(k)] {
-			h[http.CanonicalHeaderKey(k)] = append([]string(nil), v...)
+	return newRecord(Response{Status: status, Header: header, Body: body}, maxBody)
+}
+
+// newRecord is NewRecord of resp, without the fields of resp.Before; the
+// values of every header are copied into one slice.
+func newRecord(resp Response, maxBody int) Record {
+	keep := func(k string, v []string) bool {
+		return !hopByHop[http.CanonicalHeaderKey(k)] && (resp.Before == nil || !slices.Equal(resp.Before[k], v))
+	}
+	fields, n := 0, 0
+	for k, v := range resp.Header {
+		if keep(k, v) {
+			fields++
+			n += len(v)
 		}
 	}
-	rec := Record{Status: status, Header: h}
-	if len(body) > maxBody {
+	h := make(http.Header, fields)
+	values := make([]string, 0, n)
+	for k, v := range resp.Header {
+		if !keep(k, v) {
+			continue
+		}
+		var vs []string
+		if len(v) > 0 {
+			start := len(values)
+			values = append(values, v...)
+			vs = values[start:len(values):len(values)]
+		}
+		h[http.CanonicalHeaderKey(k)] = vs
+	}
+	rec := Record{Status: resp.Status, Header: h}
+	if len(resp.Body) > maxBody {
 		rec.BodyOmitted = true
 	} else {
-		rec.Body = append([]byte(nil), body...)
+		rec.Body = append([]byte(nil), resp.Body...)
 	}
 	return rec
 }
@@ -492,15 +613,89 @@ func NewRecord(status int, header http.Header, body []byte, maxBody int) Record 
 // Replay answers with the recorded response, marked Idempotent-Replayed:
 // true (and Idempotent-Body-Omitted: true when its body was not kept).
 func (rec *Record) Replay(w http.ResponseWriter) {
+	n := len(replayMarks)
+	for _, vs := range rec.Header {
+		n += len(vs)
+	}
+	// The values of every header in one allocation.
+	values := make([]string, 0, n)
 	h := w.Header()
-	for k, v := range rec.Header {
-		h[k] = append([]string(nil), v...)
+	for k, vs := range rec.Header {
+		start := len(values)
+		values = append(values, vs...)
+		h[k] = values[start:len(values):len(values)]
 	}
-	h.Set("Idempotent-Replayed", "true")
-	if rec.BodyOmitted {
-		h.Set("Idempotent-Body-Omitted", "true")
+	for i, name := range replayMarks {
+		if v, ok := rec.mark(i); ok {
+			values = append(values, v)
+			h[name] = values[len(values)-1 : len(values) : len(values)]
+		}
 	}
-	h.Set("Content-Length", strconv.Itoa(len(rec.Body)))
+	w.WriteHeader(rec.Status)
+	_, _ = w.Write(rec.Body) // a client gone away has no one to tell
+}
+
+// replayMarks are the headers a replay sets beside the record's own.
+var replayMarks = [...]string{"Idempotent-Replayed", "Idempotent-Body-Omitted", "Content-Length"}
+
+// mark returns the value of replayMarks[i] for rec, if it has one.
+func (rec *Record) mark(i int) (string, bool) {
+	switch i {
+	case 0:
+		return "true", true
+	case 1:
+		return "true", rec.BodyOmitted
+	}
+	return strconv.Itoa(len(rec.Body)), true
+}
+
+// replayHeader is a record's response header laid out once, when the
+// record is cached, so that each replay of it writes the header from one
+// copy of a slice: the values of every name, the replay's marks
+// (replayMarks) included.
+type replayHeader struct {
+	names  []string
+	values []string
+	ends   []int // names[i]'s values are values[ends[i-1]:ends[i]]
+}
+
+// newReplayHeader lays out rec's header and marks, as Replay writes them.
+func newReplayHeader(rec *Record) *replayHeader {
+	p := &replayHeader{}
+	marks := map[string]bool{}
+	for _, name := range replayMarks {
+		marks[name] = true
+	}
+	for k, vs := range rec.Header {
+		if !marks[k] { // a mark overrides the record's own
+			p.names = append(p.names, k)
+			p.values = append(p.values, vs...)
+			p.ends = append(p.ends, len(p.values))
+		}
+	}
+	for i, name := range replayMarks {
+		if v, ok := rec.mark(i); ok {
+			p.names = append(p.names, name)
+			p.values = append(p.values, v)
+			p.ends = append(p.ends, len(p.values))
+		}
+	}
+	return p
+}
+
+// write answers w with rec, its header from p.
+func (p *replayHeader) write(w http.ResponseWriter, rec *Record) {
+	// A copy of the values for each answer, not the cached slice itself:
+	// a handler after this one may change a value in place (Caddy's header
+	// directive replaces within the slice).
+	values := append(make([]string, 0, len(p.values)), p.values...)
+	h := w.Header()
+	start := 0
+	for i, name := range p.names {
+		end := p.ends[i]
+		h[name] = values[start:end:end]
+		start = end
+	}
 	w.WriteHeader(rec.Status)
 	_, _ = w.Write(rec.Body) // a client gone away has no one to tell
 }

@@ -122,6 +122,15 @@ func (r *Result) Header() http.Header {
 	return out
 }
 
+// Headers returns the response's header as it is after the forward, and
+// as it was before it: what Header compares, for a caller that copies the
+// header anyway and leaves out the fields whose values did not change as
+// it copies (without Header's copy first). Neither is the caller's to
+// change.
+func (r *Result) Headers() (after, before http.Header) {
+	return r.w.Header(), r.before
+}
+
 // SettleDeadline is when the retries of the outcome's write should give
 // up: when the lease ends, or minSettle from now, whichever is later.
 func (r *Result) SettleDeadline() time.Time {
@@ -165,34 +174,36 @@ func Send(w http.ResponseWriter, r *http.Request, next Handler, c Config, settle
 	fctx, cancel := context.WithDeadline(detached, c.LeaseUntil.Add(-margin(c.Lease)))
 	defer cancel()
 
-	var n *note
+	// The writer, the result and the note in one allocation.
+	st := &struct {
+		fw   forwardWriter
+		res  Result
+		note note
+	}{fw: forwardWriter{w: w, buf: c.Buffer, limit: c.MaxRecord}}
+	fw, res := &st.fw, &st.res
 	if c.Buffer != nil {
-		n = new(note)
-		fctx = context.WithValue(fctx, noteKey{}, n)
+		fctx = context.WithValue(fctx, noteKey{}, &st.note)
 		c.Buffer.Reset()
 	}
 	// Headers set before the forward (Server, a header directive's) are
 	// this request's, not the upstream's.
 	before := w.Header().Clone()
-	fw := newForwardWriter(w, c.Buffer, c.MaxRecord)
 	fr := r.WithContext(fctx)
 	oneShot(fr)
 	panicked, err := serve(next, fw, fr)
 
-	res := &Result{
+	*res = Result{
 		Status:     fw.status,
 		Body:       fw.Body(),
 		Truncated:  fw.Streamed() || panicked != nil || err != nil,
 		ClientErr:  fw.clientErr,
+		NotFinal:   c.Buffer != nil && st.note.notFinal,
 		leaseUntil: c.LeaseUntil,
 		before:     before,
 		w:          w,
 	}
 	if res.Status == 0 && err == nil && panicked == nil {
 		res.Status = http.StatusOK
-	}
-	if n != nil {
-		res.NotFinal = n.notFinal
 	}
 	settle(detached, res)
 
@@ -309,12 +320,6 @@ type forwardWriter struct {
 	status    int
 	sent      bool  // the status line went to the client
 	clientErr error // the first failed write to the client
-}
-
-// newForwardWriter returns a writer that buffers up to limit bytes in buf,
-// or streams from the start when buf is nil.
-func newForwardWriter(w http.ResponseWriter, buf *bytes.Buffer, limit int64) *forwardWriter {
-	return &forwardWriter{w: w, buf: buf, limit: limit}
 }
 
 func (f *forwardWriter) Header() http.Header { return f.w.Header() }

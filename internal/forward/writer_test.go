@@ -86,3 +86,9 @@ func TestForwardWriterDiscardsAfterTheClientLeft(t *testing.T) {
 		t.Fatalf("%d writes reached the client, clientErr %v; want 1 and the error kept", client.writes, fw.clientErr)
 	}
 }
+
+// newForwardWriter returns a writer that buffers up to limit bytes in buf,
+// or streams from the start when buf is nil, as Send makes it.
+func newForwardWriter(w http.ResponseWriter, buf *bytes.Buffer, limit int64) *forwardWriter {
+	return &forwardWriter{w: w, buf: buf, limit: limit}
+}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,15 +27,11 @@ import (
 // Metrics holds the instruments of one config load.
 type Metrics struct {
 	provider        *sdkmetric.MeterProvider
-	verifyRequests  metric.Int64Counter
-	dedupeRequests  metric.Int64Counter
 	storeOpDuration metric.Float64Histogram
-	freshness       metric.Int64Counter
-	verifyAttrs     sync.Map // scheme and result -> []metric.AddOption, built once
-	dedupeAttrs     sync.Map // result -> []metric.AddOption, built once
-	freshnessAttrs  sync.Map
-	sender          *senderMetrics
-	reconcile       *reconcileMetrics
+	// The receiver's results, counted on every request: see counts.
+	verifyRequests, dedupeRequests, freshness counts
+	sender                                    *senderMetrics
+	reconcile                                 *reconcileMetrics
 }
 
 // New builds the instruments, exported through reg.
@@ -51,19 +48,16 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	m := &Metrics{provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))}
 	meter := m.provider.Meter("github.com/hookgate/hookgate")
-	m.verifyRequests, err = meter.Int64Counter("hookgate_verify_requests_total",
-		metric.WithDescription("Webhook verifications by scheme and result."))
-	if err != nil {
+	if err := m.verifyRequests.register(meter, "hookgate_verify_requests_total",
+		"Webhook verifications by scheme and result."); err != nil {
 		return nil, err
 	}
-	m.dedupeRequests, err = meter.Int64Counter("hookgate_dedupe_requests_total",
-		metric.WithDescription("Dedupe outcomes: forwarded, replayed, in_flight, mismatch, store_error, lease_expired, and the 400 and 413 reasons."))
-	if err != nil {
+	if err := m.dedupeRequests.register(meter, "hookgate_dedupe_requests_total",
+		"Dedupe outcomes: forwarded, replayed, in_flight, mismatch, store_error, lease_expired, and the 400 and 413 reasons."); err != nil {
 		return nil, err
 	}
-	m.freshness, err = meter.Int64Counter("hookgate_freshness_total",
-		metric.WithDescription("Freshness outcomes: applied, not_applied, superseded, too_old, entity_busy, store_error, and the 400 reasons."))
-	if err != nil {
+	if err := m.freshness.register(meter, "hookgate_freshness_total",
+		"Freshness outcomes: applied, not_applied, superseded, too_old, entity_busy, store_error, and the 400 reasons."); err != nil {
 		return nil, err
 	}
 	m.storeOpDuration, err = meter.Float64Histogram("hookgate_store_op_duration_seconds",
@@ -83,34 +77,62 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 }
 
 // Verified counts one webhook_verify result.
-func (m *Metrics) Verified(ctx context.Context, scheme, result string) {
-	opts, ok := m.verifyAttrs.Load(scheme + "\x00" + result)
-	if !ok {
-		opts, _ = m.verifyAttrs.LoadOrStore(scheme+"\x00"+result, []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(
-			attribute.String("scheme", scheme), attribute.String("result", result)))})
-	}
-	m.verifyRequests.Add(ctx, 1, opts.([]metric.AddOption)...)
+func (m *Metrics) Verified(_ context.Context, scheme, result string) {
+	m.verifyRequests.add(scheme+"\x00"+result, func() attribute.Set {
+		return attribute.NewSet(attribute.String("scheme", scheme), attribute.String("result", result))
+	})
 }
 
 // DedupeResult counts one webhook_dedupe outcome.
-func (m *Metrics) DedupeResult(ctx context.Context, result string) {
-	countResult(ctx, m.dedupeRequests, &m.dedupeAttrs, result)
+func (m *Metrics) DedupeResult(_ context.Context, result string) {
+	m.dedupeRequests.add(result, func() attribute.Set { return attribute.NewSet(attribute.String("result", result)) })
 }
 
 // FreshnessResult counts one webhook_freshness outcome.
-func (m *Metrics) FreshnessResult(ctx context.Context, result string) {
-	countResult(ctx, m.freshness, &m.freshnessAttrs, result)
+func (m *Metrics) FreshnessResult(_ context.Context, result string) {
+	m.freshness.add(result, func() attribute.Set { return attribute.NewSet(attribute.String("result", result)) })
 }
 
-// countResult adds one to counter with a result label; the results are
-// fixed codes, so the attribute sets are built once each.
-func countResult(ctx context.Context, counter metric.Int64Counter, cache *sync.Map, result string) {
-	opts, ok := cache.Load(result)
+// counts is a counter of the receiver's results, counted on every
+// request: one atomic count per label set (the labels are fixed codes and
+// configured names, so the sets are few), each found by a map read and
+// its attribute set built once, and read by the SDK when it collects (an
+// observable counter). The SDK's own Add would look the attribute set up
+// in its aggregation map, under a lock, for each request; what is
+// exported is the same counter, the same series, from the first count of
+// each on.
+type counts struct {
+	inst metric.Int64ObservableCounter
+	m    sync.Map // label key -> *count
+}
+
+type count struct {
+	n    atomic.Int64
+	opts []metric.ObserveOption
+}
+
+func (c *counts) register(meter metric.Meter, name, description string) (err error) {
+	c.inst, err = meter.Int64ObservableCounter(name, metric.WithDescription(description),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			c.m.Range(func(_, v any) bool {
+				n := v.(*count)
+				o.Observe(n.n.Load(), n.opts...)
+				return true
+			})
+			return nil
+		}))
+	return err
+}
+
+// add counts one under key, whose attribute set attrs builds.
+func (c *counts) add(key string, attrs func() attribute.Set) {
+	v, ok := c.m.Load(key)
 	if !ok {
-		// A slice, so that Add's variadic argument is not an allocation.
-		opts, _ = cache.LoadOrStore(result, []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("result", result)))})
+		// A copy of key is kept, so that key itself does not escape: a
+		// caller's key built by concatenation stays on its stack.
+		v, _ = c.m.LoadOrStore(strings.Clone(key), &count{opts: []metric.ObserveOption{metric.WithAttributeSet(attrs())}})
 	}
-	counter.Add(ctx, 1, opts.([]metric.AddOption)...)
+	v.(*count).n.Add(1)
 }
 
 // StoreOpDuration is the histogram of the store's operations, by backend

@@ -1,0 +1,45 @@
+package caddymodule
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// TestDedupeKeyResolves: a key of one placeholder is read as the
+// placeholder's value (no template parse); every key resolves as the
+// replacer's ReplaceOrErr resolves it, errors included.
+func TestDedupeKeyResolves(t *testing.T) {
+	repl := caddy.NewReplacer()
+	repl.Set("webhook.id", "msg_1")
+	repl.Set("webhook.scheme", "standard")
+	repl.Set("webhook.empty", "")
+	repl.Set("n", 42)
+	repl.Set("webhook.long", strings.Repeat("k", 1025))
+	for _, tmpl := range []string{
+		"", "{webhook.id}", "billing:{webhook.id}", "{webhook.scheme}:{webhook.id}", "{webhook.missing}",
+		"{webhook.empty}", "{n}", "{webhook.long}", "{webhook.id}}", "{{webhook.id}", `{webhook\.id}`, "{}",
+	} {
+		t.Run(tmpl, func(t *testing.T) {
+			key, reason, _ := (&Dedupe{Key: tmpl}).key(repl)
+			if tmpl == "" {
+				tmpl = defaultKey
+			}
+			want, err := repl.ReplaceOrErr(tmpl, true, true)
+			wantReason := ""
+			switch {
+			case err != nil:
+				want, wantReason = "", reasonMissingIdempotencyKey
+			case len(want) > 1024:
+				want, wantReason = "", reasonIdempotencyKeyTooLong
+			}
+			if key != want || reason != wantReason {
+				t.Errorf("key(%q) = %q, %q; want %q, %q", tmpl, key, reason, want, wantReason)
+			}
+		})
+	}
+	if name, ok := placeholderOnly("{webhook.id}"); !ok || name != "webhook.id" {
+		t.Errorf("placeholderOnly({webhook.id}) = %q, %v; want webhook.id, true", name, ok)
+	}
+}
