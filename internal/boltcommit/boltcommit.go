@@ -27,6 +27,11 @@ type Committer struct {
 	db       *bolt.DB
 	maxGroup int
 
+	// writes are the idle writes, each with its channel: the Committer's
+	// own, so that a channel never outlives the file's users (nor, in a
+	// test, the synctest bubble that made it).
+	writes sync.Pool
+
 	mu    sync.Mutex
 	queue []*write
 	spare []*write // the last group's slice, for the next queue
@@ -52,9 +57,6 @@ type write struct {
 	done chan error // buffered: errSolo, or the group's commit error
 }
 
-// writes are the idle writes, each with its channel.
-var writes = sync.Pool{New: func() any { return &write{done: make(chan error, 1)} }}
-
 // MaxGroup bounds the writes in one transaction (bbolt's default
 // MaxBatchSize).
 const MaxGroup = 1000
@@ -75,7 +77,10 @@ func (c *Committer) Update(fn func(*bolt.Tx) error) error { return c.Do(Func(fn)
 // its caller's variables costs one for the closure and one for each
 // variable.
 func (c *Committer) Do(op Op) error {
-	w := writes.Get().(*write)
+	w, _ := c.writes.Get().(*write)
+	if w == nil {
+		w = &write{done: make(chan error, 1)}
+	}
 	w.op = op
 	c.mu.Lock()
 	c.queue = append(c.queue, w)
@@ -86,7 +91,7 @@ func (c *Committer) Do(op Op) error {
 	c.mu.Unlock()
 	err := <-w.done
 	w.op = nil
-	writes.Put(w)
+	c.writes.Put(w)
 	if err == errSolo {
 		err = c.db.Update(op.Apply)
 	}
