@@ -4,7 +4,9 @@ package integration
 // walk-through (issue 22).
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -75,13 +77,34 @@ func TestSharedPortRefused(t *testing.T) {
 	// The first gateway still serves, and reloads: through the admin API's
 	// /load and through `hookgate reload`, each onto its own listeners.
 	body := []byte(`{"id":1}`)
-	signedHeaders := func(body []byte) http.Header {
-		// A reload closes the old server's idle connections: a POST is
-		// not retried on one.
-		http.DefaultClient.CloseIdleConnections()
-		return signer(t, "standard", devSecret).Sign(randomID("msg_"), time.Now(), body)
+	// postFresh posts a new delivery on a connection of its own. The old
+	// server of a reload closes the connections it accepted as it shuts
+	// down, so one of those may end without an answer: that is retried,
+	// under the same delivery ID.
+	postFresh := func() (int, http.Header, []byte) {
+		id := randomID("msg_")
+		client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+		var status int
+		var header http.Header
+		var got []byte
+		waitFor(t, "an answer on a new connection", func() bool {
+			req, err := http.NewRequest(http.MethodPost, g.URL+"/", bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header = signer(t, "standard", devSecret).Sign(id, time.Now(), body)
+			resp, err := client.Do(req)
+			if err != nil {
+				return false // EOF from a server shutting down: again
+			}
+			defer func() { _ = resp.Body.Close() }()
+			got, _ = io.ReadAll(resp.Body)
+			status, header = resp.StatusCode, resp.Header
+			return true
+		})
+		return status, header, got
 	}
-	if st, _, got := post(t, g.URL+"/", signedHeaders(body), body); st != http.StatusOK {
+	if st, _, got := postFresh(); st != http.StatusOK {
 		t.Fatalf("the first gateway after the refusals: %d %s", st, got)
 	}
 	caddyfile, err := os.ReadFile(g.Config)
@@ -89,7 +112,7 @@ func TestSharedPortRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	reload(t, g, strings.Replace(string(caddyfile), "webhook_dedupe {", "header X-Reloaded load\n\twebhook_dedupe {", 1))
-	if st, h, got := post(t, g.URL+"/", signedHeaders(body), body); st != http.StatusOK || h.Get("X-Reloaded") != "load" {
+	if st, h, got := postFresh(); st != http.StatusOK || h.Get("X-Reloaded") != "load" {
 		t.Fatalf("after POST /load: %d %v %s; want 200 with X-Reloaded: load", st, h, got)
 	}
 	next := strings.Replace(string(caddyfile), "webhook_dedupe {", "header X-Reloaded cli\n\twebhook_dedupe {", 1)
@@ -99,7 +122,7 @@ func TestSharedPortRefused(t *testing.T) {
 	if out, err := exec.Command(binary, "reload", "--config", g.Config, "--adapter", "caddyfile", "--address", strings.TrimPrefix(g.Admin, "http://")).CombinedOutput(); err != nil {
 		t.Fatalf("hookgate reload: %v\n%s", err, out)
 	}
-	if st, h, got := post(t, g.URL+"/", signedHeaders(body), body); st != http.StatusOK || h.Get("X-Reloaded") != "cli" {
+	if st, h, got := postFresh(); st != http.StatusOK || h.Get("X-Reloaded") != "cli" {
 		t.Fatalf("after hookgate reload: %d %v %s; want 200 with X-Reloaded: cli", st, h, got)
 	}
 	if strings.Contains(g.logs.String(), "SO_REUSEPORT") {
