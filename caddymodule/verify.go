@@ -214,11 +214,12 @@ func (v *Verify) check(w http.ResponseWriter, r *http.Request) (result string, s
 		return result, status, d, r, err
 	}
 	req := verify.Request{Method: r.Method, Header: r.Header, Body: body}
-	if orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok {
-		req.Method = orig.Method // as the sender signed it, whatever a method directive made of it
-	}
-	if v.verifier.SignsURL() || req.Method != http.MethodPost {
-		req.URL = v.requestURL(r)
+	if v.verifier.SignsURL() || r.Method != http.MethodPost {
+		// The method and URL as the request arrived, before any rewrite:
+		// what the sender signed, and what a handshake reads. Looked up
+		// only here: most requests are POSTs under schemes that sign
+		// neither.
+		req.Method, req.URL = v.arrived(r)
 	}
 	if a, ok := v.verifier.Handshake(req, v.now()); ok {
 		if a.Reason != "" {
@@ -244,23 +245,23 @@ func (v *Verify) check(w http.ResponseWriter, r *http.Request) (result string, s
 	}
 }
 
-// requestURL is the URL the provider called, as twilio and rfc9421 sign it:
-// the url override with its placeholders, or the request's own.
-func (v *Verify) requestURL(r *http.Request) string {
-	if v.URL != "" {
-		return r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer).ReplaceAll(v.URL, "")
-	}
-	// The URI as the request arrived: a rewrite before webhook_verify
-	// (handle_path) must not change what is checked.
-	uri := r.URL.RequestURI()
+// arrived returns the method and the URL the provider called, as twilio
+// and rfc9421 sign them: the request's own before any rewrite before
+// webhook_verify (handle_path, method), or the url override with its
+// placeholders.
+func (v *Verify) arrived(r *http.Request) (method, url string) {
+	method, uri := r.Method, r.URL.RequestURI()
 	if orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok {
-		uri = orig.URL.RequestURI()
+		method, uri = orig.Method, orig.URL.RequestURI()
+	}
+	if v.URL != "" {
+		return method, r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer).ReplaceAll(v.URL, "")
 	}
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	return scheme + "://" + r.Host + uri
+	return method, scheme + "://" + r.Host + uri
 }
 
 func parseVerify(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
