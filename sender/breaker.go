@@ -313,6 +313,23 @@ func (s *sharedStore) state(key string, now time.Time) gobreaker.State {
 	return d.st.State
 }
 
+// steady reports whether counting a success against the state kept under
+// key (stateKey of a breaker's name) would change nothing the breaker
+// decides by: it is closed, with no failure in its current run. Then a
+// success only adds to counters nothing reads (the sender's ReadyToTrip
+// reads ConsecutiveFailures alone, and a closed breaker has no interval
+// to roll), and deliver leaves it uncounted, which spares the two JSON
+// round trips of gobreaker's Execute on nearly every delivery. A failure
+// counted concurrently is ordered after this success, as it could have
+// been. The state is as GetData last refreshed it: call state first.
+func (s *sharedStore) steady(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.entries[key]
+	return e != nil && e.data != nil && e.decoded.ok && e.decoded.st.State == gobreaker.StateClosed &&
+		e.decoded.st.Counts.ConsecutiveFailures == 0
+}
+
 // run merges written states into the remote until ctx ends, at most one
 // round per interval.
 func (s *sharedStore) run(ctx context.Context, interval time.Duration) {

@@ -45,9 +45,11 @@ func (r *memRemote) counts() (loads, merges int) {
 }
 
 // TestIdleSenderWritesNoBreakerState: 20 destinations deliver an event
-// each, then have nothing to deliver for 5s, their state read at each
-// poll and by a scrape every 100ms: no breaker state is written while
-// idle, and each destination's is read at most once per refresh interval.
+// each (a 503 first, so that each breaker counts a failure, then the
+// success that ends its run: states to merge), then have nothing to
+// deliver for 5s, their state read at each poll and by a scrape every
+// 100ms: no breaker state is written while idle, and each destination's
+// is read at most once per refresh interval.
 func TestIdleSenderWritesNoBreakerState(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		remote := newMemRemote()
@@ -57,7 +59,12 @@ func TestIdleSenderWritesNoBreakerState(t *testing.T) {
 		}
 		cfg := testConfig()
 		cfg.Poll = 0 // the default, 1s
-		rcv := newFakeReceiver(answers(10*time.Millisecond, 200))
+		rcv := newFakeReceiver(func(_ *http.Request, _ string, n int) (time.Duration, int, http.Header) {
+			if n == 1 {
+				return 10 * time.Millisecond, 503, nil
+			}
+			return 10 * time.Millisecond, 200, nil
+		})
 		s, _ := newTestSender(t, newMemQueue(), cfg, dests, rcv, Options{Breakers: remote})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -66,8 +73,8 @@ func TestIdleSenderWritesNoBreakerState(t *testing.T) {
 			enqueueN(t, s, d, d, 1)
 		}
 		time.Sleep(time.Second)
-		if rcv.total() != len(dests) {
-			t.Fatalf("%d delivered, want %d", rcv.total(), len(dests))
+		if rcv.total() != 2*len(dests) {
+			t.Fatalf("%d attempts, want %d", rcv.total(), 2*len(dests))
 		}
 		loads0, merges0 := remote.counts()
 		if merges0 == 0 {
@@ -114,6 +121,53 @@ func TestBreakerOpenedElsewhereIsSeen(t *testing.T) {
 		time.Sleep(50*time.Millisecond + breakerRefresh)
 		if st, _ := other.BreakerState("d"); st != gobreaker.StateOpen {
 			t.Errorf("the other instance reads %s, want open", st)
+		}
+	})
+}
+
+// TestSteadySuccessesAreNotCounted: successes while the breaker is
+// closed with no failure in its run write no state (sharedStore.steady),
+// but a success after failures is counted and ends their run: with
+// Failures 3, answers that fail twice, then succeed, over and over,
+// never open the breaker, though 40 failures are counted.
+func TestSteadySuccessesAreNotCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		remote := newMemRemote()
+		cfg := testConfig()
+		cfg.Workers = 1
+		cfg.Attempts = 100
+		cfg.Breaker = BreakerConfig{Failures: 3, Open: time.Hour}
+		var mu sync.Mutex
+		calls := 0
+		rcv := newFakeReceiver(func(*http.Request, string, int) (time.Duration, int, http.Header) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls++
+			if calls <= 60 && calls%3 != 0 {
+				return time.Millisecond, 503, nil
+			}
+			return time.Millisecond, 200, nil
+		})
+		s, _ := newTestSender(t, newMemQueue(), cfg, []Destination{{Name: "d", URL: "http://d.test/"}}, rcv, Options{Breakers: remote})
+		run(t, s)
+		enqueueN(t, s, "d", "e", 20)
+		time.Sleep(time.Second)
+		if got := rcv.total(); got != 60 {
+			t.Fatalf("%d attempts, want 60 (40 failures, 20 successes)", got)
+		}
+		if st, _ := s.BreakerState("d"); st != gobreaker.StateClosed {
+			t.Fatalf("the breaker is %s: a success after failures was not counted", st)
+		}
+		time.Sleep(100 * time.Millisecond) // merged
+		_, merges0 := remote.counts()
+		enqueueN(t, s, "d", "ok", 50)
+		time.Sleep(time.Second)
+		if got := rcv.total(); got != 110 {
+			t.Fatalf("%d attempts, want 110", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if _, merges := remote.counts(); merges != merges0 {
+			t.Errorf("50 steady successes wrote %d breaker states, want none", merges-merges0)
 		}
 	})
 }

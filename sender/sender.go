@@ -873,8 +873,10 @@ func (s *Sender) deliver(ctx context.Context, d *destination, j job) Outcome {
 	res := s.attempt(d, e, start)
 	// The attempt is counted after it is made, so that the breaker's lock
 	// is never held across a request. Execute's error is only the outcome
-	// handed to it, or its refusal to count one while open.
-	if res.Breaker != BreakerNotCounted {
+	// handed to it, or its refusal to count one while open. A success
+	// that changes nothing the breaker decides by is not counted
+	// (sharedStore.steady).
+	if res.Breaker == BreakerFailure || res.Breaker == BreakerSuccess && !d.shared.steady(d.stateKey) {
 		failed := res.Breaker == BreakerFailure
 		_, _ = d.breaker.Execute(func() (struct{}, error) {
 			if failed {
