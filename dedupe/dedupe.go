@@ -512,10 +512,6 @@ func (d *Deduper) remember(key string, cp *copyOf, rec *Record, expires time.Tim
 	if d.records == nil || rec == nil || len(rec.Body) > maxCachedBody || expires.IsZero() {
 		return
 	}
-	// Records never change: one already cached stays as it is.
-	if d.records.Contains(key) {
-		return
-	}
 	size := int64(len(key) + len(rec.Body) + cachedOverhead)
 	for k, vs := range rec.Header {
 		size += int64(len(k))
@@ -536,6 +532,9 @@ func (d *Deduper) remember(key string, cp *copyOf, rec *Record, expires time.Tim
 		size += int64(len(c.body))
 	}
 	c.size = size
+	// Records never change: one already cached (rarely: a key is
+	// remembered once it is forwarded, or read from the store on a miss)
+	// stays as it is.
 	if _, found, _ := d.records.PeekOrAdd(key, c); found {
 		return
 	}

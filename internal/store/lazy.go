@@ -24,15 +24,31 @@ type Lazy struct {
 	st       State
 	err      error
 	duration metric.Float64Histogram
-	attrs    map[string][]metric.RecordOption // by operation, built once (a slice, so Record's variadic argument is not one more allocation)
+	attrs    [numOps][]metric.RecordOption // by operation, built once (a slice, so Record's variadic argument is not one more allocation)
 }
+
+// op is an operation whose latency is recorded, an index into opNames.
+type op int
+
+const (
+	opClaim op = iota
+	opRecord
+	opRelease
+	opGet
+	opAcquireEntity
+	opFinishEntity
+	numOps
+)
+
+// opNames are the operations' labels.
+var opNames = [numOps]string{"claim", "record", "release", "get", "acquire_entity", "finish_entity"}
 
 // NewLazy returns the state of the store open opens, on first use;
 // prefix starts its Redis keys, and backend labels its latency.
 func NewLazy(open func() (*Conn, error), prefix, backend string, duration metric.Float64Histogram) *Lazy {
-	l := &Lazy{open: open, prefix: prefix, duration: duration, attrs: map[string][]metric.RecordOption{}}
-	for _, op := range []string{"claim", "record", "release", "get", "acquire_entity", "finish_entity"} {
-		l.attrs[op] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("backend", backend), attribute.String("op", op)))}
+	l := &Lazy{open: open, prefix: prefix, duration: duration}
+	for o, name := range opNames {
+		l.attrs[o] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("backend", backend), attribute.String("op", name)))}
 	}
 	return l
 }
@@ -56,49 +72,54 @@ func (l *Lazy) Unwrap() State {
 	return l.st
 }
 
-// state returns the open state, and a function that records the
-// operation's latency when the operation is done.
-func (l *Lazy) state(ctx context.Context, op string) (State, func(), error) {
+// state returns the open state, and when the operation starts: done
+// records its latency (a method and a time, not a closure, which would be
+// an allocation per call).
+func (l *Lazy) state() (State, time.Time, error) {
 	if _, err := l.Conn(); err != nil {
-		return nil, nil, err
+		return nil, time.Time{}, err
 	}
-	start := time.Now()
-	return l.st, func() { l.duration.Record(ctx, time.Since(start).Seconds(), l.attrs[op]...) }, nil
+	return l.st, time.Now(), nil
+}
+
+// done records the latency of o, begun at start.
+func (l *Lazy) done(ctx context.Context, o op, start time.Time) {
+	l.duration.Record(ctx, time.Since(start).Seconds(), l.attrs[o]...)
 }
 
 func (l *Lazy) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.ClaimResult, error) {
-	s, done, err := l.state(ctx, "claim")
+	s, start, err := l.state()
 	if err != nil {
 		return dedupe.ClaimResult{}, err
 	}
-	defer done()
+	defer l.done(ctx, opClaim, start)
 	return s.Claim(ctx, key, c)
 }
 
 func (l *Lazy) Record(ctx context.Context, key, token string, rec dedupe.Record, retention time.Duration, now time.Time) error {
-	s, done, err := l.state(ctx, "record")
+	s, start, err := l.state()
 	if err != nil {
 		return err
 	}
-	defer done()
+	defer l.done(ctx, opRecord, start)
 	return s.Record(ctx, key, token, rec, retention, now)
 }
 
 func (l *Lazy) Release(ctx context.Context, key, token string) error {
-	s, done, err := l.state(ctx, "release")
+	s, start, err := l.state()
 	if err != nil {
 		return err
 	}
-	defer done()
+	defer l.done(ctx, opRelease, start)
 	return s.Release(ctx, key, token)
 }
 
 func (l *Lazy) Get(ctx context.Context, key string, now time.Time) (dedupe.Entry, error) {
-	s, done, err := l.state(ctx, "get")
+	s, start, err := l.state()
 	if err != nil {
 		return dedupe.Entry{}, err
 	}
-	defer done()
+	defer l.done(ctx, opGet, start)
 	return s.Get(ctx, key, now)
 }
 
@@ -117,20 +138,20 @@ func (l *Lazy) GetEntity(ctx context.Context, entity string, now time.Time) (ded
 }
 
 func (l *Lazy) AcquireEntity(ctx context.Context, entity string, a dedupe.Acquire) (dedupe.AcquireResult, error) {
-	s, done, err := l.state(ctx, "acquire_entity")
+	s, start, err := l.state()
 	if err != nil {
 		return dedupe.AcquireResult{}, err
 	}
-	defer done()
+	defer l.done(ctx, opAcquireEntity, start)
 	return s.AcquireEntity(ctx, entity, a)
 }
 
 func (l *Lazy) FinishEntity(ctx context.Context, entity, token string, f dedupe.Finish) error {
-	s, done, err := l.state(ctx, "finish_entity")
+	s, start, err := l.state()
 	if err != nil {
 		return err
 	}
-	defer done()
+	defer l.done(ctx, opFinishEntity, start)
 	return s.FinishEntity(ctx, entity, token, f)
 }
 
