@@ -44,7 +44,7 @@ timestamp with --timestamp. The schemes that sign the URL (twilio,
 rfc9421) sign --url, or --send's URL; rfc9421 names its key with --key-id.
 See README.md, "Sending test requests".`,
 		CobraFunc: func(cmd *cobra.Command) {
-			cmd.Flags().String("scheme", "standard", "signature scheme: "+strings.Join(verify.Schemes(), ", "))
+			cmd.Flags().String("scheme", "standard", "signature scheme: "+strings.Join(namedSchemes(), ", "))
 			cmd.Flags().String("secret", "", "signing secret (default $HOOKGATE_SECRET)")
 			cmd.Flags().String("id", "", "delivery ID (default a random msg_ ID)")
 			cmd.Flags().Int64("timestamp", 0, "unix timestamp to sign (default now)")
@@ -57,6 +57,12 @@ See README.md, "Sending test requests".`,
 			cmd.RunE = runE(cmdSign)
 		},
 	})
+}
+
+// namedSchemes are the schemes sign signs: all but the generic hmac,
+// whose headers and content come from a Caddyfile.
+func namedSchemes() []string {
+	return slices.DeleteFunc(verify.Schemes(), func(s string) bool { return s == "hmac" })
 }
 
 // cmdSign prints the headers that sign the body, or sends the signed
@@ -73,6 +79,10 @@ func cmdSign(cmd *cobra.Command, args []string) (int, error) {
 	body, err := readBodyArg(args[0], cmd.InOrStdin())
 	if err != nil {
 		return 1, err
+	}
+	if fl.String("scheme") == "hmac" {
+		return 1, fmt.Errorf("the generic hmac scheme is configured in a Caddyfile (webhook_verify's hmac block); sign signs the named schemes: %s",
+			strings.Join(namedSchemes(), ", "))
 	}
 	var keyIDs []string
 	if k := fl.String("key-id"); k != "" {

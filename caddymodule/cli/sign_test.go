@@ -109,6 +109,7 @@ func TestSignErrors(t *testing.T) {
 	}{
 		{[]string{"hello"}, "Error: no secret: pass --secret or set HOOKGATE_SECRET\n"},
 		{[]string{"--secret", testSecret, "--scheme", "nope", "hello"}, "Error: unknown scheme \"nope\""},
+		{[]string{"--secret", testSecret, "--scheme", "hmac", "hello"}, "Error: the generic hmac scheme is configured in a Caddyfile"},
 		{[]string{"--secret", testSecret, "@" + filepath.Join(t.TempDir(), "none")}, "Error: open "},
 		{[]string{"--secret", testSecret, "--send", srv.URL, "-H", "no-colon", "x"}, "Error: -H \"no-colon\": want 'Name: value'\n"},
 		{[]string{"--secret", testSecret, "--send", "http://127.0.0.1:1/", "x"}, "Error: Post \"http://127.0.0.1:1/\": "},
