@@ -824,40 +824,61 @@ func (q *Queue) Get(ctx context.Context, dest, id string) (*sender.Envelope, sen
 	return e, state, nil
 }
 
-// redriveScript moves dead letters back to the ready list: read, check
-// and write in one step, so that a letter moves at most once however many
-// redrives run at once. The record's redrive ID and next time are
-// rewritten in place (sender.MetaRedriveOffset); a letter an earlier
-// redrive had moved counts as superseded there.
+// redriveLua is what redriveScript and resendScript share: moving a dead
+// letter back to the ready list under the redrive ID ARGV[2], its record
+// rewritten in place (sender.MetaRedriveOffset: the next time ARGV[3], the
+// redrive ID), counted as superseded under the redrive that had moved it
+// before. A record that does not decode is listed as broken, never sent.
 //
-//	KEYS  meta, dead, ready, rdc, rdt
+//	KEYS  meta, dead, ready, rdc, rdt, ... (the script's own)
 //	ARGV  now ms, redrive id, now as 8 bytes (big-endian ms), then ids
-//	returns the IDs moved (those still dead)
-var redriveScript = redis.NewScript(`
+const redriveLua = `
 local rid = ARGV[2]
 local moved = {}
-for i = 4, #ARGV do
-  local id = ARGV[i]
-  local m = redis.call('HGET', KEYS[1], id)
-  -- a record that does not decode is listed as broken, never sent
-  if m and #m >= 18 and string.byte(m, 1) == 2 and redis.call('ZREM', KEYS[2], id) == 1 then
-    local n = string.byte(m, 18)
-    local old = string.sub(m, 19, 18 + n)
+-- redriven is record m under this redrive, and the redrive ID it had.
+local function redriven(m)
+  local n = string.byte(m, 18)
+  return string.sub(m, 1, 9) .. ARGV[3] .. string.char(#rid) .. rid .. string.sub(m, 19 + n), string.sub(m, 19, 18 + n)
+end
+local function redriveDead(id, m)
+  if #m >= 18 and string.byte(m, 1) == 2 and redis.call('ZREM', KEYS[2], id) == 1 then
+    local rec, old = redriven(m)
     if old ~= '' then
       redis.call('HINCRBY', KEYS[4], old .. ':x', -1)
       redis.call('HINCRBY', KEYS[4], old .. ':s', 1)
     end
-    redis.call('HSET', KEYS[1], id, string.sub(m, 1, 9) .. ARGV[3] .. string.char(#rid) .. rid .. string.sub(m, 19 + n))
+    redis.call('HSET', KEYS[1], id, rec)
     redis.call('RPUSH', KEYS[3], id)
     table.insert(moved, id)
   end
 end
+`
+
+// redriveDone ends redriveLua's scripts: the moves are counted and the
+// redrive dated, and the IDs moved returned.
+const redriveDone = `
 if #moved > 0 then
   redis.call('HINCRBY', KEYS[4], rid .. ':m', #moved)
   redis.call('ZADD', KEYS[5], 'NX', ARGV[1], rid)
 end
 return moved
-`)
+`
+
+// redriveScript moves dead letters back to the ready list: read, check
+// and write in one step, so that a letter moves at most once however many
+// redrives run at once.
+//
+//	KEYS  meta, dead, ready, rdc, rdt
+//	ARGV  now ms, redrive id, now as 8 bytes (big-endian ms), then ids
+//	returns the IDs moved (those still dead)
+var redriveScript = redis.NewScript(redriveLua + `
+for i = 4, #ARGV do
+  local m = redis.call('HGET', KEYS[1], ARGV[i])
+  if m then
+    redriveDead(ARGV[i], m)
+  end
+end
+` + redriveDone)
 
 // Redrive implements sender.Queue.
 func (q *Queue) Redrive(ctx context.Context, dest string, ids []string, redriveID string, now time.Time) ([]string, error) {
@@ -1605,33 +1626,18 @@ var historyCursor = regexp.MustCompile(`^[0-9]+-[0-9]+$`)
 
 // resendScript moves settled envelopes back to the ready list under a
 // redrive ID: a dead letter as redriveScript does, a delivered one from
-// the history while its payload is kept. The record's redrive ID and
-// next time are rewritten in place (sender.MetaRedriveOffset).
+// the history while its payload is kept, its record rewritten as a dead
+// letter's is.
 //
 //	KEYS  meta, dead, ready, rdc, rdt, body, log, hidx, hist, hpay, hpayt
 //	ARGV  now ms, redrive id, now as 8 bytes (big-endian ms), then ids
 //	returns the IDs moved
-var resendScript = redis.NewScript(`
-local rid = ARGV[2]
-local moved = {}
-local function redriven(m)
-  local n = string.byte(m, 18)
-  return string.sub(m, 1, 9) .. ARGV[3] .. string.char(#rid) .. rid .. string.sub(m, 19 + n), string.sub(m, 19, 18 + n)
-end
+var resendScript = redis.NewScript(redriveLua + `
 for i = 4, #ARGV do
   local id = ARGV[i]
   local m = redis.call('HGET', KEYS[1], id)
   if m then
-    if #m >= 18 and string.byte(m, 1) == 2 and redis.call('ZREM', KEYS[2], id) == 1 then
-      local rec, old = redriven(m)
-      if old ~= '' then
-        redis.call('HINCRBY', KEYS[4], old .. ':x', -1)
-        redis.call('HINCRBY', KEYS[4], old .. ':s', 1)
-      end
-      redis.call('HSET', KEYS[1], id, rec)
-      redis.call('RPUSH', KEYS[3], id)
-      table.insert(moved, id)
-    end
+    redriveDead(id, m)
   else
     local eid = redis.call('HGET', KEYS[8], id)
     local e = eid and redis.call('XRANGE', KEYS[9], eid, eid)[1]
@@ -1651,12 +1657,7 @@ for i = 4, #ARGV do
     end
   end
 end
-if #moved > 0 then
-  redis.call('HINCRBY', KEYS[4], rid .. ':m', #moved)
-  redis.call('ZADD', KEYS[5], 'NX', ARGV[1], rid)
-end
-return moved
-`)
+` + redriveDone)
 
 // Resend implements sender.Queue.
 func (q *Queue) Resend(ctx context.Context, dest string, ids []string, redriveID string, now time.Time) ([]string, error) {
