@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -121,4 +122,91 @@ func ago(t time.Time) string {
 		return "-"
 	}
 	return time.Since(t).Truncate(time.Second).String()
+}
+
+// page GETs one page of path with the query q, --limit and --cursor,
+// decoded into v. Under --format json it prints the answer as it came and
+// says false; else the caller prints v as a table, then more.
+func (c *adminClient) page(cmd *cobra.Command, path string, q url.Values, v any) (bool, error) {
+	if n, _ := cmd.Flags().GetInt("limit"); n > 0 {
+		q.Set("limit", fmt.Sprint(n))
+	}
+	if cur, _ := cmd.Flags().GetString("cursor"); cur != "" {
+		q.Set("cursor", cur)
+	}
+	raw, err := c.call(http.MethodGet, path+"?"+q.Encode(), nil, v)
+	if err != nil {
+		return false, err
+	}
+	if c.format == "json" {
+		c.printJSON(raw)
+		return false, nil
+	}
+	return true, nil
+}
+
+// more says how to ask for the page after this one, if there is one.
+func (c *adminClient) more(next string) {
+	if next != "" {
+		fmt.Fprintf(c.out, "more: --cursor '%s'\n", next)
+	}
+}
+
+// redriveStatus prints the redrive (or resend) that --status names, and
+// says whether it named one.
+func (c *adminClient) redriveStatus(cmd *cobra.Command) (bool, error) {
+	id, _ := cmd.Flags().GetString("status")
+	if id == "" {
+		return false, nil
+	}
+	raw, err := c.call(http.MethodGet, "/hookgate/redrives/"+url.PathEscape(id), nil, nil)
+	if err != nil {
+		return true, err
+	}
+	c.printJSON(raw)
+	return true, nil
+}
+
+// batchWords are how a bounded batch (a redrive, a resend) speaks of
+// itself.
+type batchWords struct {
+	name       string // "redrive"
+	noLimit    string // why it needs --limit
+	matchOne   string // "dead letter matches"
+	matchMany  string // "dead letters match"
+	untouched  string // "nothing moved"
+	none       string // the answer when nothing matches
+	moved      string // what happened to the moved ones
+	statusHint string // the command that watches it
+}
+
+// batch POSTs a bounded batch to path (in carries its filter, limit and
+// dry run), and prints what it matched and moved.
+func (c *adminClient) batch(path string, in any, limit *int, dryRun bool, w batchWords) error {
+	if *limit <= 0 && !dryRun {
+		return fmt.Errorf("%s needs --limit N, N at least 1: %s (bad_limit)", w.name, w.noLimit)
+	}
+	if *limit <= 0 {
+		*limit = 1
+	}
+	var v struct {
+		ID      string `json:"redrive_id"`
+		Matched int    `json:"matched"`
+		Moved   int    `json:"moved"`
+	}
+	raw, err := c.call(http.MethodPost, path, in, &v)
+	if err != nil {
+		return err
+	}
+	switch {
+	case c.format == "json":
+		c.printJSON(raw)
+	case dryRun:
+		fmt.Fprintf(c.out, "dry run: %d %s; %s\n", v.Matched, plural(v.Matched, w.matchOne, w.matchMany), w.untouched)
+	case v.ID == "":
+		fmt.Fprintln(c.out, w.none)
+	default:
+		fmt.Fprintf(c.out, "%s %s: %d matched, %d %s\nwatch: %s --status %s\n", w.name, v.ID, v.Matched, v.Moved, w.moved, w.statusHint, v.ID)
+	}
+	return nil
 }

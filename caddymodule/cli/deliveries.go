@@ -89,20 +89,9 @@ func cmdDeliveries(cmd *cobra.Command, args []string) error {
 		if err != nil {
 			return err
 		}
-		if n, _ := cmd.Flags().GetInt("limit"); n > 0 {
-			q.Set("limit", fmt.Sprint(n))
-		}
-		if cur, _ := cmd.Flags().GetString("cursor"); cur != "" {
-			q.Set("cursor", cur)
-		}
 		var v httpapi.DeliveriesPage
-		raw, err := c.call(http.MethodGet, "/hookgate/deliveries?"+q.Encode(), nil, &v)
-		if err != nil {
+		if ok, err := c.page(cmd, "/hookgate/deliveries", q, &v); !ok {
 			return err
-		}
-		if c.format == "json" {
-			c.printJSON(raw)
-			return nil
 		}
 		var rows [][]string
 		for _, e := range v.Entries {
@@ -110,9 +99,7 @@ func cmdDeliveries(cmd *cobra.Command, args []string) error {
 				fmt.Sprint(e.LastStatus), fmt.Sprint(e.Attempts), e.SettledAt.Format(time.RFC3339)})
 		}
 		c.table("ID\tDESTINATION\tTYPE\tENTITY\tSTATE\tSTATUS\tATTEMPTS\tSETTLED AT", rows)
-		if v.NextCursor != "" {
-			fmt.Fprintf(c.out, "more: --cursor '%s'\n", v.NextCursor)
-		}
+		c.more(v.NextCursor)
 	case "show":
 		if len(args) != 3 {
 			return fmt.Errorf("show needs a destination and a delivery ID")
@@ -125,43 +112,19 @@ func cmdDeliveries(cmd *cobra.Command, args []string) error {
 	case "export":
 		return c.export(cmd)
 	case "resend":
-		if id, _ := cmd.Flags().GetString("status"); id != "" {
-			raw, err := c.call(http.MethodGet, "/hookgate/redrives/"+url.PathEscape(id), nil, nil)
-			if err != nil {
-				return err
-			}
-			c.printJSON(raw)
-			return nil
+		if named, err := c.redriveStatus(cmd); named {
+			return err
 		}
 		if e, _ := cmd.Flags().GetString("entity"); e != "" {
 			return fmt.Errorf("--entity: resend selects by destination, event type, state, time and ID")
 		}
 		in := resendBody(cmd)
-		if in.Limit <= 0 && !in.DryRun {
-			return fmt.Errorf("resend needs --limit N, N at least 1: send a bounded batch, then watch it (bad_limit)")
-		}
-		if in.Limit <= 0 {
-			in.Limit = 1
-		}
-		var v struct {
-			ID      string `json:"redrive_id"`
-			Matched int    `json:"matched"`
-			Moved   int    `json:"moved"`
-		}
-		raw, err := c.call(http.MethodPost, "/hookgate/deliveries/resend", in, &v)
-		if err != nil {
-			return err
-		}
-		switch {
-		case c.format == "json":
-			c.printJSON(raw)
-		case in.DryRun:
-			fmt.Fprintf(c.out, "dry run: %d %s; nothing sent\n", v.Matched, plural(v.Matched, "delivery matches", "deliveries match"))
-		case v.ID == "":
-			fmt.Fprintf(c.out, "no delivery whose payload is kept matches; nothing sent\n")
-		default:
-			fmt.Fprintf(c.out, "resend %s: %d matched, %d queued to be sent again\nwatch: hookgate deliveries resend --status %s\n", v.ID, v.Matched, v.Moved, v.ID)
-		}
+		return c.batch("/hookgate/deliveries/resend", &in, &in.Limit, in.DryRun, batchWords{
+			name: "resend", noLimit: "send a bounded batch, then watch it",
+			matchOne: "delivery matches", matchMany: "deliveries match", untouched: "nothing sent",
+			none:  "no delivery whose payload is kept matches; nothing sent",
+			moved: "queued to be sent again", statusHint: "hookgate deliveries resend",
+		})
 	default:
 		return fmt.Errorf("unknown deliveries command %q: want list, show, resend or export", args[0])
 	}

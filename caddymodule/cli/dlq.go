@@ -94,33 +94,19 @@ func cmdDLQ(cmd *cobra.Command, args []string) error {
 		c.table("DESTINATION\tCLASS\tCOUNT\tOLDEST", rows)
 		fmt.Fprintf(c.out, "total: %d\n", v.Total)
 	case "list":
-		q := filterQuery(cmd)
-		if n, _ := cmd.Flags().GetInt("limit"); n > 0 {
-			q.Set("limit", fmt.Sprint(n))
-		}
-		if cur, _ := cmd.Flags().GetString("cursor"); cur != "" {
-			q.Set("cursor", cur)
-		}
 		var v struct {
 			Entries []httpapi.DeadEntry `json:"entries"`
 			Next    string              `json:"next_cursor"`
 		}
-		raw, err := c.call(http.MethodGet, "/hookgate/dlq?"+q.Encode(), nil, &v)
-		if err != nil {
+		if ok, err := c.page(cmd, "/hookgate/dlq", filterQuery(cmd), &v); !ok {
 			return err
-		}
-		if c.format == "json" {
-			c.printJSON(raw)
-			return nil
 		}
 		var rows [][]string
 		for _, e := range v.Entries {
 			rows = append(rows, []string{e.ID, e.Destination, e.EventType, e.Class, fmt.Sprint(e.LastStatus), fmt.Sprint(e.Attempts), e.DeadAt.Format(time.RFC3339), problem.Truncate(e.LastError, 60)})
 		}
 		c.table("ID\tDESTINATION\tTYPE\tCLASS\tSTATUS\tATTEMPTS\tDEAD AT\tLAST ERROR", rows)
-		if v.Next != "" {
-			fmt.Fprintf(c.out, "more: --cursor '%s'\n", v.Next)
-		}
+		c.more(v.Next)
 	case "show":
 		if len(args) != 2 {
 			return fmt.Errorf("show needs a delivery ID")
@@ -135,46 +121,19 @@ func cmdDLQ(cmd *cobra.Command, args []string) error {
 		}
 		c.printJSON(raw) // an envelope reads best as JSON
 	case "redrive":
-		if id, _ := cmd.Flags().GetString("status"); id != "" {
-			raw, err := c.call(http.MethodGet, "/hookgate/redrives/"+url.PathEscape(id), nil, nil)
-			if err != nil {
-				return err
-			}
-			c.printJSON(raw)
-			return nil
+		if named, err := c.redriveStatus(cmd); named {
+			return err
 		}
 		in, err := redriveBody(cmd)
 		if err != nil {
 			return err
 		}
-		if in.Limit <= 0 && !in.DryRun {
-			return fmt.Errorf("redrive needs --limit N, N at least 1: release a bounded batch, then watch it (bad_limit)")
-		}
-		if in.Limit <= 0 {
-			in.Limit = 1
-		}
-		var v struct {
-			ID      string `json:"redrive_id"`
-			Matched int    `json:"matched"`
-			Moved   int    `json:"moved"`
-		}
-		raw, err := c.call(http.MethodPost, "/hookgate/dlq/redrive", in, &v)
-		if err != nil {
-			return err
-		}
-		if c.format == "json" {
-			c.printJSON(raw)
-			return nil
-		}
-		if in.DryRun {
-			fmt.Fprintf(c.out, "dry run: %d %s; nothing moved\n", v.Matched, plural(v.Matched, "dead letter matches", "dead letters match"))
-			return nil
-		}
-		if v.ID == "" {
-			fmt.Fprintf(c.out, "no dead letter matches; nothing moved\n")
-			return nil
-		}
-		fmt.Fprintf(c.out, "redrive %s: %d matched, %d moved back to the queue\nwatch: hookgate dlq redrive --status %s\n", v.ID, v.Matched, v.Moved, v.ID)
+		return c.batch("/hookgate/dlq/redrive", &in, &in.Limit, in.DryRun, batchWords{
+			name: "redrive", noLimit: "release a bounded batch, then watch it",
+			matchOne: "dead letter matches", matchMany: "dead letters match", untouched: "nothing moved",
+			none:  "no dead letter matches; nothing moved",
+			moved: "moved back to the queue", statusHint: "hookgate dlq redrive",
+		})
 	case "purge":
 		in, err := redriveBody(cmd)
 		if err != nil {
