@@ -108,9 +108,21 @@ type cachedRecord struct {
 	body    []byte
 	hasBody bool
 	rec     *Record
-	header  *replayHeader
+	// header is rec's header laid out for replays, on the first one: most
+	// records cached are never replayed.
+	header  atomic.Pointer[replayHeader]
 	expires time.Time
 	size    int64
+}
+
+// layout is c's replay header, laid out on first use (racing callers lay
+// out equal ones: one is kept).
+func (c *cachedRecord) layout() *replayHeader {
+	if p := c.header.Load(); p != nil {
+		return p
+	}
+	c.header.CompareAndSwap(nil, newReplayHeader(c.rec))
+	return c.header.Load()
 }
 
 // Deduper runs the state machine over a Store. It is safe for concurrent use.
@@ -315,7 +327,7 @@ func (d *Deduper) begin(ctx context.Context, key string, cp *copyOf, sum func() 
 		if !cp.matches(c, sum) {
 			return Decision{Action: Reject, Result: "mismatch", Err: ErrKeyReused}, nil
 		}
-		return Decision{Action: Replay, Result: "replayed", Record: c.rec, header: c.header}, nil
+		return Decision{Action: Replay, Result: "replayed", Record: c.rec, header: c.layout()}, nil
 	}
 	fp := cp.fingerprint(sum)
 	deadline := d.now().Add(d.cfg.Wait)
@@ -525,7 +537,7 @@ func (d *Deduper) remember(key string, cp *copyOf, rec *Record, expires time.Tim
 	if ttl := d.now().Add(ReplayCacheTTL); ttl.Before(expires) {
 		expires = ttl
 	}
-	c := &cachedRecord{fp: cp.fingerprint(nil), rec: rec, header: newReplayHeader(rec), expires: expires}
+	c := &cachedRecord{fp: cp.fingerprint(nil), rec: rec, expires: expires}
 	if cp.hasBody && len(cp.body) <= maxCachedRequest {
 		// A copy: the request's buffer is larger than its body.
 		c.body, c.hasBody = append(make([]byte, 0, len(cp.body)), cp.body...), true
@@ -661,12 +673,8 @@ type replayHeader struct {
 // newReplayHeader lays out rec's header and marks, as Replay writes them.
 func newReplayHeader(rec *Record) *replayHeader {
 	p := &replayHeader{}
-	marks := map[string]bool{}
-	for _, name := range replayMarks {
-		marks[name] = true
-	}
 	for k, vs := range rec.Header {
-		if !marks[k] { // a mark overrides the record's own
+		if !slices.Contains(replayMarks[:], k) { // a mark overrides the record's own
 			p.names = append(p.names, k)
 			p.values = append(p.values, vs...)
 			p.ends = append(p.ends, len(p.values))
