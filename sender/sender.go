@@ -276,6 +276,9 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 			Name:        name,
 			MaxRequests: uint32(cfg.Breaker.HalfOpen),
 			Timeout:     cfg.Breaker.Open,
+			// ConsecutiveFailures alone, and no Interval: what lets
+			// deliver leave a steady breaker's successes uncounted
+			// (sharedStore.steady).
 			ReadyToTrip: func(c gobreaker.Counts) bool {
 				return c.ConsecutiveFailures >= uint32(cfg.Breaker.Failures)
 			},
