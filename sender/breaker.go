@@ -61,6 +61,11 @@ type sharedEntry struct {
 	decoded decoded // data decoded once: every delivery reads it
 	fetched time.Time
 	dirty   bool // written here, not yet merged into the remote
+	// steady is how many successes steady took, of generation steadyGen,
+	// not yet counted into data: folded in before gobreaker reads the
+	// state and before the state is merged (fold).
+	steady    uint32
+	steadyGen uint64
 }
 
 // decoded is a stored state decoded; ok is false when it does not
@@ -195,6 +200,20 @@ func (s *sharedStore) Unlock(name string) error {
 // the remote's generation is newer (or equal, when nothing is pending
 // here).
 func (s *sharedStore) GetData(name string) ([]byte, error) {
+	data, err := s.current(name)
+	if err != nil || data == nil {
+		return data, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.entries[name]
+	s.foldLocked(e)
+	return e.data, nil
+}
+
+// current is GetData without folding in the steady successes: the state
+// as the sender reads it (state, steady), which writes nothing.
+func (s *sharedStore) current(name string) ([]byte, error) {
 	s.mu.Lock()
 	e := s.entries[name]
 	stale := e == nil || s.now().Sub(e.fetched) >= s.refresh
@@ -295,7 +314,7 @@ func stateKey(name string) string { return "gobreaker:state:" + name }
 // gobreaker would make it, and becomes so when its first trial is
 // counted. Closed when there is no state, or it cannot be read.
 func (s *sharedStore) state(key string, now time.Time) gobreaker.State {
-	if data, err := s.GetData(key); err != nil || data == nil {
+	if data, err := s.current(key); err != nil || data == nil {
 		return gobreaker.StateClosed
 	}
 	s.mu.Lock()
@@ -313,21 +332,67 @@ func (s *sharedStore) state(key string, now time.Time) gobreaker.State {
 	return d.st.State
 }
 
-// steady reports whether counting a success against the state kept under
-// key (stateKey of a breaker's name) would change nothing the breaker
-// decides by: it is closed, with no failure in its current run. Then a
-// success only adds to counters nothing reads (the sender's ReadyToTrip
-// reads ConsecutiveFailures alone, and a closed breaker has no interval
-// to roll), and deliver leaves it uncounted, which spares the two JSON
-// round trips of gobreaker's Execute on nearly every delivery. A failure
-// counted concurrently is ordered after this success, as it could have
-// been. The state is as GetData last refreshed it: call state first.
+// steady takes a success of the breaker whose state is kept under key
+// (stateKey of its name) without gobreaker, when counting it would change
+// nothing the breaker decides by: the state is closed, with no failure in
+// its run (the sender's ReadyToTrip reads ConsecutiveFailures alone, and
+// a closed breaker has no interval to roll). It reports whether it took
+// it; if not, the caller counts it through Execute. This spares
+// gobreaker's two JSON round trips on nearly every delivery. The success
+// is not lost: it is counted into the state (fold) before gobreaker next
+// reads the state, and before the state is merged, so that a healthy
+// instance's requests still outnumber, in the merge, the state of one
+// that fails alone. A failure counted concurrently is ordered after it,
+// as it could have been. The state is as current last read it.
 func (s *sharedStore) steady(key string) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	e := s.entries[key]
-	return e != nil && e.data != nil && e.decoded.ok && e.decoded.st.State == gobreaker.StateClosed &&
-		e.decoded.st.Counts.ConsecutiveFailures == 0
+	if e == nil || e.data == nil || !e.decoded.ok || e.decoded.st.State != gobreaker.StateClosed ||
+		e.decoded.st.Counts.ConsecutiveFailures != 0 {
+		s.mu.Unlock()
+		return false
+	}
+	if e.steadyGen != e.decoded.st.Generation {
+		e.steady, e.steadyGen = 0, e.decoded.st.Generation
+	}
+	e.steady++
+	first := e.steady == 1
+	s.mu.Unlock()
+	if first && s.remote != nil {
+		select { // merged at the next round, as a counted attempt is
+		case s.flush <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// foldLocked counts e's steady successes into its state, as gobreaker
+// counts a success while closed: requests and total successes, and the
+// run of successes unless a failure has been counted since (then the
+// successes come before it). Successes of an earlier generation are
+// dropped, as gobreaker drops them. Once per merge round at most under
+// load, so the JSON here is not per delivery. Call with s.mu held.
+func (s *sharedStore) foldLocked(e *sharedEntry) {
+	if e == nil || e.steady == 0 {
+		return
+	}
+	n := e.steady
+	e.steady = 0
+	var st gobreaker.SharedState
+	if e.data == nil || json.Unmarshal(e.data, &st) != nil || st.Generation != e.steadyGen || st.State != gobreaker.StateClosed {
+		return
+	}
+	st.Counts.Requests += n
+	st.Counts.TotalSuccesses += n
+	if st.Counts.ConsecutiveFailures == 0 {
+		st.Counts.ConsecutiveSuccesses += n
+	}
+	data, err := json.Marshal(st)
+	if err != nil {
+		return
+	}
+	e.data, e.decoded, e.dirty = data, decode(data), s.remote != nil
 }
 
 // run merges written states into the remote until ctx ends, at most one
@@ -360,6 +425,7 @@ func (s *sharedStore) push() {
 	s.mu.Lock()
 	pending := map[string][]byte{}
 	for name, e := range s.entries {
+		s.foldLocked(e)
 		if e.dirty {
 			pending[name] = e.data
 			e.dirty = false

@@ -45,11 +45,9 @@ func (r *memRemote) counts() (loads, merges int) {
 }
 
 // TestIdleSenderWritesNoBreakerState: 20 destinations deliver an event
-// each (a 503 first, so that each breaker counts a failure, then the
-// success that ends its run: states to merge), then have nothing to
-// deliver for 5s, their state read at each poll and by a scrape every
-// 100ms: no breaker state is written while idle, and each destination's
-// is read at most once per refresh interval.
+// each, then have nothing to deliver for 5s, their state read at each
+// poll and by a scrape every 100ms: no breaker state is written while
+// idle, and each destination's is read at most once per refresh interval.
 func TestIdleSenderWritesNoBreakerState(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		remote := newMemRemote()
@@ -59,12 +57,7 @@ func TestIdleSenderWritesNoBreakerState(t *testing.T) {
 		}
 		cfg := testConfig()
 		cfg.Poll = 0 // the default, 1s
-		rcv := newFakeReceiver(func(_ *http.Request, _ string, n int) (time.Duration, int, http.Header) {
-			if n == 1 {
-				return 10 * time.Millisecond, 503, nil
-			}
-			return 10 * time.Millisecond, 200, nil
-		})
+		rcv := newFakeReceiver(answers(10*time.Millisecond, 200))
 		s, _ := newTestSender(t, newMemQueue(), cfg, dests, rcv, Options{Breakers: remote})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -73,8 +66,8 @@ func TestIdleSenderWritesNoBreakerState(t *testing.T) {
 			enqueueN(t, s, d, d, 1)
 		}
 		time.Sleep(time.Second)
-		if rcv.total() != 2*len(dests) {
-			t.Fatalf("%d attempts, want %d", rcv.total(), 2*len(dests))
+		if rcv.total() != len(dests) {
+			t.Fatalf("%d delivered, want %d", rcv.total(), len(dests))
 		}
 		loads0, merges0 := remote.counts()
 		if merges0 == 0 {
@@ -125,12 +118,12 @@ func TestBreakerOpenedElsewhereIsSeen(t *testing.T) {
 	})
 }
 
-// TestSteadySuccessesAreNotCounted: successes while the breaker is
-// closed with no failure in its run write no state (sharedStore.steady),
-// but a success after failures is counted and ends their run: with
-// Failures 3, answers that fail twice, then succeed, over and over,
-// never open the breaker, though 40 failures are counted.
-func TestSteadySuccessesAreNotCounted(t *testing.T) {
+// TestSteadySuccessesAreCounted: the successes steady takes without
+// gobreaker are counted all the same. With Failures 3, answers that fail
+// twice, then succeed, over and over, never open the breaker (the
+// success that ends a run of failures is counted at once), and 50
+// successes after them add 50 requests and successes to the state.
+func TestSteadySuccessesAreCounted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		remote := newMemRemote()
 		cfg := testConfig()
@@ -158,16 +151,47 @@ func TestSteadySuccessesAreNotCounted(t *testing.T) {
 		if st, _ := s.BreakerState("d"); st != gobreaker.StateClosed {
 			t.Fatalf("the breaker is %s: a success after failures was not counted", st)
 		}
-		time.Sleep(100 * time.Millisecond) // merged
-		_, merges0 := remote.counts()
+		before := breakerCounts(t, s, "d")
+		if before.TotalFailures != 40 || before.TotalSuccesses != 20 || before.Requests != 60 {
+			t.Fatalf("counts %+v, want 40 failures and 20 successes of 60 requests", before)
+		}
 		enqueueN(t, s, "d", "ok", 50)
 		time.Sleep(time.Second)
-		if got := rcv.total(); got != 110 {
-			t.Fatalf("%d attempts, want 110", got)
+		after := breakerCounts(t, s, "d")
+		if after.Requests != 110 || after.TotalSuccesses != 70 || after.TotalFailures != 40 || after.ConsecutiveFailures != 0 {
+			t.Errorf("counts %+v after 50 more successes, want 110 requests, 70 successes, 40 failures", after)
 		}
-		time.Sleep(100 * time.Millisecond)
-		if _, merges := remote.counts(); merges != merges0 {
-			t.Errorf("50 steady successes wrote %d breaker states, want none", merges-merges0)
+	})
+}
+
+// TestHealthyInstanceKeepsSharedBreakerClosed: two instances share a
+// Remote. One fails alone, slowly (a 503 after 60ms: a path of its own
+// that is broken); the other delivers fast. The healthy one's successes,
+// counted into the shared state, outnumber the failing one's in the
+// merges, so the shared breaker stays closed, as it did when every
+// success went through gobreaker.
+func TestHealthyInstanceKeepsSharedBreakerClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		remote := newMemRemote()
+		cfg := testConfig()
+		cfg.Attempts = 1000
+		cfg.Breaker = BreakerConfig{Failures: 5, Open: time.Hour}
+		dests := func(workers int) []Destination {
+			return []Destination{{Name: "d", URL: "http://d.test/", Workers: workers}}
+		}
+		failing, _ := newTestSender(t, newMemQueue(), cfg, dests(1), newFakeReceiver(answers(60*time.Millisecond, 503)), Options{Breakers: remote})
+		healthy, _ := newTestSender(t, newMemQueue(), cfg, dests(2), newFakeReceiver(answers(5*time.Millisecond, 200)), Options{Breakers: remote})
+		run(t, failing)
+		run(t, healthy)
+		enqueueN(t, healthy, "d", "h", 2500)
+		enqueueN(t, failing, "d", "f", 1)
+		for i := range 50 {
+			time.Sleep(100 * time.Millisecond)
+			for _, s := range []*Sender{failing, healthy} {
+				if st, _ := s.BreakerState("d"); st != gobreaker.StateClosed {
+					t.Fatalf("after %s the shared breaker is %s, want closed: one instance failing alone opened it", time.Duration(i+1)*100*time.Millisecond, st)
+				}
+			}
 		}
 	})
 }

@@ -209,10 +209,13 @@ func run(args []string) {
 	defer func() { _ = rdb.Close() }() // the process ends here; the pool goes with it
 	resetCount(*rcv)
 
-	q := redisqueue.New(rdb, fmt.Sprintf("bench%d", time.Now().UnixNano()), 168*time.Hour)
+	prefix := fmt.Sprintf("bench%d", time.Now().UnixNano())
+	q := redisqueue.New(rdb, prefix, 168*time.Hour)
 	signer, _ := verify.New("standard", []string{"whsec_aG9va2dhdGUtZGV2LXNlY3JldC1uZXZlci11c2UtaW4tcHJvZA=="}, verify.Options{})
 	s, err := sender.New(q, sender.Config{Workers: *c, Batch: *c, Poll: 10 * time.Millisecond},
-		[]sender.Destination{{Name: "bench", URL: *rcv + "/hooks", Signer: signer, Workers: *c}}, sender.Options{})
+		// The breakers shared on Redis, as the gateway shares them on a
+		// Redis store.
+		[]sender.Destination{{Name: "bench", URL: *rcv + "/hooks", Signer: signer, Workers: *c}}, sender.Options{Breakers: redisqueue.NewBreakers(rdb, prefix)})
 	if err != nil {
 		log.Fatal(err)
 	}
