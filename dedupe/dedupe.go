@@ -517,9 +517,9 @@ func (d *Deduper) cached(key string) (*cachedRecord, bool) {
 
 // remember puts a record in the replay cache, if it is small enough, until
 // it expires or for ReplayCacheTTL, whichever is sooner, with the body of
-// cp when it has one no larger than maxCachedRequest, and its header laid
-// out for replay; the oldest entries go while the cache is over
-// ReplayCacheBytes.
+// cp when it has one no larger than maxCachedRequest (its header is laid
+// out for replay on the first replay); the oldest entries go while the
+// cache is over ReplayCacheBytes.
 func (d *Deduper) remember(key string, cp *copyOf, rec *Record, expires time.Time) {
 	if d.records == nil || rec == nil || len(rec.Body) > maxCachedBody || expires.IsZero() {
 		return
@@ -660,8 +660,8 @@ func (rec *Record) mark(i int) (string, bool) {
 	return strconv.Itoa(len(rec.Body)), true
 }
 
-// replayHeader is a record's response header laid out once, when the
-// record is cached, so that each replay of it writes the header from one
+// replayHeader is a record's response header laid out once, on the
+// cached record's first replay, so that each replay of it writes the header from one
 // copy of a slice: the values of every name, the replay's marks
 // (replayMarks) included.
 type replayHeader struct {
