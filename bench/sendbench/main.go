@@ -36,6 +36,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hookgate/hookgate/internal/redistest"
 	"github.com/hookgate/hookgate/sender"
 	"github.com/hookgate/hookgate/sender/redisqueue"
 	"github.com/hookgate/hookgate/verify"
@@ -102,16 +103,11 @@ func redisCPU(ctx context.Context, rdb *redis.Client) time.Duration {
 	if err != nil {
 		log.Fatal(err)
 	}
-	var sum float64
-	for _, line := range strings.Split(info, "\r\n") {
-		for _, k := range []string{"used_cpu_sys:", "used_cpu_user:"} {
-			if v, ok := strings.CutPrefix(line, k); ok {
-				f, _ := strconv.ParseFloat(v, 64)
-				sum += f
-			}
-		}
+	cpu, err := redistest.CPU(info)
+	if err != nil {
+		log.Fatal(err)
 	}
-	return time.Duration(sum * float64(time.Second))
+	return cpu
 }
 
 // selfCPU is this process's CPU time so far, user and system.

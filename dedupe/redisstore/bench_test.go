@@ -243,32 +243,26 @@ func redisInfo(b *testing.B, rdb *redis.Client) info {
 		b.Fatal(err)
 	}
 	in := info{cmds: map[string]cmdStat{}}
+	if in.cpu, err = redistest.CPU(s); err != nil {
+		b.Fatal(err)
+	}
 	sc := bufio.NewScanner(strings.NewReader(s))
 	for sc.Scan() {
 		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
-		if !ok {
+		if !ok || !strings.HasPrefix(k, "cmdstat_") {
 			continue
 		}
-		switch {
-		case k == "used_cpu_sys" || k == "used_cpu_user":
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				b.Fatalf("INFO %s: %v", k, err)
+		var c cmdStat
+		for f := range strings.SplitSeq(v, ",") {
+			fk, fv, _ := strings.Cut(f, "=")
+			switch fk {
+			case "calls":
+				c.calls, _ = strconv.ParseInt(fv, 10, 64)
+			case "usec":
+				c.usec, _ = strconv.ParseInt(fv, 10, 64)
 			}
-			in.cpu += time.Duration(f * float64(time.Second))
-		case strings.HasPrefix(k, "cmdstat_"):
-			var c cmdStat
-			for f := range strings.SplitSeq(v, ",") {
-				fk, fv, _ := strings.Cut(f, "=")
-				switch fk {
-				case "calls":
-					c.calls, _ = strconv.ParseInt(fv, 10, 64)
-				case "usec":
-					c.usec, _ = strconv.ParseInt(fv, 10, 64)
-				}
-			}
-			in.cmds[strings.TrimPrefix(k, "cmdstat_")] = c
 		}
+		in.cmds[strings.TrimPrefix(k, "cmdstat_")] = c
 	}
 	return in
 }

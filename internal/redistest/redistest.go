@@ -218,3 +218,21 @@ func StartSentinel(t testing.TB, master *Server) string {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// CPU is redis-server's CPU time so far, user and system, read from the
+// text of INFO cpu (or of any INFO that includes its section).
+func CPU(info string) (time.Duration, error) {
+	var sum time.Duration
+	for line := range strings.SplitSeq(info, "\r\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || k != "used_cpu_sys" && k != "used_cpu_user" {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, fmt.Errorf("INFO %s: %w", k, err)
+		}
+		sum += time.Duration(f * float64(time.Second))
+	}
+	return sum, nil
+}

@@ -2,8 +2,6 @@ package redisqueue_test
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -54,14 +52,9 @@ func redisCPU(ctx context.Context, tb testing.TB, rdb *redis.Client) time.Durati
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var sum float64
-	for _, line := range strings.Split(info, "\r\n") {
-		for _, k := range []string{"used_cpu_sys:", "used_cpu_user:"} {
-			if v, ok := strings.CutPrefix(line, k); ok {
-				f, _ := strconv.ParseFloat(v, 64)
-				sum += f
-			}
-		}
+	cpu, err := redistest.CPU(info)
+	if err != nil {
+		tb.Fatal(err)
 	}
-	return time.Duration(sum * float64(time.Second))
+	return cpu
 }
