@@ -277,7 +277,7 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 			MaxRequests: uint32(cfg.Breaker.HalfOpen),
 			Timeout:     cfg.Breaker.Open,
 			// ConsecutiveFailures alone, and no Interval: what lets
-			// deliver leave a steady breaker's successes uncounted
+			// deliver count a steady breaker's successes in bulk
 			// (sharedStore.steady).
 			ReadyToTrip: func(c gobreaker.Counts) bool {
 				return c.ConsecutiveFailures >= uint32(cfg.Breaker.Failures)
@@ -877,8 +877,8 @@ func (s *Sender) deliver(ctx context.Context, d *destination, j job) Outcome {
 	// The attempt is counted after it is made, so that the breaker's lock
 	// is never held across a request. Execute's error is only the outcome
 	// handed to it, or its refusal to count one while open. A success
-	// that changes nothing the breaker decides by is not counted
-	// (sharedStore.steady).
+	// that changes nothing the breaker decides by is counted in bulk,
+	// without gobreaker (sharedStore.steady).
 	if res.Breaker == BreakerFailure || res.Breaker == BreakerSuccess && !d.shared.steady(d.stateKey) {
 		failed := res.Breaker == BreakerFailure
 		_, _ = d.breaker.Execute(func() (struct{}, error) {
