@@ -741,6 +741,9 @@ func Run(t *testing.T, newQueue NewQueue) {
 			mustEnqueue(t, q, e, queued)
 		}
 		l := mustLease(t, q, "d", n, t0)
+		if len(l) != n {
+			t.Fatalf("Lease = %d envelopes, want %d", len(l), n)
+		}
 		var os []sender.Outcome
 		for _, x := range l {
 			e := *x.Envelope
