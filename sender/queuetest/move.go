@@ -110,6 +110,34 @@ func runMove(t *testing.T, newQueue NewQueue) {
 			mustEnqueue(t, q, env("new", fmt.Sprintf("h-%03d", i), t0.Add(time.Minute)), sender.EnqueueResult{State: sender.StateDelivered, Duplicate: true})
 		}
 	})
+
+	t.Run("MoveGoesOnPastABatchThatStays", func(t *testing.T) {
+		t.Parallel()
+		q := newQueue(t, retention)
+		// 500 envelopes whose IDs the new name holds with another payload
+		// stay; the 100 after them (in ID order) must go all the same.
+		const kept, moved = 500, 100
+		for i := range kept {
+			id := fmt.Sprintf("k-%03d", i)
+			mustEnqueue(t, q, env("old", id, t0), queued)
+			other := env("new", id, t0)
+			other.Payload = []byte(`"another"`)
+			mustEnqueue(t, q, other, queued)
+		}
+		for i := range moved {
+			mustEnqueue(t, q, env("old", fmt.Sprintf("m-%03d", i), t0), queued)
+		}
+		gotMoved, gotKept, err := q.Move(t.Context(), "old", "new", t0)
+		if err != nil || gotMoved != moved || gotKept != kept {
+			t.Fatalf("Move = %d moved, %d kept, %v; want %d, %d", gotMoved, gotKept, err, moved, kept)
+		}
+		if st, _ := q.Stats(t.Context(), "new", t0); st.Queued != kept+moved {
+			t.Errorf("Stats(new).Queued = %d, want %d", st.Queued, kept+moved)
+		}
+		if st, _ := q.Stats(t.Context(), "old", t0); st.Queued != kept {
+			t.Errorf("Stats(old).Queued = %d, want the %d that stay", st.Queued, kept)
+		}
+	})
 }
 
 func payloadOf(e *sender.Envelope) string {
