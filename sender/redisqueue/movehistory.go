@@ -176,13 +176,14 @@ type histEntry struct {
 }
 
 // historyPage reads up to movePage of src's history entries after
-// after ("-" for the first), oldest first.
-func (q *Queue) historyPage(ctx context.Context, src keys, after string) ([]histEntry, error) {
+// after ("" for the first) and up to upTo ("+" for the last), oldest
+// first.
+func (q *Queue) historyPage(ctx context.Context, src keys, after, upTo string) ([]histEntry, error) {
 	start := "-"
 	if after != "" {
 		start = "(" + after
 	}
-	page, err := q.rdb.XRangeN(ctx, src.hist, start, "+", movePage).Result()
+	page, err := q.rdb.XRangeN(ctx, src.hist, start, upTo, movePage).Result()
 	if err != nil || len(page) == 0 {
 		return nil, err
 	}
@@ -232,16 +233,18 @@ func (q *Queue) moveHistory(ctx context.Context, src, dst keys) error {
 		f, _ := v[2].(int64)
 		return int(d), f == 1, nil
 	}
-	// 1. merge
-	for after := ""; ; {
-		page, err := q.historyPage(ctx, src, after)
+	// 1. merge; what from settles from now on (a lease that was live)
+	// stays in from, for a later Move.
+	merged := ""
+	for {
+		page, err := q.historyPage(ctx, src, merged, "+")
 		if err != nil {
 			return err
 		}
 		if len(page) == 0 {
 			break
 		}
-		after = page[len(page)-1].eid
+		merged = page[len(page)-1].eid
 		var entries []any
 		for _, h := range page {
 			if h.newest {
@@ -255,6 +258,9 @@ func (q *Queue) moveHistory(ctx context.Context, src, dst keys) error {
 			}
 			entries = entries[5*done:]
 		}
+	}
+	if merged == "" { // trimmed meanwhile: nothing to carry
+		return q.rdb.Del(ctx, dst.histmv, dst.histmvidx).Err()
 	}
 	for {
 		_, finished, err := run("tail", nil)
@@ -271,7 +277,7 @@ func (q *Queue) moveHistory(ctx context.Context, src, dst keys) error {
 	}
 	// 3. apply
 	for after := ""; ; {
-		page, err := q.historyPage(ctx, src, after)
+		page, err := q.historyPage(ctx, src, after, merged)
 		if err != nil {
 			return err
 		}
