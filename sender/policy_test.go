@@ -103,45 +103,6 @@ func TestClassNumbersAreKept(t *testing.T) {
 	}
 }
 
-func TestEnvelopeRoundTrip(t *testing.T) {
-	e := &Envelope{
-		ID: "msg_1", Destination: "enrollment", EventType: "reservation.confirmed", Entity: "r-1",
-		EventTime: t0.Add(-time.Minute), CreatedAt: t0, NextAt: t0.Add(time.Second),
-		Payload:  []byte("{\"a\":1}\x00\xff"),
-		Attempts: 2, LastStatus: 503, LastError: "503 Service Unavailable", Class: ClassHTTP5xx,
-		RedriveID: "rd_1", TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", TraceState: "a=b",
-		Log: []Attempt{{At: t0, Status: 503, Error: "x", Latency: 1500 * time.Microsecond, RedriveID: ""}, {At: t0.Add(time.Second), Error: "timeout", RedriveID: "rd_1"}},
-	}
-	got, err := UnmarshalEnvelope(MarshalEnvelope(e))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(e, got); diff != "" {
-		t.Errorf("round trip (-want +got):\n%s", diff)
-	}
-	if n := len(MarshalEnvelope(&Envelope{ID: "msg_2xxxxxxxxxxxxxxxxx", Destination: "enrollment", CreatedAt: t0, NextAt: t0, Payload: make([]byte, 500)})); n > 560 {
-		t.Errorf("a fresh envelope of a 500-byte payload takes %d bytes, want at most 560", n)
-	}
-}
-
-func FuzzUnmarshalEnvelope(f *testing.F) {
-	f.Add(MarshalEnvelope(&Envelope{ID: "a", Payload: []byte("x"), Log: []Attempt{{Status: 1}}}))
-	f.Add([]byte{1, 200, 1})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		e, err := UnmarshalEnvelope(b)
-		if err != nil {
-			return
-		}
-		again, err := UnmarshalEnvelope(MarshalEnvelope(e))
-		if err != nil {
-			t.Fatalf("re-decoding a decoded envelope: %v", err)
-		}
-		if diff := cmp.Diff(e, again); diff != "" {
-			t.Fatalf("not stable (-first +second):\n%s", diff)
-		}
-	})
-}
-
 func TestCheckID(t *testing.T) {
 	for _, tc := range []struct {
 		id string

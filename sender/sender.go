@@ -117,6 +117,9 @@ func CheckDestinations(dests []Destination) error {
 			return fmt.Errorf("destination %q is configured twice", d.Name)
 		case d.Workers < 0 || d.Rate < 0:
 			return fmt.Errorf("destination %q: workers and rate must not be negative", d.Name)
+		case strings.ContainsAny(d.Name, "{}"):
+			return fmt.Errorf("destination %q: a name must not hold { or }: on Redis a destination's keys share the hash tag {<name>}, "+
+				"and a brace in the name would split them over Redis Cluster slots", d.Name)
 		}
 		seen[d.Name] = true
 		u, err := url.Parse(d.URL)

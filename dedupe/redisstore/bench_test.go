@@ -58,15 +58,12 @@ func (e errUnexpected) Error() string { return "claim answered " + dedupe.ClaimS
 // batched store, Go side (the caller, the batcher and go-redis), one pair
 // at a time: 91 measured, 14 of them go-redis classifying the nil answer
 // of SET NX GET as a pipeline's first error (a pipeline of one here;
-// under load once per pipeline, so 40 a pair at 32 goroutines against
-// the HASH store's 47).
+// under load once per pipeline, so 40 a pair at 32 goroutines).
 const claimRecordBudget = 95.0
 
 // BenchmarkClaimRecord runs claim+record pairs of unique keys against a
 // real redis-server, from 32 goroutines sharing the batcher as the
-// gateway's requests do, alternating in chunks between the HASH store of
-// the earlier version (old) and the Store (new); see compare for what it
-// reports. It fails when a pair on the Store allocates over
+// gateway's requests do; see compare for what it reports. It fails when a pair on the Store allocates over
 // claimRecordBudget.
 func BenchmarkClaimRecord(b *testing.B) {
 	rec := benchRecord()
@@ -108,15 +105,14 @@ func BenchmarkClaimRecorded(b *testing.B) {
 	}, claimRecordedBudget)
 }
 
-// compare runs op against the HASH store of the earlier version (old) and
-// the Store (new) on a real redis-server, from 32 goroutines sharing the
-// batcher as the gateway's requests do, alternating in chunks. Per op it
-// reports the Go process's CPU (go_µs, all its threads: the callers, the
-// batcher, go-redis), redis-server's CPU (rds_µs, from INFO cpu), the
-// time Redis counts in scripts (lua_µs, EVALSHA and EVAL in INFO
-// commandstats), the allocations under that load (allocs/op@32) and one at
-// a time (allocs/op), and the ratios new/old of the CPU times. It fails
-// when op on the Store allocates over budget, one at a time.
+// compare runs op against the Store on a real redis-server, from 32
+// goroutines sharing the batcher as the gateway's requests do, in chunks.
+// Per op it reports the Go process's CPU (go_µs, all its threads: the
+// callers, the batcher, go-redis), redis-server's CPU (rds_µs, from INFO
+// cpu), the time Redis counts in scripts (lua_µs, EVALSHA and EVAL in
+// INFO commandstats), and the allocations under that load
+// (allocs/op@32) and one at a time (allocs/op). It fails when op
+// allocates over budget, one at a time.
 func compare(b *testing.B, setup func(context.Context, claimRecorder) error, op func(context.Context, claimRecorder, string) error, budget float64) {
 	srv := redistest.Start(b)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
@@ -125,7 +121,6 @@ func compare(b *testing.B, setup func(context.Context, claimRecorder) error, op 
 		name string
 		s    claimRecorder
 	}{
-		{"old", hashStore{New(rdb, "old")}},
 		{"new", New(rdb, "new")},
 	}
 	ctx := context.Background()
@@ -213,17 +208,15 @@ func compare(b *testing.B, setup func(context.Context, claimRecorder) error, op 
 		b.ReportMetric(lua, st.name+"_lua_µs/op")
 		b.ReportMetric(float64(sum[i].mallocs)/ops, st.name+"_allocs/op@32")
 	}
-	b.ReportMetric(float64(sum[1].goCPU)/float64(sum[0].goCPU), "go_x")
-	b.ReportMetric(float64(sum[1].redisCPU)/float64(sum[0].redisCPU), "rds_x")
 
-	for i, st := range stores {
+	for _, st := range stores {
 		allocs := testing.AllocsPerRun(500, func() {
 			if err := op(ctx, st.s, strconv.FormatInt(seq.Add(1), 10)); err != nil {
 				b.Fatal(err)
 			}
 		})
 		b.ReportMetric(allocs, st.name+"_allocs/op")
-		if i == 1 && allocs > budget {
+		if allocs > budget {
 			b.Fatalf("%s allocates %.0f times an op, over the budget of %.0f", b.Name(), allocs, budget)
 		}
 	}

@@ -10,9 +10,6 @@ package redisstore
 // logical expiry and the record (recorded). The entry is absent from its
 // logical expiry on.
 //
-// The earlier layout, still read (see Claim and Get), was a HASH: s ("c"
-// or "r"), fp (hex), tok, lu, exp, rec, to.
-//
 // Redis also expires it (PX) a little after its expiry, to reclaim memory;
 // correctness rests on the logical expiry, judged by the caller's clock.
 func entryKey(prefix, key string) string {

@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -115,8 +114,8 @@ func ms(t time.Time) int64 { return t.UnixMilli() }
 // in the way without changing it, which Claim reads here: a claim of the
 // same token (a retry whose first answer was lost), another fingerprint,
 // a record, a live lease. Only an entry whose time is up (an expired
-// lease to take over, an expired entry to replace) and an entry of the
-// earlier HASH layout go to takeOverScript, which decides again atomically.
+// lease to take over, an expired entry to replace) goes to
+// takeOverScript, which decides again atomically.
 func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.ClaimResult, error) {
 	if len(c.Token) > maxToken {
 		return dedupe.ClaimResult{}, errors.New("redis claim: token over 255 bytes")
@@ -129,8 +128,6 @@ func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.C
 	switch {
 	case err == redis.Nil:
 		return dedupe.ClaimResult{Status: dedupe.Claimed}, nil
-	case wrongType(err):
-		return s.takeOver(ctx, k, val, now, gc, &c.Fingerprint)
 	case err != nil:
 		return dedupe.ClaimResult{}, fmt.Errorf("redis claim: %w", err)
 	}
@@ -140,7 +137,7 @@ func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.C
 	}
 	switch {
 	case e.expires <= now:
-		return s.takeOver(ctx, k, val, now, gc, &c.Fingerprint)
+		return s.takeOver(ctx, k, val, now, gc)
 	case !e.recorded && e.token == c.Token:
 		if e.tookOver {
 			return dedupe.ClaimResult{Status: dedupe.TookOver}, nil
@@ -155,7 +152,7 @@ func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.C
 		}
 		return dedupe.ClaimResult{Status: dedupe.Recorded, Record: rec, Expires: time.UnixMilli(e.expires)}, nil
 	case e.leaseUntil <= now:
-		return s.takeOver(ctx, k, val, now, gc, &c.Fingerprint)
+		return s.takeOver(ctx, k, val, now, gc)
 	}
 	return dedupe.ClaimResult{Status: dedupe.InFlight, LeaseUntil: time.UnixMilli(e.leaseUntil)}, nil
 }
@@ -173,13 +170,10 @@ func (s *Store) setNX(ctx context.Context, k string, val []byte, gc int64) (stri
 }
 
 // takeOverScript claims a key whose entry is in the way of SET NX but
-// whose time is up, or that holds the earlier HASH layout (see
-// entryKey); it decides as Claim does, atomically, and writes the claim
-// in the STRING layout.
+// whose time is up; it decides as Claim does, atomically.
 //
 //	KEYS[1] entry
-//	ARGV    the claim's entry, now ms, gc ttl ms, fingerprint hex (the
-//	        HASH layout's)
+//	ARGV    the claim's entry, now ms, gc ttl ms
 //	returns {1} claimed, {2} took over an expired lease, {3, lease-until ms}
 //	        in flight, {4, record, expiry ms} recorded, {5} another fingerprint
 var takeOverScript = redis.NewScript(`
@@ -188,9 +182,8 @@ local now = tonumber(ARGV[2])
 local n = string.byte(claim, 35)
 local tok, myfp = string.sub(claim, 36, 35 + n), string.sub(claim, 3, 34)
 local s, to, fp, etok, lu, exp, rec
-local t = redis.call('TYPE', KEYS[1]).ok
-if t == 'string' then
-  local v = redis.call('GET', KEYS[1])
+local v = redis.call('GET', KEYS[1])
+if v then
   local m = string.byte(v, 35)
   s, to, fp, etok = string.sub(v, 1, 1), string.sub(v, 2, 2), string.sub(v, 3, 34), string.sub(v, 36, 35 + m)
   local i = string.find(v, ':', 36 + m, true)
@@ -200,10 +193,6 @@ if t == 'string' then
   else
     exp, rec = a, string.sub(v, i + 1)
   end
-elseif t == 'hash' then
-  local e = redis.call('HMGET', KEYS[1], 's', 'fp', 'lu', 'exp', 'rec', 'tok', 'to')
-  s, fp, lu, exp, rec, etok, to = e[1], e[2], tonumber(e[3]), tonumber(e[4]), e[5], e[6], e[7]
-  myfp = ARGV[4]
 end
 if s and exp <= now then
   s = false
@@ -237,8 +226,8 @@ var (
 )
 
 // takeOver runs takeOverScript.
-func (s *Store) takeOver(ctx context.Context, k string, val []byte, now, gc int64, fp *dedupe.Fingerprint) (dedupe.ClaimResult, error) {
-	v, err := s.eval(ctx, takeOverScript, "evalsha", takeOverSHA, 1, k, val, now, gc, fp.String()).Slice()
+func (s *Store) takeOver(ctx context.Context, k string, val []byte, now, gc int64) (dedupe.ClaimResult, error) {
+	v, err := s.eval(ctx, takeOverScript, "evalsha", takeOverSHA, 1, k, val, now, gc).Slice()
 	if err != nil {
 		return dedupe.ClaimResult{}, fmt.Errorf("redis claim: %w", err)
 	}
@@ -291,15 +280,11 @@ redis.call('SET', KEYS[1], 'r' .. string.sub(v, 2, 35 + n) .. ARGV[2] .. ':' .. 
 return 1
 `)
 
-// Record implements dedupe.Store. A key holding the earlier HASH layout
-// was written by an instance of the earlier version after this token's
-// claim went: the token does not hold it.
+// Record implements dedupe.Store.
 func (s *Store) Record(ctx context.Context, key, token string, rec dedupe.Record, retention time.Duration, now time.Time) error {
 	n, err := s.eval(ctx, recordScript, "evalsha", recordSHA, 1, entryKey(s.prefix, key),
 		token, ms(now.Add(retention)), dedupe.MarshalRecord(rec), (retention + gcSlack).Milliseconds()).Int()
 	switch {
-	case wrongType(err):
-		return dedupe.ErrClaimLost
 	case err != nil:
 		return fmt.Errorf("redis record: %w", err)
 	case n == 0:
@@ -324,11 +309,10 @@ return 0
 
 var releaseSHA any = releaseScript.Hash()
 
-// Release implements dedupe.Store. A key holding the earlier HASH layout
-// is not this token's claim: it is left alone.
+// Release implements dedupe.Store.
 func (s *Store) Release(ctx context.Context, key, token string) error {
 	err := s.eval(ctx, releaseScript, "evalsha", releaseSHA, 1, entryKey(s.prefix, key), token).Err()
-	if err != nil && !wrongType(err) {
+	if err != nil {
 		return fmt.Errorf("redis release: %w", err)
 	}
 	return nil
@@ -341,11 +325,7 @@ func (s *Store) Get(ctx context.Context, key string, now time.Time) (dedupe.Entr
 	k := entryKey(s.prefix, key)
 	cmd := redis.NewStringCmd(ctx, "get", k)
 	err := s.do(ctx, cmd)
-	switch {
-	case err == nil || err == redis.Nil:
-	case wrongType(err):
-		return s.getHash(ctx, k, now)
-	default:
+	if err != nil && err != redis.Nil {
 		return dedupe.Entry{}, fmt.Errorf("redis get: %w", err)
 	}
 	v, err := cmd.Result()
@@ -375,40 +355,6 @@ func (s *Store) Get(ctx context.Context, key string, now time.Time) (dedupe.Entr
 	return got, nil
 }
 
-// getHash reads an entry of the earlier HASH layout.
-func (s *Store) getHash(ctx context.Context, k string, now time.Time) (dedupe.Entry, error) {
-	cmd := redis.NewSliceCmd(ctx, "hmget", k, "s", "fp", "lu", "exp", "rec")
-	if err := s.do(ctx, cmd); err != nil {
-		return dedupe.Entry{}, fmt.Errorf("redis get: %w", err)
-	}
-	v, err := cmd.Result()
-	if err != nil {
-		return dedupe.Entry{}, fmt.Errorf("redis get: %w", err)
-	}
-	state, _ := v[0].(string)
-	exp, _ := strconv.ParseInt(str(v[3]), 10, 64)
-	if state == "" || exp <= ms(now) {
-		return dedupe.Entry{}, nil
-	}
-	fp, ok := dedupe.ParseFingerprint(str(v[1]))
-	if !ok {
-		return dedupe.Entry{}, errors.New("redis get: bad fingerprint")
-	}
-	e := dedupe.Entry{Fingerprint: fp, Expires: time.UnixMilli(exp)}
-	switch state {
-	case "c":
-		lu, _ := strconv.ParseInt(str(v[2]), 10, 64)
-		e.State, e.LeaseUntil = dedupe.StateClaimed, time.UnixMilli(lu)
-	case "r":
-		rec, err := dedupe.UnmarshalRecord([]byte(str(v[4])))
-		if err != nil {
-			return dedupe.Entry{}, fmt.Errorf("redis get: decoding record: %w", err)
-		}
-		e.State, e.Record = dedupe.StateRecorded, rec
-	}
-	return e, nil
-}
-
 // Forget implements dedupe.Store.
 func (s *Store) Forget(ctx context.Context, key string) (bool, error) {
 	n, err := s.rdb.Del(ctx, entryKey(s.prefix, key)).Result()
@@ -416,12 +362,6 @@ func (s *Store) Forget(ctx context.Context, key string) (bool, error) {
 		return false, fmt.Errorf("redis forget: %w", err)
 	}
 	return n == 1, nil
-}
-
-// wrongType reports whether err is Redis's WRONGTYPE: the key holds the
-// earlier HASH layout. (redis.HasErrorPrefix allocates, even for nil.)
-func wrongType(err error) bool {
-	return err != nil && err != redis.Nil && redis.HasErrorPrefix(err, "WRONGTYPE")
 }
 
 func str(v any) string {

@@ -130,8 +130,9 @@ func (c *Conn) State(prefix string) State {
 
 // Queue opens the sender's queue on the store, prefix starting its Redis
 // keys, keeping dead letters for retention and what settled as h says.
-// On Redis, envelopes an earlier version wrote are moved to the current
-// layout first.
+// A store whose queue is in another layout than this version's is
+// refused (boltqueue.ErrLayout, redisqueue.ErrLayout). On a Redis that
+// does not answer at start, the queue checks before its first write.
 func (c *Conn) Queue(prefix string, retention time.Duration, h sender.History) (sender.AuditedQueue, error) {
 	if c.db != nil {
 		q, err := boltqueue.New(c.db, retention)
@@ -143,12 +144,10 @@ func (c *Conn) Queue(prefix string, retention time.Duration, h sender.History) (
 	}
 	q := redisqueue.New(c.rdb, prefix, retention)
 	q.KeepHistory(h)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if n, err := q.Upgrade(ctx); err != nil {
-		c.logger.Warn("could not move the sender's envelopes of an earlier version to the current layout: they wait, undelivered, until a start that can", "error", err)
-	} else if n > 0 {
-		c.logger.Info("moved the sender's envelopes of an earlier version to the current layout", "envelopes", n)
+	if err := q.CheckLayout(ctx); errors.Is(err, redisqueue.ErrLayout) {
+		return nil, err
 	}
 	return q, nil
 }

@@ -43,36 +43,24 @@ import (
 //	         bytes each) | first moved at (8)
 //	redrivet first moved at|redrive id -> nil (trims redrives)
 //	counts   (a key) queued, leased, dead, history entries (8 bytes
-//	         each; the last absent in a store written before it was
-//	         kept), kept with the indexes, so that Stats walks nothing
+//	         each), kept with the indexes, so that Stats walks nothing
 //	paused   (a key) who paused it, present while the destination is paused
 //
 // where a string is a uvarint length and its bytes. A delivered ID is a
 // duplicate for the enqueue while its hist entry is within History.Keep;
 // hist, hidx and hpay are trimmed by Settle, a bounded number at a time.
-//
-// Stores written before the history kept delivered IDs in two buckets,
-// still read (the enqueue's idempotency, Metas, Move) until the trim has
-// forgotten them, and written only by a Move that carries them:
-//
-//	done     id -> fingerprint (8) | delivered at (8)
-//	donet    delivered at|id -> nil
-//
-// Stores written before version 2 kept the record, the log and the
-// payload in one env value (state | score | fingerprint | envelope); New
-// moves them to this layout.
 var (
 	rootBucket = []byte("sender")
 	corruptB   = []byte("sender_corrupt")  // dest NUL id -> the entry as it was stored
 	redrivesB  = []byte("sender_redrives") // redrive id -> audit record, JSON
 	sinceB     = []byte("sender_since")    // dest -> first seen, unix ms (8 bytes): a fan-out's "added later"
+	layoutB    = []byte("sender_layout")   // "version" -> LayoutVersion
+	versionKey = []byte("version")
 	envB, dueB = []byte("env"), []byte("due")
 	metaB      = []byte("meta")
 	logB       = []byte("log")
 	leasedB    = []byte("leased")
 	deadB      = []byte("dead")
-	doneB      = []byte("done")
-	donetB     = []byte("donet")
 	histB      = []byte("hist")
 	hidxB      = []byte("hidx")
 	hpayB      = []byte("hpay")
@@ -88,8 +76,8 @@ var (
 	errBadEntry = errors.New("malformed stored envelope entry")
 )
 
-// trimBatch bounds the history entries, kept payloads, dead letters,
-// redrive counts and legacy delivered IDs forgotten per Settle, of each.
+// trimBatch bounds the history entries, kept payloads, dead letters and
+// redrive counts forgotten per Settle, of each.
 const trimBatch = 100
 
 // Queue is a sender.Queue on a bbolt file.
@@ -102,21 +90,64 @@ type Queue struct {
 
 // New returns a Queue on db. Dead letters and redrive counts are kept for
 // retention; what settled, for retention too unless KeepHistory says
-// otherwise. What a store of an earlier version holds is moved to the
-// current layout first.
+// otherwise. A file whose sender's layout is not LayoutVersion is refused
+// (ErrLayout), never read in part; a file without a sender's queue is
+// given one.
 func New(db *bolt.DB, retention time.Duration) (*Queue, error) {
 	err := db.Update(func(tx *bolt.Tx) error {
+		if err := checkLayout(tx, db.Path()); err != nil {
+			return err
+		}
 		for _, name := range [][]byte{rootBucket, corruptB, redrivesB, sinceB} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
 		}
-		return upgrade(tx)
+		return nil
 	})
+	if errors.Is(err, ErrLayout) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("opening the sender's buckets: %w", err)
 	}
 	return &Queue{db: db, write: boltcommit.New(db).Update, retention: retention, history: sender.History{Keep: retention}}, nil
+}
+
+// LayoutVersion is the version of the layout above. hookgate was never
+// released with an earlier one, and reads none.
+const LayoutVersion = "3"
+
+// ErrLayout means a file whose sender's queue is in another layout than
+// LayoutVersion.
+var ErrLayout = errors.New("the sender's queue is in another layout")
+
+// checkLayout refuses a file whose sender's layout version is not
+// LayoutVersion: one that records another, or one that holds
+// destinations but records none (written before the version was kept).
+// It records the version in a file that holds no destination.
+func checkLayout(tx *bolt.Tx, path string) error {
+	refuse := func(version string) error {
+		return fmt.Errorf("%w: %s holds the sender's queue in layout version %s, and this hookgate reads version %s only; "+
+			"start it on a fresh store: stop hookgate and move the file aside, or give it another store directory "+
+			"(no version of hookgate reads the old layout)", ErrLayout, path, version, LayoutVersion)
+	}
+	if b := tx.Bucket(layoutB); b != nil {
+		if v := string(b.Get(versionKey)); v != LayoutVersion {
+			return refuse(strconv.Quote(v))
+		}
+		return nil
+	}
+	if root := tx.Bucket(rootBucket); root != nil {
+		if k, _ := root.Cursor().First(); k != nil {
+			return refuse("2 or earlier (none recorded)")
+		}
+	}
+	b, err := tx.CreateBucket(layoutB)
+	if err != nil {
+		return err
+	}
+	return b.Put(versionKey, []byte(LayoutVersion))
 }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
@@ -137,7 +168,6 @@ type dest struct {
 	due, leased, dead       *bolt.Bucket
 	rdCounts, rdTimes       *bolt.Bucket
 	hist, hidx, hpay, hpayt *bolt.Bucket
-	done, donet             *bolt.Bucket // nil unless the store is older than the history
 	corrupt                 *bolt.Bucket
 	queued, leasedN, deadN  int64 // the counts, as read
 	histN                   int64 // hidx's keys: the history's entries
@@ -204,26 +234,17 @@ func destOf(tx *bolt.Tx, name string) (*dest, error) {
 		due: b.Bucket(dueB), leased: b.Bucket(leasedB), dead: b.Bucket(deadB),
 		rdCounts: b.Bucket(rdCountsB), rdTimes: b.Bucket(rdTimesB),
 		hist: b.Bucket(histB), hidx: b.Bucket(hidxB), hpay: b.Bucket(hpayB), hpayt: b.Bucket(hpaytB),
-		done: b.Bucket(doneB), donet: b.Bucket(donetB), corrupt: tx.Bucket(corruptB)}
-	if d.meta == nil || d.hpayt == nil {
-		// Read-only, on a store that upgrade has not reached (New runs it
-		// first, so only a read racing New): read nothing of it.
+		corrupt: tx.Bucket(corruptB)}
+	if d.hpayt == nil {
+		// Read-only, before the destination's first write made its
+		// buckets: it holds nothing.
 		return nil, nil
 	}
-	if v := b.Get(countsKey); len(v) == 24 || len(v) == 32 {
+	if v := b.Get(countsKey); len(v) == 32 {
 		d.queued = int64(binary.BigEndian.Uint64(v))
 		d.leasedN = int64(binary.BigEndian.Uint64(v[8:]))
 		d.deadN = int64(binary.BigEndian.Uint64(v[16:]))
-		if len(v) == 32 {
-			d.histN = int64(binary.BigEndian.Uint64(v[24:]))
-		} else { // written before the history's count was kept: once
-			d.histN = countKeys(d.hidx)
-			d.countsChanged = tx.Writable()
-		}
-	} else {
-		d.histN = countKeys(d.hidx)
-		d.queued, d.leasedN, d.deadN = countKeys(d.due), countKeys(d.leased), countKeys(d.dead)
-		d.countsChanged = tx.Writable()
+		d.histN = int64(binary.BigEndian.Uint64(v[24:]))
 	}
 	return d, nil
 }
@@ -348,15 +369,11 @@ func (d *dest) setAside(id string, index *bolt.Bucket, k []byte, state byte) err
 
 func (d *dest) paused() bool { return d.b.Get(pausedKey) != nil }
 
-// pausedBy reads the pause and who made it (a file written before pauses
-// were attributed holds a single byte 1: "unknown").
+// pausedBy reads the pause and who made it.
 func (d *dest) pausedBy() (bool, string) {
 	v := d.b.Get(pausedKey)
-	switch {
-	case v == nil:
+	if v == nil {
 		return false, ""
-	case len(v) == 1 && v[0] == 1:
-		return true, "unknown"
 	}
 	return true, string(v)
 }
@@ -409,13 +426,8 @@ func (q *Queue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.Enqueue
 		if err != nil {
 			return err
 		}
-		// Within the history's keep (a legacy delivered ID: above the
-		// retention) the ID is a duplicate.
-		within := ok && dl.at >= ms(e.CreatedAt.Add(-q.history.Keep))
-		if dl.legacy {
-			within = dl.at > ms(e.CreatedAt.Add(-q.retention))
-		}
-		if within {
+		// Within the history's keep the ID is a duplicate.
+		if ok && dl.at >= ms(e.CreatedAt.Add(-q.history.Keep)) {
 			res = sender.EnqueueResult{State: sender.StateDelivered, Duplicate: true, Mismatch: dl.fp != m.Fingerprint}
 			return nil
 		}
@@ -675,33 +687,14 @@ func (d *dest) redriveCount(id string, field int, delta int64, now int64) error 
 }
 
 // trim forgets what settled past the history's keep, payloads past
-// theirs, dead letters, redrive counts and legacy delivered IDs past the
-// retention, a bounded number per call.
+// theirs, dead letters and redrive counts past the retention, a bounded
+// number per call.
 func (q *Queue) trim(d *dest, now time.Time) error {
 	if err := d.trimHistory(ms(now), q.history.Keep); err != nil {
 		return err
 	}
 	cutoff := ms(now.Add(-q.retention))
 	var old [][]byte
-	if d.donet != nil {
-		c := d.donet.Cursor()
-		for k, _ := c.First(); k != nil && len(old) < trimBatch && scoreOf(k) <= cutoff; k, _ = c.Next() {
-			old = append(old, append([]byte(nil), k...))
-		}
-	}
-	for _, k := range old {
-		if err := d.donet.Delete(k); err != nil {
-			return err
-		}
-		// The ID may have been enqueued and delivered again since: its
-		// newer delivery has a newer index entry, and is kept.
-		if v := d.done.Get(k[8:]); len(v) == 16 && int64(binary.BigEndian.Uint64(v[8:])) == scoreOf(k) {
-			if err := d.done.Delete(k[8:]); err != nil {
-				return err
-			}
-		}
-	}
-	old = old[:0]
 	c := d.dead.Cursor()
 	for k, _ := c.First(); k != nil && len(old) < trimBatch && scoreOf(k) <= cutoff; k, _ = c.Next() {
 		old = append(old, append([]byte(nil), k...))
@@ -886,22 +879,14 @@ func (q *Queue) Metas(ctx context.Context, name string, ids []string) ([]*sender
 	return out, nil
 }
 
-// deliveredMeta is id's record if it was delivered: from the history,
-// or else its ID, fingerprint and when it was delivered, from the
-// delivered IDs an earlier version wrote; nil when neither holds it.
+// deliveredMeta is id's record, from the history, if it was delivered;
+// nil when it was not.
 func (d *dest) deliveredMeta(id string) (*sender.Meta, error) {
 	k, h, ok, err := d.history(id)
-	if err != nil {
+	if err != nil || !ok || h.state != histDelivered {
 		return nil, err
 	}
-	if ok && h.state == histDelivered {
-		return h.meta(d.name, k), nil
-	}
-	dl, ok, err := d.delivered(id)
-	if !ok || err != nil {
-		return nil, err
-	}
-	return &sender.Meta{ID: id, Destination: d.name, State: sender.StateDelivered, Fingerprint: dl.fp, SettledAt: time.UnixMilli(dl.at)}, nil
+	return h.meta(d.name, k), nil
 }
 
 // Get implements sender.Queue.
@@ -1050,20 +1035,27 @@ func (q *Queue) Destinations(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// moveBatch bounds the envelopes one Move transaction moves.
-const moveBatch = 500
+// moveBatch bounds the envelopes one Move transaction looks at, and
+// moveBytes the payload bytes it carries (one envelope at least).
+const (
+	moveBatch = 500
+	moveBytes = 4 << 20
+)
 
 // Move implements sender.Queue: in transactions of a bounded size, each
-// atomic; then the history, and the delivered IDs of an earlier version.
+// atomic, walking from's envelopes in ID order once; then the history.
+// An envelope whose record does not decode, that is leased and live, or
+// whose ID to holds with another payload stays in from, counted as kept.
 func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved, kept int, err error) {
 	if from == to {
 		return 0, 0, fmt.Errorf("bolt move: %q to itself", from)
 	}
-	skip := map[string]bool{} // kept in from
+	var after []byte // the last ID looked at: every ID up to it moved or stays
 	for {
-		n := 0
+		var n, k int
+		var last []byte
 		err := q.write(func(tx *bolt.Tx) error {
-			n = 0
+			n, k, last = 0, 0, nil
 			src, err := destOf(tx, from)
 			if err != nil {
 				return err
@@ -1072,48 +1064,21 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 			if err != nil {
 				return err
 			}
-			var ids []string
-			c := src.env.Cursor()
-			for k, _ := c.First(); k != nil && len(ids) < moveBatch; k, _ = c.Next() {
-				if !skip[string(k)] {
-					ids = append(ids, string(k))
-				}
+			ids := src.moveBatch(after)
+			if len(ids) == 0 {
+				return nil
 			}
+			last = []byte(ids[len(ids)-1])
 			for _, id := range ids {
-				e, cur, err := src.envelope(id)
-				if err != nil || (cur.state == 'l' && cur.score > ms(now)) {
-					// A part that does not decode stays where it is listed;
-					// a live lease stays for its holder to settle.
-					skip[id] = true
-					continue
-				}
-				m, err := src.record(id)
+				ok, err := src.moveOne(dst, id, ms(now))
 				if err != nil {
 					return err
 				}
-				m.Destination, e.Destination = to, to
-				fp, held, err := dst.holds(id)
-				if err != nil {
-					return err
-				}
-				if held {
-					if fp != m.Fingerprint {
-						skip[id] = true
-						continue
-					}
+				if ok {
+					n++
 				} else {
-					state, score := cur.state, cur.score
-					if state != 'x' {
-						state, score = 'q', ms(now)
-					}
-					if err := dst.put(e, m, state, score); err != nil {
-						return err
-					}
+					k++
 				}
-				if err := src.remove(id, cur); err != nil {
-					return err
-				}
-				n++
 			}
 			if err := src.flush(); err != nil {
 				return err
@@ -1121,36 +1086,41 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 			return dst.flush()
 		})
 		if err != nil {
-			return moved, len(skip), fmt.Errorf("bolt move: %w", err)
+			return moved, kept, fmt.Errorf("bolt move: %w", err)
 		}
-		moved += n
-		if n == 0 {
+		moved, kept = moved+n, kept+k
+		if last == nil {
 			break
 		}
+		after = last
 	}
-	// The history goes too, so that the enqueue stays idempotent under the
-	// new name, and the delivered IDs of an earlier version.
-	for _, step := range []func(src, dst *dest) (int, error){moveHistory, moveLegacyDone} {
-		for {
-			n := 0
-			err := q.write(func(tx *bolt.Tx) error {
-				src, err := destOf(tx, from)
-				if err != nil {
-					return err
-				}
-				dst, err := destOf(tx, to)
-				if err != nil {
-					return err
-				}
-				n, err = step(src, dst)
-				return err
-			})
+	// The history goes too: what was delivered under from is found,
+	// shown, resent and trimmed under to, and the enqueue stays
+	// idempotent under the new name.
+	for {
+		n := 0
+		err := q.write(func(tx *bolt.Tx) error {
+			src, err := destOf(tx, from)
 			if err != nil {
-				return moved, len(skip), fmt.Errorf("bolt move: what settled: %w", err)
+				return err
 			}
-			if n == 0 {
-				break
+			dst, err := destOf(tx, to)
+			if err != nil {
+				return err
 			}
+			if n, err = moveHistory(src, dst); err != nil {
+				return err
+			}
+			if err := src.flush(); err != nil {
+				return err
+			}
+			return dst.flush()
+		})
+		if err != nil {
+			return moved, kept, fmt.Errorf("bolt move: what settled: %w", err)
+		}
+		if n == 0 {
+			break
 		}
 	}
 	err = q.write(func(tx *bolt.Tx) error {
@@ -1165,9 +1135,77 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 		return src.moveRedriveCounts(dst)
 	})
 	if err != nil {
-		return moved, len(skip), fmt.Errorf("bolt move: redrive counts: %w", err)
+		return moved, kept, fmt.Errorf("bolt move: redrive counts: %w", err)
 	}
-	return moved, len(skip), nil
+	return moved, kept, nil
+}
+
+// moveBatch is the IDs of d's envelopes after after (from the first when
+// nil), up to moveBatch of them and moveBytes of their payloads. It reads
+// the keys and the values' lengths, never a payload.
+func (d *dest) moveBatch(after []byte) []string {
+	var ids []string
+	size := 0
+	c := d.env.Cursor()
+	k, v := c.First()
+	if after != nil {
+		if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
+			k, v = c.Next()
+		}
+	}
+	for ; k != nil && len(ids) < moveBatch && (len(ids) == 0 || size < moveBytes); k, v = c.Next() {
+		ids = append(ids, string(k))
+		size += len(v)
+	}
+	return ids
+}
+
+// moveOne moves the envelope id from d to dst, unless it must stay (see
+// Move), and reports whether it went: a queued or leased one is due at
+// now in dst, a dead letter stays dead.
+func (d *dest) moveOne(dst *dest, id string, now int64) (bool, error) {
+	cur, ok, err := d.load(id)
+	if err != nil || !ok || (cur.state == 'l' && cur.score > now) {
+		return false, nil // does not decode: listed where it is; a live lease: its holder settles it
+	}
+	m, err := d.record(id)
+	if err != nil {
+		return false, nil
+	}
+	log := d.log.Get([]byte(id))
+	if _, err := sender.UnmarshalLog(log); err != nil {
+		return false, nil
+	}
+	fp, held, err := dst.holds(id)
+	if err != nil {
+		return false, err
+	}
+	if held && fp != m.Fingerprint {
+		return false, nil
+	}
+	if !held {
+		state, score := cur.state, cur.score
+		if state != 'x' {
+			state, score = 'q', now
+		}
+		m.Destination = dst.name
+		if err := dst.index(state).Put(indexKey(score, id), nil); err != nil {
+			return false, err
+		}
+		dst.count(state, 1)
+		if err := dst.env.Put([]byte(id), entry{state: state, score: score, payload: cur.payload}.marshal()); err != nil {
+			return false, err
+		}
+		if err := dst.meta.Put([]byte(id), sender.MarshalMeta(m)); err != nil {
+			return false, err
+		}
+		if log != nil {
+			if err := dst.log.Put([]byte(id), append([]byte(nil), log...)); err != nil {
+				return false, err
+			}
+		}
+	}
+	return true, d.remove(id, cur)
 }
 
 // moveHistory moves up to moveBatch of src's history entries to dst,
@@ -1210,61 +1248,6 @@ func moveEntry(src, dst *dest, k []byte, h histEntry) error {
 		return err
 	}
 	return src.dropPayload(h.id)
-}
-
-// moveLegacyDone moves up to moveBatch of the delivered IDs an earlier
-// version wrote in src to dst, unless dst holds the ID; it answers how
-// many went from src.
-func moveLegacyDone(src, dst *dest) (int, error) {
-	if src.done == nil {
-		return 0, nil
-	}
-	var ids, vals [][]byte
-	c := src.done.Cursor()
-	for k, v := c.First(); k != nil && len(ids) < moveBatch; k, v = c.Next() {
-		ids, vals = append(ids, append([]byte(nil), k...)), append(vals, append([]byte(nil), v...))
-	}
-	for i, id := range ids {
-		v := vals[i]
-		_, held, err := dst.holds(string(id))
-		if err != nil {
-			return 0, err
-		}
-		if len(v) == 16 && !held {
-			if err := dst.legacyDone(); err != nil {
-				return 0, err
-			}
-			if err := dst.done.Put(id, v); err != nil {
-				return 0, err
-			}
-			if err := dst.donet.Put(indexKey(int64(binary.BigEndian.Uint64(v[8:])), string(id)), nil); err != nil {
-				return 0, err
-			}
-		}
-		if len(v) == 16 {
-			if err := src.donet.Delete(indexKey(int64(binary.BigEndian.Uint64(v[8:])), string(id))); err != nil {
-				return 0, err
-			}
-		}
-		if err := src.done.Delete(id); err != nil {
-			return 0, err
-		}
-	}
-	return len(ids), nil
-}
-
-// legacyDone creates d's buckets of delivered IDs of an earlier version,
-// for a Move to carry such IDs into.
-func (d *dest) legacyDone() error {
-	if d.done != nil {
-		return nil
-	}
-	var err error
-	if d.done, err = d.b.CreateBucketIfNotExists(doneB); err != nil {
-		return err
-	}
-	d.donet, err = d.b.CreateBucketIfNotExists(donetB)
-	return err
 }
 
 // holds reports whether d holds id, in any state or delivered, and the
@@ -1368,103 +1351,6 @@ func (q *Queue) FirstSeen(ctx context.Context, dests []string, now time.Time) (m
 }
 
 var _ sender.Queue = (*Queue)(nil)
-
-// upgrade gives every destination the buckets this version keeps (so a
-// read finds them), and moves envelopes of a store written before version
-// 2 (one env value holding the fingerprint and the whole envelope) to the
-// current layout; an entry that does not decode is set aside.
-func upgrade(tx *bolt.Tx) error {
-	root := tx.Bucket(rootBucket)
-	var names [][]byte
-	if err := root.ForEachBucket(func(k []byte) error {
-		names = append(names, append([]byte(nil), k...))
-		return nil
-	}); err != nil {
-		return err
-	}
-	for _, name := range names {
-		b := root.Bucket(name)
-		v2 := b.Bucket(metaB) != nil
-		if v2 && b.Bucket(subBuckets[len(subBuckets)-1]) != nil {
-			continue
-		}
-		d, err := destOf(tx, string(name)) // creates the buckets it lacks
-		if err != nil {
-			return err
-		}
-		if v2 {
-			continue
-		}
-		type old struct {
-			id  string
-			raw []byte
-		}
-		var all []old
-		aside := map[string]bool{} // set aside: their index entries go too
-		if err := d.env.ForEach(func(k, v []byte) error {
-			all = append(all, old{string(k), append([]byte(nil), v...)})
-			return nil
-		}); err != nil {
-			return err
-		}
-		for _, o := range all {
-			var e *sender.Envelope
-			if len(o.raw) >= 17 {
-				e, err = sender.UnmarshalEnvelope(o.raw[17:])
-			}
-			if e == nil || err != nil {
-				if err := d.corrupt.Put([]byte(d.name+"\x00"+o.id), o.raw); err != nil {
-					return err
-				}
-				if err := d.env.Delete([]byte(o.id)); err != nil {
-					return err
-				}
-				aside[o.id] = true
-				continue
-			}
-			e.ID, e.Destination = o.id, d.name
-			m := sender.MetaOf(e)
-			m.Fingerprint = [8]byte(o.raw[9:17]) // of the payload as first enqueued
-			if err := d.env.Put([]byte(o.id), entry{state: o.raw[0], score: int64(binary.BigEndian.Uint64(o.raw[1:9])), payload: e.Payload}.marshal()); err != nil {
-				return err
-			}
-			if err := d.meta.Put([]byte(o.id), sender.MarshalMeta(m)); err != nil {
-				return err
-			}
-			if len(e.Log) > 0 {
-				if err := d.log.Put([]byte(o.id), sender.MarshalLog(e.Log)); err != nil {
-					return err
-				}
-			}
-		}
-		if len(aside) > 0 {
-			for _, ix := range []*bolt.Bucket{d.due, d.leased, d.dead} {
-				var stale [][]byte
-				if err := ix.ForEach(func(k, _ []byte) error {
-					if len(k) >= 8 && aside[string(k[8:])] {
-						stale = append(stale, append([]byte(nil), k...))
-					}
-					return nil
-				}); err != nil {
-					return err
-				}
-				for _, k := range stale {
-					if err := ix.Delete(k); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		// The counts, from the indexes as the upgrade left them.
-		d.queued, d.leasedN, d.deadN = countKeys(d.due), countKeys(d.leased), countKeys(d.dead)
-		d.histN = countKeys(d.hidx)
-		d.countsChanged = true
-		if err := d.flush(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // PutRedrive implements sender.Audit.
 func (q *Queue) PutRedrive(ctx context.Context, r *sender.Redrive) error {

@@ -1,8 +1,6 @@
 package boltqueue_test
 
 import (
-	"encoding/binary"
-	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -141,62 +139,5 @@ func TestIdlePollWritesNothing(t *testing.T) {
 	}
 	if got, err := q.Lease(t.Context(), "d", 10, t0.Add(time.Hour), time.Minute); err != nil || len(got) != 1 {
 		t.Errorf("once due: Lease = %v, %v", got, err)
-	}
-}
-
-// TestUpgradeMovesTheOldLayout: a file written before version 2 (one env
-// value per envelope: state, score, fingerprint, envelope) is moved to
-// the current layout when the queue opens.
-func TestUpgradeMovesTheOldLayout(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "state.db")
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.UnixMilli(1_800_000_000_000)
-	old := func(state byte, score time.Time, id string, log []sender.Attempt) []byte {
-		e := &sender.Envelope{ID: id, Destination: "d", CreatedAt: t0, NextAt: t0, Payload: []byte(`{"id":"` + id + `"}`), Log: log}
-		fp := sender.Fingerprint(e.Payload)
-		v := append([]byte{state}, binary.BigEndian.AppendUint64(nil, uint64(score.UnixMilli()))...)
-		return append(append(v, fp[:]...), sender.MarshalEnvelope(e)...)
-	}
-	key := func(at time.Time, id string) []byte {
-		return append(binary.BigEndian.AppendUint64(nil, uint64(at.UnixMilli())), id...)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		root, _ := tx.CreateBucket([]byte("sender"))
-		d, _ := root.CreateBucket([]byte("d"))
-		for _, n := range []string{"env", "due", "leased", "dead", "done", "donet"} {
-			if _, err := d.CreateBucket([]byte(n)); err != nil {
-				return err
-			}
-		}
-		return errors.Join(
-			d.Bucket([]byte("env")).Put([]byte("q1"), old('q', t0, "q1", nil)),
-			d.Bucket([]byte("due")).Put(key(t0, "q1"), nil),
-			d.Bucket([]byte("env")).Put([]byte("x1"), old('x', t0, "x1", []sender.Attempt{{At: t0, Status: 400}})),
-			d.Bucket([]byte("dead")).Put(key(t0, "x1"), nil),
-			d.Bucket([]byte("env")).Put([]byte("bad"), []byte("junk")),
-		)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := boltqueue.New(db, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	st, _ := q.Stats(t.Context(), "d", t0)
-	if st.Queued != 1 || st.Dead != 1 || st.Corrupt != 1 {
-		t.Errorf("Stats after the upgrade = %+v; want 1 queued, 1 dead, 1 set aside", st)
-	}
-	page, _, err := q.Dead(t.Context(), "d", "", 10)
-	if err != nil || len(page) != 1 || page[0].ID != "x1" || page[0].Tried != 1 {
-		t.Errorf("Dead = %+v, %v", page, err)
-	}
-	got, err := q.Lease(t.Context(), "d", 10, t0, time.Minute)
-	if err != nil || len(got) != 1 || string(got[0].Payload) != `{"id":"q1"}` {
-		t.Fatalf("Lease = %v, %v", got, err)
 	}
 }

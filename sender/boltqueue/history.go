@@ -136,27 +136,17 @@ func (d *dest) history(id string) (k []byte, h histEntry, ok bool, err error) {
 // delivery is when an ID was last delivered, and its payload's
 // fingerprint.
 type delivery struct {
-	fp     [8]byte
-	at     int64
-	legacy bool // from the delivered IDs of an earlier version
+	fp [8]byte
+	at int64
 }
 
-// delivered reads id's delivery: from the history, or else from the
-// delivered IDs a store of an earlier version wrote.
+// delivered reads id's delivery, from the history.
 func (d *dest) delivered(id string) (delivery, bool, error) {
 	k, h, ok, err := d.history(id)
-	if err != nil {
+	if err != nil || !ok || h.state != histDelivered {
 		return delivery{}, false, err
 	}
-	if ok && h.state == histDelivered {
-		return delivery{fp: h.fingerprint(), at: scoreOf(k)}, true, nil
-	}
-	if d.done != nil {
-		if v := d.done.Get([]byte(id)); len(v) == 16 {
-			return delivery{fp: [8]byte(v[:8]), at: int64(binary.BigEndian.Uint64(v[8:])), legacy: true}, true, nil
-		}
-	}
-	return delivery{}, false, nil
+	return delivery{fp: h.fingerprint(), at: scoreOf(k)}, true, nil
 }
 
 // addHistory writes id's entry, settled at at, in place of any earlier

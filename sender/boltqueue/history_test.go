@@ -1,7 +1,6 @@
 package boltqueue_test
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -58,105 +57,6 @@ func keys(t *testing.T, db *bolt.DB, dest string, names ...string) []int {
 		t.Fatal(err)
 	}
 	return out
-}
-
-// TestLegacyDeliveredIDsAreReadUntilTrimmed: the delivered IDs a store of
-// an earlier version holds (done, donet) keep the enqueue idempotent, are
-// read by Metas, go with a Move, and age out through the trim; nothing
-// writes them any more.
-func TestLegacyDeliveredIDsAreReadUntilTrimmed(t *testing.T) {
-	db, q := openQueue(t, time.Hour)
-	ctx := t.Context()
-	deliver(t, q, "d", "new", t0, 200)
-	if got := keys(t, db, "d", "done", "donet"); !slices.Equal(got, []int{0, 0}) {
-		t.Fatalf("a delivery wrote the legacy buckets: %v keys", got)
-	}
-	fp := sender.Fingerprint(envelope("d", "old", t0).Payload)
-	err := db.Update(func(tx *bolt.Tx) error {
-		d := tx.Bucket([]byte("sender")).Bucket([]byte("d"))
-		done, err := d.CreateBucketIfNotExists([]byte("done"))
-		if err != nil {
-			return err
-		}
-		donet, err := d.CreateBucketIfNotExists([]byte("donet"))
-		if err != nil {
-			return err
-		}
-		at := binary.BigEndian.AppendUint64(nil, uint64(t0.UnixMilli()))
-		return errors.Join(done.Put([]byte("old"), append(fp[:], at...)), donet.Put(append(at, "old"...), nil))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	later := t0.Add(time.Minute)
-	if r, err := q.Enqueue(ctx, envelope("d", "old", later)); err != nil || r != (sender.EnqueueResult{State: sender.StateDelivered, Duplicate: true}) {
-		t.Errorf("Enqueue of a legacy delivered ID = %+v, %v; want a duplicate", r, err)
-	}
-	ms, err := q.Metas(ctx, "d", []string{"old"})
-	want := []*sender.Meta{{ID: "old", Destination: "d", State: sender.StateDelivered, Fingerprint: fp, SettledAt: t0}}
-	if diff := cmp.Diff(want, ms); err != nil || diff != "" {
-		t.Errorf("Metas of a legacy delivered ID (-want +got):\n%s%v", diff, err)
-	}
-	if _, _, err := q.Move(ctx, "d", "e", later); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"old", "new"} {
-		if r, err := q.Enqueue(ctx, envelope("e", id, later)); err != nil || r.State != sender.StateDelivered || !r.Duplicate {
-			t.Errorf("Enqueue(%s) after the move = %+v, %v; want a delivered duplicate", id, r, err)
-		}
-	}
-	// Past the retention, a settlement trims it: the ID is new.
-	late := t0.Add(time.Hour + time.Second)
-	deliver(t, q, "e", "tick", late, 200)
-	if got := keys(t, db, "e", "done", "donet"); !slices.Equal(got, []int{0, 0}) {
-		t.Errorf("after the trim the legacy buckets hold %v keys", got)
-	}
-	if r, err := q.Enqueue(ctx, envelope("e", "old", late)); err != nil || r != (sender.EnqueueResult{State: sender.StateQueued}) {
-		t.Errorf("Enqueue past the retention = %+v, %v; want a new envelope", r, err)
-	}
-}
-
-// TestNewGivesAnEarlierStoreTheHistory: a store written before the
-// history (no hist buckets) is read at once after New, before any write.
-func TestNewGivesAnEarlierStoreTheHistory(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "state.db")
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := boltqueue.New(db, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := q.Enqueue(t.Context(), envelope("d", "m1", t0)); err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error { // as the earlier version left it
-		d := tx.Bucket([]byte("sender")).Bucket([]byte("d"))
-		for _, n := range []string{"hist", "hidx", "hpay", "hpayt"} {
-			if err := d.DeleteBucket([]byte(n)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if q, err = boltqueue.New(db, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	if st, err := q.Stats(t.Context(), "d", t0); err != nil || st.Queued != 1 {
-		t.Errorf("Stats after New = %+v, %v; want m1 queued", st, err)
-	}
-	if got, next, err := q.History(t.Context(), "d", sender.HistoryFilter{}, "", 10); err != nil || len(got) != 0 || next != "" {
-		t.Errorf("History after New = %v, %q, %v; want none", got, next, err)
-	}
-	deliver(t, q, "d", "m1", t0, 200)
-	if got, _, err := q.History(t.Context(), "d", sender.HistoryFilter{}, "", 10); err != nil || len(got) != 1 {
-		t.Errorf("History after a delivery = %v, %v; want m1", got, err)
-	}
 }
 
 // TestHistoryLooksAtABoundedNumberPerCall: a filter that matches nothing
@@ -258,43 +158,5 @@ func TestMoveCarriesTheHistory(t *testing.T) {
 	}
 	if moved, err := q.Resend(t.Context(), "new", []string{"m1", "m2"}, "rs_1", at); err != nil || !slices.Equal(moved, []string{"m1", "m2"}) {
 		t.Errorf("Resend after the move = %v, %v; want both, their payloads moved too", moved, err)
-	}
-}
-
-// TestHistoryCountOfAnEarlierStore: a store whose counts were written
-// before the history's was kept (24 bytes) is counted once from hidx,
-// then kept with the others.
-func TestHistoryCountOfAnEarlierStore(t *testing.T) {
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, &bolt.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	q, err := boltqueue.New(db, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deliver(t, q, "d", "a", t0, 200)
-	deliver(t, q, "d", "b", t0, 200)
-	if err := db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte("sender")).Bucket([]byte("d"))
-		return b.Put([]byte("counts"), slices.Clone(b.Get([]byte("counts"))[:24]))
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if st, err := q.Stats(t.Context(), "d", t0); err != nil || st.History != 2 {
-		t.Fatalf("Stats.History of an earlier store = %d, %v; want 2", st.History, err)
-	}
-	deliver(t, q, "d", "c", t0, 200)
-	if st, err := q.Stats(t.Context(), "d", t0); err != nil || st.History != 3 {
-		t.Errorf("Stats.History after a settle = %d, %v; want 3", st.History, err)
-	}
-	var n int
-	_ = db.View(func(tx *bolt.Tx) error {
-		n = len(tx.Bucket([]byte("sender")).Bucket([]byte("d")).Get([]byte("counts")))
-		return nil
-	})
-	if n != 32 {
-		t.Errorf("the counts are %d bytes after a write, want 32", n)
 	}
 }

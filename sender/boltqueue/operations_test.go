@@ -1,70 +1,13 @@
 package boltqueue_test
 
 import (
-	"encoding/binary"
-	"path/filepath"
-
-	bolt "go.etcd.io/bbolt"
-
 	"testing"
 	"time"
 
-	"github.com/hookgate/hookgate/sender"
-	"github.com/hookgate/hookgate/sender/boltqueue"
-)
+	bolt "go.etcd.io/bbolt"
 
-// TestUpgradeDropsTheIndexOfALegacyEntrySetAside: a legacy entry that
-// does not decode is set aside by the upgrade with its index entries, so
-// the depth counts agree with what is listed, before and after a trim.
-func TestUpgradeDropsTheIndexOfALegacyEntrySetAside(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "state.db")
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	t0 := time.UnixMilli(1_800_000_000_000)
-	key := func(at time.Time, id string) []byte {
-		return append(binary.BigEndian.AppendUint64(nil, uint64(at.UnixMilli())), id...)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		root, _ := tx.CreateBucket([]byte("sender"))
-		d, _ := root.CreateBucket([]byte("d"))
-		for _, n := range []string{"env", "due", "leased", "dead", "done", "donet"} {
-			if _, err := d.CreateBucket([]byte(n)); err != nil {
-				return err
-			}
-		}
-		if err := d.Bucket([]byte("env")).Put([]byte("bad"), []byte("x junk that does not decode")); err != nil {
-			return err
-		}
-		return d.Bucket([]byte("dead")).Put(key(t0, "bad"), nil)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := boltqueue.New(db, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _, _ := q.Dead(t.Context(), "d", "", 10)
-	st, _ := q.Stats(t.Context(), "d", t0)
-	if st.Dead != len(page) {
-		t.Errorf("after the upgrade: Stats.Dead = %d, but Dead lists %d", st.Dead, len(page))
-	}
-	// Past the retention, a settle trims the dead index.
-	later := t0.Add(2 * time.Hour)
-	if _, err := q.Enqueue(t.Context(), &sender.Envelope{ID: "x", Destination: "d", CreatedAt: later, NextAt: later, Payload: []byte("{}")}); err != nil {
-		t.Fatal(err)
-	}
-	l, _ := q.Lease(t.Context(), "d", 1, later, time.Minute)
-	if _, err := q.Settle(t.Context(), "d", []sender.Outcome{{Kind: sender.Delivered, ID: "x", LeaseUntil: l[0].LeaseUntil}}, later); err != nil {
-		t.Fatal(err)
-	}
-	if st, _ := q.Stats(t.Context(), "d", later); st.Dead != 0 {
-		t.Errorf("after the trim: Stats.Dead = %d, want 0 (the count drifted from the index for good)", st.Dead)
-	}
-}
+	"github.com/hookgate/hookgate/sender"
+)
 
 // TestABrokenDeadLetterIsListedNotAnError: a dead letter whose record does
 // not decode is listed as broken (its reason in last_error, purgeable),

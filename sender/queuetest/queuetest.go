@@ -107,6 +107,7 @@ func Run(t *testing.T, newQueue NewQueue) {
 	runOperations(t, newQueue)
 	runFanout(t, newQueue)
 	runHistory(t, newQueue)
+	runMove(t, newQueue)
 
 	t.Run("EnqueueIsIdempotent", func(t *testing.T) {
 		t.Parallel()
@@ -741,6 +742,9 @@ func Run(t *testing.T, newQueue NewQueue) {
 			mustEnqueue(t, q, e, queued)
 		}
 		l := mustLease(t, q, "d", n, t0)
+		if len(l) != n {
+			t.Fatalf("Lease = %d envelopes, want %d", len(l), n)
+		}
 		var os []sender.Outcome
 		for _, x := range l {
 			e := *x.Envelope

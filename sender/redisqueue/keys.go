@@ -21,16 +21,14 @@ package redisqueue
 //	                                  an envelope settled again left, until trimmed)
 //	<prefix>:q:{<dest>}:hpay    HASH  id -> a delivered envelope's payload, for History.Payload
 //	<prefix>:q:{<dest>}:hpayt   ZSET  id -> when that payload goes, unix ms (trims hpay)
-//	<prefix>:q:{<dest>}:done    HASH  id -> fingerprint: delivered IDs as stores before the
-//	                                  history kept them, read until they age out
-//	<prefix>:q:{<dest>}:donet   ZSET  id -> delivered at, unix ms (trims done)
+//	<prefix>:q:{<dest>}:histmv  STREAM a Move's merge of another destination's history with
+//	                                  this one's, renamed over hist when done
+//	<prefix>:q:{<dest>}:histmvidx HASH id -> its entry ID in histmv, while a Move applies it
 //	<prefix>:q:{<dest>}:paused  STRING who paused it, while the destination is paused
 //	<prefix>:q:{<dest>}:corrupt HASH  id -> an entry that did not decode, set aside
 //	<prefix>:q:{<dest>}:rdc     HASH  <redrive id>:m|d|x|s -> letters moved, delivered,
 //	                                  dead again, superseded (a redrive's progress)
 //	<prefix>:q:{<dest>}:rdt     ZSET  redrive id -> first moved at, unix ms (trims rdc)
-//	<prefix>:q:{<dest>}:env     HASH  id -> fingerprint + whole envelope: the layout before
-//	                                  version 2, read only by Upgrade
 //	<prefix>:q:dests            SET   every destination name that was ever written to
 //	                                  (Destinations: finding orphans is not a scan)
 //	<prefix>:q:since            HASH  destination -> first seen, unix ms (FirstSeen: a
@@ -43,8 +41,8 @@ package redisqueue
 // time is in the sorted set, and the lease script moves it to the list
 // when due.
 type keys struct {
-	meta, body, log, ready, due, leased, dead, done, donet, paused, corrupt, rdc, rdt, env string
-	hist, hidx, hpay, hpayt                                                                string
+	meta, body, log, ready, due, leased, dead, paused, corrupt, rdc, rdt string
+	hist, hidx, hpay, hpayt, histmv, histmvidx                           string
 }
 
 // keysOf is dest's keys, made once per destination for the hot paths
@@ -62,9 +60,10 @@ func (q *Queue) keysOf(dest string) keys {
 func keysOf(prefix, dest string) keys {
 	p := prefix + ":q:{" + dest + "}:"
 	return keys{meta: p + "meta", body: p + "body", log: p + "log", ready: p + "ready", due: p + "due",
-		leased: p + "leased", dead: p + "dead", done: p + "done", donet: p + "donet", paused: p + "paused",
-		corrupt: p + "corrupt", rdc: p + "rdc", rdt: p + "rdt", env: p + "env",
-		hist: p + "hist", hidx: p + "hidx", hpay: p + "hpay", hpayt: p + "hpayt"}
+		leased: p + "leased", dead: p + "dead", paused: p + "paused",
+		corrupt: p + "corrupt", rdc: p + "rdc", rdt: p + "rdt",
+		hist: p + "hist", hidx: p + "hidx", hpay: p + "hpay", hpayt: p + "hpayt",
+		histmv: p + "histmv", histmvidx: p + "histmvidx"}
 }
 
 // destsKey is the SET of destination names.

@@ -13,53 +13,6 @@ import (
 	"github.com/hookgate/hookgate/sender/redisqueue"
 )
 
-// legacy is an envelope in the layout before version 2 (the env hash's
-// value: fingerprint + the whole envelope).
-func legacy(id string, t0 time.Time) string {
-	e := &sender.Envelope{ID: id, Destination: "d", EventType: "x", CreatedAt: t0, NextAt: t0, Payload: []byte(`{"id":"` + id + `"}`)}
-	fp := sender.Fingerprint(e.Payload)
-	return string(fp[:]) + string(sender.MarshalEnvelope(e))
-}
-
-// TestLeaseMovesALegacyEnvelope: an envelope still in the layout before
-// version 2 when it is leased (the upgrade at start failed, or did not
-// run yet, or an instance of the earlier version wrote it after the
-// upgrade: a rolling deploy) is moved to the current layout by the lease,
-// and delivered; it is never set aside for want of a record.
-func TestLeaseMovesALegacyEnvelope(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	p := prefix()
-	t0 := time.UnixMilli(1_800_000_000_000)
-	ctx := t.Context()
-	k := p + ":q:{d}:"
-	rdb.HSet(ctx, k+"env", "q1", legacy("q1", t0))
-	rdb.RPush(ctx, k+"ready", "q1")
-
-	q := redisqueue.New(rdb, p, time.Hour).WithCallerClock()
-	got, err := q.Lease(ctx, "d", 10, t0, time.Minute)
-	if err != nil || len(got) != 1 || got[0].ID != "q1" || string(got[0].Payload) != `{"id":"q1"}` {
-		t.Fatalf("Lease before the upgrade = %v, %v; want q1, moved", got, err)
-	}
-	if n, err := q.Upgrade(ctx); err != nil || n != 0 {
-		t.Errorf("Upgrade after the lease = %d, %v; want nothing left to move", n, err)
-	}
-	// An instance of the earlier version writes after the upgrade.
-	rdb.HSet(ctx, k+"env", "late", legacy("late", t0))
-	rdb.RPush(ctx, k+"ready", "late")
-	got, err = q.Lease(ctx, "d", 10, t0, time.Minute)
-	if err != nil || len(got) != 1 || got[0].ID != "late" {
-		t.Fatalf("Lease of an envelope the earlier version wrote after the upgrade = %v, %v", got, err)
-	}
-	if n, _ := rdb.HLen(ctx, k+"env").Result(); n != 0 {
-		t.Errorf("%d envelopes left in the legacy hash", n)
-	}
-	if st, _ := q.Stats(ctx, "d", t0); st.Leased != 2 || st.Corrupt != 0 {
-		t.Errorf("Stats = %+v; want both leased, none set aside", st)
-	}
-}
-
 // TestABrokenDeadLetterIsListedNotAnError: a dead letter whose record does
 // not decode is listed as broken (its reason in last_error, purgeable),
 // never an error that stops every scan of its destination or the move of

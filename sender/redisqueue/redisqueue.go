@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,8 +31,9 @@ type Queue struct {
 	history     sender.History
 	callerClock bool
 
-	registered sync.Map // destination names known to be in the dests SET
-	keys       sync.Map // destination name -> *keys
+	registered    sync.Map    // destination names known to be in the dests SET
+	keys          sync.Map    // destination name -> *keys
+	layoutChecked atomic.Bool // CheckLayout answered nil
 }
 
 // New returns a Queue whose keys start with prefix. Delivered IDs and dead
@@ -71,8 +73,8 @@ func (q *Queue) register(ctx context.Context, dest string) error {
 
 // enqueueScript adds an envelope unless its ID is known.
 //
-//	KEYS  meta, body, leased, dead, done, donet, paused, ready, due, hidx, hist
-//	ARGV  id, record, payload, due ms, now ms, retention ms, history ms
+//	KEYS  meta, body, leased, dead, paused, ready, due, hidx, hist
+//	ARGV  id, record, payload, due ms, now ms, history ms
 //	returns {state, mismatch, first}: mismatch -1 when added, 0 a duplicate
 //	of the same payload, 1 of another payload; first 1 when the envelope
 //	added is the only one the destination holds (its name is registered
@@ -86,18 +88,14 @@ if cur then
     state = 'leased'
   elseif redis.call('ZSCORE', KEYS[4], ARGV[1]) then
     state = 'dead'
-  elseif redis.call('EXISTS', KEYS[7]) == 1 then
+  elseif redis.call('EXISTS', KEYS[5]) == 1 then
     state = 'paused'
   end
   return {state, (string.sub(cur, 2, 9) == fp) and 0 or 1}
 end
-local at = redis.call('ZSCORE', KEYS[6], ARGV[1])
-if at and tonumber(at) > tonumber(ARGV[5]) - tonumber(ARGV[6]) then
-  return {'delivered', (redis.call('HGET', KEYS[5], ARGV[1]) == fp) and 0 or 1}
-end
-local eid = redis.call('HGET', KEYS[10], ARGV[1])
-if eid and tonumber(string.match(eid, '^(%d+)')) > tonumber(ARGV[5]) - tonumber(ARGV[7]) then
-  local e = redis.call('XRANGE', KEYS[11], eid, eid)[1]
+local eid = redis.call('HGET', KEYS[8], ARGV[1])
+if eid and tonumber(string.match(eid, '^(%d+)')) > tonumber(ARGV[5]) - tonumber(ARGV[6]) then
+  local e = redis.call('XRANGE', KEYS[9], eid, eid)[1]
   if e and e[2][4] == 'd' then
     return {'delivered', (string.sub(e[2][6], 2, 9) == fp) and 0 or 1}
   end
@@ -105,12 +103,12 @@ end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
 if tonumber(ARGV[4]) <= tonumber(ARGV[5]) then
-  redis.call('RPUSH', KEYS[8], ARGV[1])
+  redis.call('RPUSH', KEYS[6], ARGV[1])
 else
-  redis.call('ZADD', KEYS[9], ARGV[4], ARGV[1])
+  redis.call('ZADD', KEYS[7], ARGV[4], ARGV[1])
 end
 local first = (redis.call('HLEN', KEYS[1]) == 1) and 1 or 0
-if redis.call('EXISTS', KEYS[7]) == 1 then
+if redis.call('EXISTS', KEYS[5]) == 1 then
   return {'paused', -1, first}
 end
 return {'queued', -1, first}
@@ -118,6 +116,9 @@ return {'queued', -1, first}
 
 // Enqueue implements sender.Queue.
 func (q *Queue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.EnqueueResult, error) {
+	if err := q.CheckLayout(ctx); err != nil {
+		return sender.EnqueueResult{}, err
+	}
 	if len(e.RedriveID) >= 128 {
 		return sender.EnqueueResult{}, fmt.Errorf("redis enqueue: a redrive ID of %d bytes (the record keeps under 128)", len(e.RedriveID))
 	}
@@ -125,8 +126,8 @@ func (q *Queue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.Enqueue
 		return sender.EnqueueResult{}, fmt.Errorf("redis enqueue: %w", err)
 	}
 	k := q.keysOf(e.Destination)
-	v, err := enqueueScript.Run(ctx, q.rdb, []string{k.meta, k.body, k.leased, k.dead, k.done, k.donet, k.paused, k.ready, k.due, k.hidx, k.hist},
-		e.ID, sender.MarshalMeta(sender.MetaOf(e)), e.Payload, ms(e.NextAt), ms(e.CreatedAt), q.retention.Milliseconds(), q.history.Keep.Milliseconds()).Slice()
+	v, err := enqueueScript.Run(ctx, q.rdb, []string{k.meta, k.body, k.leased, k.dead, k.paused, k.ready, k.due, k.hidx, k.hist},
+		e.ID, sender.MarshalMeta(sender.MetaOf(e)), e.Payload, ms(e.NextAt), ms(e.CreatedAt), q.history.Keep.Milliseconds()).Slice()
 	if err != nil {
 		return sender.EnqueueResult{}, fmt.Errorf("redis enqueue: %w", err)
 	}
@@ -239,6 +240,9 @@ func assemble(dest, id string, meta, body, log any) (*sender.Envelope, error) {
 
 // Lease implements sender.Queue.
 func (q *Queue) Lease(ctx context.Context, dest string, n int, now time.Time, lease time.Duration) ([]sender.Leased, error) {
+	if err := q.CheckLayout(ctx); err != nil {
+		return nil, err
+	}
 	k := q.keysOf(dest)
 	caller := "0"
 	if q.callerClock {
@@ -259,15 +263,7 @@ func (q *Queue) Lease(ctx context.Context, dest string, n int, now time.Time, le
 	var bad []any
 	for i := range n2 {
 		id, _ := str(v[i])
-		meta, body, log := v[n2+i], v[2*n2+i], v[3*n2+i]
-		if meta == nil {
-			// Written by a version before 2 (not yet upgraded, or by an
-			// instance of it still running): moved to this layout now.
-			if parts, err := q.upgradeOne(ctx, k, dest, id); err == nil && parts != nil {
-				meta, body, log = parts[0], parts[1], parts[2]
-			}
-		}
-		e, err := assemble(dest, id, meta, body, log)
+		e, err := assemble(dest, id, v[n2+i], v[2*n2+i], v[3*n2+i])
 		if err != nil {
 			bad = append(bad, id)
 			continue
@@ -288,8 +284,8 @@ func (q *Queue) Lease(ctx context.Context, dest string, n int, now time.Time, le
 // delivered envelope leaves the queue for the history; a dead one stays a
 // dead letter and is written to the history too.
 //
-//	KEYS  meta, body, log, due, leased, dead, done, donet, ready, rdc, rdt,
-//	      hist, hidx, hpay, hpayt
+//	KEYS  meta, body, log, due, leased, dead, ready, rdc, rdt, hist, hidx,
+//	      hpay, hpayt
 //	ARGV  now ms, retention ms, history ms, payload ms, then per outcome:
 //	      kind (d delivered, r retry, x dead, l release), id, lease end ms,
 //	      record or "", log or "", score (due or dead-at ms)
@@ -305,11 +301,11 @@ local unleased, gone, hidx, hpay, hpayt = {}, {}, {}, {}, {}
 -- instance's clock may run ahead), and answers the entry's ID.
 local function xadd(id, state, rec, lg)
   if not last then
-    local t = redis.call('XREVRANGE', KEYS[12], '+', '-', 'COUNT', 1)[1]
+    local t = redis.call('XREVRANGE', KEYS[10], '+', '-', 'COUNT', 1)[1]
     last = t and tonumber(string.match(t[1], '^(%d+)')) or 0
   end
   last = math.max(now, last)
-  local eid = redis.call('XADD', KEYS[12], string.format('%d-*', last), 'i', id, 's', state, 'm', rec, 'l', lg)
+  local eid = redis.call('XADD', KEYS[10], string.format('%d-*', last), 'i', id, 's', state, 'm', rec, 'l', lg)
   table.insert(hidx, id)
   table.insert(hidx, eid)
   return eid
@@ -334,7 +330,7 @@ for i = 5, #ARGV, 6 do
     end
     if rid ~= '' then
       -- counts written again after their trim are dated, and trimmed
-      redis.call('ZADD', KEYS[11], 'NX', ARGV[1], rid)
+      redis.call('ZADD', KEYS[9], 'NX', ARGV[1], rid)
     end
     if kind == 'd' then
       if rec == '' then rec = m end
@@ -349,32 +345,32 @@ for i = 5, #ARGV, 6 do
           table.insert(hpayt, id)
         else
           if hpayHeld == nil then
-            hpayHeld = redis.call('EXISTS', KEYS[14]) == 1
+            hpayHeld = redis.call('EXISTS', KEYS[12]) == 1
           end
           if hpayHeld then
-            redis.call('HDEL', KEYS[14], id)
-            redis.call('ZREM', KEYS[15], id)
+            redis.call('HDEL', KEYS[12], id)
+            redis.call('ZREM', KEYS[13], id)
           end
         end
       end
       table.insert(gone, id)
       if rid ~= '' then
-        redis.call('HINCRBY', KEYS[10], rid .. ':d', 1)
+        redis.call('HINCRBY', KEYS[8], rid .. ':d', 1)
       end
     elseif kind == 'l' then
-      redis.call('LPUSH', KEYS[9], id)
+      redis.call('LPUSH', KEYS[7], id)
     else
       redis.call('HSET', KEYS[1], id, rec)
       redis.call('HSET', KEYS[3], id, log)
       if kind == 'r' and tonumber(score) <= now then
-        redis.call('RPUSH', KEYS[9], id)
+        redis.call('RPUSH', KEYS[7], id)
       elseif kind == 'r' then
         redis.call('ZADD', KEYS[4], score, id)
       else
         redis.call('ZADD', KEYS[6], score, id)
         xadd(id, 'x', rec, log)
         if rid ~= '' then
-          redis.call('HINCRBY', KEYS[10], rid .. ':x', 1)
+          redis.call('HINCRBY', KEYS[8], rid .. ':x', 1)
         end
       end
     end
@@ -384,11 +380,11 @@ if #unleased > 0 then
   redis.call('ZREM', KEYS[5], unpack(unleased))
 end
 if #hidx > 0 then
-  redis.call('HSET', KEYS[13], unpack(hidx))
+  redis.call('HSET', KEYS[11], unpack(hidx))
 end
 if #hpay > 0 then
-  redis.call('HSET', KEYS[14], unpack(hpay))
-  redis.call('ZADD', KEYS[15], unpack(hpayt))
+  redis.call('HSET', KEYS[12], unpack(hpay))
+  redis.call('ZADD', KEYS[13], unpack(hpayt))
 end
 if #gone > 0 then
   redis.call('HDEL', KEYS[1], unpack(gone))
@@ -396,39 +392,34 @@ if #gone > 0 then
   redis.call('HDEL', KEYS[3], unpack(gone))
 end
 local cutoff = now - tonumber(ARGV[2])
-local old = redis.call('ZRANGEBYSCORE', KEYS[8], '-inf', cutoff, 'LIMIT', 0, 100)
-if #old > 0 then
-  redis.call('HDEL', KEYS[7], unpack(old))
-  redis.call('ZREM', KEYS[8], unpack(old))
-end
-old = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', cutoff, 'LIMIT', 0, 100)
+local old = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', cutoff, 'LIMIT', 0, 100)
 if #old > 0 then
   redis.call('HDEL', KEYS[1], unpack(old))
   redis.call('HDEL', KEYS[2], unpack(old))
   redis.call('HDEL', KEYS[3], unpack(old))
   redis.call('ZREM', KEYS[6], unpack(old))
 end
-old = redis.call('ZRANGEBYSCORE', KEYS[11], '-inf', cutoff, 'LIMIT', 0, 100)
+old = redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', cutoff, 'LIMIT', 0, 100)
 for _, rid in ipairs(old) do
-  redis.call('HDEL', KEYS[10], rid .. ':m', rid .. ':d', rid .. ':x', rid .. ':s')
-  redis.call('ZREM', KEYS[11], rid)
+  redis.call('HDEL', KEYS[8], rid .. ':m', rid .. ':d', rid .. ':x', rid .. ':s')
+  redis.call('ZREM', KEYS[9], rid)
 end
 local hcut = now - tonumber(ARGV[3])
 if hcut > 0 then
-  for _, e in ipairs(redis.call('XRANGE', KEYS[12], '-', string.format('%d', hcut - 1), 'COUNT', 100)) do
+  for _, e in ipairs(redis.call('XRANGE', KEYS[10], '-', string.format('%d', hcut - 1), 'COUNT', 100)) do
     local id = e[2][2]
-    if redis.call('HGET', KEYS[13], id) == e[1] then
-      redis.call('HDEL', KEYS[13], id)
-      redis.call('HDEL', KEYS[14], id)
-      redis.call('ZREM', KEYS[15], id)
+    if redis.call('HGET', KEYS[11], id) == e[1] then
+      redis.call('HDEL', KEYS[11], id)
+      redis.call('HDEL', KEYS[12], id)
+      redis.call('ZREM', KEYS[13], id)
     end
-    redis.call('XDEL', KEYS[12], e[1])
+    redis.call('XDEL', KEYS[10], e[1])
   end
 end
-old = redis.call('ZRANGEBYSCORE', KEYS[15], '-inf', now, 'LIMIT', 0, 100)
+old = redis.call('ZRANGEBYSCORE', KEYS[13], '-inf', now, 'LIMIT', 0, 100)
 if #old > 0 then
-  redis.call('HDEL', KEYS[14], unpack(old))
-  redis.call('ZREM', KEYS[15], unpack(old))
+  redis.call('HDEL', KEYS[12], unpack(old))
+  redis.call('ZREM', KEYS[13], unpack(old))
 end
 return skipped
 `)
@@ -464,7 +455,7 @@ func (q *Queue) Settle(ctx context.Context, dest string, outcomes []sender.Outco
 		}
 		args = append(args, kind, o.ID, ms(o.LeaseUntil), rec, log, score)
 	}
-	n, err := settleScript.Run(ctx, q.rdb, []string{k.meta, k.body, k.log, k.due, k.leased, k.dead, k.done, k.donet, k.ready, k.rdc, k.rdt,
+	n, err := settleScript.Run(ctx, q.rdb, []string{k.meta, k.body, k.log, k.due, k.leased, k.dead, k.ready, k.rdc, k.rdt,
 		k.hist, k.hidx, k.hpay, k.hpayt}, args...).Int()
 	if err != nil {
 		return 0, fmt.Errorf("redis settle: %w", err)
@@ -474,6 +465,9 @@ func (q *Queue) Settle(ctx context.Context, dest string, outcomes []sender.Outco
 
 // SetPaused implements sender.Queue.
 func (q *Queue) SetPaused(ctx context.Context, dest string, paused bool, by string) error {
+	if err := q.CheckLayout(ctx); err != nil {
+		return err
+	}
 	k := keysOf(q.prefix, dest)
 	var err error
 	if paused {
@@ -520,16 +514,7 @@ func (q *Queue) Paused(ctx context.Context, dest string) (bool, string, error) {
 	if err != nil {
 		return false, "", fmt.Errorf("redis paused: %w", err)
 	}
-	return true, pausedBy(by), nil
-}
-
-// pausedBy is who paused, as stored: "1" was a pause of a version that
-// did not say who.
-func pausedBy(v string) string {
-	if v == "1" {
-		return "unknown"
-	}
-	return v
+	return true, by, nil
 }
 
 // statsScript reads a destination's depth.
@@ -569,7 +554,7 @@ func (q *Queue) Stats(ctx context.Context, dest string, now time.Time) (sender.S
 	n := func(i int) int64 { x, _ := v[i].(int64); return x }
 	s := sender.Stats{Queued: int(n(0)), Leased: int(n(1)), Dead: int(n(2)), Corrupt: int(n(6)), History: int(n(7))}
 	if by, ok := v[3].(string); ok {
-		s.Paused, s.PausedBy = true, pausedBy(by)
+		s.Paused, s.PausedBy = true, by
 	}
 	if n(4) >= 0 {
 		s.OldestReady = now.Sub(time.UnixMilli(n(4)))
@@ -680,27 +665,22 @@ func (q *Queue) Dead(ctx context.Context, dest, cursor string, limit int) ([]*se
 
 // metasScript reads records and states.
 //
-//	KEYS  meta, leased, dead, paused, done, donet, hidx, hist
+//	KEYS  meta, leased, dead, paused, hidx, hist
 //	ARGV  ids
-//	returns {paused, then per id: record or false, leased (1; 2 when not
-//	held but delivered as stores before the history kept it; 3 when
-//	delivered, from the history), dead-at ms or false (2: {fingerprint,
-//	delivered-at ms}; 3: the history entry's ID)}
+//	returns {paused, then per id: record or false, leased (1; 3 when
+//	delivered, from the history), dead-at ms or false (3: the history
+//	entry's ID)}
 var metasScript = redis.NewScript(`
 local out = {redis.call('EXISTS', KEYS[4])}
 for _, id in ipairs(ARGV) do
   local m = redis.call('HGET', KEYS[1], id)
-  local eid = (not m) and redis.call('HGET', KEYS[7], id)
-  local e = eid and redis.call('XRANGE', KEYS[8], eid, eid)[1]
+  local eid = (not m) and redis.call('HGET', KEYS[5], id)
+  local e = eid and redis.call('XRANGE', KEYS[6], eid, eid)[1]
   if e and e[2][4] ~= 'd' then e = nil end
   table.insert(out, m or (e and e[2][6]) or false)
-  local fp = (not m) and (not e) and redis.call('HGET', KEYS[5], id)
   if e then
     table.insert(out, 3)
     table.insert(out, eid)
-  elseif fp then
-    table.insert(out, 2)
-    table.insert(out, {fp, redis.call('ZSCORE', KEYS[6], id) or '0'})
   else
     table.insert(out, redis.call('ZSCORE', KEYS[2], id) and 1 or 0)
     table.insert(out, redis.call('ZSCORE', KEYS[3], id))
@@ -719,7 +699,7 @@ func (q *Queue) Metas(ctx context.Context, dest string, ids []string) ([]*sender
 	for i, id := range ids {
 		args[i] = id
 	}
-	v, err := metasScript.Run(ctx, q.rdb, []string{k.meta, k.leased, k.dead, k.paused, k.done, k.donet, k.hidx, k.hist}, args...).Slice()
+	v, err := metasScript.Run(ctx, q.rdb, []string{k.meta, k.leased, k.dead, k.paused, k.hidx, k.hist}, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("redis metas: %w", err)
 	}
@@ -728,17 +708,6 @@ func (q *Queue) Metas(ctx context.Context, dest string, ids []string) ([]*sender
 	for i, id := range ids {
 		raw, ok := str(v[1+3*i])
 		if !ok {
-			if v[2+3*i] == int64(2) {
-				m := &sender.Meta{ID: id, Destination: dest, State: sender.StateDelivered}
-				if d, _ := v[3+3*i].([]any); len(d) == 2 {
-					fp, _ := str(d[0])
-					copy(m.Fingerprint[:], fp)
-					s, _ := str(d[1])
-					at, _ := strconv.ParseInt(s, 10, 64)
-					m.SettledAt = time.UnixMilli(at)
-				}
-				out = append(out, m)
-			}
 			continue
 		}
 		m, err := sender.UnmarshalMeta(dest, id, []byte(raw))
@@ -885,6 +854,9 @@ func (q *Queue) Redrive(ctx context.Context, dest string, ids []string, redriveI
 	if len(ids) == 0 {
 		return nil, nil
 	}
+	if err := q.CheckLayout(ctx); err != nil {
+		return nil, err
+	}
 	if len(redriveID) >= 128 {
 		return nil, fmt.Errorf("redis redrive: a redrive ID of %d bytes (the record keeps under 128)", len(redriveID))
 	}
@@ -937,6 +909,9 @@ return n
 func (q *Queue) Purge(ctx context.Context, dest string, ids []string) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
+	}
+	if err := q.CheckLayout(ctx); err != nil {
+		return 0, err
 	}
 	k := keysOf(q.prefix, dest)
 	args := make([]any, len(ids))
@@ -1015,7 +990,7 @@ return out
 // moveInScript writes envelopes moved from another destination, unless
 // it holds their IDs already.
 //
-//	KEYS  meta, body, log, ready, dead, done, hidx, hist
+//	KEYS  meta, body, log, ready, dead, hidx, hist
 //	ARGV  per envelope: id, "x" (dead) or "q", dead-at ms, record,
 //	      payload, log
 //	returns per envelope: 1 written, 0 held already with the same
@@ -1026,9 +1001,9 @@ for i = 1, #ARGV, 6 do
   local id, state, score, rec, body, log = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4], ARGV[i+5]
   local fp = string.sub(rec, 2, 9)
   local cur = redis.call('HGET', KEYS[1], id)
-  local done = redis.call('HGET', KEYS[6], id)
-  local eid = (not cur) and (not done) and redis.call('HGET', KEYS[7], id)
-  local e = eid and redis.call('XRANGE', KEYS[8], eid, eid)[1]
+  local done
+  local eid = (not cur) and redis.call('HGET', KEYS[6], id)
+  local e = eid and redis.call('XRANGE', KEYS[7], eid, eid)[1]
   if e and e[2][4] == 'd' then
     done = string.sub(e[2][6], 2, 9)
   end
@@ -1083,6 +1058,9 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 	if from == to {
 		return 0, 0, fmt.Errorf("redis move: %q to itself", from)
 	}
+	if err := q.CheckLayout(ctx); err != nil {
+		return 0, 0, err
+	}
 	if err := q.register(ctx, to); err != nil {
 		return 0, 0, fmt.Errorf("redis move: %w", err)
 	}
@@ -1130,7 +1108,7 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 			}
 			var out []any
 			if len(in) > 0 {
-				res, err := moveInScript.Run(ctx, q.rdb, []string{dst.meta, dst.body, dst.log, dst.ready, dst.dead, dst.done, dst.hidx, dst.hist}, in...).Int64Slice()
+				res, err := moveInScript.Run(ctx, q.rdb, []string{dst.meta, dst.body, dst.log, dst.ready, dst.dead, dst.hidx, dst.hist}, in...).Int64Slice()
 				if err != nil {
 					return moved, kept, fmt.Errorf("redis move: writing %s: %w", to, err)
 				}
@@ -1156,13 +1134,11 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 			}
 		}
 	}
-	// The IDs delivered within the retention go too, so that the enqueue
-	// stays idempotent under the new name.
-	if err := q.moveDone(ctx, src, dst); err != nil {
-		return moved, kept, fmt.Errorf("redis move: delivered IDs: %w", err)
-	}
-	if err := q.moveDelivered(ctx, src, dst); err != nil {
-		return moved, kept, fmt.Errorf("redis move: delivered IDs: %w", err)
+	// The history goes too: what was delivered under from is found,
+	// shown, resent and trimmed under to, and the enqueue stays idempotent
+	// under the new name.
+	if err := q.moveHistory(ctx, src, dst); err != nil {
+		return moved, kept, fmt.Errorf("redis move: the history: %w", err)
 	}
 	if err := q.moveRedriveCounts(ctx, src, dst); err != nil {
 		return moved, kept, fmt.Errorf("redis move: redrive counts: %w", err)
@@ -1215,110 +1191,19 @@ func (q *Queue) moveRedriveCounts(ctx context.Context, src, dst keys) error {
 	return q.rdb.Del(ctx, src.rdc, src.rdt).Err()
 }
 
-// moveDoneScript takes delivered IDs moved from another destination,
-// unless it holds the ID already (queued, leased, dead or delivered).
-//
-//	KEYS  meta, done, donet, hidx
-//	ARGV  per ID: id, fingerprint, delivered at ms
-var moveDoneScript = redis.NewScript(`
-for i = 1, #ARGV, 3 do
-  local id = ARGV[i]
-  if redis.call('HEXISTS', KEYS[1], id) == 0 and redis.call('HEXISTS', KEYS[2], id) == 0 and redis.call('HEXISTS', KEYS[4], id) == 0 then
-    redis.call('HSET', KEYS[2], id, ARGV[i+1])
-    redis.call('ZADD', KEYS[3], ARGV[i+2], id)
-  end
-end
-return 0
-`)
-
-// moveDoneOutScript forgets delivered IDs moved to another destination.
-//
-//	KEYS  done, donet
-//	ARGV  ids
-var moveDoneOutScript = redis.NewScript(`
-for _, id in ipairs(ARGV) do
-  redis.call('HDEL', KEYS[1], id)
-  redis.call('ZREM', KEYS[2], id)
-end
-return 0
-`)
-
-// moveDelivered gives to the delivered IDs of from's history, a page at
-// a time, as delivered IDs (done), so that the enqueue stays idempotent
-// under the new name. The history itself stays with from, read under
-// its name until it ends or from is dropped.
-func (q *Queue) moveDelivered(ctx context.Context, src, dst keys) error {
-	from := "-"
-	for {
-		page, err := q.rdb.XRangeN(ctx, src.hist, from, "+", movePage).Result()
-		if err != nil || len(page) == 0 {
-			return err
-		}
-		var in []any
-		for _, e := range page {
-			id, _ := e.Values["i"].(string)
-			rec, _ := e.Values["m"].(string)
-			if e.Values["s"] != "d" || len(rec) < 9 {
-				continue
-			}
-			if cur, err := q.rdb.HGet(ctx, src.hidx, id).Result(); err != nil || cur != e.ID {
-				continue // not its newest entry
-			}
-			in = append(in, id, rec[1:9], entryTime(e.ID).UnixMilli())
-		}
-		if len(in) > 0 {
-			if err := moveDoneScript.Run(ctx, q.rdb, []string{dst.meta, dst.done, dst.donet, dst.hidx}, in...).Err(); err != nil {
-				return err
-			}
-		}
-		from = "(" + page[len(page)-1].ID
-	}
-}
-
-// moveDone moves from's delivered IDs to to, a page at a time: written
-// into to first, then forgotten in from.
-func (q *Queue) moveDone(ctx context.Context, src, dst keys) error {
-	for {
-		page, err := q.rdb.ZRangeWithScores(ctx, src.donet, 0, movePage-1).Result()
-		if err != nil || len(page) == 0 {
-			return err
-		}
-		ids := make([]string, len(page))
-		for i, z := range page {
-			ids[i] = z.Member.(string)
-		}
-		fps, err := q.rdb.HMGet(ctx, src.done, ids...).Result()
-		if err != nil {
-			return err
-		}
-		var in, out []any
-		for i, id := range ids {
-			if fp, ok := str(fps[i]); ok {
-				in = append(in, id, fp, int64(page[i].Score))
-			}
-			out = append(out, id)
-		}
-		if len(in) > 0 {
-			if err := moveDoneScript.Run(ctx, q.rdb, []string{dst.meta, dst.done, dst.donet, dst.hidx}, in...).Err(); err != nil {
-				return err
-			}
-		}
-		if err := moveDoneOutScript.Run(ctx, q.rdb, []string{src.done, src.donet}, out...).Err(); err != nil {
-			return err
-		}
-	}
-}
-
 // Drop implements sender.Queue.
 func (q *Queue) Drop(ctx context.Context, dest string) (int, error) {
+	if err := q.CheckLayout(ctx); err != nil {
+		return 0, err
+	}
 	k := keysOf(q.prefix, dest)
 	n, err := q.rdb.HLen(ctx, k.meta).Result()
 	if err != nil {
 		return 0, fmt.Errorf("redis drop: %w", err)
 	}
 	// One DEL of keys that share a hash tag: one slot.
-	if err := q.rdb.Del(ctx, k.meta, k.body, k.log, k.ready, k.due, k.leased, k.dead, k.done, k.donet,
-		k.paused, k.corrupt, k.rdc, k.rdt, k.env, k.hist, k.hidx, k.hpay, k.hpayt).Err(); err != nil {
+	if err := q.rdb.Del(ctx, k.meta, k.body, k.log, k.ready, k.due, k.leased, k.dead,
+		k.paused, k.corrupt, k.rdc, k.rdt, k.hist, k.hidx, k.hpay, k.hpayt, k.histmv, k.histmvidx).Err(); err != nil {
 		return 0, fmt.Errorf("redis drop: %w", err)
 	}
 	if err := q.rdb.SRem(ctx, destsKey(q.prefix), dest).Err(); err != nil {
@@ -1367,145 +1252,13 @@ func (q *Queue) GetRedrive(ctx context.Context, id string) (*sender.Redrive, err
 
 var _ sender.Audit = (*Queue)(nil)
 
-// upgradedKey is a STRING set once a store's envelopes are all in the
-// current layout: Upgrade then scans nothing.
-func (q *Queue) upgradedKey() string { return q.prefix + ":q:layout" }
-
-// upgradeScript moves one envelope of the layout before version 2 (env:
-// fingerprint + the whole envelope) to the current one, if it is still
-// there unchanged.
-//
-//	KEYS  env, meta, body, log
-//	ARGV  id, the old value, record, payload, log
-//	returns 1 when moved, 0 when the old value was gone or changed
-var upgradeScript = redis.NewScript(`
-if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then
-  return 0
-end
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
-redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
-if ARGV[5] ~= '' then
-  redis.call('HSET', KEYS[4], ARGV[1], ARGV[5])
-end
-redis.call('HDEL', KEYS[1], ARGV[1])
-return 1
-`)
-
-// upgradeOne moves the envelope id of dest from the layout before
-// version 2 to the current one, or sets it aside when it does not decode.
-// It answers the envelope's record, payload and log as a script would
-// (nil when env did not hold it, or it was set aside).
-func (q *Queue) upgradeOne(ctx context.Context, k keys, dest, id string) ([]any, error) {
-	old, err := q.rdb.HGet(ctx, k.env, id).Result()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var e *sender.Envelope
-	if len(old) > 8 {
-		e, err = sender.UnmarshalEnvelope([]byte(old[8:]))
-	}
-	if e == nil || err != nil {
-		if err := q.rdb.HSet(ctx, k.corrupt, id, old).Err(); err != nil {
-			return nil, err
-		}
-		return nil, q.rdb.HDel(ctx, k.env, id).Err()
-	}
-	e.ID, e.Destination = id, dest
-	m := sender.MetaOf(e)
-	m.Fingerprint = [8]byte([]byte(old[:8])) // of the payload as first enqueued
-	rec, log := sender.MarshalMeta(m), sender.MarshalLog(e.Log)
-	n, err := upgradeScript.Run(ctx, q.rdb, []string{k.env, k.meta, k.body, k.log}, id, old, rec, e.Payload, log).Int()
-	if err != nil {
-		return nil, err
-	}
-	if n == 0 { // changed meanwhile (another instance moved it): as it is now
-		parts, err := q.rdb.HMGet(ctx, k.meta, id).Result()
-		if err != nil || parts[0] == nil {
-			return nil, err
-		}
-		body, _ := q.rdb.HGet(ctx, k.body, id).Result()
-		l, _ := q.rdb.HGet(ctx, k.log, id).Result()
-		return []any{parts[0], body, l}, nil
-	}
-	return []any{string(rec), string(e.Payload), string(log)}, nil
-}
-
-// Upgrade moves the envelopes of a store written before version 2 (one
-// hash value holding the whole envelope, read in full by every scan) to
-// the current layout, and registers their destinations; an entry that
-// does not decode is set aside. It scans the keyspace once per store (on
-// every Cluster master), then marks the store done. Safe at every start,
-// and from several instances at once.
-func (q *Queue) Upgrade(ctx context.Context) (int, error) {
-	if n, err := q.rdb.Exists(ctx, q.upgradedKey()).Result(); err != nil || n == 1 {
-		return 0, err
-	}
-	var envKeys []string
-	scan := func(ctx context.Context, c *redis.Client) error {
-		iter := c.Scan(ctx, 0, q.prefix+":q:{*}:env", 1000).Iterator()
-		for iter.Next(ctx) {
-			envKeys = append(envKeys, iter.Val())
-		}
-		return iter.Err()
-	}
-	var err error
-	switch c := q.rdb.(type) {
-	case *redis.ClusterClient:
-		var mu sync.Mutex
-		err = c.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			mu.Lock()
-			defer mu.Unlock()
-			return scan(ctx, c)
-		})
-	case *redis.Client:
-		err = scan(ctx, c)
-	default:
-		return 0, fmt.Errorf("redis upgrade: cannot scan with a %T", q.rdb)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("redis upgrade: %w", err)
-	}
-	moved := 0
-	for _, key := range envKeys {
-		dest := strings.TrimSuffix(strings.TrimPrefix(key, q.prefix+":q:{"), "}:env")
-		if err := q.register(ctx, dest); err != nil {
-			return moved, fmt.Errorf("redis upgrade: %w", err)
-		}
-		k := keysOf(q.prefix, dest)
-		for {
-			// A page at a time, from the start: what is moved leaves the
-			// hash.
-			ids, _, err := q.rdb.HScan(ctx, k.env, 0, "*", 200).Result()
-			if err != nil {
-				return moved, fmt.Errorf("redis upgrade: %w", err)
-			}
-			if len(ids) == 0 {
-				break
-			}
-			for i := 0; i < len(ids); i += 2 {
-				parts, err := q.upgradeOne(ctx, k, dest, ids[i])
-				if err != nil {
-					return moved, fmt.Errorf("redis upgrade: %w", err)
-				}
-				if parts != nil {
-					moved++
-				}
-			}
-		}
-	}
-	if err := q.rdb.Set(ctx, q.upgradedKey(), "2", 0).Err(); err != nil {
-		return moved, fmt.Errorf("redis upgrade: %w", err)
-	}
-	return moved, nil
-}
-
 // FirstSeen implements sender.Queue: HSETNX, then one HMGET.
 func (q *Queue) FirstSeen(ctx context.Context, dests []string, now time.Time) (map[string]time.Time, error) {
 	if len(dests) == 0 {
 		return map[string]time.Time{}, nil
+	}
+	if err := q.CheckLayout(ctx); err != nil {
+		return nil, err
 	}
 	key := sinceKey(q.prefix)
 	pipe := q.rdb.Pipeline()

@@ -22,18 +22,29 @@ func prefix() string {
 
 func TestConformanceSingleNode(t *testing.T) {
 	srv := redistest.Start(t)
-	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr()}})
+	rdb := redis.NewUniversalClient(suiteOptions([]string{srv.Addr()}, false))
 	t.Cleanup(func() { _ = rdb.Close() })
 	queuetest.Run(t, func(t *testing.T, retention time.Duration) sender.Queue {
 		return redisqueue.New(rdb, prefix(), retention).WithCallerClock()
 	})
 }
 
+// suiteOptions are the conformance suite's client options: no read or
+// write deadline and no retry. On a loaded machine a call may take longer
+// than go-redis's default 5 s; the client then retried it, and a retried
+// script is not the same call: a Lease whose answer timed out had leased
+// the whole batch, and its retry found nothing due (issue 29, item 22:
+// ScansReadNoPayload's "List = []"). The suite asserts what the queue
+// does, not how fast the machine is.
+func suiteOptions(addrs []string, cluster bool) *redis.UniversalOptions {
+	return &redis.UniversalOptions{Addrs: addrs, IsClusterMode: cluster, ReadTimeout: -1, WriteTimeout: -1, MaxRetries: -1}
+}
+
 // TestConformanceCluster runs the suite against a real three-master
 // Cluster: every script must touch one slot.
 func TestConformanceCluster(t *testing.T) {
 	addrs := redistest.StartCluster(t)
-	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs, IsClusterMode: true})
+	rdb := redis.NewUniversalClient(suiteOptions(addrs, true))
 	t.Cleanup(func() { _ = rdb.Close() })
 	queuetest.Run(t, func(t *testing.T, retention time.Duration) sender.Queue {
 		return redisqueue.New(rdb, prefix(), retention).WithCallerClock()
@@ -98,53 +109,5 @@ func TestLeasesAreJudgedByRedisClock(t *testing.T) {
 	}
 	if !again[0].LeaseUntil.After(first[0].LeaseUntil) {
 		t.Errorf("the new lease ends %v, not after the first %v", again[0].LeaseUntil, first[0].LeaseUntil)
-	}
-}
-
-// TestUpgradeMovesTheOldLayout: a store written before version 2 (one
-// hash value per envelope) is moved to the current layout: queued, leased
-// and dead envelopes keep their state, log and payload, and their
-// destination is registered; a second Upgrade scans nothing.
-func TestUpgradeMovesTheOldLayout(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	p := prefix()
-	t0 := time.UnixMilli(1_800_000_000_000)
-	old := func(id string, log []sender.Attempt) string {
-		e := &sender.Envelope{ID: id, Destination: "d", EventType: "x", CreatedAt: t0, NextAt: t0, Payload: []byte(`{"id":"` + id + `"}`), Log: log}
-		fp := sender.Fingerprint(e.Payload)
-		return string(fp[:]) + string(sender.MarshalEnvelope(e))
-	}
-	ctx := t.Context()
-	k := p + ":q:{d}:"
-	rdb.HSet(ctx, k+"env", "q1", old("q1", nil), "x1", old("x1", []sender.Attempt{{At: t0, Status: 400, Error: "Bad Request"}}), "bad", "junk")
-	rdb.RPush(ctx, k+"ready", "q1")
-	rdb.ZAdd(ctx, k+"dead", redis.Z{Score: float64(t0.UnixMilli()), Member: "x1"})
-	q := redisqueue.New(rdb, p, time.Hour).WithCallerClock()
-	n, err := q.Upgrade(ctx)
-	if err != nil || n != 2 {
-		t.Fatalf("Upgrade = %d, %v; want 2", n, err)
-	}
-	if names, _ := q.Destinations(ctx); len(names) != 1 || names[0] != "d" {
-		t.Errorf("Destinations = %v, want d", names)
-	}
-	page, _, err := q.Dead(ctx, "d", "", 10)
-	if err != nil || len(page) != 1 || page[0].ID != "x1" || page[0].Tried != 1 {
-		t.Errorf("Dead = %+v, %v", page, err)
-	}
-	got, err := q.Lease(ctx, "d", 10, t0, time.Minute)
-	if err != nil || len(got) != 1 || got[0].ID != "q1" || string(got[0].Payload) != `{"id":"q1"}` {
-		t.Fatalf("Lease = %v, %v", got, err)
-	}
-	if res, err := q.Enqueue(ctx, &sender.Envelope{ID: "x1", Destination: "d", CreatedAt: t0, NextAt: t0, Payload: []byte(`{"id":"x1"}`)}); err != nil || !res.Duplicate || res.Mismatch {
-		t.Errorf("the moved dead letter's ID: %+v, %v; want a duplicate of the same payload", res, err)
-	}
-	if st, _ := q.Stats(ctx, "d", t0); st.Corrupt != 1 {
-		t.Errorf("Stats = %+v, want the entry that did not decode set aside", st)
-	}
-	rdb.HSet(ctx, k+"env", "late", old("late", nil))
-	if n, err := q.Upgrade(ctx); err != nil || n != 0 {
-		t.Errorf("a second Upgrade = %d, %v; want nothing scanned", n, err)
 	}
 }
