@@ -18,10 +18,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
+	"github.com/hookgate/hookgate/internal/pathseg"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
 )
@@ -204,11 +204,11 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request) error {
 		return Errorf(http.StatusNotFound, "no_sender", "no sender is running: configure a destination in the hookgate global option")
 	}
 	// Split the escaped path, then unescape each segment: an ID may hold
-	// a slash.
+	// a slash, and "." and ".." come escaped (pathseg).
 	rest := strings.TrimPrefix(r.URL.EscapedPath(), "/hookgate/")
 	parts := strings.Split(strings.Trim(rest, "/"), "/")
 	for i, p := range parts {
-		if u, err := url.PathUnescape(p); err == nil {
+		if u, err := pathseg.Unescape(p); err == nil {
 			parts[i] = u
 		}
 	}
