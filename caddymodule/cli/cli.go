@@ -129,6 +129,16 @@ func onlyFlags(cmd *cobra.Command, sub string, uses ...string) error {
 	return fmt.Errorf("%s %s does not use %s: it takes %s", cmd.Name(), sub, strings.Join(stray, ", "), takes)
 }
 
+// jsonOnly refuses --format but json for the subcommand sub of cmd,
+// which prints only prints ("JSON", "JSON Lines"): --format json is
+// what it does anyway, --format table it cannot do.
+func jsonOnly(cmd *cobra.Command, sub, prints string) error {
+	if f, _ := cmd.Flags().GetString("format"); cmd.Flags().Changed("format") && f != "json" {
+		return fmt.Errorf("%s %s prints %s only: drop --format %s", cmd.Name(), sub, prints, f)
+	}
+	return nil
+}
+
 // noArgs refuses arguments after a subcommand that takes none.
 func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) > 1 {

@@ -86,15 +86,15 @@ var historyFlags = []string{"destination", "event-type", "entity", "id", "state"
 // --status uses only --status.
 var deliveriesFlags = map[string][]string{
 	"list":   append(slices.Clone(historyFlags), "limit", "cursor", "format"),
-	"show":   {},
-	"export": append(slices.Clone(historyFlags), "limit"),
+	"show":   {"format"},
+	"export": append(slices.Clone(historyFlags), "limit", "format"),
 	"resend": {"destination", "event-type", "id", "state", "since", "until", "limit", "dry-run", "format"},
 }
 
 func cmdDeliveries(cmd *cobra.Command, args []string) error {
 	uses, ok := deliveriesFlags[args[0]]
 	if status, _ := cmd.Flags().GetString("status"); status != "" && args[0] == "resend" {
-		uses = []string{"status"}
+		uses = []string{"status", "format"}
 	}
 	if !ok {
 		return fmt.Errorf("unknown deliveries command %q: want list, show, resend or export", args[0])
@@ -103,6 +103,16 @@ func cmdDeliveries(cmd *cobra.Command, args []string) error {
 		return fmt.Errorf("deliveries %s takes no argument: filter with flags", args[0])
 	}
 	if err := onlyFlags(cmd, args[0], uses...); err != nil {
+		return err
+	}
+	var err error
+	switch {
+	case args[0] == "export":
+		err = jsonOnly(cmd, args[0], "JSON Lines")
+	case args[0] == "show" || slices.Contains(uses, "status"):
+		err = jsonOnly(cmd, args[0], "JSON")
+	}
+	if err != nil {
 		return err
 	}
 	c, err := newAdminClient(cmd)

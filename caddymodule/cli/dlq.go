@@ -80,7 +80,7 @@ var filterFlags = []string{"destination", "class", "since", "until", "id"}
 var dlqFlags = map[string][]string{
 	"summary": append(slices.Clone(filterFlags), "format"),
 	"list":    append(slices.Clone(filterFlags), "limit", "cursor", "format"),
-	"show":    {"destination"},
+	"show":    {"destination", "format"},
 	"redrive": append(slices.Clone(filterFlags), "limit", "dry-run", "format"),
 	"purge":   append(slices.Clone(filterFlags), "limit", "dry-run", "all", "format"),
 }
@@ -88,7 +88,7 @@ var dlqFlags = map[string][]string{
 func cmdDLQ(cmd *cobra.Command, args []string) error {
 	uses, ok := dlqFlags[args[0]]
 	if status, _ := cmd.Flags().GetString("status"); status != "" && args[0] == "redrive" {
-		uses = []string{"status"}
+		uses = []string{"status", "format"}
 	}
 	switch {
 	case !ok:
@@ -102,6 +102,11 @@ func cmdDLQ(cmd *cobra.Command, args []string) error {
 	}
 	if err := onlyFlags(cmd, args[0], uses...); err != nil {
 		return err
+	}
+	if args[0] == "show" || slices.Contains(uses, "status") {
+		if err := jsonOnly(cmd, args[0], "JSON"); err != nil {
+			return err
+		}
 	}
 	c, err := newAdminClient(cmd)
 	if err != nil {
