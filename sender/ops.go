@@ -213,9 +213,6 @@ func (o *Ops) Progress(ctx context.Context, id, scope string) (*Redrive, error) 
 	return o.dlq.Progress(ctx, id, scope)
 }
 
-// MaxRedrive is the most one redrive, resend or purge may move or remove.
-func (o *Ops) MaxRedrive() int { return o.dlq.MaxRedrive() }
-
 // Purge deletes the dead letters f matches, bounded by opts (see
 // DLQ.Purge; a dry run only counts); by names who asked.
 func (o *Ops) Purge(ctx context.Context, f Filter, opts PurgeOptions, by string) (PurgeResult, error) {
