@@ -33,6 +33,8 @@ var domainReasons = map[string]string{
 	"not_found":                    "dedupe/httpapi",
 	"unknown_destination":          "sender/httpapi",
 	"bad_limit":                    "sender/httpapi",
+	"filter_required":              "sender/httpapi",
+	"no_sender":                    "sender/httpapi",
 	"destination_orphaned":         "sender/httpapi",
 	"destination_configured":       "sender/httpapi",
 	"empty_payload":                "sender/httpapi", // webhook_enqueue's, as httpapi.Inbound reads it

@@ -40,6 +40,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/pathseg"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
 )
@@ -126,7 +127,7 @@ func New(svc Service, once OnceStore, now func() time.Time) *Console {
 		"age":    func(t time.Time) string { return age(c.now(), t) },
 		"when":   func(t time.Time) string { return when(t) },
 		"secs":   func(s float64) string { return age(c.now(), c.now().Add(-time.Duration(s*float64(time.Second)))) },
-		"path":   url.PathEscape,
+		"path":   pathseg.Escape,
 		"status": statusText,
 		"inc":    func(i int) int { return i + 1 },
 		"ms":     func(d time.Duration) string { return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) },
@@ -237,7 +238,7 @@ func allowed(parts []string) string {
 }
 
 // segments splits the escaped path, then unescapes each segment: a
-// delivery ID may hold a slash.
+// delivery ID may hold a slash, and "." and ".." come escaped (pathseg).
 func segments(u *url.URL) []string {
 	p := strings.Trim(u.EscapedPath(), "/")
 	if p == "" {
@@ -245,7 +246,7 @@ func segments(u *url.URL) []string {
 	}
 	parts := strings.Split(p, "/")
 	for i, s := range parts {
-		if v, err := url.PathUnescape(s); err == nil {
+		if v, err := pathseg.Unescape(s); err == nil {
 			parts[i] = v
 		}
 	}

@@ -348,6 +348,11 @@ func TestAdminAPIAnswersAsDocumented(t *testing.T) {
 	c.call("GET", "/hookgate/redrives/rd_nope", nil, 404, "not_found")
 	c.call("DELETE", "/hookgate/dlq/dead-1", nil, 200, "")
 	c.call("DELETE", "/hookgate/dlq/dead-1", nil, 404, "not_found")
+	c.call("POST", "/hookgate/dlq/purge", map[string]any{"limit": 1}, 400, "filter_required") // the schema takes it: the rule is across fields
+	c.call("POST", "/hookgate/dlq/purge", map[string]any{"destination": "enrollment"}, 400, "bad_limit")
+	if a := c.call("POST", "/hookgate/dlq/purge", map[string]any{"all": true, "dry_run": true}, 200, ""); a.body["removed"] != float64(0) || a.body["matched"] == float64(0) {
+		t.Errorf("purge, a dry run: %s", a.raw)
+	}
 	if a := c.call("POST", "/hookgate/dlq/purge", map[string]any{"ids": []string{"dead-2"}}, 200, ""); a.body["removed"] != float64(1) {
 		t.Errorf("purge: %s", a.raw)
 	}

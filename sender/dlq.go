@@ -564,30 +564,83 @@ func (s *DLQ) Progress(ctx context.Context, id, scope string) (*Redrive, error) 
 // purgeBatch is how many letters one store call purges.
 const purgeBatch = 500
 
-// Purge deletes the dead letters f matches; it answers how many went.
-func (s *DLQ) Purge(ctx context.Context, f Filter) (int, error) {
+// ErrNoFilter means a purge whose filter is empty (it would remove every
+// dead letter) and that did not say All.
+var ErrNoFilter = errors.New("no filter")
+
+// PurgeOptions bound a purge.
+type PurgeOptions struct {
+	// Limit is the most removed: 1 to the maximum (max_redrive), as a
+	// redrive's. 0 is allowed when the filter names its IDs (they bound
+	// it: the maximum applies) or on a dry run.
+	Limit int
+	// All must be set for an empty filter, and only for one: a purge of
+	// every dead letter is said, never implied.
+	All bool
+	// DryRun counts what matches and removes nothing.
+	DryRun bool
+}
+
+// PurgeResult is what a purge matched and removed.
+type PurgeResult struct {
+	Matched int `json:"matched"`
+	Removed int `json:"removed"`
+}
+
+// IsZero reports whether f matches every dead letter.
+func (f Filter) IsZero() bool {
+	return f.Destination == "" && f.Class == "" && f.Since.IsZero() && f.Until.IsZero() && len(f.IDs) == 0
+}
+
+// Purge deletes up to o.Limit of the dead letters f matches, each
+// destination's oldest first, destinations in configuration order, then
+// the orphans; Matched counts all it matches. A dry run counts and
+// removes nothing. An empty filter without o.All is ErrNoFilter, o.All
+// with a filter ErrBadFilter, and a limit out of range ErrBadLimit:
+// nothing is removed.
+func (s *DLQ) Purge(ctx context.Context, f Filter, o PurgeOptions) (PurgeResult, error) {
+	var r PurgeResult
+	switch {
+	case f.IsZero() && !o.All:
+		return r, fmt.Errorf("%w: a purge with no filter removes every dead letter: say all, or filter by destination, class, time or ID", ErrNoFilter)
+	case o.All && !f.IsZero():
+		return r, fmt.Errorf("%w: all means every dead letter; it takes no filter", ErrBadFilter)
+	case o.Limit < 0 || o.Limit > s.maxRedrive || o.Limit == 0 && len(f.IDs) == 0 && !o.DryRun:
+		return r, fmt.Errorf("%w: %d; want 1 to %d (max_redrive)", ErrBadLimit, o.Limit, s.maxRedrive)
+	}
+	limit := o.Limit
+	if limit == 0 {
+		limit = s.maxRedrive
+	}
 	dests, err := s.check(ctx, f, false)
 	if err != nil {
-		return 0, err
+		return r, err
 	}
 	byDest := map[string][]string{}
+	picked := 0
 	if err := s.each(ctx, dests, f, func(e *Meta) bool {
-		byDest[e.Destination] = append(byDest[e.Destination], e.ID)
+		r.Matched++
+		if picked < limit {
+			byDest[e.Destination] = append(byDest[e.Destination], e.ID)
+			picked++
+		}
 		return true
 	}); err != nil {
-		return 0, err
+		return r, err
 	}
-	removed := 0
+	if o.DryRun {
+		return r, nil
+	}
 	for _, dest := range dests {
 		for chunk := range slices.Chunk(byDest[dest], purgeBatch) {
 			n, err := s.queue.Purge(ctx, dest, chunk)
-			removed += n
+			r.Removed += n
 			if err != nil {
-				return removed, err
+				return r, err
 			}
 		}
 	}
-	return removed, nil
+	return r, nil
 }
 
 func newRedriveID() string {

@@ -213,13 +213,15 @@ func (o *Ops) Progress(ctx context.Context, id, scope string) (*Redrive, error) 
 	return o.dlq.Progress(ctx, id, scope)
 }
 
-// Purge deletes the dead letters f matches; by names who asked.
-func (o *Ops) Purge(ctx context.Context, f Filter, by string) (int, error) {
-	n, err := o.dlq.Purge(ctx, f)
-	if n > 0 {
-		o.logger.Info("dead letters purged", "removed", n, "ids", f.IDs, "by", by)
+// Purge deletes the dead letters f matches, bounded by opts (see
+// DLQ.Purge; a dry run only counts); by names who asked.
+func (o *Ops) Purge(ctx context.Context, f Filter, opts PurgeOptions, by string) (PurgeResult, error) {
+	r, err := o.dlq.Purge(ctx, f, opts)
+	if r.Removed > 0 {
+		o.logger.Info("dead letters purged", withError([]any{"matched", r.Matched, "removed", r.Removed,
+			"limit", opts.Limit, "ids", f.IDs, "by", by}, err)...)
 	}
-	return n, err
+	return r, err
 }
 
 // withError appends err to a log line's attributes when there is one.

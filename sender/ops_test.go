@@ -131,11 +131,17 @@ func TestOpsRedriveAndPurge(t *testing.T) {
 	if diff := cmp.Diff(want, logs.take()); diff != "" {
 		t.Errorf("logged (-want +got):\n%s", diff)
 	}
-	n, err := ops.Purge(t.Context(), sender.Filter{Destination: "d", IDs: []string{"d-0000", "d-0001", "d-0002"}}, "bob")
-	if err != nil || n != 1 {
-		t.Fatalf("purge: %d, %v", n, err)
+	if r, err := ops.Purge(t.Context(), sender.Filter{Destination: "d"}, sender.PurgeOptions{Limit: 1, DryRun: true}, "bob"); err != nil || r.Matched != 1 || r.Removed != 0 {
+		t.Fatalf("purge, a dry run: %+v, %v", r, err)
 	}
-	want = []map[string]any{{"msg": "dead letters purged", "level": "INFO", "removed": int64(1), "ids": []string{"d-0000", "d-0001", "d-0002"}, "by": "bob"}}
+	if got := logs.take(); len(got) != 0 {
+		t.Fatalf("a purge's dry run logged %v", got)
+	}
+	r, err := ops.Purge(t.Context(), sender.Filter{Destination: "d", IDs: []string{"d-0000", "d-0001", "d-0002"}}, sender.PurgeOptions{}, "bob")
+	if err != nil || r.Removed != 1 {
+		t.Fatalf("purge: %+v, %v", r, err)
+	}
+	want = []map[string]any{{"msg": "dead letters purged", "level": "INFO", "matched": int64(1), "removed": int64(1), "limit": int64(0), "ids": []string{"d-0000", "d-0001", "d-0002"}, "by": "bob"}}
 	if diff := cmp.Diff(want, logs.take()); diff != "" {
 		t.Errorf("logged (-want +got):\n%s", diff)
 	}

@@ -12,9 +12,12 @@ package cli
 import (
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // register registers one of hookgate's commands. Its help ends with
@@ -104,3 +107,42 @@ type exitError struct {
 func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func (e *exitError) Unwrap() error { return e.caddy }
+
+// onlyFlags refuses each flag set on the command line that the
+// subcommand sub of cmd does not use: a flag that would be ignored is an
+// error, never ignored. uses are the flags sub reads; --address serves
+// every subcommand that speaks to the admin API.
+func onlyFlags(cmd *cobra.Command, sub string, uses ...string) error {
+	var stray []string
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if f.Name != "address" && !slices.Contains(uses, f.Name) {
+			stray = append(stray, "--"+f.Name)
+		}
+	})
+	if len(stray) == 0 {
+		return nil
+	}
+	takes := "only --address"
+	if len(uses) > 0 {
+		takes = "--" + strings.Join(uses, ", --") + " and --address"
+	}
+	return fmt.Errorf("%s %s does not use %s: it takes %s", cmd.Name(), sub, strings.Join(stray, ", "), takes)
+}
+
+// jsonOnly refuses --format but json for the subcommand sub of cmd,
+// which prints only prints ("JSON", "JSON Lines"): --format json is
+// what it does anyway, --format table it cannot do.
+func jsonOnly(cmd *cobra.Command, sub, prints string) error {
+	if f, _ := cmd.Flags().GetString("format"); cmd.Flags().Changed("format") && f != "json" {
+		return fmt.Errorf("%s %s prints %s only: drop --format %s", cmd.Name(), sub, prints, f)
+	}
+	return nil
+}
+
+// noArgs refuses arguments after a subcommand that takes none.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 1 {
+		return fmt.Errorf("%s %s takes no argument, got %q", cmd.Name(), args[0], args[1])
+	}
+	return nil
+}

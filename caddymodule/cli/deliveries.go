@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
+	"github.com/hookgate/hookgate/internal/pathseg"
 	"github.com/hookgate/hookgate/sender/httpapi"
 )
 
@@ -32,7 +34,9 @@ ID (--limit is required; --dry-run only counts) and prints the ID, then
 Filters: --destination, --event-type, --entity (list, export), --id
 (list and export: one; resend: repeatable), --state (delivered or dead),
 --since and --until (RFC 3339, when it settled).
---format json prints the admin API's JSON (show and --status always do).
+--format json prints the admin API's JSON (show and --status print only
+JSON, export only JSON Lines). A flag that a subcommand does not use is
+an error.
 Exit code 0, or 1 on error.
 Documentation: README.md, "Delivery history", at github.com/hookgate/hookgate.`,
 		CobraFunc: func(cmd *cobra.Command) {
@@ -75,13 +79,45 @@ func historyQuery(cmd *cobra.Command) (url.Values, error) {
 	return q, nil
 }
 
+// historyFlags are the flags of a search of the history.
+var historyFlags = []string{"destination", "event-type", "entity", "id", "state", "since", "until"}
+
+// deliveriesFlags are the flags each deliveries subcommand uses; resend
+// --status uses only --status.
+var deliveriesFlags = map[string][]string{
+	"list":   append(slices.Clone(historyFlags), "limit", "cursor", "format"),
+	"show":   {"format"},
+	"export": append(slices.Clone(historyFlags), "limit", "format"),
+	"resend": {"destination", "event-type", "id", "state", "since", "until", "limit", "dry-run", "format"},
+}
+
 func cmdDeliveries(cmd *cobra.Command, args []string) error {
-	c, err := newAdminClient(cmd)
-	if err != nil {
-		return err
+	uses, ok := deliveriesFlags[args[0]]
+	if status, _ := cmd.Flags().GetString("status"); status != "" && args[0] == "resend" {
+		uses = []string{"status", "format"}
+	}
+	if !ok {
+		return fmt.Errorf("unknown deliveries command %q: want list, show, resend or export", args[0])
 	}
 	if args[0] != "show" && len(args) > 1 {
 		return fmt.Errorf("deliveries %s takes no argument: filter with flags", args[0])
+	}
+	if err := onlyFlags(cmd, args[0], uses...); err != nil {
+		return err
+	}
+	var err error
+	switch {
+	case args[0] == "export":
+		err = jsonOnly(cmd, args[0], "JSON Lines")
+	case args[0] == "show" || slices.Contains(uses, "status"):
+		err = jsonOnly(cmd, args[0], "JSON")
+	}
+	if err != nil {
+		return err
+	}
+	c, err := newAdminClient(cmd)
+	if err != nil {
+		return err
 	}
 	switch args[0] {
 	case "list":
@@ -104,7 +140,7 @@ func cmdDeliveries(cmd *cobra.Command, args []string) error {
 		if len(args) != 3 {
 			return fmt.Errorf("show needs a destination and a delivery ID")
 		}
-		raw, err := c.call(http.MethodGet, "/hookgate/deliveries/"+url.PathEscape(args[1])+"/"+url.PathEscape(args[2]), nil, nil)
+		raw, err := c.call(http.MethodGet, "/hookgate/deliveries/"+pathseg.Escape(args[1])+"/"+pathseg.Escape(args[2]), nil, nil)
 		if err != nil {
 			return err
 		}
@@ -115,9 +151,6 @@ func cmdDeliveries(cmd *cobra.Command, args []string) error {
 		if named, err := c.redriveStatus(cmd); named {
 			return err
 		}
-		if e, _ := cmd.Flags().GetString("entity"); e != "" {
-			return fmt.Errorf("--entity: resend selects by destination, event type, state, time and ID")
-		}
 		in := resendBody(cmd)
 		return c.batch("/hookgate/deliveries/resend", &in, &in.Limit, in.DryRun, batchWords{
 			name: "resend", noLimit: "send a bounded batch, then watch it",
@@ -125,8 +158,6 @@ func cmdDeliveries(cmd *cobra.Command, args []string) error {
 			none:  "no delivery whose payload is kept matches; nothing sent",
 			moved: "queued to be sent again", statusHint: "hookgate deliveries resend",
 		})
-	default:
-		return fmt.Errorf("unknown deliveries command %q: want list, show, resend or export", args[0])
 	}
 	return nil
 }

@@ -3,11 +3,11 @@ package cli
 import (
 	"fmt"
 	"net/http"
-	"net/url"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
+	"github.com/hookgate/hookgate/internal/pathseg"
 	"github.com/hookgate/hookgate/sender"
 )
 
@@ -35,6 +35,11 @@ Documentation: README.md, "The sender", at github.com/hookgate/hookgate.`,
 }
 
 func cmdDestinations(cmd *cobra.Command, args []string) error {
+	if args[0] == "list" {
+		if err := noArgs(cmd, args); err != nil {
+			return err
+		}
+	}
 	c, err := newAdminClient(cmd)
 	if err != nil {
 		return err
@@ -65,7 +70,7 @@ func cmdDestinations(cmd *cobra.Command, args []string) error {
 			return fmt.Errorf("%s needs a destination name", args[0])
 		}
 		var d sender.DestinationStatus
-		raw, err := c.call(http.MethodPost, "/hookgate/destinations/"+url.PathEscape(args[1])+"/"+args[0], nil, &d)
+		raw, err := c.call(http.MethodPost, "/hookgate/destinations/"+pathseg.Escape(args[1])+"/"+args[0], nil, &d)
 		if err != nil {
 			return err
 		}
@@ -79,7 +84,7 @@ func cmdDestinations(cmd *cobra.Command, args []string) error {
 			return fmt.Errorf("move needs the orphan and the configured destination to move to")
 		}
 		var v struct{ Moved, Kept int }
-		raw, err := c.call(http.MethodPost, "/hookgate/destinations/"+url.PathEscape(args[1])+"/move", map[string]string{"to": args[2]}, &v)
+		raw, err := c.call(http.MethodPost, "/hookgate/destinations/"+pathseg.Escape(args[1])+"/move", map[string]string{"to": args[2]}, &v)
 		if err != nil {
 			return err
 		}
@@ -97,7 +102,7 @@ func cmdDestinations(cmd *cobra.Command, args []string) error {
 			return fmt.Errorf("purge needs the orphan's name")
 		}
 		var v struct{ Removed int }
-		raw, err := c.call(http.MethodPost, "/hookgate/destinations/"+url.PathEscape(args[1])+"/purge", nil, &v)
+		raw, err := c.call(http.MethodPost, "/hookgate/destinations/"+pathseg.Escape(args[1])+"/purge", nil, &v)
 		if err != nil {
 			return err
 		}

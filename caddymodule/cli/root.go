@@ -59,6 +59,8 @@ func newRoot() *cobra.Command {
 		case name == "manpage" || name == "completion":
 			// Caddy adds these to its own root; cobra adds completion to
 			// this one, and manpage is below.
+		case checksDirectives[name]:
+			root.AddCommand(checkingDirectives(toCobra(c)))
 		default:
 			root.AddCommand(toCobra(c))
 		}

@@ -18,6 +18,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
+	"github.com/hookgate/hookgate/internal/suggest"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -80,9 +81,19 @@ func cmdSign(cmd *cobra.Command, args []string) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	if fl.String("scheme") == "hmac" {
+	scheme := fl.String("scheme")
+	switch {
+	case scheme == "hmac":
 		return 1, fmt.Errorf("the generic hmac scheme is configured in a Caddyfile (webhook_verify's hmac block); sign signs the named schemes: %s",
 			strings.Join(namedSchemes(), ", "))
+	case !slices.Contains(namedSchemes(), scheme):
+		hint := ""
+		if s := suggest.Closest(scheme, namedSchemes()); s != "" {
+			hint = fmt.Sprintf("did you mean %q? ", s)
+		}
+		return 1, fmt.Errorf("--scheme %q: unknown scheme; %swant one of %s", scheme, hint, strings.Join(namedSchemes(), ", "))
+	case scheme == "rfc9421" && fl.String("key-id") == "":
+		return 1, fmt.Errorf("scheme rfc9421 names the key it signs with: pass --key-id <keyid>, the keyid the receiver's secret line gives it")
 	}
 	var keyIDs []string
 	if k := fl.String("key-id"); k != "" {

@@ -28,8 +28,8 @@ func EntryOf(e *sender.Meta) DeadEntry {
 		LastStatus: e.LastStatus, LastError: e.LastError, Attempts: e.Tried, DeadAt: e.DeadAt}
 }
 
-// RedriveRequest is the body of POST /hookgate/dlq/redrive and of POST
-// /hookgate/dlq/purge (which reads only the filter). Times are RFC 3339.
+// RedriveRequest is the body of POST /hookgate/dlq/redrive. Times are
+// RFC 3339.
 type RedriveRequest struct {
 	Destination string   `json:"destination"`
 	Class       string   `json:"class"`
@@ -162,14 +162,14 @@ func zeroNil(t time.Time) any {
 // deleteDead serves DELETE /hookgate/dlq/<id>.
 func (h *Handler) deleteDead(w http.ResponseWriter, r *http.Request, id string) error {
 	f := sender.Filter{Destination: r.URL.Query().Get("destination"), IDs: []string{id}}
-	n, err := h.ops.Purge(r.Context(), f, by(r))
+	res, err := h.ops.Purge(r.Context(), f, sender.PurgeOptions{}, by(r))
 	if err != nil {
 		return err
 	}
-	if n == 0 {
+	if res.Removed == 0 {
 		return Errorf(http.StatusNotFound, "not_found", "no dead letter %q", id)
 	}
-	return WriteJSON(w, http.StatusOK, map[string]int{"removed": n})
+	return WriteJSON(w, http.StatusOK, map[string]int{"removed": res.Removed})
 }
 
 // redrive serves POST /hookgate/dlq/redrive.
@@ -216,19 +216,43 @@ func (h *Handler) progress(w http.ResponseWriter, r *http.Request, id string) er
 	return WriteJSON(w, http.StatusOK, rd)
 }
 
-// purge serves POST /hookgate/dlq/purge.
+// PurgeRequest is the body of POST /hookgate/dlq/purge: the filter of a
+// redrive, and All, which an empty filter needs (a purge of every dead
+// letter is said, never implied). Limit bounds it as it bounds a redrive
+// (1 to max_redrive; it may be left out when IDs are named, or on a dry
+// run); a dry run only counts.
+type PurgeRequest struct {
+	Destination string   `json:"destination"`
+	Class       string   `json:"class"`
+	Since       string   `json:"since"`
+	Until       string   `json:"until"`
+	IDs         []string `json:"ids"`
+	All         bool     `json:"all"`
+	Limit       int      `json:"limit"`
+	DryRun      bool     `json:"dry_run"`
+	// By is who the caller says it is, for the log; default "admin api
+	// from <address>".
+	By string `json:"by"`
+}
+
+// purge serves POST /hookgate/dlq/purge: {"matched","removed"}.
 func (h *Handler) purge(w http.ResponseWriter, r *http.Request) error {
-	var in RedriveRequest
+	var in PurgeRequest
 	if err := decodeBody(r, &in); err != nil {
 		return err
 	}
-	f, err := in.Filter()
+	f, err := RedriveRequest{Destination: in.Destination, Class: in.Class, Since: in.Since, Until: in.Until, IDs: in.IDs}.Filter()
 	if err != nil {
 		return err
 	}
-	n, err := h.ops.Purge(r.Context(), f, by(r))
+	who := by(r)
+	if in.By != "" {
+		// in.By is the caller's claim: the admin endpoint knows no identity.
+		who = in.By + ", " + who
+	}
+	res, err := h.ops.Purge(r.Context(), f, sender.PurgeOptions{Limit: in.Limit, All: in.All, DryRun: in.DryRun}, who)
 	if err != nil {
 		return err
 	}
-	return WriteJSON(w, http.StatusOK, map[string]int{"removed": n})
+	return WriteJSON(w, http.StatusOK, res)
 }

@@ -18,10 +18,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
+	"github.com/hookgate/hookgate/internal/pathseg"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
 )
@@ -67,7 +67,7 @@ func Errorf(status int, reason string, format string, args ...any) error {
 
 // WriteError answers err as problem+json: an Error as it says, the
 // sender's sentinel errors by their meaning (bad_limit, bad_request,
-// destination_configured, destination_orphaned, unknown_destination,
+// filter_required, destination_configured, destination_orphaned, unknown_destination,
 // not_found), and anything else, a store failure, as 503
 // store_unavailable with Retry-After, logged.
 func WriteError(w http.ResponseWriter, r *http.Request, err error, logger *slog.Logger) {
@@ -79,6 +79,8 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error, logger *slog.
 		problem.Write(w, http.StatusBadRequest, "bad_limit", err.Error(), 0)
 	case errors.Is(err, sender.ErrBadFilter):
 		problem.Write(w, http.StatusBadRequest, "bad_request", err.Error(), 0)
+	case errors.Is(err, sender.ErrNoFilter):
+		problem.Write(w, http.StatusBadRequest, "filter_required", err.Error(), 0)
 	case errors.Is(err, sender.ErrConfigured):
 		problem.Write(w, http.StatusConflict, "destination_configured", err.Error(), 0)
 	case errors.Is(err, sender.ErrOrphaned):
@@ -202,11 +204,11 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request) error {
 		return Errorf(http.StatusNotFound, "no_sender", "no sender is running: configure a destination in the hookgate global option")
 	}
 	// Split the escaped path, then unescape each segment: an ID may hold
-	// a slash.
+	// a slash, and "." and ".." come escaped (pathseg).
 	rest := strings.TrimPrefix(r.URL.EscapedPath(), "/hookgate/")
 	parts := strings.Split(strings.Trim(rest, "/"), "/")
 	for i, p := range parts {
-		if u, err := url.PathUnescape(p); err == nil {
+		if u, err := pathseg.Unescape(p); err == nil {
 			parts[i] = u
 		}
 	}

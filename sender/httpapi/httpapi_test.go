@@ -485,9 +485,17 @@ func TestDeadLetters(t *testing.T) {
 	if diff := cmp.Diff(map[string]int{"removed": 1}, removed); diff != "" {
 		t.Errorf("delete (-want +got):\n%s", diff)
 	}
-	refused(t, f.do(t, "POST", "/hookgate/dlq/purge", `{"until":"soon"}`), 400, "bad_request")
-	decode(t, f.do(t, "POST", "/hookgate/dlq/purge", `{"destination":"old"}`), 200, &removed)
-	if diff := cmp.Diff(map[string]int{"removed": 1}, removed); diff != "" {
+	refused(t, f.do(t, "POST", "/hookgate/dlq/purge", `{"until":"soon","limit":1}`), 400, "bad_request")
+	refused(t, f.do(t, "POST", "/hookgate/dlq/purge", `{"destination":"old"}`), 400, "bad_limit")
+	refused(t, f.do(t, "POST", "/hookgate/dlq/purge", `{"destination":"old","limit":1,"cursor":"c"}`), 400, "bad_request")
+	refused(t, f.do(t, "POST", "/hookgate/dlq/purge", `{"limit":10}`), 400, "filter_required")
+	refused(t, f.do(t, "POST", "/hookgate/dlq/purge", `{"destination":"old","all":true,"limit":10}`), 400, "bad_request")
+	decode(t, f.do(t, "POST", "/hookgate/dlq/purge", `{"all":true,"dry_run":true}`), 200, &removed)
+	if diff := cmp.Diff(map[string]int{"matched": 1, "removed": 0}, removed); diff != "" {
+		t.Errorf("purge, a dry run (-want +got):\n%s", diff)
+	}
+	decode(t, f.do(t, "POST", "/hookgate/dlq/purge", `{"destination":"old","limit":1}`), 200, &removed)
+	if diff := cmp.Diff(map[string]int{"matched": 1, "removed": 1}, removed); diff != "" {
 		t.Errorf("purge (-want +got):\n%s", diff)
 	}
 	decode(t, f.do(t, "GET", "/hookgate/dlq/summary", ""), 200, &summary)
@@ -531,7 +539,7 @@ func TestRefusals(t *testing.T) {
 		{"GET", "/hookgate/destinations", ""},
 		{"GET", "/hookgate/dlq/summary", ""},
 		{"GET", "/hookgate/dlq", ""},
-		{"POST", "/hookgate/dlq/purge", `{}`},
+		{"POST", "/hookgate/dlq/purge", `{"all":true,"limit":10}`},
 	} {
 		w := f.do(t, r.method, r.path, r.body)
 		refused(t, w, 503, "store_unavailable")

@@ -129,8 +129,8 @@ func runOperations(t *testing.T, newQueue NewQueue) {
 		again.DeadAt = at
 		again.Log = append(again.Log, sender.Attempt{At: at, Status: 400, RedriveID: r.ID})
 		mustSettle(t, q, "d", []sender.Outcome{{Kind: sender.Dead, ID: again.ID, LeaseUntil: l[0].LeaseUntil, Envelope: &again}}, at, 0)
-		if n, err := dlq.Purge(t.Context(), sender.Filter{}); err != nil || n != 1 {
-			t.Fatalf("Purge = %d, %v", n, err)
+		if r, err := dlq.Purge(t.Context(), sender.Filter{}, sender.PurgeOptions{Limit: 1, All: true}); err != nil || r.Removed != 1 {
+			t.Fatalf("Purge = %+v, %v", r, err)
 		}
 		p, err := dlq.Progress(t.Context(), r.ID, "")
 		if err != nil {
