@@ -29,9 +29,12 @@ func newStoreBackupCommand() *cobra.Command {
 		Long: `
 backup asks the running gateway's admin API (--address, default
 localhost:2019) for a copy of its embedded store (GET ` + store.BackupPath + `):
-the file as of one read transaction, taken while the gateway goes on
-serving. It writes the copy beside <file>, checks it as "store check" does,
-then renames it to <file> (mode 0600; a directory: <file>/` + store.StateFile + `).
+the file as of one read transaction, copied beside the gateway's file while
+the gateway goes on serving, then downloaded. It writes the copy beside
+<file>, checks it as "store check" does, then renames it to <file> (mode
+0600; a directory: <file>/` + store.StateFile + `). A copy cut short, empty,
+unsound, stalled (nothing received for --stall) or interrupted (Ctrl-C)
+never replaces an earlier backup, and leaves no temporary file.
 To restore, stop the gateway and put the copy in place of its state.db.
 A Redis store is refused: back Redis up with its own persistence. The
 exit code is 0 when the copy is written and sound, 1 otherwise.
