@@ -87,12 +87,9 @@ func cmdStoreBackup(cmd *cobra.Command, args []string) (int, error) {
 	ctx, cancel := context.WithCancelCause(interrupted)
 	defer cancel(nil)
 	timer := time.AfterFunc(stall, func() { cancel(errStalled) }) // reset by every byte received
-	defer timer.Stop()
 	n, err := fetchBackup(ctx, base, tmp, stallReset{timer, stall})
-	switch {
-	case interrupted.Err() != nil:
-		err = errors.New("interrupted")
-	case errors.Is(context.Cause(ctx), errStalled):
+	timer.Stop()
+	if err != nil && errors.Is(context.Cause(ctx), errStalled) {
 		err = fmt.Errorf("no data from the gateway for %s (--stall): the backup was abandoned", stall)
 	}
 	if err == nil {
@@ -106,7 +103,7 @@ func cmdStoreBackup(cmd *cobra.Command, args []string) (int, error) {
 			err = errors.Join(errors.New("the copy does not pass the store check"), cerr)
 		}
 	}
-	if err == nil && interrupted.Err() != nil {
+	if interrupted.Err() != nil { // whatever failed then: a Ctrl-C also ends the check's child
 		err = errors.New("interrupted")
 	}
 	if err == nil {
