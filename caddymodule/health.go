@@ -23,9 +23,10 @@ func init() {
 
 // Health is the webhook_health handler, readiness (package health): 200
 // {"status":"ok","store":"ok","sender":"ok"} when the store answers
-// within a second and the sender's workers run, else 503 with the failing
-// part "unavailable". A part this config does not use is "off". It takes
-// no options.
+// within a second and takes writes (store.Lazy.Ready: the handlers' latest
+// write did not fail, or a write of its own succeeds) and the sender's
+// workers run, else 503 with the failing part "unavailable". A part this
+// config does not use is "off". It takes no options.
 type Health struct {
 	checker *health.Checker
 }
@@ -45,7 +46,7 @@ func (h *Health) Provision(ctx caddy.Context) error {
 		if !app.storeUsed { // set by the handlers' Provision, before any request
 			return health.ErrOff
 		}
-		return app.store.Ping(ctx)
+		return app.store.Ready(ctx)
 	}, Sender: func(context.Context) error {
 		running.Lock()
 		defer running.Unlock()

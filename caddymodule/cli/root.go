@@ -56,6 +56,8 @@ func newRoot() *cobra.Command {
 			root.AddCommand(refusal(c))
 		case name == "version":
 			root.AddCommand(versionCommand())
+		case name == "stop":
+			root.AddCommand(stopCommand(c))
 		case name == "manpage" || name == "completion":
 			// Caddy adds these to its own root; cobra adds completion to
 			// this one, and manpage is below.

@@ -24,7 +24,8 @@ through its admin API (see hookgate store backup --help).
 
 check runs bbolt's consistency check over every page of the embedded store's
 file (state.db), read-only. Run it on a stopped gateway's file: a running
-gateway holds the file's lock. The argument is the file, or the directory
+gateway holds the file's lock (back a running gateway up with "store
+backup", which checks the copy). The argument is the file, or the directory
 of "store file <dir>"; the default is the default store's file,
 hookgate/state.db in Caddy's data directory (` + "`$XDG_DATA_HOME/caddy`" + `, by
 default ~/.local/share/caddy). The exit code is 0 when the file

@@ -1,14 +1,18 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/spf13/cobra"
@@ -25,9 +29,12 @@ func newStoreBackupCommand() *cobra.Command {
 		Long: `
 backup asks the running gateway's admin API (--address, default
 localhost:2019) for a copy of its embedded store (GET ` + store.BackupPath + `):
-the file as of one read transaction, taken while the gateway goes on
-serving. It writes the copy beside <file>, checks it as "store check" does,
-then renames it to <file> (mode 0600; a directory: <file>/` + store.StateFile + `).
+the file as of one read transaction, copied beside the gateway's file while
+the gateway goes on serving, then downloaded. It writes the copy beside
+<file>, checks it as "store check" does, then renames it to <file> (mode
+0600; a directory: <file>/` + store.StateFile + `). A copy cut short, empty,
+unsound, stalled (nothing received for --stall) or interrupted (Ctrl-C)
+never replaces an earlier backup, and leaves no temporary file.
 To restore, stop the gateway and put the copy in place of its state.db.
 A Redis store is refused: back Redis up with its own persistence. The
 exit code is 0 when the copy is written and sound, 1 otherwise.
@@ -36,12 +43,17 @@ Documentation: README.md, "Backup and restore".`,
 		RunE: runE(cmdStoreBackup),
 	}
 	backup.Flags().String("address", "", "the admin API's host:port (default: Caddy's, localhost:2019)")
+	backup.Flags().Duration("stall", 2*time.Minute, "give up when the gateway sends nothing for this long (its local copy comes first: about 5s per GiB)")
 	return backup
 }
 
+// errStalled ends a download that sent nothing for the --stall limit.
+var errStalled = errors.New("stalled")
+
 // cmdStoreBackup fetches the backup into a temporary file beside the
-// destination, checks it, and renames it into place: a copy cut short or
-// unsound never replaces an earlier backup.
+// destination, checks it, and renames it into place: a copy cut short,
+// empty, unsound, stalled or interrupted (SIGINT, SIGTERM) never replaces
+// an earlier backup, and its temporary file is removed.
 func cmdStoreBackup(cmd *cobra.Command, args []string) (int, error) {
 	dest := args[0]
 	if fi, err := os.Stat(dest); err == nil && fi.IsDir() {
@@ -55,29 +67,30 @@ func cmdStoreBackup(cmd *cobra.Command, args []string) (int, error) {
 		addr = "http://" + addr
 	}
 	base := strings.TrimSuffix(addr, "/")
-	// No client timeout: a large store takes as long as it takes; the
-	// Content-Length tells a copy cut short.
-	resp, err := http.Get(base + store.BackupPath)
-	if err != nil {
-		return 1, fmt.Errorf("is the gateway running with its admin API on %s? %w", base, err)
+	stall, _ := cmd.Flags().GetDuration("stall")
+	if stall <= 0 {
+		return 1, fmt.Errorf("--stall %s: want a positive duration", stall)
 	}
-	defer func() { _ = resp.Body.Close() }() // read below
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		var p problem.Details
-		if json.Unmarshal(b, &p) == nil && p.Detail != "" {
-			return 1, fmt.Errorf("%s (%d %s)", p.Detail, resp.StatusCode, p.Reason)
-		}
-		return 1, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b)))
+	dir := filepath.Dir(dest)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return 1, fmt.Errorf("the directory %s does not exist: store backup makes none; create it first", dir)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(dest), "."+filepath.Base(dest)+".*.partial")
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(dest)+".*.partial")
 	if err != nil {
-		return 1, err
+		return 1, fmt.Errorf("cannot write in the directory %s: %w", dir, errors.Unwrap(err))
 	}
 	defer func() { _ = os.Remove(tmp.Name()) }() // gone once renamed; else a partial copy
-	n, err := io.Copy(tmp, resp.Body)
-	if err == nil && resp.ContentLength >= 0 && n != resp.ContentLength {
-		err = fmt.Errorf("the copy was cut short: %d of %d bytes", n, resp.ContentLength)
+	defer func() { _ = tmp.Close() }()           // closed below; again on an early return
+
+	interrupted, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	ctx, cancel := context.WithCancelCause(interrupted)
+	defer cancel(nil)
+	timer := time.AfterFunc(stall, func() { cancel(errStalled) }) // reset by every byte received
+	n, err := fetchBackup(ctx, base, tmp, stallReset{timer, stall})
+	timer.Stop()
+	if err != nil && errors.Is(context.Cause(ctx), errStalled) {
+		err = fmt.Errorf("no data from the gateway for %s (--stall): the backup was abandoned", stall)
 	}
 	if err == nil {
 		err = tmp.Sync()
@@ -85,15 +98,70 @@ func cmdStoreBackup(cmd *cobra.Command, args []string) (int, error) {
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		if _, _, cerr := checkStore(tmp.Name(), 0); cerr != nil {
+			err = errors.Join(errors.New("the copy does not pass the store check"), cerr)
+		}
+	}
+	if interrupted.Err() != nil { // whatever failed then: a Ctrl-C also ends the check's child
+		err = errors.New("interrupted")
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), dest)
+	}
 	if err != nil {
-		return 1, fmt.Errorf("the backup from %s: %w", base, err)
-	}
-	if _, _, err := checkStore(tmp.Name(), 0); err != nil {
-		return 1, errors.Join(errors.New("the copy does not pass the store check; nothing was written to "+dest), err)
-	}
-	if err := os.Rename(tmp.Name(), dest); err != nil {
-		return 1, err
+		return 1, fmt.Errorf("%w\n%s is left as it was", err, dest)
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "%s: %d bytes, a copy of the embedded store of the gateway at %s: sound\n", dest, n, base)
 	return 0, nil
+}
+
+// stallReset resets a stall timer at every byte received.
+type stallReset struct {
+	timer *time.Timer
+	limit time.Duration
+}
+
+func (s stallReset) Write(p []byte) (int, error) {
+	s.timer.Reset(s.limit)
+	return len(p), nil
+}
+
+// fetchBackup asks the gateway at base for a backup and writes it to w,
+// each chunk also to progress; it returns the bytes written. A refusal is
+// an error with the problem's detail; so is an empty answer, and one
+// shorter than its Content-Length.
+func fetchBackup(ctx context.Context, base string, w io.Writer, progress io.Writer) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+store.BackupPath, nil)
+	if err != nil {
+		return 0, err
+	}
+	// No overall timeout: a large store takes as long as it takes; the
+	// stall limit ends a download that stops.
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		return 0, fmt.Errorf("is the gateway running with its admin API on %s? %w", base, err)
+	}
+	defer func() { _ = resp.Body.Close() }() // read below
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		var p problem.Details
+		if json.Unmarshal(b, &p) == nil && p.Detail != "" {
+			return 0, fmt.Errorf("%s (%d %s)", p.Detail, resp.StatusCode, p.Reason)
+		}
+		return 0, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b)))
+	}
+	n, err := io.Copy(io.MultiWriter(w, progress), resp.Body)
+	switch {
+	case err != nil:
+		return n, fmt.Errorf("the backup from %s: %w", base, err)
+	case resp.ContentLength >= 0 && n != resp.ContentLength:
+		return n, fmt.Errorf("the backup from %s was cut short: %d of %d bytes", base, n, resp.ContentLength)
+	case n == 0:
+		return n, fmt.Errorf("the gateway at %s answered an empty copy", base)
+	}
+	return n, nil
 }

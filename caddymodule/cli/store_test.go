@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/dedupe/boltstore"
+	"github.com/hookgate/hookgate/internal/store"
 )
 
 // TestStoreCheck: store check of a sound, an empty, a missing and a
@@ -68,5 +70,23 @@ func TestStoreCheck(t *testing.T) {
 	}
 	if got := execute(t, "", "store", "check"); got != (result{stdout: byDefault + ": sound\n"}) {
 		t.Errorf("store check of the default store: %+v", got)
+	}
+}
+
+// TestStoreCheckOfARunningGatewaysFile: store check of a file a gateway
+// holds says so, and how to check it: back it up, and check the copy.
+func TestStoreCheckOfARunningGatewaysFile(t *testing.T) {
+	dir := t.TempDir()
+	c, err := store.Open(store.Config{Backend: "file", Dir: dir}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Destruct() })
+	path := filepath.Join(dir, store.StateFile)
+	got := execute(t, "", "store", "check", dir)
+	want := "store file " + path + " is held by a running gateway (its lock): a check reads a stopped gateway's file. " +
+		"To check a running one's, back it up and check the copy: `hookgate store backup <file>` (it checks the copy too)\n"
+	if got != (result{stderr: want, code: 1}) {
+		t.Errorf("%+v; want exit 1 and %q", got, want)
 	}
 }

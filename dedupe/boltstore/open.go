@@ -3,6 +3,7 @@ package boltstore
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime/debug"
 	"time"
@@ -60,8 +61,17 @@ func OpenFile(path string, timeout time.Duration, readOnly, check bool) (*bolt.D
 
 // openOptions are the bbolt options of OpenFile.
 func openOptions(timeout time.Duration, readOnly bool) *bolt.Options {
-	return &bolt.Options{Timeout: timeout, ReadOnly: readOnly, FreelistType: bolt.FreelistMapType}
+	return &bolt.Options{Timeout: timeout, ReadOnly: readOnly, FreelistType: bolt.FreelistMapType, InitialMmapSize: initialMmapSize}
 }
+
+// initialMmapSize is the memory map a file is opened with: address space,
+// not memory (the pages the file does not fill are never touched). bbolt
+// remaps a file that outgrows its map, and a remap waits for every read
+// transaction to end, and every write waits for the remap: one long read
+// (a backup, a history export) would hold up every claim, record and
+// queue write. Below this size no write ever remaps: 1 GiB (512 MiB on
+// 32-bit platforms).
+const initialMmapSize = min(1<<30, math.MaxInt/4)
 
 // checkSize finds a truncated file before any page past its end is read:
 // bbolt reads pages through a memory map, and a page past the end of the

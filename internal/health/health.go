@@ -1,5 +1,5 @@
-// Package health answers readiness: whether the store answers within a
-// second and whether the sender's workers run. Every answer is probed
+// Package health answers readiness: whether the store works (it answers
+// within a second, and takes writes) and whether the sender's workers run. Every answer is probed
 // for: nothing is cached, so an outage shows in the first answer after
 // it. Requests that arrive while a probe is in flight share it, so a
 // flood of probes costs the store one round trip at a time.
@@ -56,7 +56,7 @@ func (r Report) Ready() bool { return r.Status == OK }
 // Checker probes the parts. Its zero value, but for the probes, is
 // ready to use; it must not be copied after first use.
 type Checker struct {
-	// Store pings the store. Nil: off.
+	// Store checks the store. Nil: off.
 	Store Probe
 	// Sender says whether the sender's workers run. Nil: off.
 	Sender Probe

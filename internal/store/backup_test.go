@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/hookgate/hookgate/dedupe"
 )
@@ -127,5 +130,109 @@ func TestBackupRefusals(t *testing.T) {
 				t.Errorf("detail %q, want %q", p.Detail, ErrNotFile)
 			}
 		})
+	}
+}
+
+// TestBackupStalledReaderHoldsNothing: a client that reads the backup's
+// headers, then stops reading, holds no read transaction of the store:
+// claims and 16 MiB of writes go on
+// and complete while it stalls, and no copy is left in the store's
+// directory. When the client reads on, it gets the whole copy, sound. The
+// minute is a guard against a hang, not a measure.
+func TestBackupStalledReaderHoldsNothing(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	dir := t.TempDir()
+	c, err := Open(Config{Backend: "file", Dir: dir}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Destruct() })
+	fill := func(bucket string) error { // 16 MiB: more than a stalled loopback connection buffers
+		value := bytes.Repeat([]byte("x"), 1<<20)
+		for i := range 16 {
+			if err := c.db.Update(func(tx *bolt.Tx) error {
+				b, err := tx.CreateBucketIfNotExists([]byte(bucket))
+				if err != nil {
+					return err
+				}
+				return b.Put(fmt.Append(nil, i), value)
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := fill("before"); err != nil {
+		t.Fatal(err)
+	}
+
+	srv := httptest.NewServer(BackupHandler{Conn: func() (*Conn, error) { return c, nil }, Logger: logger})
+	t.Cleanup(srv.Close)
+	resp, err := http.Get(srv.URL + BackupPath) // its headers only: the body is not read yet
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = resp.Body.Close() }) // on a failure, lets the handler end before the store closes
+	if resp.StatusCode != 200 {
+		t.Fatalf("backup: %s", resp.Status)
+	}
+	if n := c.db.Stats().OpenTxN; n != 0 {
+		t.Fatalf("while the client stalls, %d read transactions are open; want none", n)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		st, now := c.State(""), time.Now()
+		for i := range 100 {
+			res, err := st.Claim(t.Context(), fmt.Sprint("during-", i), dedupe.Claim{Token: "t", Lease: time.Minute, Retention: time.Hour, Now: now})
+			if err == nil && res.Status != dedupe.Claimed {
+				err = fmt.Errorf("claim during-%d: %+v", i, res)
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- fill("during")
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("claims and writes waited for a client that stopped reading a backup")
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) != 1 || entries[0].Name() != StateFile {
+		t.Errorf("the store's directory holds %v (%v); want only %s", entries, err, StateFile)
+	}
+
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || strconv.Itoa(len(body)) != resp.Header.Get("Content-Length") {
+		t.Fatalf("the rest of the backup: %d bytes, Content-Length %s, %v", len(body), resp.Header.Get("Content-Length"), err)
+	}
+	copyDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(copyDir, StateFile), body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckStateFile(filepath.Join(copyDir, StateFile), 0); err != nil {
+		t.Fatalf("the copy does not pass the check: %v", err)
+	}
+	restored, err := bolt.Open(filepath.Join(copyDir, StateFile), 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = restored.Close() }()
+	if err := restored.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket([]byte("before")); b == nil || b.Stats().KeyN != 16 {
+			return fmt.Errorf("the copy lacks what was written before the backup")
+		}
+		if tx.Bucket([]byte("during")) != nil {
+			return fmt.Errorf("the copy holds what was written after the backup began")
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
 	}
 }

@@ -25,6 +25,7 @@ type Lazy struct {
 	err      error
 	duration metric.Float64Histogram
 	attrs    [numOps][]metric.RecordOption // by operation, built once (a slice, so Record's variadic argument is not one more allocation)
+	writes   writes                        // what the latest write did: readiness reads it (Ready)
 }
 
 // op is an operation whose latency is recorded, an index into opNames.
@@ -93,7 +94,9 @@ func (l *Lazy) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.Cl
 		return dedupe.ClaimResult{}, err
 	}
 	defer l.done(ctx, opClaim, start)
-	return s.Claim(ctx, key, c)
+	res, err := s.Claim(ctx, key, c)
+	l.writes.done(err)
+	return res, err
 }
 
 func (l *Lazy) Record(ctx context.Context, key, token string, rec dedupe.Record, retention time.Duration, now time.Time) error {
@@ -102,7 +105,9 @@ func (l *Lazy) Record(ctx context.Context, key, token string, rec dedupe.Record,
 		return err
 	}
 	defer l.done(ctx, opRecord, start)
-	return s.Record(ctx, key, token, rec, retention, now)
+	err = s.Record(ctx, key, token, rec, retention, now)
+	l.writes.done(err)
+	return err
 }
 
 func (l *Lazy) Release(ctx context.Context, key, token string) error {
@@ -111,7 +116,9 @@ func (l *Lazy) Release(ctx context.Context, key, token string) error {
 		return err
 	}
 	defer l.done(ctx, opRelease, start)
-	return s.Release(ctx, key, token)
+	err = s.Release(ctx, key, token)
+	l.writes.done(err)
+	return err
 }
 
 func (l *Lazy) Get(ctx context.Context, key string, now time.Time) (dedupe.Entry, error) {
@@ -143,7 +150,9 @@ func (l *Lazy) AcquireEntity(ctx context.Context, entity string, a dedupe.Acquir
 		return dedupe.AcquireResult{}, err
 	}
 	defer l.done(ctx, opAcquireEntity, start)
-	return s.AcquireEntity(ctx, entity, a)
+	res, err := s.AcquireEntity(ctx, entity, a)
+	l.writes.done(err)
+	return res, err
 }
 
 func (l *Lazy) FinishEntity(ctx context.Context, entity, token string, f dedupe.Finish) error {
@@ -152,7 +161,9 @@ func (l *Lazy) FinishEntity(ctx context.Context, entity, token string, f dedupe.
 		return err
 	}
 	defer l.done(ctx, opFinishEntity, start)
-	return s.FinishEntity(ctx, entity, token, f)
+	err = s.FinishEntity(ctx, entity, token, f)
+	l.writes.done(err)
+	return err
 }
 
 var _ State = (*Lazy)(nil)

@@ -2,9 +2,16 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/hookgate/hookgate/dedupe"
 )
 
 // Ping reports whether the store answers now: a read transaction on the
@@ -25,11 +32,52 @@ func (c *Conn) Ping(ctx context.Context) error {
 	return c.rdb.Ping(ctx).Err()
 }
 
-// Ping opens the store if need be, and pings it (Conn.Ping).
-func (l *Lazy) Ping(ctx context.Context) error {
+// Ready reports whether the store works: it answers (Conn.Ping), and
+// its writes succeed. The handlers' writes through l (claims, records,
+// releases, entity leases) report what they did; when the latest of them
+// failed (a Redis out of memory under noeviction answers PING but refuses
+// every write), Ready tries one write of its own, a claim on a key of its
+// own released at once, and fails unless it succeeds. So a store whose
+// writes work costs Ready no write, idle or not, and a store that has
+// recovered is ready again at the next call, with no request needed.
+func (l *Lazy) Ready(ctx context.Context) error {
 	c, err := l.Conn()
 	if err != nil {
 		return err
 	}
-	return c.Ping(ctx)
+	if err := c.Ping(ctx); err != nil {
+		return err
+	}
+	if !l.writes.failing.Load() {
+		return nil
+	}
+	// A new key, so that the claim always writes; if the release fails,
+	// the claim ends with its lease.
+	const lease = 10 * time.Second
+	key, token := "hookgate.readiness."+rand.Text(), rand.Text()
+	if _, err := l.Claim(ctx, key, dedupe.Claim{Token: token, Lease: lease, Retention: lease, Now: time.Now()}); err != nil {
+		return fmt.Errorf("writes fail: %w", err)
+	}
+	_ = l.Release(ctx, key, token) // the claim succeeded: writes work
+	return nil
+}
+
+// writes is what the latest write to the store did. Only the store's own
+// failures count: a caller gone (context.Canceled) is no verdict, and a
+// claim lost to an expired lease is the store answering.
+type writes struct {
+	failing atomic.Bool // the latest write failed
+}
+
+// done records a write's outcome.
+func (w *writes) done(err error) {
+	switch {
+	case err == nil || errors.Is(err, dedupe.ErrClaimLost):
+		if w.failing.Load() { // a load, not a store, on the hot path
+			w.failing.Store(false)
+		}
+	case errors.Is(err, context.Canceled):
+	default:
+		w.failing.Store(true)
+	}
 }

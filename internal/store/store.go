@@ -258,6 +258,9 @@ func OpenStateFile(path string, timeout, limit time.Duration, readOnly bool) (*b
 		db, err = boltstore.OpenFile(path, timeout, readOnly, false)
 	}
 	switch {
+	case errors.Is(err, boltstore.ErrLocked) && readOnly: // a check
+		return nil, fmt.Errorf("store file %s is held by a running gateway (its lock): a check reads a stopped gateway's file. "+
+			"To check a running one's, back it up and check the copy: `hookgate store backup <file>` (it checks the copy too)", path)
 	case errors.Is(err, boltstore.ErrLocked):
 		return nil, fmt.Errorf("store file %s: still locked after %s: is another hookgate using it? Stop it, or give this one its own store directory", path, timeout)
 	case errors.Is(err, boltstore.ErrCorrupt):
