@@ -107,6 +107,7 @@ func Run(t *testing.T, newQueue NewQueue) {
 	runOperations(t, newQueue)
 	runFanout(t, newQueue)
 	runHistory(t, newQueue)
+	runHistoryQuiet(t, newQueue)
 
 	t.Run("EnqueueIsIdempotent", func(t *testing.T) {
 		t.Parallel()
