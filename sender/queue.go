@@ -148,8 +148,8 @@ type Queue interface {
 // HistoryFilter selects settled envelopes; a zero field matches all.
 type HistoryFilter struct {
 	ID, EventType, Entity string
-	// IDs selects any of these (and ID, when set, too): a set of IDs
-	// looked up, not a walk.
+	// IDs selects any of these (with ID too, ID if it is one of them):
+	// a set of IDs looked up, not a walk.
 	IDs []string
 	// State is StateDelivered or StateDead.
 	State State
@@ -157,10 +157,10 @@ type HistoryFilter struct {
 	Since, Until time.Time
 }
 
-// Match reports whether f selects m, its IDs aside (a lookup found m by
-// one of them).
+// Match reports whether f selects m, IDs aside (a lookup found m by one
+// of them).
 func (f HistoryFilter) Match(m *Meta) bool {
-	return (f.ID == "" || len(f.IDs) > 0 || m.ID == f.ID) && (f.EventType == "" || m.EventType == f.EventType) &&
+	return (f.ID == "" || m.ID == f.ID) && (f.EventType == "" || m.EventType == f.EventType) &&
 		(f.Entity == "" || m.Entity == f.Entity) && (f.State == "" || m.State == f.State) &&
 		(f.Since.IsZero() || !m.SettledAt.Before(f.Since)) && (f.Until.IsZero() || m.SettledAt.Before(f.Until))
 }
@@ -176,18 +176,20 @@ type History struct {
 	Now func() time.Time
 }
 
-// Lookup is the IDs f names (ID and IDs), each once, in byte order; nil
-// when it names none.
+// Lookup is the IDs f selects (ID, IDs), each once, in byte order: nil
+// when it names none, empty when ID is not among IDs.
 func (f HistoryFilter) Lookup() []string {
-	if f.ID == "" && len(f.IDs) == 0 {
+	switch {
+	case len(f.IDs) == 0 && f.ID == "":
 		return nil
+	case len(f.IDs) == 0:
+		return []string{f.ID}
+	case f.ID != "" && !slices.Contains(f.IDs, f.ID):
+		return []string{}
+	case f.ID != "":
+		return []string{f.ID}
 	}
-	ids := append([]string{f.ID}, f.IDs...)
-	if f.ID == "" {
-		ids = ids[1:]
-	}
-	slices.Sort(ids)
-	return slices.Compact(ids)
+	return slices.Compact(slices.Sorted(slices.Values(f.IDs)))
 }
 
 // LookupPage is History's answer for a lookup (f.Lookup()) that found

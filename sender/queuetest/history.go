@@ -489,7 +489,9 @@ func runHistoryQuiet(t *testing.T, newQueue NewQueue) {
 			{sender.HistoryFilter{ID: "old-a"}, []string{"old-a"}},
 			{sender.HistoryFilter{ID: "old-a", State: sender.StateDead}, nil},
 			{sender.HistoryFilter{IDs: []string{"old-a", "nope", "old-b", "n0007"}}, []string{"n0007", "old-b", "old-a"}},
-			{sender.HistoryFilter{ID: "old-a", IDs: []string{"old-b"}, Until: t0.Add(time.Millisecond)}, []string{"old-a"}},
+			{sender.HistoryFilter{IDs: []string{"old-b", "old-a"}, Until: t0.Add(time.Millisecond)}, []string{"old-a"}},
+			{sender.HistoryFilter{ID: "old-a", IDs: []string{"old-b", "old-a"}}, []string{"old-a"}},
+			{sender.HistoryFilter{ID: "old-a", IDs: []string{"old-b"}}, nil},
 		} {
 			got, next := mustHistory(t, q, "d", tc.f, "", 10)
 			var gotIDs []string
