@@ -161,7 +161,7 @@ func TestNewHistory(t *testing.T) {
 // historyReader counts the entries History answers, and its calls.
 type historyReader struct {
 	sender.AuditedQueue
-	mu           sync.Mutex
+	mu          sync.Mutex
 	read, calls int
 }
 
