@@ -110,7 +110,7 @@ func (s *DLQ) History(ctx context.Context, q HistoryQuery, cursor string, limit 
 	// to read, once each, while the budget lasts; it answers whether it
 	// read any.
 	fill := func() (bool, error) {
-		any := false
+		readAny := false
 		for _, st := range streams {
 			if len(st.read) > 0 || st.done || calls == budget {
 				continue
@@ -120,14 +120,14 @@ func (s *DLQ) History(ctx context.Context, q HistoryQuery, cursor string, limit 
 				return false, err
 			}
 			calls++
-			any = true
+			readAny = true
 			st.read = page
 			st.done = next == ""
 			if !st.done {
 				st.at = next
 			}
 		}
-		return any, nil
+		return readAny, nil
 	}
 	var out []*Meta
 	for len(out) < limit {
