@@ -152,7 +152,8 @@ type Observer interface {
 	// BreakerState is a destination's breaker changing state.
 	BreakerState(dest string, state gobreaker.State)
 	// StoreError is a failed queue operation: op is lease, settle, pause
-	// (writing a 410's pause) or paused (reading the pause).
+	// (writing a 410's pause), paused (reading the pause) or trim (the
+	// history's, TrimHistory).
 	StoreError(dest, op string)
 	// Enqueued is an enqueue: result is queued, duplicate (found
 	// enqueued already), or unrouted (an event no destination subscribes
