@@ -36,8 +36,10 @@ func (s *Sender) trimmed(dest string) {
 // trimAgain) after one settles here. Asking writes nothing unless
 // something is due.
 func (s *Sender) trimHistory(ctx context.Context) {
-	next := map[string]time.Time{}  // when to ask each destination again
-	asked := map[string]time.Time{} // when it was last asked
+	next := map[string]time.Time{}   // when to ask each destination again
+	asked := map[string]time.Time{}  // when it was last asked
+	logged := map[string]time.Time{} // when its last failure was logged
+	failed := map[string]int{}       // its failures since
 	for {
 		now := s.now()
 		wake := now.Add(trimPoll)
@@ -53,8 +55,13 @@ func (s *Sender) trimHistory(ctx context.Context) {
 			asked[d] = now
 			switch {
 			case err != nil:
-				s.logger.Error("trimming the delivery history", "destination", d, "error", err)
+				// Logged once a trimPoll at most, with a count: an outage
+				// fails it every trimAgain.
 				s.obs.StoreError(d, "trim")
+				if failed[d]++; now.Sub(logged[d]) >= trimPoll {
+					s.logger.Error("trimming the delivery history", "destination", d, "failures", failed[d], "error", err)
+					logged[d], failed[d] = now, 0
+				}
 				due = now.Add(trimAgain)
 			case due.IsZero() || due.After(now.Add(trimPoll)):
 				due = now.Add(trimPoll)

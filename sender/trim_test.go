@@ -2,6 +2,8 @@ package sender
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -80,6 +82,42 @@ func TestASettlementHereWakesTheTrim(t *testing.T) {
 		synctest.Wait()
 		if _, trimmed := q.seen(); len(trimmed) != 1 || !trimmed[0].Equal(settled.Add(5*time.Second)) {
 			t.Errorf("trimmed at %v, want once, at %v (the payload's time)", trimmed, settled.Add(5*time.Second))
+		}
+	})
+}
+
+// failingHistory fails every TrimHistory.
+type failingHistory struct {
+	*memQueue
+	mu    sync.Mutex
+	calls int
+}
+
+func (q *failingHistory) TrimHistory(context.Context, string, time.Time) (time.Time, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.calls++
+	return time.Time{}, errors.New("store down")
+}
+
+// TestTrimFailuresAreRetriedAndLoggedSparingly: a store that fails the
+// trim is asked again every trimAgain, and the failure logged once a
+// minute with a count, not once a try.
+func TestTrimFailuresAreRetriedAndLoggedSparingly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := &failingHistory{memQueue: newMemQueue()}
+		s, logs := newTestSender(t, q, testConfig(), []Destination{{Name: "d", URL: "http://d.test/"}}, nil, Options{})
+		run(t, s)
+		time.Sleep(150 * time.Second)
+		synctest.Wait()
+		q.mu.Lock()
+		calls := q.calls
+		q.mu.Unlock()
+		if calls < 140 || calls > 152 {
+			t.Errorf("asked %d times in 150s of failures, want one a second", calls)
+		}
+		if n := strings.Count(logs.String(), "trimming the delivery history"); n != 3 {
+			t.Errorf("logged %d lines in 150s of failures, want 3 (one a minute):\n%s", n, logs.String())
 		}
 	})
 }
