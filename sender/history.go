@@ -69,12 +69,12 @@ func (s *DLQ) historyDests(ctx context.Context, q HistoryQuery) ([]string, error
 // next is "" at the end. It reads each destination a slice at a time
 // (limit over the destinations) and merges them, so what it reads is
 // about what it lists, plus a slice per destination that the next page
-// reads again: not limit per destination.
-// It keeps reading past entries that do not match, within a bound
-// (historyReads store calls, each looking at a bounded number of
-// entries): a page may hold fewer than limit, even none, with more to
-// come, and then its next is where to go on. Paging is stable while
-// envelopes settle. It reads no payload.
+// reads again: not limit per destination. It keeps reading past entries
+// that do not match, within a bound (two store calls per destination and
+// historyReads more, each looking at a bounded number of entries): a page
+// may hold fewer than limit, even none, with more to come, and then its
+// next is where to go on. Paging is stable while envelopes settle. It
+// reads no payload.
 func (s *DLQ) History(ctx context.Context, q HistoryQuery, cursor string, limit int) ([]*Meta, string, error) {
 	if err := q.check(); err != nil {
 		return nil, "", err

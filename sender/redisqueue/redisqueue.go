@@ -1610,8 +1610,8 @@ var historyCursor = regexp.MustCompile(`^[0-9]+-[0-9]+$`)
 
 // resendScript moves settled envelopes back to the ready list under a
 // redrive ID: a dead letter as redriveScript does, a delivered one from
-// the history while its payload is kept (its time not before now), its record
-// rewritten as a dead letter's is.
+// the history while its payload is kept (its time not before now), its
+// record rewritten as a dead letter's is.
 //
 //	KEYS  meta, dead, ready, rdc, rdt, body, log, hidx, hist, hpay, hpayt
 //	ARGV  now ms, redrive id, now as 8 bytes (big-endian ms), then ids
