@@ -49,7 +49,10 @@ func historyValues(q sender.HistoryQuery) url.Values {
 }
 
 // deliveries is the history search: a page of what q matches, newest
-// first, with the chart of the last hour on the first page.
+// first, with the chart of the last hour on the first page. A page the
+// service answered short (it looks at a bounded number of entries) links
+// to the older ones, even when it holds none: never "No deliveries
+// match" while older ones may.
 func (c *Console) deliveries(w http.ResponseWriter, r *http.Request, v View) error {
 	qv := r.URL.Query()
 	q, err := historyQueryOf(v, qv)
@@ -152,7 +155,7 @@ func (c *Console) resend(w http.ResponseWriter, r *http.Request, v View) error {
 		return c.svc.Resend(ctx, q, limit, v.By, dryRun)
 	}, func(rd *sender.Redrive, moves int, once string) {
 		c.render(w, r, v, http.StatusOK, "resend", "Confirm the resend", map[string]any{
-			"Q": q, "Limit": limit, "Matched": rd.Matched, "Moves": moves,
+			"Q": q, "Limit": limit, "Matched": rd.Matched, "More": rd.More, "Moves": moves,
 			"Query": template.URL(historyValues(q).Encode()), "Once": once, "Lapse": int(ConfirmTTL.Minutes()),
 		})
 	})

@@ -332,3 +332,44 @@ func TestChart(t *testing.T) {
 		t.Error("a later page draws the chart")
 	}
 }
+
+// shortService answers the first page of every history search with none
+// and a cursor, as the service does when its bounded scan found nothing
+// yet, and counts a resend's match as a lower bound.
+type shortService struct{ *fakeService }
+
+func (s shortService) History(ctx context.Context, q sender.HistoryQuery, cursor string, limit int) ([]*sender.Meta, string, error) {
+	if cursor == "" && q.Since.IsZero() { // the chart's reads are not short
+		return nil, "0", nil
+	}
+	return s.fakeService.History(ctx, q, cursor, limit)
+}
+
+func (s shortService) Resend(ctx context.Context, q sender.HistoryQuery, limit int, by string, dryRun bool) (*sender.Redrive, error) {
+	r, err := s.fakeService.Resend(ctx, q, limit, by, dryRun)
+	if r != nil {
+		r.More = true
+	}
+	return r, err
+}
+
+// TestDeliveriesShortPageLinksOlder: a page the service answered with
+// none but a cursor says older entries may match and links to them; it
+// never says "No deliveries match" (issue 29).
+func TestDeliveriesShortPageLinksOlder(t *testing.T) {
+	_, f := historyConsole(t)
+	c := New(shortService{f}, onceStore(t, t.TempDir()), func() time.Time { return chartNow })
+	body := request(c, View{Base: "/c"}, "GET", "/deliveries?entity=r-1&destination=a", nil).Body.String()
+	if strings.Contains(body, "No deliveries match") || !strings.Contains(body, `id="none-yet"`) ||
+		!strings.Contains(body, `id="next" href="/c/deliveries?cursor=0&amp;destination=a&amp;entity=r-1"`) {
+		t.Fatalf("a short first page:\n%s", body)
+	}
+	if got := ids(request(c, View{Base: "/c"}, "GET", "/deliveries?cursor=0&destination=a&entity=r-1", nil).Body.String()); fmt.Sprint(got) != "[a-1 a-3]" {
+		t.Errorf("the older page = %v, want [a-1 a-3]", got)
+	}
+	// A resend's preview says when its count is a lower bound.
+	w := request(c, View{}, "POST", "/resend", url.Values{"destination": {"a"}, "entity": {"r-1"}, "limit": {"1"}})
+	if body := w.Body.String(); w.Code != 200 || !strings.Contains(body, `At least <b class="count" id="matched">`) {
+		t.Errorf("a preview whose count is a lower bound: %d\n%s", w.Code, body)
+	}
+}

@@ -51,9 +51,12 @@ type Redrive struct {
 	Resend  *HistoryQuery `json:"resend,omitempty"`
 	Limit   int           `json:"limit"`
 	Matched int           `json:"matched"`
-	Moved   int           `json:"moved"`
-	By      string        `json:"by"`
-	At      time.Time     `json:"at"`
+	// More is set when more match than Matched counts (a resend counts
+	// up to its bound): Matched is then a lower bound.
+	More  bool      `json:"more,omitempty"`
+	Moved int       `json:"moved"`
+	By    string    `json:"by"`
+	At    time.Time `json:"at"`
 	// Error is set when the store failed part-way: Moved is then what
 	// moved before it did.
 	Error string `json:"error,omitempty"`

@@ -31,7 +31,7 @@ type HistoryQuery struct {
 }
 
 func (q HistoryQuery) filter() HistoryFilter {
-	return HistoryFilter{ID: q.ID, EventType: q.EventType, Entity: q.Entity, State: q.State, Since: q.Since, Until: q.Until}
+	return HistoryFilter{ID: q.ID, IDs: q.IDs, EventType: q.EventType, Entity: q.Entity, State: q.State, Since: q.Since, Until: q.Until}
 }
 
 func (q HistoryQuery) check() error {
@@ -66,9 +66,15 @@ func (s *DLQ) historyDests(ctx context.Context, q HistoryQuery) ([]string, error
 
 // History lists the settled envelopes q matches, newest first across its
 // destinations, at most limit, after the cursor ("": from the newest);
-// next is "" at the end. A page may hold fewer than limit with more to
-// come (the store looks at a bounded number of entries per call). Paging
-// is stable while envelopes settle. It reads no payload.
+// next is "" at the end. It reads each destination a slice at a time
+// (limit over the destinations) and merges them, so what it reads is
+// about what it lists, plus a slice per destination that the next page
+// reads again: not limit per destination. It keeps reading past entries
+// that do not match, within a bound (two store calls per destination and
+// historyReads more, each looking at a bounded number of entries): a page
+// may hold fewer than limit, even none, with more to come, and then its
+// next is where to go on. Paging is stable while envelopes settle. It
+// reads no payload.
 func (s *DLQ) History(ctx context.Context, q HistoryQuery, cursor string, limit int) ([]*Meta, string, error) {
 	if err := q.check(); err != nil {
 		return nil, "", err
@@ -81,68 +87,106 @@ func (s *DLQ) History(ctx context.Context, q HistoryQuery, cursor string, limit 
 	if err != nil {
 		return nil, "", err
 	}
+	limit = max(limit, 1)
 	f := q.filter()
-	var all []*Meta
-	next := map[string]string{} // each destination's position after its page
-	var floor time.Time         // no entry older than a page that stopped short is listed yet
+	// A stream is a destination's history as this call reads it.
+	type stream struct {
+		name       string
+		from, at   string  // its position when the call began, and after what was read
+		read       []*Meta // read and not yet listed, newest first
+		done       bool    // read to its end
+		listed     string  // the position of the last of it listed
+		listedSome bool
+	}
+	var streams []*stream
 	for _, d := range dests {
-		if pos[d] == historyDone {
-			next[d] = historyDone
-			continue
-		}
-		page, after, err := s.queue.History(ctx, d, f, pos[d], limit)
-		if err != nil {
-			return nil, "", err
-		}
-		for _, m := range page {
-			if len(q.IDs) == 0 || slices.Contains(q.IDs, m.ID) {
-				all = append(all, m)
-			}
-		}
-		next[d] = cmp.Or(after, historyDone)
-		if after != "" && len(page) < limit {
-			if t := historyTime(after); t.After(floor) {
-				floor = t
-			}
+		if pos[d] != historyDone {
+			streams = append(streams, &stream{name: d, from: pos[d], at: pos[d]})
 		}
 	}
-	// Newest first; a tie by position, then by the destinations' order.
-	slices.SortStableFunc(all, func(a, b *Meta) int {
-		if c := b.SettledAt.Compare(a.SettledAt); c != 0 {
-			return c
+	slice := (limit + len(streams) - 1) / max(len(streams), 1)
+	calls, budget := 0, 2*len(streams)+historyReads
+	// fill reads a slice of every stream that has nothing read and more
+	// to read, once each, while the budget lasts; it answers whether it
+	// read any.
+	fill := func() (bool, error) {
+		readAny := false
+		for _, st := range streams {
+			if len(st.read) > 0 || st.done || calls == budget {
+				continue
+			}
+			page, next, err := s.queue.History(ctx, st.name, f, st.at, slice)
+			if err != nil {
+				return false, err
+			}
+			calls++
+			readAny = true
+			st.read = page
+			st.done = next == ""
+			if !st.done {
+				st.at = next
+			}
 		}
-		return compareHistoryIDs(b.HistoryID, a.HistoryID)
-	})
+		return readAny, nil
+	}
 	var out []*Meta
-	for _, m := range all {
-		if len(out) == limit || m.SettledAt.Before(floor) {
+	for len(out) < limit {
+		for {
+			readSome, err := fill()
+			if err != nil {
+				return nil, "", err
+			}
+			if !readSome {
+				break
+			}
+		}
+		// The newest entry read: ties by position, then by the
+		// destinations' order.
+		var best *stream
+		for _, st := range streams {
+			if len(st.read) > 0 && (best == nil || compareHistoryIDs(st.read[0].HistoryID, best.read[0].HistoryID) > 0) {
+				best = st
+			}
+		}
+		if best == nil {
+			break // every stream read to its end, or the budget spent
+		}
+		// A stream with nothing read and more to come holds entries
+		// older than its position only: nothing older than that is
+		// listed before them.
+		m := best.read[0]
+		blocked := false
+		for _, st := range streams {
+			if len(st.read) == 0 && !st.done && (st.at == "" || compareHistoryIDs(m.HistoryID, st.at) < 0) {
+				blocked = true
+			}
+		}
+		if blocked {
 			break
 		}
 		out = append(out, m)
+		best.read = best.read[1:]
+		best.listed, best.listedSome = m.HistoryID, true
 	}
-	// Each destination resumes after the last entry of its listed, or
-	// where its page ended when every entry of it was listed.
-	taken := map[string]int{}
-	last := map[string]string{}
-	for _, m := range out {
-		taken[m.Destination]++
-		last[m.Destination] = m.HistoryID
-	}
-	for _, m := range all {
-		taken[m.Destination]--
-	}
+	// Each destination goes on after the last entry of it listed, or
+	// where it began when none was; after what was read when all of
+	// that was listed.
+	next := map[string]string{}
 	end := true
 	for _, d := range dests {
+		next[d] = historyDone
+	}
+	for _, st := range streams {
 		switch {
-		case pos[d] == historyDone:
-		case taken[d] < 0: // some of its page was not listed
-			if l, ok := last[d]; ok {
-				next[d] = l
-			} else {
-				next[d] = pos[d]
-			}
+		case len(st.read) == 0 && st.done:
+		case len(st.read) == 0:
+			next[st.name] = st.at
+		case st.listedSome:
+			next[st.name] = st.listed
+		default:
+			next[st.name] = st.from
 		}
-		if next[d] != historyDone {
+		if next[st.name] != historyDone {
 			end = false
 		}
 	}
@@ -151,6 +195,11 @@ func (s *DLQ) History(ctx context.Context, q HistoryQuery, cursor string, limit 
 	}
 	return out, encodeHistoryCursor(next), nil
 }
+
+// historyReads is how many store calls History makes beyond two per
+// destination before it answers a page short (each looks at a bounded
+// number of entries: 1,000 on both stores).
+const historyReads = 16
 
 // Delivery reads dest's envelope id in whatever state it is: queued,
 // leased, dead, or delivered (from the history: its payload while it is
@@ -227,9 +276,13 @@ const historyPage = 500
 // the maximum), each under its own ID with a new redrive ID: recovery for
 // a receiver that lost what it had applied (its dedupe replays what it
 // still holds). Delivered ones go while the history keeps their payload;
-// dead ones as a redrive moves them. A dry run counts what matches and
-// moves nothing. The audit record and the progress are a redrive's
-// (Progress), with Kind "resend".
+// dead ones as a redrive moves them. The audit record and the progress
+// are a redrive's (Progress), with Kind "resend".
+//
+// It reads what it may send, not the whole match: Matched counts up to
+// limit, and More says that others match beyond it. A dry run moves
+// nothing and counts up to the maximum (max_redrive), the most one resend
+// may send.
 func (s *DLQ) Resend(ctx context.Context, q HistoryQuery, limit int, by string, dryRun bool) (*Redrive, error) {
 	if limit <= 0 || limit > s.maxRedrive {
 		return nil, fmt.Errorf("%w: %d; want 1 to %d (max_redrive)", ErrBadLimit, limit, s.maxRedrive)
@@ -244,15 +297,24 @@ func (s *DLQ) Resend(ctx context.Context, q HistoryQuery, limit int, by string, 
 		return nil, fmt.Errorf("%w: %s is not configured: move or purge its envelopes first", ErrOrphaned, q.Destination)
 	}
 	r := &Redrive{Kind: "resend", Resend: &q, Filter: Filter{Destination: q.Destination}, Limit: limit, By: by, At: s.now()}
+	bound := limit
+	if dryRun {
+		bound = s.maxRedrive
+	}
 	var picked []Letter
+walk:
 	for cursor := ""; ; {
-		page, next, err := s.History(ctx, q, cursor, historyPage)
+		page, next, err := s.History(ctx, q, cursor, min(historyPage, bound-r.Matched+1))
 		if err != nil {
 			return nil, err
 		}
 		for _, m := range page {
 			if m.Broken {
 				continue
+			}
+			if r.Matched == bound {
+				r.More = true
+				break walk
 			}
 			r.Matched++
 			if len(picked) < limit {

@@ -1,9 +1,11 @@
 package sender_test
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -149,9 +151,146 @@ func TestNewHistory(t *testing.T) {
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("NewHistory: error %v, want error %v", err, tc.wantErr)
 			}
-			if err == nil && got != tc.want {
+			if err == nil && (got.Keep != tc.want.Keep || got.Payload != tc.want.Payload || got.Now != nil) {
 				t.Errorf("NewHistory = %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// historyReader counts the entries History answers, and its calls.
+type historyReader struct {
+	sender.AuditedQueue
+	mu          sync.Mutex
+	read, calls int
+}
+
+func (q *historyReader) History(ctx context.Context, dest string, f sender.HistoryFilter, cursor string, limit int) ([]*sender.Meta, string, error) {
+	page, next, err := q.AuditedQueue.History(ctx, dest, f, cursor, limit)
+	q.mu.Lock()
+	q.read += len(page)
+	q.calls++
+	q.mu.Unlock()
+	return page, next, err
+}
+
+func (q *historyReader) take() (read, calls int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	read, calls = q.read, q.calls
+	q.read, q.calls = 0, 0
+	return read, calls
+}
+
+// TestHistoryReadsAboutWhatItLists: a walk merged over three
+// destinations reads each a slice at a time, not a page of each per page
+// listed (issue 29: it read up to three times what it listed).
+func TestHistoryReadsAboutWhatItLists(t *testing.T) {
+	base := time.UnixMilli(1_800_000_000_000)
+	q := &historyReader{AuditedQueue: settledQueue(t, 100, base)}
+	s := sender.NewDLQ(q, []string{"a", "b", "c"}, 100, nil)
+	listed, pages := 0, 0
+	for cursor := ""; ; pages++ {
+		page, next, err := s.History(t.Context(), sender.HistoryQuery{}, cursor, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed += len(page)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	read, _ := q.take()
+	if listed != 300 || read > 2*listed {
+		t.Errorf("a walk by 10 listed %d and read %d entries, want 300 read at most twice", listed, read)
+	}
+}
+
+// TestResendReadsWhatItSends: a resend reads about what it may send, not
+// the whole match, and says that more match; a dry run counts up to the
+// most one resend may send.
+func TestResendReadsWhatItSends(t *testing.T) {
+	base := time.UnixMilli(1_800_000_000_000)
+	q := &historyReader{AuditedQueue: settledQueue(t, 200, base)}
+	s := sender.NewDLQ(q, []string{"a", "b", "c"}, 100, func() time.Time { return base.Add(time.Hour) })
+	r, err := s.Resend(t.Context(), sender.HistoryQuery{}, 5, "test", false)
+	if err != nil || r.Matched != 5 || !r.More || r.Moved != 5 {
+		t.Fatalf("resend of 5 = %+v, %v; want 5 matched, more, 5 moved", r, err)
+	}
+	if read, _ := q.take(); read > 5+3*2+3 {
+		t.Errorf("a resend of 5 read %d entries of 600", read)
+	}
+	r, err = s.Resend(t.Context(), sender.HistoryQuery{}, 5, "test", true)
+	if err != nil || r.Matched != 100 || !r.More || r.Moved != 0 {
+		t.Fatalf("dry run = %+v, %v; want 100 (max_redrive) matched and more", r, err)
+	}
+	if read, _ := q.take(); read > 2*100+3 {
+		t.Errorf("a dry run up to 100 read %d entries of 600", read)
+	}
+	// Counted to its end, it says no more.
+	if r, err = s.Resend(t.Context(), sender.HistoryQuery{Destination: "a", Since: base.Add(586 * time.Second)}, 5, "test", true); err != nil || r.Matched != 4 || r.More {
+		t.Errorf("dry run of the last 4 of a = %+v, %v; want 4, no more", r, err)
+	}
+}
+
+// TestResendByIDsLooksThemUp: a resend's IDs are looked up, whatever the
+// history's length: no walk.
+func TestResendByIDsLooksThemUp(t *testing.T) {
+	base := time.UnixMilli(1_800_000_000_000)
+	q := &historyReader{AuditedQueue: settledQueue(t, 200, base)}
+	s := sender.NewDLQ(q, []string{"a", "b", "c"}, 100, func() time.Time { return base.Add(time.Hour) })
+	r, err := s.Resend(t.Context(), sender.HistoryQuery{IDs: []string{"a-003", "c-150", "nope"}}, 10, "test", false)
+	if err != nil || r.Matched != 2 || r.More || r.Moved != 2 {
+		t.Fatalf("resend by IDs = %+v, %v; want 2 matched and moved", r, err)
+	}
+	if read, _ := q.take(); read != 2 {
+		t.Errorf("a resend of 3 IDs read %d entries, want the 2 found", read)
+	}
+}
+
+// TestHistoryScansOnWhileNothingMatches: a search whose match is older
+// than what one store call looks at is found on the first page, not
+// answered "none" with a cursor (issue 29).
+func TestHistoryScansOnWhileNothingMatches(t *testing.T) {
+	base := time.UnixMilli(1_800_000_000_000)
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, &bolt.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	q, err := boltqueue.New(db, 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.KeepHistory(sender.History{Keep: 24 * time.Hour})
+	for i := range 3000 {
+		e := &sender.Envelope{ID: fmt.Sprintf("e%04d", i), Destination: "a", EventType: "seat.released", Entity: "busy",
+			CreatedAt: base, NextAt: base, Payload: []byte(`{}`)}
+		if i == 0 {
+			e.Entity = "quiet"
+		}
+		if _, err := q.Enqueue(t.Context(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 6 {
+		at := base.Add(time.Duration(i) * time.Second)
+		l, err := q.Lease(t.Context(), "a", 500, at, time.Hour)
+		if err != nil || len(l) != 500 {
+			t.Fatalf("lease: %d, %v", len(l), err)
+		}
+		var os []sender.Outcome
+		for _, x := range l {
+			os = append(os, sender.Outcome{Kind: sender.Delivered, ID: x.ID, LeaseUntil: x.LeaseUntil, Envelope: x.Envelope})
+		}
+		if _, err := q.Settle(t.Context(), "a", os, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := sender.NewDLQ(q, []string{"a", "b"}, 100, nil)
+	page, next, err := s.History(t.Context(), sender.HistoryQuery{Entity: "quiet"}, "", 50)
+	if err != nil || len(page) != 1 || page[0].ID != "e0000" || next != "" {
+		t.Errorf("History(entity quiet) = %d entries, next %q, %v; want e0000, the end", len(page), next, err)
 	}
 }

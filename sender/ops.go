@@ -198,7 +198,7 @@ func (o *Ops) Resend(ctx context.Context, q HistoryQuery, limit int, by string, 
 		if o.opts.Redriven != nil {
 			o.opts.Redriven(ctx, rd.Letters)
 		}
-		o.logger.Info("resend", withError([]any{"redrive_id", rd.ID, "matched", rd.Matched,
+		o.logger.Info("resend", withError([]any{"redrive_id", rd.ID, "matched", rd.Matched, "more", rd.More,
 			"moved", rd.Moved, "by", by}, err)...)
 		for _, d := range o.sender.Destinations() {
 			o.sender.Wake(d)

@@ -187,7 +187,7 @@ func TestOpsResendAndDelivery(t *testing.T) {
 	if diff := cmp.Diff(rd.Letters, counted); diff != "" {
 		t.Errorf("letters counted (-want +got):\n%s", diff)
 	}
-	want := []map[string]any{{"msg": "resend", "level": "INFO", "redrive_id": rd.ID, "matched": int64(3), "moved": int64(2), "by": "ann"}}
+	want := []map[string]any{{"msg": "resend", "level": "INFO", "redrive_id": rd.ID, "matched": int64(2), "more": true, "moved": int64(2), "by": "ann"}}
 	if diff := cmp.Diff(want, logs.take()); diff != "" {
 		t.Errorf("logged (-want +got):\n%s", diff)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -82,7 +83,16 @@ type Queue interface {
 	// limit with more to come. Each record's HistoryID is its entry's
 	// position, "<settled ms>-<sequence>", and a cursor is such a
 	// position. It reads no payload.
+	// A filter that names IDs (ID, IDs) is a lookup of each, never a
+	// walk: its cost is the IDs', however long the history.
 	History(ctx context.Context, dest string, f HistoryFilter, cursor string, limit int) (entries []*Meta, next string, err error)
+
+	// TrimHistory forgets what dest's history keeps past its time at now:
+	// entries settled more than History.Keep ago, and payloads past
+	// History.Payload, a bounded number of each. It writes nothing when
+	// nothing is due, and answers when the next is (now or before: more
+	// are due already; zero: the history holds nothing that will be).
+	TrimHistory(ctx context.Context, dest string, now time.Time) (next time.Time, err error)
 
 	// Resend moves settled envelopes back to due at now under redriveID,
 	// their attempt budget renewed and their log kept: a delivered one
@@ -138,13 +148,17 @@ type Queue interface {
 // HistoryFilter selects settled envelopes; a zero field matches all.
 type HistoryFilter struct {
 	ID, EventType, Entity string
+	// IDs selects any of these (with ID too, ID if it is one of them):
+	// a set of IDs looked up, not a walk.
+	IDs []string
 	// State is StateDelivered or StateDead.
 	State State
 	// Since and Until bound SettledAt: since <= settled < until.
 	Since, Until time.Time
 }
 
-// Match reports whether f selects m.
+// Match reports whether f selects m, IDs aside (a lookup found m by one
+// of them).
 func (f HistoryFilter) Match(m *Meta) bool {
 	return (f.ID == "" || m.ID == f.ID) && (f.EventType == "" || m.EventType == f.EventType) &&
 		(f.Entity == "" || m.Entity == f.Entity) && (f.State == "" || m.State == f.State) &&
@@ -157,6 +171,43 @@ func (f HistoryFilter) Match(m *Meta) bool {
 // after delivery (0: not kept), at most Keep.
 type History struct {
 	Keep, Payload time.Duration
+	// Now is the clock that judges a kept payload's time where a call
+	// brings none (Get); nil is time.Now.
+	Now func() time.Time
+}
+
+// Lookup is the IDs f selects (ID, IDs), each once, in byte order: nil
+// when it names none, empty when ID is not among IDs.
+func (f HistoryFilter) Lookup() []string {
+	switch {
+	case len(f.IDs) == 0 && f.ID == "":
+		return nil
+	case len(f.IDs) == 0:
+		return []string{f.ID}
+	case f.ID != "" && !slices.Contains(f.IDs, f.ID):
+		return []string{}
+	case f.ID != "":
+		return []string{f.ID}
+	}
+	return slices.Compact(slices.Sorted(slices.Values(f.IDs)))
+}
+
+// LookupPage is History's answer for a lookup (f.Lookup()) that found
+// entries: those f matches and the cursor lets through (positions below
+// it), newest first, at most limit; next is the last one's position when
+// more remain.
+func LookupPage(found []*Meta, f HistoryFilter, cursor string, limit int) (page []*Meta, next string) {
+	slices.SortFunc(found, func(a, b *Meta) int { return compareHistoryIDs(b.HistoryID, a.HistoryID) })
+	for _, m := range found {
+		if !f.Match(m) || (cursor != "" && compareHistoryIDs(m.HistoryID, cursor) >= 0) {
+			continue
+		}
+		if len(page) == limit {
+			return page, page[len(page)-1].HistoryID
+		}
+		page = append(page, m)
+	}
+	return page, ""
 }
 
 // DefaultHistoryPayload is how long a delivered payload is kept when the

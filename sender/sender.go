@@ -155,7 +155,8 @@ type Observer interface {
 	// BreakerState is a destination's breaker changing state.
 	BreakerState(dest string, state gobreaker.State)
 	// StoreError is a failed queue operation: op is lease, settle, pause
-	// (writing a 410's pause) or paused (reading the pause).
+	// (writing a 410's pause), paused (reading the pause) or trim (the
+	// history's, TrimHistory).
 	StoreError(dest, op string)
 	// Enqueued is an enqueue: result is queued, duplicate (found
 	// enqueued already), or unrouted (an event no destination subscribes
@@ -179,6 +180,11 @@ type Sender struct {
 	// seen is set once the store has recorded when it first saw the
 	// destinations (Queue.FirstSeen): by Run, or by the first Publish.
 	seen atomic.Bool
+	// trimWake wakes the history's trim (trimHistory) after a
+	// settlement; trimStale names the destinations that settled.
+	trimWake  chan struct{}
+	trimMu    sync.Mutex
+	trimStale map[string]bool
 }
 
 // destination is a destination's running state.
@@ -246,7 +252,8 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 	}
 	s := &Sender{
 		queue: q, cfg: cfg, dests: map[string]*destination{}, now: opts.Now, logger: opts.Logger, obs: opts.Observer,
-		slots:  newSlots(cfg.Workers),
+		slots:    newSlots(cfg.Workers),
+		trimWake: make(chan struct{}, 1), trimStale: map[string]bool{},
 		shared: newSharedStore(opts.Breakers, breakerRefresh, opts.Now),
 		client: &http.Client{
 			Transport: opts.Transport,
@@ -445,6 +452,7 @@ func (s *Sender) Run(ctx context.Context) {
 	defer stopBreakers() // after the workers: their last counts are merged
 	wg.Go(func() { s.shared.run(bctx, 50*time.Millisecond) })
 	wg.Go(func() { s.recordFirstSeen(ctx) })
+	wg.Go(func() { s.trimHistory(ctx) })
 	var workers sync.WaitGroup
 	defer workers.Wait()
 	for _, name := range s.order {
@@ -1187,6 +1195,7 @@ func (s *Sender) settle(dest string, batch []Outcome, deadline time.Time) {
 			if skipped > 0 {
 				s.logger.Warn("outcomes skipped: their lease had expired and the envelopes were leased again", "destination", dest, "skipped", skipped)
 			}
+			s.trimmed(dest)
 			return
 		}
 		if !time.Now().Add(backoff).Before(deadline) {

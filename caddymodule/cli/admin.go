@@ -192,6 +192,7 @@ func (c *adminClient) batch(path string, in any, limit *int, dryRun bool, w batc
 	var v struct {
 		ID      string `json:"redrive_id"`
 		Matched int    `json:"matched"`
+		More    bool   `json:"more"` // matched is a lower bound
 		Moved   int    `json:"moved"`
 	}
 	raw, err := c.call(http.MethodPost, path, in, &v)
@@ -201,12 +202,18 @@ func (c *adminClient) batch(path string, in any, limit *int, dryRun bool, w batc
 	switch {
 	case c.format == "json":
 		c.printJSON(raw)
+	case dryRun && v.More:
+		fmt.Fprintf(c.out, "dry run: at least %d %s; %s\n", v.Matched, w.matchMany, w.untouched)
 	case dryRun:
 		fmt.Fprintf(c.out, "dry run: %d %s; %s\n", v.Matched, plural(v.Matched, w.matchOne, w.matchMany), w.untouched)
 	case v.ID == "":
 		fmt.Fprintln(c.out, w.none)
 	default:
-		fmt.Fprintf(c.out, "%s %s: %d matched, %d %s\nwatch: %s --status %s\n", w.name, v.ID, v.Matched, v.Moved, w.moved, w.statusHint, v.ID)
+		atLeast := ""
+		if v.More {
+			atLeast = "at least "
+		}
+		fmt.Fprintf(c.out, "%s %s: %s%d matched, %d %s\nwatch: %s --status %s\n", w.name, v.ID, atLeast, v.Matched, v.Moved, w.moved, w.statusHint, v.ID)
 	}
 	return nil
 }

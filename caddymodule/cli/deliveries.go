@@ -129,6 +129,17 @@ func cmdDeliveries(cmd *cobra.Command, args []string) error {
 		if ok, err := c.page(cmd, "/hookgate/deliveries", q, &v); !ok {
 			return err
 		}
+		if len(v.Entries) == 0 {
+			// The search looks at a bounded number of entries a page:
+			// "none" is the answer only at the end.
+			if v.NextCursor == "" {
+				fmt.Fprintln(c.out, "no delivery matches")
+				return nil
+			}
+			fmt.Fprintln(c.out, "none of the newest entries looked at match; older ones may")
+			c.more(v.NextCursor)
+			return nil
+		}
 		var rows [][]string
 		for _, e := range v.Entries {
 			rows = append(rows, []string{e.ID, e.Destination, e.EventType, dash(e.Entity), string(e.State),

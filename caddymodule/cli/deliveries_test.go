@@ -18,7 +18,9 @@ func TestDeliveriesCommands(t *testing.T) {
 		"GET /hookgate/deliveries?cursor=c1&destination=d1&entity=r-1&event_type=t&limit=5&state=delivered": `{"entries":[` + entry("e1") + `],"next_cursor":"c2"}`,
 		"GET /hookgate/deliveries?id=e%2F1":                  `{"entries":[],"next_cursor":""}`,
 		"GET /hookgate/deliveries/d1/e%2F1":                  `{"id":"e/1","payload_expired":true}`,
-		"POST /hookgate/deliveries/resend":                   `{"redrive_id":"r1","matched":5,"moved":3}`,
+		"POST /hookgate/deliveries/resend":                   `{"redrive_id":"r1","matched":5,"more":true,"moved":3}`,
+		"GET /hookgate/deliveries?entity=quiet":              `{"entries":[],"next_cursor":"c9"}`,
+		"GET /hookgate/deliveries?entity=none":               `{"entries":[],"next_cursor":""}`,
 		"GET /hookgate/redrives/r1":                          `{"redrive_id":"r1","moved":3}`,
 		"GET /hookgate/deliveries?cursor=&limit=2&since=s":   `{"entries":[` + entry("e1") + `,` + entry("e2") + `],"next_cursor":"n1"}`,
 		"GET /hookgate/deliveries?cursor=n1&limit=2&since=s": `{"entries":[` + entry("e3") + `],"next_cursor":""}`,
@@ -45,6 +47,17 @@ func TestDeliveriesCommands(t *testing.T) {
 			stdout: "{\n  \"entries\": [],\n  \"next_cursor\": \"\"\n}\n",
 		},
 		{
+			// A page that found none yet is not "none": older ones may match.
+			args:   []string{"deliveries", "list", "--entity", "quiet", addr},
+			sent:   []string{"GET /hookgate/deliveries?entity=quiet"},
+			stdout: "none of the newest entries looked at match; older ones may\nmore: --cursor 'c9'\n",
+		},
+		{
+			args:   []string{"deliveries", "list", "--entity", "none", addr},
+			sent:   []string{"GET /hookgate/deliveries?entity=none"},
+			stdout: "no delivery matches\n",
+		},
+		{
 			args:   []string{"deliveries", "show", "d1", "e/1", addr},
 			sent:   []string{"GET /hookgate/deliveries/d1/e%2F1"},
 			stdout: "{\n  \"id\": \"e/1\",\n  \"payload_expired\": true\n}\n",
@@ -52,12 +65,12 @@ func TestDeliveriesCommands(t *testing.T) {
 		{
 			args:   []string{"deliveries", "resend", "--limit", "3", "--state", "delivered", "--since", "2024-01-01T00:00:00Z", "--id", "a", "--id", "b", addr},
 			sent:   []string{`POST /hookgate/deliveries/resend {"destination":"","event_type":"","since":"2024-01-01T00:00:00Z","until":"","ids":["a","b"],"state":"delivered","limit":3,"dry_run":false,"by":"cli: tester"}`},
-			stdout: "resend r1: 5 matched, 3 queued to be sent again\nwatch: hookgate deliveries resend --status r1\n",
+			stdout: "resend r1: at least 5 matched, 3 queued to be sent again\nwatch: hookgate deliveries resend --status r1\n",
 		},
 		{
 			args:   []string{"deliveries", "resend", "--dry-run", "--destination", "d1", addr},
 			sent:   []string{`POST /hookgate/deliveries/resend {"destination":"d1","event_type":"","since":"","until":"","ids":[],"state":"","limit":1,"dry_run":true,"by":"cli: tester"}`},
-			stdout: "dry run: 5 deliveries match; nothing sent\n",
+			stdout: "dry run: at least 5 deliveries match; nothing sent\n",
 		},
 		{
 			args:   []string{"deliveries", "resend", "--status", "r1", addr},

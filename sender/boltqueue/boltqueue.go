@@ -899,7 +899,7 @@ func (q *Queue) Get(ctx context.Context, name, id string) (*sender.Envelope, sen
 		}
 		e, cur, err := d.envelope(id)
 		if errors.Is(err, sender.ErrNotFound) {
-			env, err = d.fromHistory(id)
+			env, err = d.fromHistory(id, ms(q.now()))
 			state = sender.StateDelivered
 			return err
 		}
@@ -1008,6 +1008,9 @@ func (q *Queue) Purge(ctx context.Context, name string, ids []string) (int, erro
 				continue
 			}
 			if err := d.remove(id, cur); err != nil {
+				return err
+			}
+			if err := d.forgetEntry(id); err != nil {
 				return err
 			}
 			removed++

@@ -1,7 +1,8 @@
 package boltqueue
 
 // The delivery history (issue 19): what settled, in the hist, hidx, hpay
-// and hpayt buckets (the layout is in boltqueue.go).
+// and hpayt buckets (the layout is in boltqueue.go), trimmed by Settle and,
+// when due with no traffic, by TrimHistory.
 
 import (
 	"bytes"
@@ -216,9 +217,9 @@ func (d *dest) dropPayload(id string) error {
 	return d.hpay.Delete([]byte(id))
 }
 
-// fromHistory assembles id's delivered envelope from its entry: ErrNotFound
-// unless its entry is a delivery.
-func (d *dest) fromHistory(id string) (*sender.Envelope, error) {
+// fromHistory assembles id's delivered envelope from its entry, its
+// payload while kept at now: ErrNotFound unless its entry is a delivery.
+func (d *dest) fromHistory(id string, now int64) (*sender.Envelope, error) {
 	_, h, ok, err := d.history(id)
 	if err != nil {
 		return nil, err
@@ -234,9 +235,12 @@ func (d *dest) fromHistory(id string) (*sender.Envelope, error) {
 	if err != nil {
 		return nil, err
 	}
-	payload, _, kept := d.keptPayload(id)
+	payload, until, kept := d.keptPayload(id)
+	kept = kept && until >= now
 	if kept {
 		payload = append([]byte{}, payload...)
+	} else {
+		payload = nil
 	}
 	e := sender.Assemble(m, payload, log)
 	e.PayloadExpired = !kept
@@ -312,14 +316,18 @@ func (q *Queue) History(ctx context.Context, name string, f sender.HistoryFilter
 		if d == nil {
 			return nil
 		}
-		if f.ID != "" {
-			k, h, ok, err := d.history(f.ID)
-			if err != nil || !ok || (upper != nil && bytes.Compare(k, upper) >= 0) {
-				return err
+		if ids := f.Lookup(); ids != nil {
+			var found []*sender.Meta
+			for _, id := range ids {
+				k, h, ok, err := d.history(id)
+				if err != nil {
+					return err
+				}
+				if ok && (upper == nil || bytes.Compare(k, upper) < 0) {
+					found = append(found, h.meta(name, k))
+				}
 			}
-			if m := h.meta(name, k); f.Match(m) {
-				out = append(out, m)
-			}
+			out, next = sender.LookupPage(found, f, "", limit)
 			return nil
 		}
 		c := d.hist.Cursor()
@@ -426,4 +434,67 @@ func (d *dest) resend(id, redriveID string, now int64) (bool, error) {
 		return false, err
 	}
 	return true, d.dropPayload(id)
+}
+
+// forgetEntry deletes id's history entry, and any payload kept with it.
+func (d *dest) forgetEntry(id string) error {
+	if k := d.hidx.Get([]byte(id)); k != nil {
+		if err := d.hist.Delete(k); err != nil {
+			return err
+		}
+	}
+	if err := d.forgetHistory(id); err != nil {
+		return err
+	}
+	return d.dropPayload(id)
+}
+
+// historyDue is when the next of d's history is due for the trim: its
+// oldest entry, or its soonest payload (0: nothing will be).
+func (d *dest) historyDue(keep time.Duration) int64 {
+	var next int64
+	if k, _ := d.hist.Cursor().First(); k != nil {
+		next = scoreOf(k) + keep.Milliseconds() + 1
+	}
+	if k, _ := d.hpayt.Cursor().First(); k != nil && (next == 0 || scoreOf(k)+1 < next) {
+		next = scoreOf(k) + 1
+	}
+	return next
+}
+
+// TrimHistory implements sender.Queue: a read finds what is due, and only
+// then a write trims it.
+func (q *Queue) TrimHistory(ctx context.Context, name string, now time.Time) (time.Time, error) {
+	var next int64
+	err := q.view(name, func(d *dest) error {
+		if d != nil && d.hist != nil {
+			next = d.historyDue(q.history.Keep)
+		}
+		return nil
+	})
+	if err == nil && next != 0 && next <= ms(now) {
+		err = q.update(name, func(_ *bolt.Tx, d *dest) error {
+			if err := d.trimHistory(ms(now), q.history.Keep); err != nil {
+				return err
+			}
+			next = d.historyDue(q.history.Keep)
+			return nil
+		})
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("bolt trim history: %w", err)
+	}
+	if next == 0 {
+		return time.Time{}, nil
+	}
+	return time.UnixMilli(next), nil
+}
+
+// now is the clock a kept payload's time is judged by when a call brings
+// none (Get).
+func (q *Queue) now() time.Time {
+	if q.history.Now != nil {
+		return q.history.Now()
+	}
+	return time.Now()
 }

@@ -68,7 +68,9 @@ func (in ResendRequest) Query() (sender.HistoryQuery, error) {
 }
 
 // listDeliveries serves GET /hookgate/deliveries: a page of the settled
-// envelopes the query matches, newest first.
+// envelopes the query matches, newest first. A page may hold fewer than
+// limit, even none, and still a next_cursor: the search looks at a
+// bounded number of entries per request, and older ones may match.
 func (h *Handler) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	v := r.URL.Query()
 	q, err := ResendRequest{Destination: v.Get("destination"), EventType: v.Get("event_type"),
@@ -127,8 +129,9 @@ func (h *Handler) showDelivery(w http.ResponseWriter, r *http.Request, dest, id 
 }
 
 // resend serves POST /hookgate/deliveries/resend, answered as a redrive
-// is: {"redrive_id","matched","moved"}, its progress at GET
-// /hookgate/redrives/<redrive_id>.
+// is: {"redrive_id","matched","more","moved"}, its progress at GET
+// /hookgate/redrives/<redrive_id>. matched counts up to the limit (a dry
+// run's, up to max_redrive); more says that others match beyond it.
 func (h *Handler) resend(w http.ResponseWriter, r *http.Request) error {
 	var in ResendRequest
 	if err := decodeBody(r, &in); err != nil {
@@ -155,5 +158,5 @@ func (h *Handler) resend(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return WriteJSON(w, http.StatusOK, map[string]any{"redrive_id": rd.ID, "matched": rd.Matched, "moved": rd.Moved})
+	return WriteJSON(w, http.StatusOK, map[string]any{"redrive_id": rd.ID, "matched": rd.Matched, "more": rd.More, "moved": rd.Moved})
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -327,4 +328,201 @@ func sameSet(a, b []string) bool {
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(a, b)
+}
+
+// clock is a test's settable time, for History.Now.
+type clock struct {
+	mu sync.Mutex
+	at time.Time
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.at
+}
+
+func (c *clock) set(at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = at
+}
+
+func mustTrim(t *testing.T, q sender.Queue, dest string, now time.Time) time.Time {
+	t.Helper()
+	next, err := q.TrimHistory(t.Context(), dest, now)
+	if err != nil {
+		t.Fatalf("TrimHistory(%s): %v", now, err)
+	}
+	return next
+}
+
+// runHistoryQuiet is the history of a destination that goes quiet (issue
+// 29): its payloads and entries go at their time, with no settlement to
+// trim them; an ID is a lookup wherever it is; a purged letter leaves.
+func runHistoryQuiet(t *testing.T, newQueue NewQueue) {
+	t.Run("HistoryPayloadPastItsTimeIsNeverShownOrResent", func(t *testing.T) {
+		t.Parallel()
+		c := &clock{at: t0}
+		q := withHistory(t, newQueue, sender.History{Keep: time.Hour, Payload: time.Minute, Now: c.now})
+		mustEnqueue(t, q, env("d", "x1", t0), queued)
+		settle(t, q, "d", t0, sender.Delivered, 200, "x1")
+		c.set(t0.Add(time.Minute))
+		if e, _, err := q.Get(t.Context(), "d", "x1"); err != nil || e.PayloadExpired || len(e.Payload) == 0 {
+			t.Fatalf("Get(x1) within its payload's time = %+v, %v", e, err)
+		}
+		// Nothing settles again: no trim has run, and still the payload
+		// is past its time from then on.
+		late := t0.Add(time.Minute + time.Millisecond)
+		c.set(late)
+		e, st, err := q.Get(t.Context(), "d", "x1")
+		if err != nil || st != sender.StateDelivered || !e.PayloadExpired || e.Payload != nil || len(e.Log) != 1 {
+			t.Fatalf("Get(x1) past its payload's time = %+v, %v, %v; want the record, its payload expired", e, st, err)
+		}
+		if moved, err := q.Resend(t.Context(), "d", []string{"x1"}, "rs-1", late); err != nil || len(moved) != 0 {
+			t.Errorf("Resend past the payload's time = %v, %v; want nothing moved", moved, err)
+		}
+		if l := mustLease(t, q, "d", 10, late); len(l) != 0 {
+			t.Errorf("leased %v after a resend of an expired payload", ids(l))
+		}
+	})
+
+	t.Run("TrimHistoryRunsWhenDueWithoutTraffic", func(t *testing.T) {
+		t.Parallel()
+		q := withHistory(t, newQueue, sender.History{Keep: time.Hour, Payload: time.Minute})
+		if next := mustTrim(t, q, "d", t0); !next.IsZero() {
+			t.Errorf("TrimHistory of an empty history = %v, want nothing due", next)
+		}
+		mustEnqueue(t, q, env("d", "k1", t0), queued)
+		mustEnqueue(t, q, env("d", "k2", t0), queued)
+		settle(t, q, "d", t0, sender.Delivered, 200, "k1")
+		settle(t, q, "d", t0.Add(10*time.Second), sender.Delivered, 200, "k2")
+		// The soonest due is k1's payload, just past its minute.
+		ms := time.Millisecond
+		if next, want := mustTrim(t, q, "d", t0.Add(time.Second)), t0.Add(time.Minute+ms); !next.Equal(want) {
+			t.Errorf("TrimHistory before anything is due = %v, want past k1's payload's time, %v", next, want)
+		}
+		// Then k2's payload; k1's entry stays.
+		if next, want := mustTrim(t, q, "d", t0.Add(time.Minute+ms)), t0.Add(70*time.Second+ms); !next.Equal(want) {
+			t.Errorf("TrimHistory past k1's payload's time = %v, want past k2's, %v", next, want)
+		}
+		e, _, err := q.Get(t.Context(), "d", "k1")
+		if err != nil || !e.PayloadExpired || len(e.Log) != 1 {
+			t.Fatalf("Get(k1) after the trim = %+v, %v", e, err)
+		}
+		if next, want := mustTrim(t, q, "d", t0.Add(70*time.Second+ms)), t0.Add(time.Hour+ms); !next.Equal(want) {
+			t.Errorf("TrimHistory past k2's payload's time = %v, want past k1's entry's, %v", next, want)
+		}
+		// Past k1's keep, its entry goes.
+		if next, want := mustTrim(t, q, "d", t0.Add(time.Hour+ms)), t0.Add(time.Hour+10*time.Second+ms); !next.Equal(want) {
+			t.Errorf("TrimHistory past k1's keep = %v, want past k2's, %v", next, want)
+		}
+		if got := walk(t, q, "d", sender.HistoryFilter{}, 10, nil); !slices.Equal(got, []string{"k2"}) {
+			t.Errorf("History after k1's time = %v, want [k2]", got)
+		}
+		if st, err := q.Stats(t.Context(), "d", t0.Add(time.Hour)); err != nil || st.History != 1 {
+			t.Errorf("Stats.History = %d, %v; want 1", st.History, err)
+		}
+		if _, _, err := q.Get(t.Context(), "d", "k1"); err == nil {
+			t.Error("k1 is still read after its time")
+		}
+		if next := mustTrim(t, q, "d", t0.Add(2*time.Hour)); !next.IsZero() {
+			t.Errorf("TrimHistory of a history trimmed empty = %v, want nothing due", next)
+		}
+	})
+
+	t.Run("TrimHistoryTrimsABatchAndSaysMoreAreDue", func(t *testing.T) {
+		t.Parallel()
+		q := withHistory(t, newQueue, sender.History{Keep: time.Hour})
+		var all []string
+		for i := range 150 {
+			id := fmt.Sprintf("b%03d", i)
+			all = append(all, id)
+			mustEnqueue(t, q, env("d", id, t0), queued)
+		}
+		settle(t, q, "d", t0, sender.Delivered, 200, all...)
+		now := t0.Add(2 * time.Hour)
+		calls := 0
+		for {
+			next := mustTrim(t, q, "d", now)
+			if calls++; next.IsZero() {
+				break
+			}
+			if next.After(now) {
+				t.Fatalf("TrimHistory = %v with entries past their time left", next)
+			}
+			if calls > 10 {
+				t.Fatal("the trim does not end")
+			}
+		}
+		if calls != 2 { // a batch of 100, then the other 50
+			t.Errorf("150 entries trimmed in %d calls, want 2 (batches of 100)", calls)
+		}
+		if got := walk(t, q, "d", sender.HistoryFilter{}, 10, nil); len(got) != 0 {
+			t.Errorf("History after the trims = %v", got)
+		}
+	})
+
+	t.Run("HistoryLooksUpIDsWhereverTheyAre", func(t *testing.T) {
+		t.Parallel()
+		q := withHistory(t, newQueue, sender.History{Keep: retention})
+		// The ones looked for settle first: older than the newest
+		// thousand, where no walk of one call reaches.
+		for _, id := range []string{"old-a", "old-b"} {
+			mustEnqueue(t, q, env("d", id, t0), queued)
+		}
+		settle(t, q, "d", t0, sender.Delivered, 200, "old-a")
+		settle(t, q, "d", t0.Add(time.Millisecond), sender.Dead, 400, "old-b")
+		var rest []string
+		for i := range 1200 {
+			id := fmt.Sprintf("n%04d", i)
+			rest = append(rest, id)
+			mustEnqueue(t, q, env("d", id, t0), queued)
+		}
+		for chunk := range slices.Chunk(rest, 400) {
+			settle(t, q, "d", t0.Add(time.Second), sender.Delivered, 200, chunk...)
+		}
+		for _, tc := range []struct {
+			f    sender.HistoryFilter
+			want []string
+		}{
+			{sender.HistoryFilter{ID: "old-a"}, []string{"old-a"}},
+			{sender.HistoryFilter{ID: "old-a", State: sender.StateDead}, nil},
+			{sender.HistoryFilter{IDs: []string{"old-a", "nope", "old-b", "n0007"}}, []string{"n0007", "old-b", "old-a"}},
+			{sender.HistoryFilter{IDs: []string{"old-b", "old-a"}, Until: t0.Add(time.Millisecond)}, []string{"old-a"}},
+			{sender.HistoryFilter{ID: "old-a", IDs: []string{"old-b", "old-a"}}, []string{"old-a"}},
+			{sender.HistoryFilter{ID: "old-a", IDs: []string{"old-b"}}, nil},
+		} {
+			got, next := mustHistory(t, q, "d", tc.f, "", 10)
+			var gotIDs []string
+			for _, m := range got {
+				gotIDs = append(gotIDs, m.ID)
+			}
+			if !slices.Equal(gotIDs, tc.want) || next != "" {
+				t.Errorf("History(%+v) = %v, next %q; want %v in one call", tc.f, gotIDs, next, tc.want)
+			}
+		}
+		// A lookup pages as a walk does.
+		if got := walk(t, q, "d", sender.HistoryFilter{IDs: []string{"old-a", "old-b", "n0007"}}, 1, nil); !slices.Equal(got, []string{"n0007", "old-b", "old-a"}) {
+			t.Errorf("a lookup paged by one = %v", got)
+		}
+	})
+
+	t.Run("PurgedDeadLettersLeaveTheHistory", func(t *testing.T) {
+		t.Parallel()
+		q := withHistory(t, newQueue, sender.History{Keep: retention})
+		deadLetters(t, q, "d", 2)
+		if n, err := q.Purge(t.Context(), "d", []string{"l-000"}); err != nil || n != 1 {
+			t.Fatalf("Purge = %d, %v", n, err)
+		}
+		if got := walk(t, q, "d", sender.HistoryFilter{}, 10, nil); !slices.Equal(got, []string{"l-001"}) {
+			t.Errorf("History after the purge = %v, want [l-001]", got)
+		}
+		if got, _ := mustHistory(t, q, "d", sender.HistoryFilter{ID: "l-000"}, "", 10); len(got) != 0 {
+			t.Errorf("History by the purged ID = %v", got)
+		}
+		if st, err := q.Stats(t.Context(), "d", t0); err != nil || st.History != 1 {
+			t.Errorf("Stats.History after the purge = %d, %v; want 1", st.History, err)
+		}
+	})
 }

@@ -108,6 +108,7 @@ func Run(t *testing.T, newQueue NewQueue) {
 	runFanout(t, newQueue)
 	runHistory(t, newQueue)
 	runMove(t, newQueue)
+	runHistoryQuiet(t, newQueue)
 
 	t.Run("EnqueueIsIdempotent", func(t *testing.T) {
 		t.Parallel()

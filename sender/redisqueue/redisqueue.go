@@ -290,7 +290,7 @@ func (q *Queue) Lease(ctx context.Context, dest string, n int, now time.Time, le
 //	      kind (d delivered, r retry, x dead, l release), id, lease end ms,
 //	      record or "", log or "", score (due or dead-at ms)
 //	returns the number of outcomes skipped (their lease was lost)
-var settleScript = redis.NewScript(`
+var settleScript = redis.NewScript(trimHistoryLua + `
 local now = tonumber(ARGV[1])
 local keepPayload = tonumber(ARGV[4]) > 0
 local last
@@ -404,23 +404,7 @@ for _, rid in ipairs(old) do
   redis.call('HDEL', KEYS[8], rid .. ':m', rid .. ':d', rid .. ':x', rid .. ':s')
   redis.call('ZREM', KEYS[9], rid)
 end
-local hcut = now - tonumber(ARGV[3])
-if hcut > 0 then
-  for _, e in ipairs(redis.call('XRANGE', KEYS[10], '-', string.format('%d', hcut - 1), 'COUNT', 100)) do
-    local id = e[2][2]
-    if redis.call('HGET', KEYS[11], id) == e[1] then
-      redis.call('HDEL', KEYS[11], id)
-      redis.call('HDEL', KEYS[12], id)
-      redis.call('ZREM', KEYS[13], id)
-    end
-    redis.call('XDEL', KEYS[10], e[1])
-  end
-end
-old = redis.call('ZRANGEBYSCORE', KEYS[13], '-inf', now, 'LIMIT', 0, 100)
-if #old > 0 then
-  redis.call('HDEL', KEYS[12], unpack(old))
-  redis.call('ZREM', KEYS[13], unpack(old))
-end
+trimHistory(KEYS[10], KEYS[11], KEYS[12], KEYS[13], now, tonumber(ARGV[3]))
 return skipped
 `)
 
@@ -745,11 +729,11 @@ func stateOf(leased bool, deadScore any, paused bool) sender.State {
 
 // getScript reads one envelope and its state.
 //
-//	KEYS  meta, body, log, leased, dead, paused, hidx, hist, hpay
-//	ARGV  id
+//	KEYS  meta, body, log, leased, dead, paused, hidx, hist, hpay, hpayt
+//	ARGV  id, now ms
 //	returns {record or false, payload, log, leased, dead-at ms or false,
 //	paused}; one the queue does not hold, from the history: {record,
-//	payload or false, log, "d", its entry's ID}
+//	payload or false (past its time at now too), log, "d", its entry's ID}
 var getScript = redis.NewScript(`
 local id = ARGV[1]
 local m = redis.call('HGET', KEYS[1], id)
@@ -757,7 +741,9 @@ if not m then
   local eid = redis.call('HGET', KEYS[7], id)
   local e = eid and redis.call('XRANGE', KEYS[8], eid, eid)[1]
   if e and e[2][4] == 'd' then
-    return {e[2][6], redis.call('HGET', KEYS[9], id), e[2][8], 'd', eid}
+    local untilMs = redis.call('ZSCORE', KEYS[10], id)
+    local body = untilMs and tonumber(untilMs) >= tonumber(ARGV[2]) and redis.call('HGET', KEYS[9], id)
+    return {e[2][6], body, e[2][8], 'd', eid}
   end
 end
 return {m, redis.call('HGET', KEYS[2], id), redis.call('HGET', KEYS[3], id),
@@ -767,7 +753,7 @@ return {m, redis.call('HGET', KEYS[2], id), redis.call('HGET', KEYS[3], id),
 // Get implements sender.Queue.
 func (q *Queue) Get(ctx context.Context, dest, id string) (*sender.Envelope, sender.State, error) {
 	k := keysOf(q.prefix, dest)
-	v, err := getScript.Run(ctx, q.rdb, []string{k.meta, k.body, k.log, k.leased, k.dead, k.paused, k.hidx, k.hist, k.hpay}, id).Slice()
+	v, err := getScript.Run(ctx, q.rdb, []string{k.meta, k.body, k.log, k.leased, k.dead, k.paused, k.hidx, k.hist, k.hpay, k.hpayt}, id, ms(q.now())).Slice()
 	if err != nil {
 		return nil, "", fmt.Errorf("redis get: %w", err)
 	}
@@ -887,9 +873,10 @@ func (q *Queue) RedriveCounts(ctx context.Context, dest, redriveID string) (send
 	return sender.RedriveCounts{Moved: n(0), Delivered: n(1), DeadAgain: n(2), Superseded: n(3)}, nil
 }
 
-// purgeScript deletes dead letters.
+// purgeScript deletes dead letters, and their history entries: a purged
+// letter is not listed.
 //
-//	KEYS  meta, body, log, dead
+//	KEYS  meta, body, log, dead, hidx, hist
 //	ARGV  ids
 //	returns how many went
 var purgeScript = redis.NewScript(`
@@ -899,6 +886,11 @@ for i = 1, #ARGV do
     redis.call('HDEL', KEYS[1], ARGV[i])
     redis.call('HDEL', KEYS[2], ARGV[i])
     redis.call('HDEL', KEYS[3], ARGV[i])
+    local eid = redis.call('HGET', KEYS[5], ARGV[i])
+    if eid then
+      redis.call('XDEL', KEYS[6], eid)
+      redis.call('HDEL', KEYS[5], ARGV[i])
+    end
     n = n + 1
   end
 end
@@ -918,7 +910,7 @@ func (q *Queue) Purge(ctx context.Context, dest string, ids []string) (int, erro
 	for i, id := range ids {
 		args[i] = id
 	}
-	n, err := purgeScript.Run(ctx, q.rdb, []string{k.meta, k.body, k.log, k.dead}, args...).Int()
+	n, err := purgeScript.Run(ctx, q.rdb, []string{k.meta, k.body, k.log, k.dead, k.hidx, k.hist}, args...).Int()
 	if err != nil {
 		return 0, fmt.Errorf("redis purge: %w", err)
 	}
@@ -1333,6 +1325,9 @@ func (q *Queue) History(ctx context.Context, dest string, f sender.HistoryFilter
 	if !f.Until.IsZero() && from == "+" {
 		from = strconv.FormatInt(ms(f.Until)-1, 10)
 	}
+	if ids := f.Lookup(); ids != nil {
+		return q.lookup(ctx, k, dest, f, ids, cursor, limit)
+	}
 	var out []*sender.Meta
 	for scanned := 0; scanned < historyScan; {
 		n := min(historyScan-scanned, max(2*limit, 100))
@@ -1343,18 +1338,7 @@ func (q *Queue) History(ctx context.Context, dest string, f sender.HistoryFilter
 		scanned += n
 		last, _ := str(v[0])
 		for i := 1; i+3 < len(v); i += 4 {
-			eid, _ := str(v[i])
-			id, _ := str(v[i+1])
-			state, _ := str(v[i+2])
-			raw, _ := str(v[i+3])
-			m, err := sender.UnmarshalMeta(dest, id, []byte(raw))
-			if err != nil {
-				m = sender.BrokenMeta(dest, id, err)
-			}
-			m.State, m.SettledAt, m.HistoryID = sender.StateDelivered, entryTime(eid), eid
-			if state == "x" {
-				m.State, m.DeadAt = sender.StateDead, m.SettledAt
-			}
+			m := historyEntry(dest, v[i:i+4])
 			if !f.Since.IsZero() && m.SettledAt.Before(f.Since) {
 				return out, "", nil // older entries only from here
 			}
@@ -1363,7 +1347,7 @@ func (q *Queue) History(ctx context.Context, dest string, f sender.HistoryFilter
 			}
 			out = append(out, m)
 			if len(out) == limit {
-				return out, eid, nil
+				return out, m.HistoryID, nil
 			}
 		}
 		if last == "" {
@@ -1379,8 +1363,8 @@ var historyCursor = regexp.MustCompile(`^[0-9]+-[0-9]+$`)
 
 // resendScript moves settled envelopes back to the ready list under a
 // redrive ID: a dead letter as redriveScript does, a delivered one from
-// the history while its payload is kept, its record rewritten as a dead
-// letter's is.
+// the history while its payload is kept (its time not before now), its
+// record rewritten as a dead letter's is.
 //
 //	KEYS  meta, dead, ready, rdc, rdt, body, log, hidx, hist, hpay, hpayt
 //	ARGV  now ms, redrive id, now as 8 bytes (big-endian ms), then ids
@@ -1394,7 +1378,8 @@ for i = 4, #ARGV do
   else
     local eid = redis.call('HGET', KEYS[8], id)
     local e = eid and redis.call('XRANGE', KEYS[9], eid, eid)[1]
-    local body = redis.call('HGET', KEYS[10], id)
+    local untilMs = redis.call('ZSCORE', KEYS[11], id)
+    local body = untilMs and tonumber(untilMs) >= tonumber(ARGV[1]) and redis.call('HGET', KEYS[10], id)
     local h = e and e[2]
     if h and h[4] == 'd' and body and #h[6] >= 18 and string.byte(h[6], 1) == 2 then
       local rec = redriven(h[6])
