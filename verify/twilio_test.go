@@ -292,8 +292,8 @@ func TestTwilioSignRequest(t *testing.T) {
 	// The token is not signed: with it or without, dedupe keys by the
 	// signature, which every copy of the request carries.
 	sum := sha256.Sum256(mustBase64(t, "RSOYDt4T1cUTdK1PDd93/VVr8B8="))
-	if DedupeKey("twilio", d.ID) != KeySignature || d.SignatureSHA256 != hex.EncodeToString(sum[:]) {
-		t.Errorf("with a token: DedupeKey %v, SignatureSHA256 %q; want KeySignature, the signature's hash", DedupeKey("twilio", d.ID), d.SignatureSHA256)
+	if d.Key != KeySignature || d.SignatureSHA256 != hex.EncodeToString(sum[:]) {
+		t.Errorf("with a token: Key %v, SignatureSHA256 %q; want KeySignature, the signature's hash", d.Key, d.SignatureSHA256)
 	}
 	r.Header.Del("I-Twilio-Idempotency-Token")
 	if d2, err := v.Verify(r, t0); err != nil || d2.ID != "" || d2.SignatureSHA256 != d.SignatureSHA256 {
