@@ -84,11 +84,12 @@ type Dedupe struct {
 	// Default reject.
 	OnStoreError string `json:"on_store_error,omitempty"`
 
-	deduper *dedupe.Deduper
-	now     func() time.Time
-	metrics *telemetry.Metrics
-	logger  *zap.Logger
-	bufs    *sync.Pool
+	deduper  *dedupe.Deduper
+	now      func() time.Time
+	metrics  *telemetry.Metrics
+	logger   *zap.Logger
+	storeLog *storeLog
+	bufs     *sync.Pool
 }
 
 // CaddyModule returns the Caddy module information.
@@ -118,6 +119,7 @@ func (h *Dedupe) Provision(ctx caddy.Context) error {
 		h.now = time.Now
 	}
 	h.bufs = &sync.Pool{New: func() any { return new(bytes.Buffer) }}
+	h.storeLog = newStoreLog(h.logger, "dedupe", h.now)
 	if err := h.validate(); err != nil {
 		return err
 	}
@@ -279,13 +281,14 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	if err != nil {
 		count("store_error")
 		span.SetStatus(codes.Error, "store error")
-		h.logger.Error("dedupe store failed", zap.String("key", key), zap.Error(err), zap.String("on_store_error", h.OnStoreError))
+		h.storeLog.failed(err, zap.String("key", key), zap.String("on_store_error", h.OnStoreError))
 		if h.OnStoreError == "forward" {
 			return next.ServeHTTP(w, r)
 		}
 		problem.Write(w, http.StatusServiceUnavailable, reasonStoreUnavailable, "the dedupe store is unavailable; nothing was forwarded", time.Second)
 		return nil
 	}
+	h.storeLog.answered()
 	count(dec.Result)
 	switch dec.Action {
 	case dedupe.Replay:
