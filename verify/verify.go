@@ -208,6 +208,7 @@ func (v *Verifier) verify(r Request, now time.Time) (Delivery, int, error) {
 	}
 	body := r.Body
 	p, err := v.scheme.parse(r)
+	defer p.free()
 	if err != nil {
 		return Delivery{}, -1, err
 	}
@@ -291,6 +292,7 @@ type targetScheme interface {
 func (v *Verifier) SignRequest(r Request, id string, ts time.Time) (http.Header, error) {
 	body := r.Body
 	p := parsed{id: id, ts: ts.Unix(), hasTS: true}
+	defer p.free()
 	if t, ok := v.scheme.(targetScheme); ok {
 		if err := t.prepare(r, &p); err != nil {
 			return nil, err
@@ -349,6 +351,17 @@ type parsed struct {
 	// URL with and without its port); mac signs contents[alt].
 	contents [][]byte
 	alt      int
+	// form is twilio's form parameters, signed after contents[alt];
+	// pooled, so free gives it back.
+	form *twilioForm
+}
+
+// free gives back what parsing took from a pool.
+func (p *parsed) free() {
+	if p.form != nil {
+		p.form.free()
+		p.form = nil
+	}
 }
 
 // scheme is one provider's signature format.
