@@ -220,24 +220,32 @@ func twilioParams(r Request) (*twilioForm, error) {
 
 // unescapeQuery appends s, a query component, decoded to dst: "+" is a
 // space, "%XY" the byte XY; a "%" without two hex digits after it does not
-// decode (url.QueryUnescape's rule).
+// decode (url.QueryUnescape's rule). A component without either is copied
+// whole; one with them is decoded byte by byte, in place of a copy.
 func unescapeQuery(dst, s []byte) ([]byte, bool) {
-	for len(s) > 0 {
-		i := bytes.IndexAny(s, "%+")
-		if i < 0 {
-			return append(dst, s...), true
-		}
-		dst = append(dst, s[:i]...)
-		if s[i] == '+' {
-			dst, s = append(dst, ' '), s[i+1:]
-			continue
-		}
-		if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
-			return dst, false
-		}
-		dst, s = append(dst, unhex(s[i+1])<<4|unhex(s[i+2])), s[i+3:]
+	if bytes.IndexByte(s, '%') < 0 && bytes.IndexByte(s, '+') < 0 {
+		return append(dst, s...), true
 	}
-	return dst, true
+	n := len(dst)
+	dst = slices.Grow(dst, len(s))[:n+len(s)] // decoding never grows
+	out := dst[n:]
+	j := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch c {
+		case '+':
+			c = ' '
+		case '%':
+			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+				return dst[:n], false
+			}
+			c = unhex(s[i+1])<<4 | unhex(s[i+2])
+			i += 2
+		}
+		out[j] = c
+		j++
+	}
+	return dst[:n+j], true
 }
 
 // twilioURLs returns u as given and with its port toggled: without it
