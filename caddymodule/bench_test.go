@@ -90,7 +90,8 @@ func newBenchDedupe(b *testing.B, m *telemetry.Metrics, st dedupe.Store, replayC
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &Dedupe{deduper: d, now: time.Now, metrics: m, logger: zap.NewNop(), bufs: &sync.Pool{New: func() any { return new(bytes.Buffer) }}}
+	return &Dedupe{deduper: d, now: time.Now, metrics: m, logger: zap.NewNop(), storeLog: newStoreLog(zap.NewNop(), "dedupe", time.Now),
+		bufs: &sync.Pool{New: func() any { return new(bytes.Buffer) }}}
 }
 
 // chain is handlers in a route's order, the last one's next a 404.

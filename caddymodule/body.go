@@ -18,6 +18,7 @@ import (
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/problem"
+	"github.com/hookgate/hookgate/verify"
 )
 
 // DefaultMaxBody is the default largest body a hookgate handler reads (its
@@ -48,13 +49,15 @@ const initialBodyBuffer = 64 << 10
 // carried in the request's context for the next ones: the bytes, the
 // reader the handler below reads them again from, and their SHA-256,
 // computed once, when {webhook.body_sha256} or webhook_dedupe's
-// fingerprint first needs it. One allocation holds it all.
+// fingerprint first needs it; and what webhook_verify made of the request,
+// which webhook_dedupe's default key follows. One allocation holds it all.
 type requestBody struct {
-	bytes  []byte
-	reader bodyReader
-	limit  io.LimitedReader
-	once   sync.Once
-	sum    dedupe.Fingerprint
+	bytes    []byte
+	reader   bodyReader
+	limit    io.LimitedReader
+	once     sync.Once
+	sum      dedupe.Fingerprint
+	delivery verify.Delivery // set by webhook_verify when the request verifies
 }
 
 // bodyReader reads the body again, for the handler below.
@@ -155,12 +158,19 @@ func (b *requestBody) read(r *http.Request, limit int64) ([]byte, error) {
 }
 
 // placeholder resolves {webhook.json.<path>} against the body, with gjson
-// path syntax (a body that is not JSON resolves every path to ""), and
-// {webhook.body_sha256}, the body's SHA-256 in hex.
+// path syntax (a body that is not JSON resolves every path to ""),
+// {webhook.body_sha256}, the body's SHA-256 in hex, and the delivery's
+// {webhook.signature_sha256} and {webhook.secret_fingerprint}, when
+// webhook_verify set them (else they are unknown).
 func (b *requestBody) placeholder(key string) (any, bool) {
-	if key == "webhook.body_sha256" {
+	switch key {
+	case "webhook.body_sha256":
 		sum := b.sha256()
 		return hex.EncodeToString(sum[:]), true
+	case "webhook.signature_sha256":
+		return b.delivery.SignatureSHA256, b.delivery.SignatureSHA256 != ""
+	case "webhook.secret_fingerprint":
+		return b.delivery.SecretFingerprint, b.delivery.SecretFingerprint != ""
 	}
 	path, ok := strings.CutPrefix(key, "webhook.json.")
 	if !ok {

@@ -41,9 +41,12 @@ func init() {
 // nothing. State lives in the hookgate app's store.
 type Dedupe struct {
 	// Key is the idempotency key, a placeholder. Default: {webhook.id};
-	// after webhook_verify of a scheme that signs only the body (github,
-	// shopify), {webhook.scheme}:{webhook.body_sha256}, since their
-	// delivery ID can be changed at will.
+	// after webhook_verify of a delivery whose ID is not signed (github,
+	// shopify, zoom, meta, twitter; hmac whose content does not sign {id};
+	// rfc9421 whose signature covers no ID),
+	// {webhook.scheme}:{webhook.secret_fingerprint}:{webhook.body_sha256},
+	// since a captured request verifies under any ID; for twilio, and slack
+	// requests without an event_id, {webhook.scheme}:{webhook.signature_sha256}.
 	Key string `json:"key,omitempty"`
 
 	// Retention is how long a record is kept, from when it is recorded:
@@ -81,11 +84,12 @@ type Dedupe struct {
 	// Default reject.
 	OnStoreError string `json:"on_store_error,omitempty"`
 
-	deduper *dedupe.Deduper
-	now     func() time.Time
-	metrics *telemetry.Metrics
-	logger  *zap.Logger
-	bufs    *sync.Pool
+	deduper  *dedupe.Deduper
+	now      func() time.Time
+	metrics  *telemetry.Metrics
+	logger   *zap.Logger
+	storeLog *storeLog
+	bufs     *sync.Pool
 }
 
 // CaddyModule returns the Caddy module information.
@@ -115,6 +119,7 @@ func (h *Dedupe) Provision(ctx caddy.Context) error {
 		h.now = time.Now
 	}
 	h.bufs = &sync.Pool{New: func() any { return new(bytes.Buffer) }}
+	h.storeLog = newStoreLog(h.logger, "dedupe", h.now)
 	if err := h.validate(); err != nil {
 		return err
 	}
@@ -176,33 +181,34 @@ func (h *Dedupe) validate() error {
 	return nil
 }
 
-// The default keys: by delivery ID, or by body for the schemes that sign
-// only the body.
+// The default keys: by delivery ID; by body, within the scope of the
+// secret that verified it, for a delivery whose ID is not signed; by
+// signature where the body's form varies (twilio) or there is no ID
+// (slack's slash commands).
 const (
 	defaultKey   = "{webhook.id}"
-	bodyOnlyKey  = "{webhook.scheme}:{webhook.body_sha256}"
+	bodyKey      = "{webhook.scheme}:{webhook.secret_fingerprint}:{webhook.body_sha256}"
 	signatureKey = "{webhook.scheme}:{webhook.signature_sha256}"
 )
 
-// key resolves the idempotency key of r. Every placeholder must resolve to
-// something: an unknown one (no webhook_verify in front) or an empty one
-// would otherwise leave one literal key shared by every request.
-func (h *Dedupe) key(repl *caddy.Replacer) (key, reason, detail string) {
+// key resolves the idempotency key of r, whose webhook_verify (if any)
+// said to key it by. Every placeholder must resolve to something: an
+// unknown one (no webhook_verify in front) or an empty one would otherwise
+// leave one literal key shared by every request.
+func (h *Dedupe) key(repl *caddy.Replacer, by verify.Key) (key, reason, detail string) {
 	// One placeholder, the default {webhook.id} among them: its value is
 	// the key, without a template's parse and copy. An unknown or empty
 	// one takes the long way, for its error.
 	tmpl := h.Key
 	if tmpl == "" {
 		tmpl = defaultKey
-		scheme, _ := repl.GetString("webhook.scheme")
-		id, _ := repl.GetString("webhook.id")
-		switch verify.DedupeKey(scheme, id) {
+		switch by {
 		case verify.KeyBody:
-			tmpl = bodyOnlyKey
+			tmpl = bodyKey
 		case verify.KeySignature:
 			tmpl = signatureKey
 		default:
-			key = id
+			key, _ = repl.GetString("webhook.id")
 		}
 	} else if name, ok := placeholderOnly(tmpl); ok {
 		key, _ = repl.GetString(name)
@@ -254,7 +260,8 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	}
 	ctx = r.Context()
 	repl := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	key, reason, detail := h.key(repl)
+	b, _ := bodyOf(r) // bufferBody put it there
+	key, reason, detail := h.key(repl, b.delivery.Key)
 	if reason != "" {
 		count(reason)
 		problem.Write(w, http.StatusBadRequest, reason, detail, 0)
@@ -265,11 +272,8 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	}
 
 	cctx, claimSpan := startSpan(ctx, "webhook_dedupe.claim")
-	var sum func() dedupe.Fingerprint
-	if b, ok := bodyOf(r); ok {
-		sum = b.sha256 // shared with {webhook.body_sha256}: computed once
-	}
-	dec, err := h.deduper.BeginBody(cctx, key, body, sum)
+	// The fingerprint is shared with {webhook.body_sha256}: computed once.
+	dec, err := h.deduper.BeginBody(cctx, key, body, b.sha256)
 	claimSpan.End()
 	if err != nil && ctx.Err() != nil {
 		return nil // the client left while its copy waited: nothing to answer
@@ -277,13 +281,14 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	if err != nil {
 		count("store_error")
 		span.SetStatus(codes.Error, "store error")
-		h.logger.Error("dedupe store failed", zap.String("key", key), zap.Error(err), zap.String("on_store_error", h.OnStoreError))
+		h.storeLog.failed(err, zap.String("key", key), zap.String("on_store_error", h.OnStoreError))
 		if h.OnStoreError == "forward" {
 			return next.ServeHTTP(w, r)
 		}
 		problem.Write(w, http.StatusServiceUnavailable, reasonStoreUnavailable, "the dedupe store is unavailable; nothing was forwarded", time.Second)
 		return nil
 	}
+	h.storeLog.answered()
 	count(dec.Result)
 	switch dec.Action {
 	case dedupe.Replay:

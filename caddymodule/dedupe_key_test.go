@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/hookgate/hookgate/verify"
 )
 
 // TestDedupeKeyResolves: a key of one placeholder is read as the
@@ -22,7 +24,7 @@ func TestDedupeKeyResolves(t *testing.T) {
 		"{webhook.empty}", "{n}", "{webhook.long}", "{webhook.id}}", "{{webhook.id}", `{webhook\.id}`, "{}",
 	} {
 		t.Run(tmpl, func(t *testing.T) {
-			key, reason, _ := (&Dedupe{Key: tmpl}).key(repl)
+			key, reason, _ := (&Dedupe{Key: tmpl}).key(repl, verify.KeyID)
 			if tmpl == "" {
 				tmpl = defaultKey
 			}

@@ -72,10 +72,11 @@ type Freshness struct {
 	// moved: longer than any event can be delayed. Default 720h.
 	Retention caddy.Duration `json:"retention,omitempty"`
 
-	fresh   *dedupe.Freshness
-	now     func() time.Time
-	metrics *telemetry.Metrics
-	logger  *zap.Logger
+	fresh    *dedupe.Freshness
+	now      func() time.Time
+	metrics  *telemetry.Metrics
+	logger   *zap.Logger
+	storeLog *storeLog
 }
 
 // CaddyModule returns the Caddy module information.
@@ -101,6 +102,7 @@ func (h *Freshness) Provision(ctx caddy.Context) error {
 	if h.now == nil {
 		h.now = time.Now
 	}
+	h.storeLog = newStoreLog(h.logger, "freshness", h.now)
 	if err := h.validate(); err != nil {
 		return err
 	}
@@ -215,10 +217,11 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		return nil
 	case err != nil:
 		count("store_error")
-		h.logger.Error("freshness store failed", zap.String("entity", entity), zap.Error(err))
+		h.storeLog.failed(err, zap.String("entity", entity))
 		problem.Write(w, http.StatusServiceUnavailable, reasonStoreUnavailable, "the freshness store is unavailable; nothing was forwarded", time.Second)
 		return nil
 	}
+	h.storeLog.answered()
 
 	switch judgement.Result {
 	case dedupe.ResultSuperseded, dedupe.ResultTooOld:

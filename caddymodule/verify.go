@@ -39,7 +39,9 @@ const DevSecret = "whsec_aG9va2dhdGUtZGV2LXNlY3JldC1uZXZlci11c2UtaW4tcHJvZA=="
 // raw body and the timestamp window, and forwards only genuine requests,
 // with the body unchanged. It sets the placeholders {webhook.id},
 // {webhook.timestamp}, {webhook.scheme}, {webhook.json.<path>} and
-// {webhook.body_sha256}.
+// {webhook.body_sha256}; and {webhook.signature_sha256} or
+// {webhook.secret_fingerprint} for a delivery keyed by its signature or its
+// body.
 type Verify struct {
 	// Scheme is the signature format: standard, stripe, github, shopify,
 	// slack, hookgate, zoom, meta, twitter, twilio, rfc9421 or hmac.
@@ -193,8 +195,8 @@ func (v *Verify) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		ts = strconv.FormatInt(d.Timestamp.Unix(), 10)
 	}
 	repl.Set("webhook.timestamp", ts)
-	if d.SignatureSHA256 != "" {
-		repl.Set("webhook.signature_sha256", d.SignatureSHA256)
+	if b, ok := bodyOf(r); ok {
+		b.delivery = d // what webhook_dedupe's default key follows, and two placeholders
 	}
 	return next.ServeHTTP(w, r)
 }

@@ -83,8 +83,15 @@ func TestHandshakes(t *testing.T) {
 		if status != 200 || string(got) != want {
 			t.Errorf("answer %d %s, want 200 %s", status, got, want)
 		}
-		// The handshake left no dedupe record under its body key.
-		key := "zoom:" + fmt.Sprintf("%x", sha256.Sum256(body))
+		// The handshake left no dedupe record under its body key, which
+		// is scoped to the secret (its fingerprint, as a request verified
+		// under it shows).
+		z := signer(t, "zoom", secrets["zoom"])
+		d, err := z.Verify(verify.Request{Header: z.Sign("", now, body), Body: body}, now)
+		if err != nil || d.SecretFingerprint == "" {
+			t.Fatalf("the secret's fingerprint: %+v, %v", d, err)
+		}
+		key := "zoom:" + d.SecretFingerprint + ":" + fmt.Sprintf("%x", sha256.Sum256(body))
 		if status, _, got := send(t, http.MethodGet, g.Admin+"/hookgate/dedupe/"+key, nil, nil); !strings.Contains(string(got), `"absent"`) {
 			t.Errorf("dedupe record of the handshake: %d %s, want absent", status, got)
 		}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -198,6 +199,11 @@ func (s *hmacScheme) mac(m hash.Hash, p parsed, body []byte) {
 		}
 	}
 }
+
+// signsID reports whether the content signs the delivery ID. When it does
+// not, a captured request verifies under any ID its sender writes, so
+// dedupe keys it by its body (Verifier.keyBy).
+func (s *hmacScheme) signsID() bool { return slices.Contains(s.parts, "{id}") }
 
 // stamp is the timestamp as Sign writes it and signs it.
 func (s *hmacScheme) stamp(t time.Time) string {

@@ -13,8 +13,9 @@ import (
 // restores the pads without rehashing them. A state never leaves the
 // goroutine that took it until it is put back.
 type macKey struct {
-	raw  []byte
-	pool sync.Pool // of *keyedMAC
+	raw   []byte
+	pool  sync.Pool // of *keyedMAC
+	scope *scope    // the secret's fingerprint (scope.go)
 }
 
 // keyedMAC is a keyed HMAC state, with room for its sum.
@@ -24,7 +25,7 @@ type keyedMAC struct {
 }
 
 func newMACKey(newHash func() hash.Hash, raw []byte) *macKey {
-	k := &macKey{raw: raw}
+	k := &macKey{raw: raw, scope: newScope(raw)}
 	k.pool.New = func() any {
 		m := hmac.New(newHash, raw)
 		return &keyedMAC{Hash: m, sum: make([]byte, 0, m.Size())}

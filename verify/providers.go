@@ -42,7 +42,7 @@ func prefixed(h http.Header, name, prefix string, b64 bool) ([]byte, error) {
 
 // zoomScheme is Zoom's: x-zm-signature "v0=<hex>" over "v0:<ts>:<body>",
 // ts from x-zm-request-timestamp (unix seconds). No delivery ID: dedupe
-// keys it by the body's hash (DedupeKey).
+// keys it by the body's hash (Verifier.keyBy).
 type zoomScheme struct{}
 
 const (
@@ -86,7 +86,7 @@ func (zoomScheme) header(h http.Header, p parsed, mac []byte) {
 
 // metaScheme is Meta's (Facebook, Instagram, WhatsApp): X-Hub-Signature-256
 // "sha256=<hex>" over the body, keyed by the app secret. No timestamp and
-// no delivery ID: dedupe keys it by the body's hash (DedupeKey).
+// no delivery ID: dedupe keys it by the body's hash (Verifier.keyBy).
 type metaScheme struct{}
 
 const metaSignature = "X-Hub-Signature-256"
@@ -112,7 +112,7 @@ func (metaScheme) header(h http.Header, _ parsed, mac []byte) {
 // twitterScheme is X's Account Activity API: x-twitter-webhooks-signature
 // "sha256=<base64>" over the body, keyed by the app's consumer secret. No
 // timestamp and no delivery ID: dedupe keys it by the body's hash
-// (DedupeKey).
+// (Verifier.keyBy).
 type twitterScheme struct{}
 
 const twitterSignature = "X-Twitter-Webhooks-Signature"

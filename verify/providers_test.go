@@ -259,13 +259,3 @@ func TestProviderRepeatedHeaders(t *testing.T) {
 		}
 	}
 }
-
-// TestProvidersKeyedByBody: none of the three signs a delivery ID, so
-// dedupe keys them by the body, whatever ID a request claims.
-func TestProvidersKeyedByBody(t *testing.T) {
-	for _, scheme := range []string{"zoom", "meta", "twitter"} {
-		if DedupeKey(scheme, "") != KeyBody || DedupeKey(scheme, "claimed-id") != KeyBody {
-			t.Errorf("DedupeKey(%s) is not KeyBody", scheme)
-		}
-	}
-}

@@ -91,9 +91,10 @@ type rfc9421 struct {
 // rfcKey is one configured key: an HMAC key, or an Ed25519 public key and,
 // for a whsk_ seed, its private key.
 type rfcKey struct {
-	hmac []byte
-	pub  ed25519.PublicKey
-	priv ed25519.PrivateKey
+	hmac  []byte
+	pub   ed25519.PublicKey
+	priv  ed25519.PrivateKey
+	scope *scope // the key's fingerprint, for a delivery keyed by its body
 }
 
 // alg is the RFC 9421 algorithm the key's type decides.
@@ -142,6 +143,11 @@ func newRFC9421(secrets []string, opts Options) (*rfc9421, error) {
 			if k.hmac, err = (rfc9421Scheme{}).key(secret); err != nil {
 				return nil, fmt.Errorf("secret %d: scheme rfc9421 keys are whsec_<base64> (HMAC), whpk_<base64> or whsk_<base64> (Ed25519): %w", i+1, err)
 			}
+		}
+		if k.hmac != nil {
+			k.scope = newScope(k.hmac)
+		} else {
+			k.scope = newScope(k.pub)
 		}
 		r.keys[keyID] = k
 		if r.signer == "" && k.signs() {
@@ -316,7 +322,13 @@ func (v *Verifier) verifySignature(s rfcSignature, r Request, now time.Time) (d 
 	if hasExpires && !now.Before(time.Unix(expires, 0)) {
 		return d, true, fmt.Errorf("%w: %s expired", ErrTimestampOutOfTolerance, s.label)
 	}
-	return Delivery{ID: id, Timestamp: ts}, true, nil
+	d = Delivery{ID: id, Timestamp: ts, Key: KeyID}
+	if id == "" {
+		// An uncovered ID is the sender's word only: keyed by the body,
+		// within the key's scope.
+		d.Key, d.SecretFingerprint = KeyBody, key.scope.fingerprint()
+	}
+	return d, true, nil
 }
 
 // verify checks sig over base with the key's algorithm.

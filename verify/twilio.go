@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha1" //nolint:gosec // G505: Twilio signs with HMAC-SHA1, which does not rest on SHA-1's collision resistance
 	"crypto/sha256"
@@ -9,12 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"maps"
 	"mime"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -61,7 +62,12 @@ func (twilioScheme) prepare(r Request, p *parsed) error {
 	return twilioContents(r, p, true)
 }
 
-func (twilioScheme) mac(m hash.Hash, p parsed, _ []byte) { m.Write(p.contents[p.alt]) }
+func (twilioScheme) mac(m hash.Hash, p parsed, _ []byte) {
+	m.Write(p.contents[p.alt])
+	if p.form != nil {
+		p.form.writeTo(m)
+	}
+}
 
 // newHash makes twilio's HMAC one of SHA-1.
 func (twilioScheme) newHash() hash.Hash { return sha1.New() } //nolint:gosec // G401: as above, HMAC-SHA1 is Twilio's
@@ -73,13 +79,14 @@ func (twilioScheme) header(h http.Header, p parsed, mac []byte) {
 	}
 }
 
-// twilioContents fills p.contents with the content Twilio signs, for the
-// URL as given and with its port toggled. A URL with bodySHA256 in its
-// query signs the body through it: the body must hash to it, and the
-// content is the URL alone. Otherwise a form body's parameters follow the
-// URL; any other non-empty body would go unsigned, and is refused. signing
-// says a sender builds the content, so a body that does not match its
-// bodySHA256 is a mistake to report rather than a forgery.
+// twilioContents fills p.contents with the URL Twilio signs, as given and
+// with its port toggled, and p.form with the form parameters that follow
+// it. A URL with bodySHA256 in its query signs the body through it: the
+// body must hash to it, and the content is the URL alone. Otherwise a form
+// body's parameters follow the URL; any other non-empty body would go
+// unsigned, and is refused. signing says a sender builds the content, so a
+// body that does not match its bodySHA256 is a mistake to report rather
+// than a forgery. The caller frees p.form (parsed.free).
 func twilioContents(r Request, p *parsed, signing bool) error {
 	forms, err := twilioURLs(r.URL)
 	if err != nil {
@@ -88,7 +95,6 @@ func twilioContents(r Request, p *parsed, signing bool) error {
 		}
 		return err
 	}
-	var params []byte
 	query, _, _ := strings.Cut(r.URL, "#")
 	_, query, _ = strings.Cut(query, "?")
 	q, _ := url.ParseQuery(query) // what parses: the URL itself is signed
@@ -102,7 +108,7 @@ func twilioContents(r Request, p *parsed, signing bool) error {
 			return fmt.Errorf("%w: the body does not match the URL's bodySHA256", ErrBadSignature)
 		}
 	} else if len(r.Body) > 0 {
-		if params, err = twilioParams(r); err != nil {
+		if p.form, err = twilioParams(r); err != nil {
 			if signing {
 				sum := sha256.Sum256(r.Body)
 				return fmt.Errorf("%w; for another body, add bodySHA256=%s to the URL's query", err, hex.EncodeToString(sum[:]))
@@ -112,15 +118,56 @@ func twilioContents(r Request, p *parsed, signing bool) error {
 	}
 	p.contents = make([][]byte, len(forms))
 	for i, u := range forms {
-		p.contents[i] = append([]byte(u), params...)
+		p.contents[i] = []byte(u)
 	}
 	return nil
 }
 
-// twilioParams returns a form body's parameters as Twilio signs them: for
-// each name in order, the name and each of its values, the values sorted
-// and each once, as twilio-python and twilio-node do.
-func twilioParams(r Request) ([]byte, error) {
+// maxTwilioParams is the most parameters a form body may hold. Twilio's
+// callbacks hold tens (a message with ten media, about fifty); a body of
+// thousands could only be a forgery, and is refused before it costs work.
+const maxTwilioParams = 1000
+
+// twilioForm is a form body's parameters as Twilio signs them, decoded
+// once: for each name in order, the name and each of its values, the
+// values sorted and each once, as twilio-python and twilio-node do. Each
+// pair is its name then its value, adjacent in decoded; the pairs are
+// sorted and unique. A form is taken from a pool and put back by free:
+// an unsigned request costs a scan of the body, a sort of at most
+// maxTwilioParams pairs, and the MACs, not a map and a string per
+// parameter.
+type twilioForm struct {
+	decoded []byte
+	pairs   []formPair
+}
+
+// formPair is one parameter: its name is decoded[start:mid], its value
+// decoded[mid:end].
+type formPair struct{ start, mid, end int }
+
+var twilioForms = sync.Pool{New: func() any { return new(twilioForm) }}
+
+// maxPooledForm is the largest decoded buffer kept for reuse: a
+// max_body raised far past the default does not pin its size per core.
+const maxPooledForm = 4 << 20
+
+func (f *twilioForm) free() {
+	if cap(f.decoded) <= maxPooledForm {
+		twilioForms.Put(f)
+	}
+}
+
+// writeTo writes the signed parameters into the MAC m.
+func (f *twilioForm) writeTo(m hash.Hash) {
+	for _, pr := range f.pairs {
+		m.Write(f.decoded[pr.start:pr.end])
+	}
+}
+
+// twilioParams reads a form body's parameters as Twilio signs them
+// (twilioForm); the body parses as url.ParseQuery parses it, or is
+// refused.
+func twilioParams(r Request) (*twilioForm, error) {
 	const ctH, form = "Content-Type", "application/x-www-form-urlencoded"
 	ct, err := single(r.Header, ctH)
 	if err != nil {
@@ -129,19 +176,76 @@ func twilioParams(r Request) ([]byte, error) {
 	if mt, _, _ := mime.ParseMediaType(ct); mt != form {
 		return nil, malformed(ctH, "is not "+form+" and the URL has no bodySHA256: the body would not be signed")
 	}
-	values, err := url.ParseQuery(string(r.Body))
-	if err != nil {
-		return nil, malformed(ctH, "is "+form+" but the body does not parse as a form")
+	if n := bytes.Count(r.Body, []byte{'&'}) + 1; n > maxTwilioParams {
+		return nil, malformed(ctH, fmt.Sprintf("is %s, and the body holds %d parameters, over %d: Twilio sends far fewer", form, n, maxTwilioParams))
 	}
-	var b []byte
-	for _, name := range slices.Sorted(maps.Keys(values)) {
-		vs := slices.Compact(slices.Sorted(slices.Values(values[name])))
-		for _, v := range vs {
-			b = append(b, name...)
-			b = append(b, v...)
+	f := twilioForms.Get().(*twilioForm)
+	f.decoded, f.pairs = slices.Grow(f.decoded[:0], len(r.Body)), f.pairs[:0]
+	for rest := r.Body; len(rest) > 0; {
+		var seg []byte
+		seg, rest, _ = bytes.Cut(rest, []byte{'&'})
+		if len(seg) == 0 {
+			continue
 		}
+		if bytes.IndexByte(seg, ';') >= 0 {
+			f.free()
+			return nil, malformed(ctH, "is "+form+" but the body holds a ';', which does not parse as a form")
+		}
+		name, value, _ := bytes.Cut(seg, []byte{'='})
+		pr := formPair{start: len(f.decoded)}
+		var ok bool
+		if f.decoded, ok = unescapeQuery(f.decoded, name); ok {
+			pr.mid = len(f.decoded)
+			f.decoded, ok = unescapeQuery(f.decoded, value)
+		}
+		if !ok {
+			f.free()
+			return nil, malformed(ctH, "is "+form+" but the body does not parse as a form")
+		}
+		pr.end = len(f.decoded)
+		f.pairs = append(f.pairs, pr)
 	}
-	return b, nil
+	d := f.decoded
+	slices.SortFunc(f.pairs, func(a, b formPair) int {
+		if c := bytes.Compare(d[a.start:a.mid], d[b.start:b.mid]); c != 0 {
+			return c
+		}
+		return bytes.Compare(d[a.mid:a.end], d[b.mid:b.end])
+	})
+	f.pairs = slices.CompactFunc(f.pairs, func(a, b formPair) bool {
+		return bytes.Equal(d[a.start:a.mid], d[b.start:b.mid]) && bytes.Equal(d[a.mid:a.end], d[b.mid:b.end])
+	})
+	return f, nil
+}
+
+// unescapeQuery appends s, a query component, decoded to dst: "+" is a
+// space, "%XY" the byte XY; a "%" without two hex digits after it does not
+// decode (url.QueryUnescape's rule). A component without either is copied
+// whole; one with them is decoded byte by byte, in place of a copy.
+func unescapeQuery(dst, s []byte) ([]byte, bool) {
+	if bytes.IndexByte(s, '%') < 0 && bytes.IndexByte(s, '+') < 0 {
+		return append(dst, s...), true
+	}
+	n := len(dst)
+	dst = slices.Grow(dst, len(s))[:n+len(s)] // decoding never grows
+	out := dst[n:]
+	j := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch c {
+		case '+':
+			c = ' '
+		case '%':
+			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+				return dst[:n], false
+			}
+			c = unhex(s[i+1])<<4 | unhex(s[i+2])
+			i += 2
+		}
+		out[j] = c
+		j++
+	}
+	return dst[:n+j], true
 }
 
 // twilioURLs returns u as given and with its port toggled: without it

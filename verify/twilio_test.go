@@ -6,8 +6,10 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -292,8 +294,8 @@ func TestTwilioSignRequest(t *testing.T) {
 	// The token is not signed: with it or without, dedupe keys by the
 	// signature, which every copy of the request carries.
 	sum := sha256.Sum256(mustBase64(t, "RSOYDt4T1cUTdK1PDd93/VVr8B8="))
-	if DedupeKey("twilio", d.ID) != KeySignature || d.SignatureSHA256 != hex.EncodeToString(sum[:]) {
-		t.Errorf("with a token: DedupeKey %v, SignatureSHA256 %q; want KeySignature, the signature's hash", DedupeKey("twilio", d.ID), d.SignatureSHA256)
+	if d.Key != KeySignature || d.SignatureSHA256 != hex.EncodeToString(sum[:]) {
+		t.Errorf("with a token: Key %v, SignatureSHA256 %q; want KeySignature, the signature's hash", d.Key, d.SignatureSHA256)
 	}
 	r.Header.Del("I-Twilio-Idempotency-Token")
 	if d2, err := v.Verify(r, t0); err != nil || d2.ID != "" || d2.SignatureSHA256 != d.SignatureSHA256 {
@@ -374,6 +376,7 @@ func FuzzTwilio(f *testing.F) {
 	f.Fuzz(func(t *testing.T, u, sig, typ string, body []byte) {
 		_, err := v.Verify(twilioRequest(u, sig, typ, body), t0)
 		checkErr(t, err)
+		checkTwilioParams(t, body)
 		// Whatever signs, verifies, also when signed with the port
 		// toggled; and not with a parameter more in the body.
 		forms, err := twilioURLs(u)
@@ -398,6 +401,65 @@ func FuzzTwilio(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkTwilioParams: the form's canonical content, read in one pass into a
+// pooled buffer, is what url.ParseQuery and the reference libraries'
+// sort make of the body, and each refuses what the other does; past
+// maxTwilioParams, the body is refused before it is parsed.
+func checkTwilioParams(t *testing.T, body []byte) {
+	t.Helper()
+	f, err := twilioParams(Request{Header: http.Header{"Content-Type": {formType}}, Body: body})
+	if bytes.Count(body, []byte{'&'})+1 > maxTwilioParams {
+		if !errors.Is(err, ErrMalformedHeader) {
+			t.Fatalf("%d parameters: err = %v, want ErrMalformedHeader", bytes.Count(body, []byte{'&'})+1, err)
+		}
+		return
+	}
+	values, rerr := url.ParseQuery(string(body))
+	if (err == nil) != (rerr == nil) {
+		t.Fatalf("twilioParams err = %v, url.ParseQuery err = %v", err, rerr)
+	}
+	if err != nil {
+		if !errors.Is(err, ErrMalformedHeader) {
+			t.Fatalf("err = %v, want ErrMalformedHeader", err)
+		}
+		return
+	}
+	defer f.free()
+	var want, got []byte
+	for _, name := range slices.Sorted(maps.Keys(values)) {
+		for _, v := range slices.Compact(slices.Sorted(slices.Values(values[name]))) {
+			want = append(append(want, name...), v...)
+		}
+	}
+	for _, pr := range f.pairs {
+		got = append(got, f.decoded[pr.start:pr.end]...)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("canonical content %q, want %q", got, want)
+	}
+}
+
+// TestTwilioParamsBound: a form of more parameters than Twilio sends is
+// refused before it is parsed; one at the bound verifies.
+func TestTwilioParamsBound(t *testing.T) {
+	v := mustNew(t, "twilio", []string{twilioToken}, Options{})
+	form := func(n int) []byte {
+		return []byte(strings.TrimSuffix(strings.Repeat("Digit=1&", n), "&"))
+	}
+	at := form(maxTwilioParams)
+	h, err := v.SignRequest(twilioRequest(twilioURL, "", formType, at), "", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Verify(twilioRequest(twilioURL, h.Get("X-Twilio-Signature"), formType, at), t0); err != nil {
+		t.Errorf("%d parameters: %v", maxTwilioParams, err)
+	}
+	_, err = v.Verify(twilioRequest(twilioURL, h.Get("X-Twilio-Signature"), formType, form(maxTwilioParams+1)), t0)
+	if !errors.Is(err, ErrMalformedHeader) || !strings.Contains(err.Error(), "over 1000") {
+		t.Errorf("%d parameters: err = %v, want ErrMalformedHeader naming the bound", maxTwilioParams+1, err)
+	}
 }
 
 // BenchmarkTwilio measures one verification of a typical form callback

@@ -43,9 +43,15 @@ type Delivery struct {
 	ID string
 	// Timestamp is the signed timestamp; zero for schemes without one.
 	Timestamp time.Time
+	// Key is what dedupe keys the delivery by, by default.
+	Key Key
 	// SignatureSHA256 is the hex SHA-256 of the signature that verified,
-	// for the schemes dedupe keys by it (DedupeKey); empty otherwise.
+	// when Key is KeySignature; empty otherwise.
 	SignatureSHA256 string
+	// SecretFingerprint is a fingerprint of the secret that verified
+	// (scope.go; never the secret), when Key is KeyBody: it scopes the
+	// body's key to the endpoint's secret. Empty otherwise.
+	SecretFingerprint string
 }
 
 // Verifier verifies requests of one scheme against a set of secrets.
@@ -202,6 +208,7 @@ func (v *Verifier) verify(r Request, now time.Time) (Delivery, int, error) {
 	}
 	body := r.Body
 	p, err := v.scheme.parse(r)
+	defer p.free()
 	if err != nil {
 		return Delivery{}, -1, err
 	}
@@ -232,10 +239,13 @@ func (v *Verifier) verify(r Request, now time.Time) (Delivery, int, error) {
 	if !matched {
 		return Delivery{}, -1, ErrBadSignature
 	}
-	d := Delivery{ID: p.id}
-	if DedupeKey(v.scheme.name(), d.ID) == KeySignature {
+	d := Delivery{ID: p.id, Key: v.keyBy(p.id)}
+	switch {
+	case d.Key == KeySignature:
 		sum := sha256.Sum256(p.sigs[0])
 		d.SignatureSHA256 = hex.EncodeToString(sum[:])
+	case d.Key == KeyBody && key >= 0: // the body-keyed schemes verify by HMAC
+		d.SecretFingerprint = v.macs[key].scope.fingerprint()
 	}
 	if p.hasTS {
 		// Compare instants, not durations: a far-away timestamp would
@@ -282,6 +292,7 @@ type targetScheme interface {
 func (v *Verifier) SignRequest(r Request, id string, ts time.Time) (http.Header, error) {
 	body := r.Body
 	p := parsed{id: id, ts: ts.Unix(), hasTS: true}
+	defer p.free()
 	if t, ok := v.scheme.(targetScheme); ok {
 		if err := t.prepare(r, &p); err != nil {
 			return nil, err
@@ -340,6 +351,17 @@ type parsed struct {
 	// URL with and without its port); mac signs contents[alt].
 	contents [][]byte
 	alt      int
+	// form is twilio's form parameters, signed after contents[alt];
+	// pooled, so free gives it back.
+	form *twilioForm
+}
+
+// free gives back what parsing took from a pool.
+func (p *parsed) free() {
+	if p.form != nil {
+		p.form.free()
+		p.form = nil
+	}
 }
 
 // scheme is one provider's signature format.
@@ -414,30 +436,37 @@ type Key int
 const (
 	// KeyID is the delivery ID the signature covers.
 	KeyID Key = iota
-	// KeyBody is the body's hash: the scheme signs no delivery ID, so a
-	// captured body would verify under any ID (github, shopify, zoom,
-	// meta, twitter; rfc9421 when its signature covers none).
+	// KeyBody is the body's hash, within the scope of the secret that
+	// verified (Delivery.SecretFingerprint): the scheme signs no delivery
+	// ID, so a captured body would verify under any ID (github, shopify,
+	// zoom, meta, twitter; rfc9421 when its signature covers none; hmac
+	// when its content does not sign {id}).
 	KeyBody
 	// KeySignature is the signature's hash (Delivery.SignatureSHA256):
 	// the scheme signs no ID, and copies of one request can differ in
 	// what it does not sign (twilio: the order and repetition of form
-	// parameters, the port), yet carry one signature. Twilio's retries
-	// carry it too.
+	// parameters, the port), yet carry one signature; or the request
+	// carries no ID at all, and its signature covers all of it (slack's
+	// slash commands and interactions). Twilio's retries carry it too.
 	KeySignature
 )
 
-// DedupeKey says what dedupe keys a request of the named scheme, verified
-// with delivery ID id, by.
-func DedupeKey(scheme, id string) Key {
-	switch scheme {
-	case "github", "shopify", "zoom", "meta", "twitter":
+// keyBy says what dedupe keys a request of v's scheme, verified with
+// delivery ID id, by. rfc9421 decides per signature (verifySignature).
+func (v *Verifier) keyBy(id string) Key {
+	switch s := v.scheme.(type) {
+	case githubScheme, shopifyScheme, zoomScheme, metaScheme, twitterScheme:
 		return KeyBody
-	case "rfc9421":
-		if id == "" {
+	case *hmacScheme:
+		if !s.signsID() {
 			return KeyBody
 		}
-	case "twilio":
+	case twilioScheme:
 		return KeySignature
+	case slackScheme:
+		if id == "" {
+			return KeySignature
+		}
 	}
 	return KeyID
 }
