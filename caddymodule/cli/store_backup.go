@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/hookgate/hookgate/internal/problem"
@@ -35,7 +34,7 @@ Documentation: README.md, "Backup and restore".`,
 		Args: cobra.ExactArgs(1),
 		RunE: runE(cmdStoreBackup),
 	}
-	backup.Flags().String("address", "", "the admin API's host:port (default: Caddy's, localhost:2019)")
+	backup.Flags().String("address", "", adminAddressUsage)
 	return backup
 }
 
@@ -47,19 +46,20 @@ func cmdStoreBackup(cmd *cobra.Command, args []string) (int, error) {
 	if fi, err := os.Stat(dest); err == nil && fi.IsDir() {
 		dest = filepath.Join(dest, store.StateFile)
 	}
-	addr, _ := cmd.Flags().GetString("address")
-	if addr == "" {
-		addr = caddy.DefaultAdminListen
-	}
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
-	}
-	base := strings.TrimSuffix(addr, "/")
 	// No client timeout: a large store takes as long as it takes; the
 	// Content-Length tells a copy cut short.
-	resp, err := http.Get(base + store.BackupPath)
+	admin, err := adminEndpoint(cmd, 0)
 	if err != nil {
-		return 1, fmt.Errorf("is the gateway running with its admin API on %s? %w", base, err)
+		return 1, err
+	}
+	base := admin.Name
+	req, err := http.NewRequest(http.MethodGet, admin.URL(store.BackupPath), nil)
+	if err != nil {
+		return 1, err
+	}
+	resp, err := admin.Do(req)
+	if err != nil {
+		return 1, err
 	}
 	defer func() { _ = resp.Body.Close() }() // read below
 	if resp.StatusCode != http.StatusOK {
