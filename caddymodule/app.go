@@ -7,10 +7,12 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -231,26 +233,54 @@ func (a *App) Start() error {
 }
 
 // refuseSharedAddress fails when another process listens on an address of
-// the HTTP servers, or on one this process listens on already (the admin
-// endpoint): Caddy listens with SO_REUSEPORT, and would share it. Caddy
-// starts its apps in no set order: when the http app started first, the
-// check sees its listeners as ours, and a failure here stops it.
+// the HTTP servers (TCP, and UDP where a server serves HTTP/3), or on one
+// this process listens on already (the admin endpoint): Caddy listens
+// with SO_REUSEPORT, and would share it. Caddy starts its apps in no set
+// order: when the http app started first, the check sees its listeners as
+// ours, and a failure here stops it. When the check cannot run (no /proc)
+// it warns, and the gateway starts.
 func (a *App) refuseSharedAddress() error {
 	var targets []portcheck.Target
 	if v, err := a.ctx.AppIfConfigured("http"); err == nil {
-		for _, srv := range v.(*caddyhttp.App).Servers {
-			for _, l := range srv.Listen {
+		httpApp := v.(*caddyhttp.App)
+		for _, srv := range httpApp.Servers {
+			for i, l := range srv.Listen {
 				na, err := caddy.ParseNetworkAddress(l)
 				if err != nil || !strings.HasPrefix(na.Network, "tcp") {
 					continue // the http app reports the error; a unix socket has no port
 				}
 				for p := na.StartPort; p <= na.EndPort && p <= math.MaxUint16; p++ {
-					targets = append(targets, portcheck.Target{Host: na.Host, Port: uint16(p)})
+					targets = append(targets, portcheck.Target{Network: na.Network, Host: na.Host, Port: uint16(p)})
+					if servesHTTP3(httpApp, srv, i, p) {
+						targets = append(targets, portcheck.Target{Network: "udp" + strings.TrimPrefix(na.Network, "tcp"), Host: na.Host, Port: uint16(p)})
+					}
 				}
 			}
 		}
 	}
-	return portcheck.Check(a.ctx, targets)
+	err := portcheck.Check(a.ctx, targets)
+	if errors.Is(err, portcheck.ErrUnchecked) {
+		a.logger.Warn("not checking for another process on the gateway's addresses; starting anyway", zap.Error(err))
+		return nil
+	}
+	return err
+}
+
+// servesHTTP3 reports whether the http app listens on UDP for HTTP/3 at
+// port of srv's listen address i, as its Start decides: h3 among the
+// address's protocols (the server's, which the http app's Provision
+// defaults to h1 h2 h3), and TLS on that port (a connection policy, and
+// not the HTTP port).
+func servesHTTP3(app *caddyhttp.App, srv *caddyhttp.Server, i int, port uint) bool {
+	protocols := srv.Protocols
+	if i < len(srv.ListenProtocols) && srv.ListenProtocols[i] != nil {
+		protocols = srv.ListenProtocols[i]
+	}
+	httpPort := app.HTTPPort
+	if httpPort == 0 {
+		httpPort = caddyhttp.DefaultHTTPPort
+	}
+	return slices.Contains(protocols, "h3") && len(srv.TLSConnPolicies) > 0 && int(port) != httpPort
 }
 
 // Stop stops the sender's workers: deliveries in flight finish and are

@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
+	"github.com/hookgate/hookgate/internal/adminclient"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
 )
@@ -23,22 +22,19 @@ import (
 // AdminEnqueuer enqueues repair events through a running gateway's admin
 // API (POST /hookgate/destinations/<name>/enqueue), as the command does.
 type AdminEnqueuer struct {
-	base        *url.URL
+	admin       *adminclient.Endpoint
 	destination string
-	client      *http.Client
 }
 
 // NewAdminEnqueuer enqueues to destination through the admin API at
-// addr (the command's --address), a host:port or a URL.
+// addr (the command's --address): a host:port, a URL, or a unix socket
+// (unix//path), as package adminclient reads it.
 func NewAdminEnqueuer(addr, destination string) (*AdminEnqueuer, error) {
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
+	admin, err := adminclient.New(addr, 60*time.Second)
+	if err != nil {
+		return nil, err
 	}
-	u, err := url.Parse(strings.TrimSuffix(addr, "/"))
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("--address: want host:port or an http:// URL")
-	}
-	return &AdminEnqueuer{base: u, destination: destination, client: &http.Client{Timeout: 60 * time.Second}}, nil
+	return &AdminEnqueuer{admin: admin, destination: destination}, nil
 }
 
 // Enqueue implements Enqueuer: a 202 is Enqueued, or AlreadyEnqueued when
@@ -52,18 +48,15 @@ func (a *AdminEnqueuer) Enqueue(ctx context.Context, e Event) (Outcome, error) {
 	if err != nil {
 		return 0, err
 	}
-	u := a.base.String() + "/hookgate/destinations/" + url.PathEscape(a.destination) + "/enqueue"
+	u := a.admin.URL("/hookgate/destinations/" + url.PathEscape(a.destination) + "/enqueue")
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := a.client.Do(req)
+	resp, err := a.admin.Do(req)
 	if err != nil {
-		if ue, ok := errors.AsType[*url.Error](err); ok {
-			err = ue.Err // it quotes the whole URL
-		}
-		return 0, fmt.Errorf("is the gateway running with its admin API on %s? %w", Origin(a.base), err)
+		return 0, err
 	}
 	defer func() { _ = resp.Body.Close() }() // a response body: nothing to flush
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))

@@ -104,7 +104,7 @@ func TestAdminEnqueuer(t *testing.T) {
 // TestAdminEnqueuerAddress: --address is a host:port or a URL; an
 // unreachable gateway is an error naming its origin only.
 func TestAdminEnqueuerAddress(t *testing.T) {
-	if _, err := NewAdminEnqueuer("http://", "d"); err == nil || err.Error() != "--address: want host:port or an http:// URL" {
+	if _, err := NewAdminEnqueuer("http://", "d"); err == nil || err.Error() != "--address: want host:port, an http:// URL, or unix//path/to/admin.sock" {
 		t.Errorf("err = %v", err)
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))

@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/spf13/cobra"
 
+	"github.com/hookgate/hookgate/internal/adminclient"
 	"github.com/hookgate/hookgate/internal/problem"
 )
 
@@ -21,8 +22,22 @@ import (
 // gateway's admin API: the same service as the admin endpoints.
 
 func addAdminFlags(cmd *cobra.Command) {
-	cmd.Flags().String("address", "", "the admin API's host:port (default: Caddy's, localhost:2019)")
+	cmd.Flags().String("address", "", adminAddressUsage)
 	cmd.Flags().String("format", "table", "table or json (the admin API's answer)")
+}
+
+// adminAddressUsage is every admin command's --address help.
+const adminAddressUsage = "the admin API: host:port or unix//path/to/admin.sock (default: $CADDY_ADMIN, which the shipped image and unit set, else localhost:2019)"
+
+// adminEndpoint is the admin API that --address names, else Caddy's
+// default (CADDY_ADMIN, else localhost:2019); timeout bounds each request
+// (0: none).
+func adminEndpoint(cmd *cobra.Command, timeout time.Duration) (*adminclient.Endpoint, error) {
+	addr, _ := cmd.Flags().GetString("address")
+	if addr == "" {
+		addr = caddy.DefaultAdminListen
+	}
+	return adminclient.New(addr, timeout)
 }
 
 // adminCommand is an admin API command's function: exit code 0, or 1 on
@@ -38,24 +53,21 @@ func adminCommand(f func(cmd *cobra.Command, args []string) error) commandFunc {
 
 // adminClient calls the admin API.
 type adminClient struct {
-	base   string
+	admin  *adminclient.Endpoint
 	format string
 	out    io.Writer
 }
 
 func newAdminClient(cmd *cobra.Command) (*adminClient, error) {
-	addr, _ := cmd.Flags().GetString("address")
-	if addr == "" {
-		addr = caddy.DefaultAdminListen
-	}
 	format, _ := cmd.Flags().GetString("format")
 	if format != "table" && format != "json" {
 		return nil, fmt.Errorf("--format %q: want table or json", format)
 	}
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
+	admin, err := adminEndpoint(cmd, 60*time.Second)
+	if err != nil {
+		return nil, err
 	}
-	return &adminClient{base: strings.TrimSuffix(addr, "/"), format: format, out: cmd.OutOrStdout()}, nil
+	return &adminClient{admin: admin, format: format, out: cmd.OutOrStdout()}, nil
 }
 
 // call sends a request and decodes the JSON answer into v; a problem
@@ -69,15 +81,14 @@ func (c *adminClient) call(method, path string, body, v any) ([]byte, error) {
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, c.base+path, rd)
+	req, err := http.NewRequest(method, c.admin.URL(path), rd)
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	client := &http.Client{Timeout: 60 * time.Second}
-	resp, err := client.Do(req)
+	resp, err := c.admin.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("is the gateway running with its admin API on %s? %w", c.base, err)
+		return nil, err
 	}
 	defer func() { _ = resp.Body.Close() }() // read below
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))

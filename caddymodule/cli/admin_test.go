@@ -203,7 +203,7 @@ func TestAdminCommands(t *testing.T) {
 		{
 			args:   []string{"dlq", "summary", "--address", "127.0.0.1:1"},
 			code:   1,
-			stderr: "Error: is the gateway running with its admin API on http://127.0.0.1:1? Get \"http://127.0.0.1:1/hookgate/dlq/summary?\": dial tcp 127.0.0.1:1: connect: connection refused\n",
+			stderr: "Error: is the gateway running with its admin API on http://127.0.0.1:1? dial tcp 127.0.0.1:1: connect: connection refused\n",
 		},
 	} {
 		got := execute(t, "", tc.args...)

@@ -14,9 +14,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/spf13/cobra"
 
+	"github.com/hookgate/hookgate/internal/adminclient"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/internal/store"
 )
@@ -42,7 +42,7 @@ Documentation: README.md, "Backup and restore".`,
 		Args: cobra.ExactArgs(1),
 		RunE: runE(cmdStoreBackup),
 	}
-	backup.Flags().String("address", "", "the admin API's host:port (default: Caddy's, localhost:2019)")
+	backup.Flags().String("address", "", adminAddressUsage)
 	backup.Flags().Duration("stall", 2*time.Minute, "give up when the gateway sends nothing for this long (its local copy comes first: about 5s per GiB)")
 	return backup
 }
@@ -59,14 +59,12 @@ func cmdStoreBackup(cmd *cobra.Command, args []string) (int, error) {
 	if fi, err := os.Stat(dest); err == nil && fi.IsDir() {
 		dest = filepath.Join(dest, store.StateFile)
 	}
-	addr, _ := cmd.Flags().GetString("address")
-	if addr == "" {
-		addr = caddy.DefaultAdminListen
+	// No client timeout: a large store takes as long as it takes; the
+	// stall limit ends a download that stops.
+	admin, err := adminEndpoint(cmd, 0)
+	if err != nil {
+		return 1, err
 	}
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
-	}
-	base := strings.TrimSuffix(addr, "/")
 	stall, _ := cmd.Flags().GetDuration("stall")
 	if stall <= 0 {
 		return 1, fmt.Errorf("--stall %s: want a positive duration", stall)
@@ -87,7 +85,7 @@ func cmdStoreBackup(cmd *cobra.Command, args []string) (int, error) {
 	ctx, cancel := context.WithCancelCause(interrupted)
 	defer cancel(nil)
 	timer := time.AfterFunc(stall, func() { cancel(errStalled) }) // reset by every byte received
-	n, err := fetchBackup(ctx, base, tmp, stallReset{timer, stall})
+	n, err := fetchBackup(ctx, admin, tmp, stallReset{timer, stall})
 	timer.Stop()
 	if err != nil && errors.Is(context.Cause(ctx), errStalled) {
 		err = fmt.Errorf("no data from the gateway for %s (--stall): the backup was abandoned", stall)
@@ -112,7 +110,7 @@ func cmdStoreBackup(cmd *cobra.Command, args []string) (int, error) {
 	if err != nil {
 		return 1, fmt.Errorf("%w\n%s is left as it was", err, dest)
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%s: %d bytes, a copy of the embedded store of the gateway at %s: sound\n", dest, n, base)
+	fmt.Fprintf(cmd.OutOrStdout(), "%s: %d bytes, a copy of the embedded store of the gateway at %s: sound\n", dest, n, admin.Name)
 	return 0, nil
 }
 
@@ -127,23 +125,24 @@ func (s stallReset) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// fetchBackup asks the gateway at base for a backup and writes it to w,
+// fetchBackup asks the gateway at admin for a backup and writes it to w,
 // each chunk also to progress; it returns the bytes written. A refusal is
 // an error with the problem's detail; so is an empty answer, and one
 // shorter than its Content-Length.
-func fetchBackup(ctx context.Context, base string, w io.Writer, progress io.Writer) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+store.BackupPath, nil)
+func fetchBackup(ctx context.Context, admin *adminclient.Endpoint, w io.Writer, progress io.Writer) (int64, error) {
+	base := admin.Name
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, admin.URL(store.BackupPath), nil)
 	if err != nil {
 		return 0, err
 	}
 	// No overall timeout: a large store takes as long as it takes; the
 	// stall limit ends a download that stops.
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := admin.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
 		}
-		return 0, fmt.Errorf("is the gateway running with its admin API on %s? %w", base, err)
+		return 0, err
 	}
 	defer func() { _ = resp.Body.Close() }() // read below
 	if resp.StatusCode != http.StatusOK {

@@ -88,8 +88,10 @@ func TestImage(t *testing.T) {
 	if diff := cmp.Diff([]string{"/usr/bin/hookgate"}, cfg.Entrypoint); diff != "" {
 		t.Errorf("entry point (-want +got):\n%s", diff)
 	}
-	if _, ok := cfg.ExposedPorts["8080/tcp"]; !ok {
-		t.Errorf("exposed ports %v, want 8080/tcp", cfg.ExposedPorts)
+	for _, p := range []string{"8080/tcp", "9180/tcp"} {
+		if _, ok := cfg.ExposedPorts[p]; !ok {
+			t.Errorf("exposed ports %v, want %s (the gateway, the metrics)", cfg.ExposedPorts, p)
+		}
 	}
 	env := map[string]string{}
 	for _, kv := range cfg.Env {
@@ -98,6 +100,10 @@ func TestImage(t *testing.T) {
 	}
 	if env["XDG_DATA_HOME"] != "/data" {
 		t.Errorf("XDG_DATA_HOME %q, want /data", env["XDG_DATA_HOME"])
+	}
+	const adminSocket = "unix//data/admin.sock|0600"
+	if env["CADDY_ADMIN"] != adminSocket {
+		t.Errorf("CADDY_ADMIN %q, want %s: the admin API on a socket only the image's user opens", env["CADDY_ADMIN"], adminSocket)
 	}
 
 	root := unpack(t, tag)
@@ -111,11 +117,14 @@ func TestImage(t *testing.T) {
 		_, _ = fmt.Fprintf(w, "receiver got %s", body)
 	}))
 	defer rcv.Close()
-	port, admin := redistest.FreePort(t), redistest.FreePort(t)
+	port, metrics := redistest.FreePort(t), redistest.FreePort(t)
 	cmd := exec.Command(filepath.Join(root, cfg.Entrypoint[0]), underRoot(root, cfg.Cmd)...)
 	cmd.Env = underRoot(root, cfg.Env)
 	cmd.Env = append(cmd.Env, "HOOKGATE_SECRET="+devSecret, "HOOKGATE_UPSTREAM="+strings.TrimPrefix(rcv.URL, "http://"),
-		"HOOKGATE_PORT="+strconv.Itoa(port), "HOOKGATE_ADMIN=127.0.0.1:"+strconv.Itoa(admin))
+		"HOOKGATE_PORT="+strconv.Itoa(port), "HOOKGATE_METRICS_PORT="+strconv.Itoa(metrics))
+	// The socket moves under root with /data.
+	adminEnv := "unix/" + filepath.Join(root, strings.TrimSuffix(strings.TrimPrefix(adminSocket, "unix/"), "|0600")) + "|0600"
+	cmd.Env = append(cmd.Env, "CADDY_ADMIN="+adminEnv)
 	cmd.Dir = root
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
 	logs := new(syncBuffer)
@@ -160,6 +169,40 @@ func TestImage(t *testing.T) {
 	}
 	if n := got.Load(); n != 1 {
 		t.Errorf("the receiver got %d copies, want 1", n)
+	}
+
+	// The metrics are on their own port, for Prometheus.
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scrape, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(scrape), `hookgate_dedupe_requests_total{result="replayed"} 1`) {
+		t.Errorf("GET /metrics on the metrics port: %d; want the dedupe counters:\n%.2000s", resp.StatusCode, scrape)
+	}
+
+	// The admin API is a socket of mode 0600, the user's: hookgate's
+	// commands run as the user reach it by the image's CADDY_ADMIN,
+	// another user's are refused by the kernel.
+	sock := filepath.Join(root, "data/admin.sock")
+	if fi, err := os.Stat(sock); err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 || ownerOf(t, sock) != uid {
+		t.Fatalf("the admin socket %s: %v %v; want a socket of mode 0600, uid %d's", sock, fi, err, uid)
+	}
+	cli := func(user uint32, args ...string) (string, error) {
+		c := exec.Command(filepath.Join(root, "usr/bin/hookgate"), args...)
+		c.Env = append(underRoot(root, cfg.Env), "CADDY_ADMIN="+adminEnv)
+		c.Dir = root
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: user, Gid: user}}
+		out, err := c.CombinedOutput()
+		return string(out), err
+	}
+	backup := filepath.Join(root, "data/backup.db")
+	if out, err := cli(uid, "store", "backup", backup); err != nil || !strings.Contains(out, "sound") {
+		t.Errorf("hookgate store backup as uid %d: %v\n%s", uid, err, out)
+	}
+	if out, err := cli(uid+1, "store", "backup", filepath.Join(root, "backup-other.db")); err == nil || !strings.Contains(out, "admin.sock: connect: permission denied") {
+		t.Errorf("hookgate store backup as uid %d: %v; want the socket to refuse it:\n%s", uid+1, err, out)
 	}
 	// The embedded store lives under /data, the user's.
 	if owner := ownerOf(t, filepath.Join(root, "data/caddy/hookgate/state.db")); owner != uid {

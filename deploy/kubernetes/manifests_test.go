@@ -11,13 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -49,8 +49,6 @@ func decode(t *testing.T, name string, doc []byte) any {
 		obj = new(appsv1.Deployment)
 	case "policy/v1 PodDisruptionBudget":
 		obj = new(policyv1.PodDisruptionBudget)
-	case "batch/v1 CronJob":
-		obj = new(batchv1.CronJob)
 	case "networking.k8s.io/v1 NetworkPolicy":
 		obj = new(networkingv1.NetworkPolicy)
 	default:
@@ -119,16 +117,15 @@ func manifests(t *testing.T) (kustomization, map[string]any) {
 
 // TestManifests decodes every manifest strictly and checks what the
 // deployment depends on: the replicas, the user, the probes, the
-// resources, that every name referred to exists, and that the CronJob
-// runs the config's job against the admin Service.
+// resources, that every name referred to exists, that no port or Service
+// leads to the admin API, and that Prometheus alone may scrape the
+// metrics port.
 func TestManifests(t *testing.T) {
 	k, objs := manifests(t)
 	cm := objs["configmap.yaml"].(*corev1.ConfigMap)
 	dep := objs["deployment.yaml"].(*appsv1.Deployment)
 	svc := objs["service.yaml"].(*corev1.Service)
-	admin := objs["admin-service.yaml"].(*corev1.Service)
 	pdb := objs["pdb.yaml"].(*policyv1.PodDisruptionBudget)
-	cron := objs["cronjob.yaml"].(*batchv1.CronJob)
 	np := objs["networkpolicy.yaml"].(*networkingv1.NetworkPolicy)
 
 	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 2 {
@@ -138,7 +135,7 @@ func TestManifests(t *testing.T) {
 	if diff := cmp.Diff(dep.Spec.Selector.MatchLabels, pod.Labels); diff != "" {
 		t.Errorf("deployment: selector is not the pod's labels (-selector +labels):\n%s", diff)
 	}
-	for name, sel := range map[string]map[string]string{"service": svc.Spec.Selector, "admin service": admin.Spec.Selector, "pdb": pdb.Spec.Selector.MatchLabels, "networkpolicy": np.Spec.PodSelector.MatchLabels} {
+	for name, sel := range map[string]map[string]string{"service": svc.Spec.Selector, "pdb": pdb.Spec.Selector.MatchLabels, "networkpolicy": np.Spec.PodSelector.MatchLabels} {
 		if diff := cmp.Diff(pod.Labels, sel); diff != "" {
 			t.Errorf("%s: selects other pods than the gateway's (-pod +selector):\n%s", name, diff)
 		}
@@ -200,33 +197,53 @@ func TestManifests(t *testing.T) {
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort
 	}
-	if ports["http"] != 8080 || ports["admin"] != 2019 {
-		t.Errorf("deployment: ports %v, want http 8080 and admin 2019 (the ConfigMap's)", ports)
+	// The pod's ports are the ConfigMap's listeners: the gateway and the
+	// metrics. The admin API is a unix socket: no port, no Service.
+	if diff := cmp.Diff(map[string]int32{"http": 8080, "metrics": 9180}, ports); diff != "" {
+		t.Errorf("deployment: ports (-want +got):\n%s", diff)
 	}
-	for name, s := range map[string]*corev1.Service{"service": svc, "admin service": admin} {
-		for _, p := range s.Spec.Ports {
-			if _, ok := ports[p.TargetPort.String()]; !ok {
-				t.Errorf("%s: target port %s is no port of the pod", name, p.TargetPort.String())
-			}
+	for _, p := range svc.Spec.Ports {
+		if p.TargetPort.String() != "http" {
+			t.Errorf("service: target port %s: the Service is the gateway's port alone", p.TargetPort.String())
+		}
+	}
+	if a := pod.Annotations; a["prometheus.io/scrape"] != "true" || a["prometheus.io/port"] != fmt.Sprint(ports["metrics"]) {
+		t.Errorf("deployment: annotations %v, want prometheus.io/scrape true on the metrics port %d", a, ports["metrics"])
+	}
+	for _, e := range c.Env {
+		if e.Name == "CADDY_ADMIN" {
+			t.Errorf("deployment: env CADDY_ADMIN=%q: the admin socket is the image's", e.Value)
 		}
 	}
 
-	if cron.Spec.ConcurrencyPolicy != batchv1.ForbidConcurrent {
-		t.Errorf("cronjob: concurrencyPolicy %q, want Forbid", cron.Spec.ConcurrencyPolicy)
+	// The gateway's port is open; the metrics port to Prometheus's pods.
+	if len(np.Spec.Ingress) != 2 {
+		t.Fatalf("networkpolicy: %d ingress rules, want 2 (the gateway's port, the metrics port): %+v", len(np.Spec.Ingress), np.Spec.Ingress)
 	}
-	checkPod("cronjob", cron.Spec.JobTemplate.Spec.Template.Spec)
-	args := cron.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args
-	if len(args) == 0 || args[0] != "reconcile" || !slices.Contains(args, "--repair") {
-		t.Errorf("cronjob: args %q, want hookgate reconcile ... --repair", args)
+	open, scrape := np.Spec.Ingress[0], np.Spec.Ingress[1]
+	if len(open.From) != 0 || len(open.Ports) != 1 || open.Ports[0].Port.String() != "http" {
+		t.Errorf("networkpolicy: rule 1 %+v, want the http port open to all", open)
 	}
-	wantAddr := fmt.Sprintf("%s:%d", admin.Name, admin.Spec.Ports[0].Port)
-	if i := slices.Index(args, "--address"); i < 0 || i+1 >= len(args) || args[i+1] != wantAddr {
-		t.Errorf("cronjob: args %q, want --address %s (the admin Service)", args, wantAddr)
+	if len(scrape.Ports) != 1 || scrape.Ports[0].Port.String() != "metrics" || len(scrape.From) != 1 || scrape.From[0].PodSelector == nil ||
+		scrape.From[0].PodSelector.MatchLabels["app.kubernetes.io/name"] != "prometheus" {
+		t.Errorf("networkpolicy: rule 2 %+v, want the metrics port open to Prometheus's pods alone", scrape)
 	}
-	reconcilePods := cron.Spec.JobTemplate.Spec.Template.Labels
-	if len(np.Spec.Ingress) != 2 || len(np.Spec.Ingress[1].From) != 1 || !cmp.Equal(np.Spec.Ingress[1].From[0].PodSelector.MatchLabels, reconcilePods) {
-		t.Errorf("networkpolicy: the admin port must be open to the CronJob's pods (%v) alone: %+v", reconcilePods, np.Spec.Ingress)
+}
+
+// imageAdmin is the admin address the image's Containerfile sets
+// (CADDY_ADMIN), which hookgate's commands run in the pod dial.
+func imageAdmin(t *testing.T) string {
+	t.Helper()
+	src, err := os.ReadFile("../container/Containerfile")
+	if err != nil {
+		t.Fatal(err)
 	}
+	_, rest, ok := strings.Cut(string(src), "CADDY_ADMIN=")
+	if !ok {
+		t.Fatal("the Containerfile sets no CADDY_ADMIN")
+	}
+	v, _, _ := strings.Cut(rest, "\n")
+	return strings.Trim(strings.TrimSpace(v), `"`)
 }
 
 // envExampleKeys are the keys of hookgate.env.example.
@@ -286,23 +303,24 @@ func TestKustomize(t *testing.T) {
 			kinds[fmt.Sprintf("%T", obj)]++
 		}
 	}
-	if kinds["Secret"] != 1 || len(kinds) != 7 {
-		t.Errorf("rendered %v: want the 7 resources and the Secret", kinds)
+	if kinds["Secret"] != 1 || len(kinds) != 6 {
+		t.Errorf("rendered %v: want the 5 resources and the Secret", kinds)
 	}
 }
 
 // TestConfigMapCaddyfile loads the ConfigMap's Caddyfile with the hookgate
 // binary (hookgate adapt --validate: every module provisioned) in the
-// Deployment's environment, and checks that the CronJob's job is in it,
-// that it serves the ports the Deployment names, and that the CronJob's
-// arguments are flags hookgate reconcile takes.
+// Deployment's environment, and checks that the admin API is the image's
+// unix socket, mode 0600, that it serves the ports the Deployment names
+// (the metrics on theirs), and that the gateways run its reconcile job on
+// a schedule, with the sources' environment the Deployment sets.
 func TestConfigMapCaddyfile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the hookgate binary: skipped under -short")
 	}
 	_, objs := manifests(t)
 	cm := objs["configmap.yaml"].(*corev1.ConfigMap)
-	cron := objs["cronjob.yaml"].(*batchv1.CronJob)
+	dep := objs["deployment.yaml"].(*appsv1.Deployment)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "hookgate")
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/hookgate").CombinedOutput(); err != nil {
@@ -313,9 +331,10 @@ func TestConfigMapCaddyfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	adapt := exec.Command(bin, "adapt", "--config", path, "--validate")
-	adapt.Env = append(os.Environ(), "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir, "HOME="+dir,
+	adapt.Env = append(os.Environ(), "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir, "HOME="+dir, "CADDY_ADMIN="+imageAdmin(t),
 		"HOOKGATE_SECRET=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", // not the development secret, which warns
-		"REDIS_URL=redis://127.0.0.1:1/0", "HOOKGATE_UPSTREAM=127.0.0.1:1")
+		"REDIS_URL=redis://127.0.0.1:1/0", "HOOKGATE_UPSTREAM=127.0.0.1:1",
+		"TRUTH_DSN=postgres://reconcile@127.0.0.1:1/truth", "ENROLL_DSN=postgres://reconcile@127.0.0.1:1/enroll")
 	var stderr bytes.Buffer
 	adapt.Stderr = &stderr
 	out, err := adapt.Output()
@@ -325,6 +344,14 @@ func TestConfigMapCaddyfile(t *testing.T) {
 	if strings.Contains(stderr.String(), `"level":"warn"`) {
 		t.Errorf("hookgate adapt warns:\n%s", stderr.String())
 	}
+	type server struct {
+		Listen []string `json:"listen"`
+		Routes []struct {
+			Handle []struct {
+				Handler string `json:"handler"`
+			} `json:"handle"`
+		} `json:"routes"`
+	}
 	var cfg struct {
 		Admin struct {
 			Listen string `json:"listen"`
@@ -332,47 +359,43 @@ func TestConfigMapCaddyfile(t *testing.T) {
 		Apps struct {
 			Hookgate struct {
 				Reconcile []struct {
-					Name  string `json:"name"`
-					Every int64  `json:"every"`
+					Name     string `json:"name"`
+					Every    int64  `json:"every"`
+					Truth    any    `json:"truth"`
+					Receiver any    `json:"receiver"`
 				} `json:"reconcile"`
 			} `json:"hookgate"`
 			HTTP struct {
-				Servers map[string]struct {
-					Listen []string `json:"listen"`
-				} `json:"servers"`
+				Servers map[string]server `json:"servers"`
 			} `json:"http"`
 		} `json:"apps"`
 	}
 	if err := json.Unmarshal(out, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Admin.Listen != ":2019" {
-		t.Errorf("admin listens on %q, want :2019 (the admin Service's target)", cfg.Admin.Listen)
+	if want := "unix//data/admin.sock|0600"; cfg.Admin.Listen != want || imageAdmin(t) != want {
+		t.Errorf("admin listens on %q, the image's CADDY_ADMIN is %q; want both %q: a socket in the pod, the user's alone", cfg.Admin.Listen, imageAdmin(t), want)
 	}
-	var listen []string
+	listen := map[string]bool{}
 	for _, s := range cfg.Apps.HTTP.Servers {
-		listen = append(listen, s.Listen...)
+		for _, l := range s.Listen {
+			metricsOnly := len(s.Routes) == 1 && len(s.Routes[0].Handle) == 1 && s.Routes[0].Handle[0].Handler == "metrics"
+			listen[fmt.Sprintf("%s metrics:%v", l, metricsOnly)] = true
+		}
 	}
-	if !slices.Equal(listen, []string{":8080"}) {
-		t.Errorf("the gateway listens on %v, want [:8080] (the Deployment's http port)", listen)
+	if diff := cmp.Diff(map[string]bool{":8080 metrics:false": true, ":9180 metrics:true": true}, listen); diff != "" {
+		t.Errorf("the servers, and whether each serves the metrics alone (-want +got):\n%s", diff)
 	}
-	args := cron.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args
-	job := args[slices.Index(args, "--job")+1]
-	if !slices.ContainsFunc(cfg.Apps.Hookgate.Reconcile, func(j struct {
-		Name  string `json:"name"`
-		Every int64  `json:"every"`
-	}) bool {
-		return j.Name == job && j.Every == 0
-	}) {
-		t.Errorf("the config has no job %q run only by the command (without every): %+v", job, cfg.Apps.Hookgate.Reconcile)
+	if len(cfg.Apps.Hookgate.Reconcile) != 1 || cfg.Apps.Hookgate.Reconcile[0].Every <= 0 {
+		t.Fatalf("reconcile jobs %+v: want one the gateways run on a schedule (every)", cfg.Apps.Hookgate.Reconcile)
 	}
-	help, err := exec.Command(bin, "help", "reconcile").CombinedOutput()
-	if err != nil {
-		t.Fatalf("hookgate help reconcile: %v\n%s", err, help)
+	env := map[string]bool{}
+	for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = true
 	}
-	for _, a := range args {
-		if strings.HasPrefix(a, "--") && !strings.Contains(string(help), "  "+a+" ") {
-			t.Errorf("cronjob: hookgate reconcile takes no flag %s:\n%s", a, help)
+	for _, v := range regexp.MustCompile(`\{env\.([A-Z_]+)\}`).FindAllStringSubmatch(cm.Data["Caddyfile"], -1) {
+		if !env[v[1]] {
+			t.Errorf("the Caddyfile reads {env.%s}, which the Deployment does not set", v[1])
 		}
 	}
 }

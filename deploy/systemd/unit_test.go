@@ -99,12 +99,19 @@ func TestUnit(t *testing.T) {
 	env := map[string]string{}
 	for _, e := range unit["Environment"] {
 		for kv := range strings.FieldsSeq(e) {
-			k, v, _ := strings.Cut(kv, "=")
+			k, v, _ := strings.Cut(strings.Trim(kv, `"`), "=")
 			env[k] = v
 		}
 	}
 	if env["XDG_DATA_HOME"] != "/var/lib/hookgate" {
 		t.Errorf("XDG_DATA_HOME=%q, want the StateDirectory /var/lib/hookgate: the embedded store lives there", env["XDG_DATA_HOME"])
+	}
+	// The admin API: a socket of mode 0600 in the runtime directory, which
+	// is the user's alone.
+	if env["CADDY_ADMIN"] != "unix//run/hookgate/admin.sock|0600" || !slices.Equal(unit["RuntimeDirectory"], []string{"hookgate"}) ||
+		!slices.Equal(unit["RuntimeDirectoryMode"], []string{"0700"}) {
+		t.Errorf("CADDY_ADMIN=%q, RuntimeDirectory=%q, RuntimeDirectoryMode=%q; want unix//run/hookgate/admin.sock|0600 in hookgate, mode 0700",
+			env["CADDY_ADMIN"], unit["RuntimeDirectory"], unit["RuntimeDirectoryMode"])
 	}
 
 	// ExecStart's flags and config, validated (run becomes validate), in
@@ -122,10 +129,21 @@ func TestUnit(t *testing.T) {
 	validate := exec.Command(bin, args...)
 	validate.Env = []string{"PATH=" + os.Getenv("PATH"), "HOOKGATE_SECRET=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "HOOKGATE_UPSTREAM=127.0.0.1:1"}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
-		validate.Env = append(validate.Env, k+"="+filepath.Join(root, env[k]))
+		v := filepath.Join(root, env[k])
+		if k == "CADDY_ADMIN" {
+			v = "unix/" + filepath.Join(root, strings.TrimPrefix(env[k], "unix/"))
+		}
+		validate.Env = append(validate.Env, k+"="+v)
 	}
 	if out, err := validate.CombinedOutput(); err != nil {
 		t.Errorf("hookgate %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	// The config binds the admin API where CADDY_ADMIN says.
+	adapt := exec.Command(bin, "adapt", "--config", filepath.Join(root, "etc/hookgate/Caddyfile"))
+	adapt.Env = []string{"PATH=" + os.Getenv("PATH"), "CADDY_ADMIN=" + env["CADDY_ADMIN"], "HOME=" + root}
+	out, err := adapt.Output()
+	if err != nil || !strings.Contains(string(out), `"admin":{"listen":"unix//run/hookgate/admin.sock|0600"`) {
+		t.Errorf("hookgate adapt with the unit's CADDY_ADMIN: %v; want the admin API on its socket:\n%s", err, out)
 	}
 }
 

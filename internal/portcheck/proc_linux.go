@@ -12,20 +12,24 @@ import (
 	"github.com/prometheus/procfs"
 )
 
-// tcpListen is TCP_LISTEN, the st column of a listening socket in
-// /proc/net/tcp.
-const tcpListen = 0x0A
+// The st column of /proc/net/tcp and udp: a listening TCP socket, and a
+// UDP socket that is not connected (TCP_CLOSE), which a server's is.
+const (
+	tcpListen = 0x0A
+	udpClose  = 0x07
+)
 
-// snapshot reads the listening TCP sockets and this process's socket
-// inodes. The inodes are read before and after the sockets, and both
-// kept: a listener this process opens or closes meanwhile (a reload) is
-// still known as ours.
+// snapshot reads the listening TCP sockets, the bound unconnected UDP
+// sockets, and this process's socket inodes from the proc file system
+// mounted at proc. The inodes are read before and after the sockets, and
+// both kept: a listener this process opens or closes meanwhile (a
+// reload) is still known as ours.
 //
 // procfs marks NetTCP deprecated in favour of netlink's sock_diag, which
 // would mean hand-writing its messages; /proc/net/tcp is a stable kernel
 // interface (proc(5)), and procfs parses it.
-func snapshot() (*sockets, error) {
-	pfs, err := procfs.NewDefaultFS()
+func snapshot(proc string) (*sockets, error) {
+	pfs, err := procfs.NewFS(proc)
 	if err != nil {
 		return nil, err
 	}
@@ -38,8 +42,17 @@ func snapshot() (*sockets, error) {
 		return nil, err
 	}
 	s := &sockets{ours: ours}
-	for _, read := range []func() (procfs.NetTCP, error){pfs.NetTCP, pfs.NetTCP6} { //nolint:staticcheck // see above
-		lines, err := read()
+	tables := []struct {
+		udp  bool
+		read func() (procfs.NetTCP, error)
+	}{
+		{false, pfs.NetTCP},  //nolint:staticcheck // see above
+		{false, pfs.NetTCP6}, //nolint:staticcheck // see above
+		{true, func() (procfs.NetTCP, error) { l, err := pfs.NetUDP(); return procfs.NetTCP(l), err }},
+		{true, func() (procfs.NetTCP, error) { l, err := pfs.NetUDP6(); return procfs.NetTCP(l), err }},
+	}
+	for _, table := range tables {
+		lines, err := table.read()
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // a kernel without IPv6
 		}
@@ -48,10 +61,13 @@ func snapshot() (*sockets, error) {
 		}
 		for _, l := range lines {
 			ip, ok := netip.AddrFromSlice(l.LocalAddr)
-			if l.St != tcpListen || !ok || l.LocalPort > 0xFFFF {
+			if !ok || l.LocalPort > 0xFFFF {
 				continue
 			}
-			s.listeners = append(s.listeners, listener{addr: netip.AddrPortFrom(ip.Unmap(), uint16(l.LocalPort)), inode: l.Inode})
+			if table.udp && (l.St != udpClose || l.RemPort != 0) || !table.udp && l.St != tcpListen {
+				continue
+			}
+			s.listeners = append(s.listeners, listener{udp: table.udp, addr: netip.AddrPortFrom(ip.Unmap(), uint16(l.LocalPort)), inode: l.Inode})
 		}
 	}
 	after, err := socketInodes(self)
@@ -81,9 +97,14 @@ func socketInodes(p procfs.Proc) (map[uint64]bool, error) {
 }
 
 // owner is the process that holds the socket inode, and its command
-// name, as far as /proc lets this process see; 0 and "" otherwise.
-func owner(inode uint64) (int, string) {
-	procs, err := procfs.AllProcs()
+// name, as far as the proc file system at proc lets this process see; 0
+// and "" otherwise.
+func owner(proc string, inode uint64) (int, string) {
+	pfs, err := procfs.NewFS(proc)
+	if err != nil {
+		return 0, ""
+	}
+	procs, err := pfs.AllProcs()
 	if err != nil {
 		return 0, ""
 	}
