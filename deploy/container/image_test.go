@@ -201,7 +201,15 @@ func TestImage(t *testing.T) {
 	if out, err := cli(uid, "store", "backup", backup); err != nil || !strings.Contains(out, "sound") {
 		t.Errorf("hookgate store backup as uid %d: %v\n%s", uid, err, out)
 	}
-	if out, err := cli(uid+1, "store", "backup", filepath.Join(root, "backup-other.db")); err == nil || !strings.Contains(out, "admin.sock: connect: permission denied") {
+	// Another user's own directory, so that only the socket can refuse.
+	other := filepath.Join(root, "other")
+	if err := os.Mkdir(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(other, int(uid+1), int(uid+1)); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cli(uid+1, "store", "backup", filepath.Join(other, "backup.db")); err == nil || !strings.Contains(out, "admin.sock: connect: permission denied") {
 		t.Errorf("hookgate store backup as uid %d: %v; want the socket to refuse it:\n%s", uid+1, err, out)
 	}
 	// The embedded store lives under /data, the user's.
