@@ -439,7 +439,7 @@ func (s *Sender) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	bctx, stopBreakers := context.WithCancel(context.Background())
-	defer stopBreakers() // after the workers: their last counts are merged
+	defer stopBreakers() // after the workers: their last outcomes are reported
 	wg.Go(func() { s.shared.run(bctx, 50*time.Millisecond) })
 	wg.Go(func() { s.recordFirstSeen(ctx) })
 	var workers sync.WaitGroup
