@@ -299,7 +299,9 @@ func (s *sharedStore) current(name string) []byte {
 		cancel()
 		s.mu.Lock()
 		e = s.entryLocked(name)
-		e.fetched = s.now()
+		if err != nil || e.data != nil { // else read again once gobreaker has written its first state
+			e.fetched = s.now()
+		}
 		if err == nil {
 			s.followLocked(e, b)
 		}
@@ -318,8 +320,8 @@ func (s *sharedStore) current(name string) []byte {
 // until its expiry, or closed, its counts started afresh (a new
 // generation, so gobreaker drops the outcomes of attempts made before).
 // A transition of this instance not yet shared is overtaken. Before
-// gobreaker has written its first state, it is followed at the next
-// refresh. Call with s.mu held.
+// gobreaker has written its first state, there is nothing to follow:
+// current reads the board again at its next call. Call with s.mu held.
 func (s *sharedStore) followLocked(e *sharedEntry, b Board) {
 	e.board = b
 	sh := b.Shared

@@ -134,6 +134,30 @@ func TestBreakerOpenedElsewhereIsSeen(t *testing.T) {
 	})
 }
 
+// TestInstanceStartedLaterFindsTheBreakerOpen: an instance started while
+// the shared breaker is open makes no attempt, though it holds envelopes.
+func TestInstanceStartedLaterFindsTheBreakerOpen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		remote := newMemRemote()
+		cfg := testConfig()
+		cfg.Attempts = 100
+		cfg.Breaker = BreakerConfig{Failures: 2, Open: time.Hour}
+		dests := func() []Destination { return []Destination{{Name: "d", URL: "http://d.test/"}} }
+		first, _ := newTestSender(t, newMemQueue(), cfg, dests(), newFakeReceiver(answers(time.Millisecond, 503)), Options{Breakers: remote})
+		run(t, first)
+		enqueueN(t, first, "d", "f", 5)
+		time.Sleep(time.Second)
+		later := newFakeReceiver(answers(time.Millisecond, 503))
+		second, _ := newTestSender(t, newMemQueue(), cfg, dests(), later, Options{Breakers: remote})
+		enqueueN(t, second, "d", "s", 5)
+		run(t, second)
+		time.Sleep(time.Second)
+		if st, _ := second.BreakerState("d"); st != gobreaker.StateOpen || later.total() != 0 {
+			t.Errorf("the instance started later reads the breaker %s and made %d attempts, want open and none", st, later.total())
+		}
+	})
+}
+
 // TestSuccessesAreCountedOrReported: with Failures 3, answers that fail
 // twice, then succeed, over and over, never open the breaker (the success
 // that ends a run of failures is counted at once); the successes that
