@@ -134,7 +134,8 @@ type sharedEntry struct {
 	gen     uint64 // the shared generation data follows
 	report  Report // this instance's outcomes
 	// transition is a change of this instance's breaker, to open or to
-	// closed, not yet proposed to the shared state.
+	// closed, not yet proposed to the shared state; its Since is when it
+	// changed.
 	transition *Shared
 	dirty      bool // report or transition not yet put
 }
@@ -375,7 +376,7 @@ func (s *sharedStore) SetData(name string, data []byte) error {
 	poke := false
 	if changed && d.st.State != gobreaker.StateHalfOpen && s.remote != nil {
 		// Half-open is the expiry's, which every instance reaches alone.
-		e.transition = &Shared{State: d.st.State, Expiry: d.st.Expiry}
+		e.transition = &Shared{State: d.st.State, Expiry: d.st.Expiry, Since: s.now()}
 		poke = s.markLocked(e)
 	}
 	s.mu.Unlock()
@@ -549,7 +550,7 @@ func (s *sharedStore) push() {
 	}
 	s.mu.Unlock()
 	for _, p := range ps {
-		if err := s.put(p.name, p.report, p.tr, p.board); err != nil {
+		if again, err := s.put(p.name, p.report, p.tr, p.board); again || err != nil {
 			s.mu.Lock()
 			if e := s.entries[p.name]; e.gen == p.gen { // try again at the next round
 				e.dirty = true
@@ -558,6 +559,7 @@ func (s *sharedStore) push() {
 				}
 			}
 			s.mu.Unlock()
+			s.poke()
 		}
 	}
 }
@@ -568,7 +570,12 @@ func (s *sharedStore) push() {
 // then (nextShared), and stored if no other instance changed the shared
 // state meanwhile; else it is decided again, three times at most (then
 // the refresh follows what the others decided).
-func (s *sharedStore) put(name string, r Report, tr *Shared, b Board) error {
+//
+// An opening that another instance vouches for is proposed again at the
+// next round (again), for vouchWindow after it: the instance that vouched
+// may be failing too, its report not yet put (two instances that open at
+// once each read the other's report from before).
+func (s *sharedStore) put(name string, r Report, tr *Shared, b Board) (again bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	now := s.now()
@@ -581,21 +588,23 @@ func (s *sharedStore) put(name string, r Report, tr *Shared, b Board) error {
 	}
 	if tr == nil && !undoes(b.Shared, r, now) {
 		_, err := s.remote.Put(ctx, name, u)
-		return err
+		return false, err
 	}
 	for range 3 {
 		fresh, err := s.remote.Load(ctx, name)
 		if err != nil {
-			return err
+			return false, err
 		}
 		u.Gen, u.Next = fresh.Shared.Gen, nextShared(fresh, s.self, r, tr, now)
 		stored, err := s.remote.Put(ctx, name, u)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if u.Next != nil && !stored {
 			continue
 		}
+		again = u.Next == nil && tr != nil && tr.State == gobreaker.StateOpen && !r.Failing.IsZero() &&
+			now.Sub(tr.Since) < vouchWindow && vouched(fresh, s.self, r.Failing, now)
 		s.mu.Lock()
 		e := s.entryLocked(name)
 		if stored {
@@ -607,9 +616,9 @@ func (s *sharedStore) put(name string, r Report, tr *Shared, b Board) error {
 			s.followLocked(e, fresh)
 		}
 		s.mu.Unlock()
-		return nil
+		return again, nil
 	}
-	return nil
+	return false, nil
 }
 
 var _ gobreaker.SharedDataStore = (*sharedStore)(nil)
