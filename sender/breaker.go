@@ -3,6 +3,7 @@ package sender
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -14,38 +15,107 @@ import (
 )
 
 // The breaker of each destination is gobreaker's DistributedCircuitBreaker
-// over a SharedDataStore: in memory for one instance, and over Redis when
-// instances share the work, so that a destination that is down opens its
-// breaker on every instance.
+// over a SharedDataStore: in memory for one instance, and over a Remote
+// (Redis) when instances share the work, so that a destination that is
+// down opens its breaker on every instance, and one that is up for some
+// instance does not open for the others.
 //
-// gobreaker locks the store around each request it counts. A store lock
-// in Redis per delivery would serialise every delivery to a destination
-// across all instances, so the shared store here locks in-process only,
-// reads the shared state through a short-lived cache, and writes it behind
-// through Remote, which keeps the newest state: of the latest generation
-// (a state change, such as closed to open, starts a new one), then the
-// most requests counted. A stale instance never undoes another's
-// transition, and a transition reaches every instance within the merge
-// interval (Run's 50 ms) plus the refresh interval (breakerRefresh).
+// What gobreaker counts is this instance's own: its failure runs, and the
+// state machine they drive (closed, open for the open time, half-open
+// trials). An instance whose own failures open its breaker stops its own
+// deliveries at once. What is shared is the destination's health:
 //
-// Only a counted attempt writes: gobreaker's own State() writes the state
-// back on every call (and a new generation when the state's expiry has
-// passed), so the sender reads a breaker's state with sharedStore.state,
-// which writes nothing. An idle sender merges nothing into the remote.
+//   - each instance reports, at most once per merge interval while it
+//     delivers, its latest success and when its current run of failures
+//     began (none once a success ends it): its Report;
+//   - the transitions of an instance's breaker to open and to closed are
+//     proposed to the shared state (Shared), a new generation each, that
+//     every instance follows within the refresh interval (breakerRefresh);
+//   - an instance's opening is shared unless another instance vouches for
+//     the destination: it has succeeded since the failures began, or its
+//     latest outcome is a success within vouchWindow. A vouched-for
+//     opening stays this instance's own: it waits out the open time
+//     while the others deliver (its own network path is what fails);
+//   - a shared opening is undone by a report of a success since its
+//     failures began (an answer that was in flight when it opened);
+//   - a trial that closes an instance's breaker closes the shared one.
+//
+// So one instance failing, however fast, opens nothing for the instances
+// that deliver, and a destination down for everyone opens everywhere once
+// each instance that delivers has met its own `failures` failures, or at
+// once for the others when none vouches.
+//
+// Only outcomes write: the sender reads a breaker's state with
+// sharedStore.state, which writes nothing (gobreaker's own State() writes
+// the state back on every call), and an idle sender reports nothing.
 
-// Remote is where a shared breaker state lives: Redis, for instances that
-// share the work.
+// Remote is where the breakers' shared state and the instances' reports
+// live: Redis, for instances that share the work.
 type Remote interface {
-	// Load reads the state stored under name; nil when there is none.
-	Load(ctx context.Context, name string) ([]byte, error)
-	// Merge stores data under name unless the stored state is newer: of
-	// a later generation, or of the same with more requests counted.
-	Merge(ctx context.Context, name string, data []byte) error
+	// Load reads the shared state of the breaker called name and the
+	// instances' reports on it: the zero Board when there are none.
+	Load(ctx context.Context, name string) (Board, error)
+	// Put stores u's report and forgets the reports u names, and, when u
+	// has a Next, stores it as the shared state if the stored one is
+	// still of generation u.Gen. It reports whether it stored u.Next.
+	Put(ctx context.Context, name string, u Update) (bool, error)
 }
+
+// Board is a breaker's shared state and the instances' reports.
+type Board struct {
+	Shared  Shared
+	Reports map[string]Report // by instance
+}
+
+// Shared is the state a breaker's instances share: each transition
+// shared is a new generation.
+type Shared struct {
+	Gen   uint64
+	State gobreaker.State // closed or open
+	// Expiry is when an open breaker turns half-open; Since is when the
+	// failures that opened it began.
+	Expiry, Since time.Time
+}
+
+// Report is what an instance saw of a destination.
+type Report struct {
+	// OK is its latest success (zero: none); Failing is when its current
+	// run of failures began (zero when its latest outcome succeeded).
+	OK, Failing time.Time
+	// At is when it reported: a report not renewed for forgetAfter is
+	// forgotten.
+	At time.Time
+}
+
+// Update is one instance's write to a breaker's Remote.
+type Update struct {
+	Instance string
+	Report   Report
+	// Forget names the instances whose reports are gone stale.
+	Forget []string
+	// Next, when set, replaces the shared state of generation Gen.
+	Gen  uint64
+	Next *Shared
+	// Keep is how long the whole is kept after its last update.
+	Keep time.Duration
+}
+
+// vouchWindow is how recent an instance's latest success, with no failure
+// after it, must be to vouch for its destination against another's
+// failures: longer than an instance that delivers takes to report
+// (the merge interval and a round trip).
+const vouchWindow = time.Second
+
+// forgetAfter is how long an instance's report is kept when it stops
+// reporting (it stopped, or delivers nothing): long after it could
+// vouch for anything.
+const forgetAfter = 24 * time.Hour
 
 // sharedStore is a gobreaker.SharedDataStore over an optional Remote.
 type sharedStore struct {
 	remote  Remote // nil: this instance alone
+	self    string // this instance's name among the reports
+	keep    time.Duration
 	refresh time.Duration
 	now     func() time.Time
 
@@ -55,17 +125,19 @@ type sharedStore struct {
 	flush   chan struct{}
 }
 
-// sharedEntry is one name's state as this instance knows it.
+// sharedEntry is one breaker as this instance knows it.
 type sharedEntry struct {
-	data    []byte
+	data    []byte  // this instance's gobreaker state
 	decoded decoded // data decoded once: every delivery reads it
 	fetched time.Time
-	dirty   bool // written here, not yet merged into the remote
-	// steady is how many successes steady took, of generation steadyGen,
-	// not yet counted into data: folded in before gobreaker reads the
-	// state and before the state is merged (fold).
-	steady    uint32
-	steadyGen uint64
+	board   Board  // as last read from the remote
+	gen     uint64 // the shared generation data follows
+	report  Report // this instance's outcomes
+	// transition is a change of this instance's breaker, to open or to
+	// closed, not yet proposed to the shared state; its Since is when it
+	// changed.
+	transition *Shared
+	dirty      bool // report or transition not yet put
 }
 
 // decoded is a stored state decoded; ok is false when it does not
@@ -166,9 +238,10 @@ func decodeCounts(v gjson.Result, c *gobreaker.Counts) bool {
 }
 
 // newSharedStore returns a store over remote (nil for in-memory), which
-// refreshes from it every refresh at most.
-func newSharedStore(remote Remote, refresh time.Duration, now func() time.Time) *sharedStore {
-	return &sharedStore{remote: remote, refresh: refresh, now: now,
+// refreshes from it every refresh at most; open is how long a breaker
+// stays open.
+func newSharedStore(remote Remote, open, refresh time.Duration, now func() time.Time) *sharedStore {
+	return &sharedStore{remote: remote, self: rand.Text()[:16], keep: max(forgetAfter, 2*open), refresh: refresh, now: now,
 		locks: map[string]*sync.Mutex{}, entries: map[string]*sharedEntry{}, flush: make(chan struct{}, 1)}
 }
 
@@ -183,7 +256,8 @@ func (s *sharedStore) lockOf(name string) *sync.Mutex {
 	return l
 }
 
-// Lock implements gobreaker.SharedDataStore, in-process.
+// Lock implements gobreaker.SharedDataStore, in-process: what gobreaker
+// counts is this instance's own.
 func (s *sharedStore) Lock(name string) error {
 	s.lockOf(name).Lock()
 	return nil
@@ -195,65 +269,86 @@ func (s *sharedStore) Unlock(name string) error {
 	return nil
 }
 
-// GetData implements gobreaker.SharedDataStore: the cached state, taken
-// from the remote when the cache is older than the refresh interval and
-// the remote's generation is newer (or equal, when nothing is pending
-// here).
-func (s *sharedStore) GetData(name string) ([]byte, error) {
-	data, err := s.current(name)
-	if err != nil || data == nil {
-		return data, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// entryLocked is name's entry, made when there is none. Call with s.mu
+// held.
+func (s *sharedStore) entryLocked(name string) *sharedEntry {
 	e := s.entries[name]
-	s.foldLocked(e)
-	return e.data, nil
+	if e == nil {
+		e = new(sharedEntry)
+		s.entries[name] = e
+	}
+	return e
 }
 
-// current is GetData without folding in the steady successes: the state
-// as the sender reads it (state, steady), which writes nothing.
-func (s *sharedStore) current(name string) ([]byte, error) {
+// GetData implements gobreaker.SharedDataStore: this instance's state,
+// which follows each transition of the shared state, read from the
+// remote when what was read is older than the refresh interval.
+func (s *sharedStore) GetData(name string) ([]byte, error) {
+	return s.current(name), nil
+}
+
+// current is name's state (nil when gobreaker has not written one yet),
+// after a refresh from the remote when one is due.
+func (s *sharedStore) current(name string) []byte {
 	s.mu.Lock()
 	e := s.entries[name]
-	stale := e == nil || s.now().Sub(e.fetched) >= s.refresh
+	stale := s.remote != nil && (e == nil || s.now().Sub(e.fetched) >= s.refresh)
 	s.mu.Unlock()
-	if stale && s.remote != nil {
+	if stale {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		data, err := s.remote.Load(ctx, name)
+		b, err := s.remote.Load(ctx, name)
 		cancel()
 		s.mu.Lock()
-		if e = s.entries[name]; e == nil {
-			e = new(sharedEntry)
-			s.entries[name] = e
+		e = s.entryLocked(name)
+		if err != nil || e.data != nil { // else read again once gobreaker has written its first state
+			e.fetched = s.now()
 		}
-		e.fetched = s.now()
-		if err == nil && data != nil {
-			if d := decode(data); e.data == nil || newerDecoded(d, e.decoded, !e.dirty) {
-				e.data, e.decoded, e.dirty = data, d, false
-			}
+		if err == nil {
+			s.followLocked(e, b)
 		}
 		s.mu.Unlock()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e = s.entries[name]; e == nil || e.data == nil {
-		return nil, nil // gobreaker then writes its initial state
+	if e = s.entries[name]; e == nil {
+		return nil
 	}
-	return e.data, nil
+	return e.data
 }
 
-// newer reports whether state a is newer than b: of a later generation,
-// or of the same with more requests counted (or as many, when orEqual).
-// States are ordered so, because gobreaker reads the shared state before
-// it takes the lock: a late write of what it read must not undo a
-// transition, nor lose counts, that landed meanwhile.
-func newer(a, b []byte, orEqual bool) bool {
-	return newerDecoded(decode(a), decode(b), orEqual)
+// followLocked takes b as the board last read, and makes this instance's
+// state follow its shared state when that is of a later generation: open
+// until its expiry, or closed, its counts started afresh (a new
+// generation, so gobreaker drops the outcomes of attempts made before).
+// A transition of this instance not yet shared is overtaken. Before
+// gobreaker has written its first state, there is nothing to follow:
+// current reads the board again at its next call. Call with s.mu held.
+func (s *sharedStore) followLocked(e *sharedEntry, b Board) {
+	e.board = b
+	sh := b.Shared
+	var st gobreaker.SharedState
+	if sh.Gen <= e.gen || e.data == nil || json.Unmarshal(e.data, &st) != nil {
+		return
+	}
+	e.gen, e.transition = sh.Gen, nil
+	st.State, st.Generation, st.Age, st.Counts, st.Expiry = sh.State, st.Generation+1, 0, gobreaker.Counts{}, time.Time{}
+	st.Buckets = make([]gobreaker.Counts, len(st.Buckets)) // as many as gobreaker's settings make
+	if sh.State == gobreaker.StateOpen {
+		st.Expiry = sh.Expiry
+	}
+	data, err := json.Marshal(st)
+	if err != nil {
+		return
+	}
+	e.data, e.decoded = data, decode(data)
 }
 
-// newerDecoded is newer of states decoded: a state that does not decode
-// is taken as newer, as what replaces it.
+// newerDecoded reports whether state a is newer than b: of a later
+// generation, or of the same with more requests counted (or as many,
+// when orEqual). gobreaker reads the state before it takes the lock, so
+// a late write of what it read must not undo a transition, nor lose
+// counts, that landed meanwhile. A state that does not decode is taken
+// as newer, as what replaces it.
 func newerDecoded(a, b decoded, orEqual bool) bool {
 	if !a.ok || !b.ok {
 		return true
@@ -265,63 +360,64 @@ func newerDecoded(a, b decoded, orEqual bool) bool {
 	return x.Counts.Requests > y.Counts.Requests || (orEqual && x.Counts.Requests == y.Counts.Requests)
 }
 
-// SetData implements gobreaker.SharedDataStore: the state is kept here at
-// once, unless an older one than what is kept, and merged into the remote
-// in the background.
+// SetData implements gobreaker.SharedDataStore: the state is kept, unless
+// it is older than what is kept. A transition to open or to closed is
+// proposed to the shared state at the next merge.
 func (s *sharedStore) SetData(name string, data []byte) error {
-	s.mu.Lock()
-	e := s.entries[name]
-	if e == nil {
-		e = &sharedEntry{fetched: s.now()}
-		s.entries[name] = e
-	}
-	if e.data != nil && bytes.Equal(data, e.data) {
-		s.mu.Unlock()
-		return nil
-	}
 	d := decode(data)
-	if e.data != nil && !newerDecoded(d, e.decoded, true) {
+	s.mu.Lock()
+	e := s.entryLocked(name)
+	if e.data != nil && (bytes.Equal(data, e.data) || !newerDecoded(d, e.decoded, true)) {
 		s.mu.Unlock()
 		return nil
 	}
-	// A breaker's first state (closed, nothing counted) is what no stored
-	// state means already: kept here, not written.
-	e.data, e.decoded, e.dirty = data, d, s.remote != nil && !untouched(d)
-	dirty := e.dirty
+	changed := e.data != nil && d.ok && e.decoded.ok && d.st.State != e.decoded.st.State
+	e.data, e.decoded = data, d
+	poke := false
+	if changed && d.st.State != gobreaker.StateHalfOpen && s.remote != nil {
+		// Half-open is the expiry's, which every instance reaches alone.
+		e.transition = &Shared{State: d.st.State, Expiry: d.st.Expiry, Since: s.now()}
+		poke = s.markLocked(e)
+	}
 	s.mu.Unlock()
-	if dirty {
-		select {
-		case s.flush <- struct{}{}:
-		default:
-		}
+	if poke {
+		s.poke()
 	}
 	return nil
 }
 
-// untouched reports whether d is a breaker's first state: closed, of
-// the first generation, nothing counted.
-func untouched(d decoded) bool {
-	return d.ok && d.st.State == gobreaker.StateClosed && d.st.Generation <= 1 && d.st.Counts == (gobreaker.Counts{})
+// markLocked marks e to be put at the next merge, and reports whether it
+// was not yet (then call poke). Call with s.mu held.
+func (s *sharedStore) markLocked(e *sharedEntry) bool {
+	was := e.dirty
+	e.dirty = true
+	return !was
+}
+
+// poke asks run for a merge round.
+func (s *sharedStore) poke() {
+	select {
+	case s.flush <- struct{}{}:
+	default:
+	}
 }
 
 // stateKey is the name gobreaker's DistributedCircuitBreaker keeps the
 // state of the breaker called name under in its SharedDataStore.
 func stateKey(name string) string { return "gobreaker:state:" + name }
 
-// state reads the state kept under key (stateKey of a breaker's name) at
-// now (gobreaker's clock, time.Now), decoded when it was stored, and
-// writes nothing: an open breaker whose time is up reads half-open, as
-// gobreaker would make it, and becomes so when its first trial is
-// counted. Closed when there is no state, or it cannot be read.
+// state reads this instance's state of the breaker kept under key
+// (stateKey of its name) at now (gobreaker's clock, time.Now), decoded
+// when it was stored, and writes nothing: an open breaker whose time is
+// up reads half-open, as gobreaker would make it, and becomes so when its
+// first trial is counted. Closed when there is no state, or it cannot be
+// read.
 func (s *sharedStore) state(key string, now time.Time) gobreaker.State {
-	if data, err := s.current(key); err != nil || data == nil {
+	if s.current(key) == nil {
 		return gobreaker.StateClosed
 	}
 	s.mu.Lock()
-	var d decoded
-	if e := s.entries[key]; e != nil {
-		d = e.decoded
-	}
+	d := s.entries[key].decoded
 	s.mu.Unlock()
 	if !d.ok {
 		return gobreaker.StateClosed
@@ -332,71 +428,86 @@ func (s *sharedStore) state(key string, now time.Time) gobreaker.State {
 	return d.st.State
 }
 
-// steady takes a success of the breaker whose state is kept under key
-// (stateKey of its name) without gobreaker, when counting it would change
-// nothing the breaker decides by: the state is closed, with no failure in
-// its run (the sender's ReadyToTrip reads ConsecutiveFailures alone, and
-// a closed breaker has no interval to roll). It reports whether it took
-// it; if not, the caller counts it through Execute. This spares
-// gobreaker's two JSON round trips on nearly every delivery. The success
-// is not lost: it is counted into the state (fold) before gobreaker next
-// reads the state, and before the state is merged, so that a healthy
-// instance's requests still outnumber, in the merge, the state of one
-// that fails alone. A failure counted concurrently is ordered after it,
-// as it could have been. The state is as current last read it.
-func (s *sharedStore) steady(key string) bool {
+// outcome notes a counted outcome of an attempt to the breaker under key
+// (stateKey of its name), at now, for this instance's report, whatever
+// the breaker's state: a success is evidence of the destination's health
+// even when it lands after the breaker opened. For a success, it reports
+// whether gobreaker may leave it uncounted, because counting it would
+// change nothing the breaker decides by: the state is closed, with no
+// failure in its run (the sender's ReadyToTrip reads ConsecutiveFailures
+// alone, and a closed breaker has no interval to roll). That spares
+// gobreaker's two JSON round trips on nearly every delivery; its
+// Requests and TotalSuccesses leave these successes out. A failure
+// counted concurrently is ordered after it, as it could have been.
+func (s *sharedStore) outcome(key string, success bool, now time.Time) (steady bool) {
 	s.mu.Lock()
-	e := s.entries[key]
-	if e == nil || e.data == nil || !e.decoded.ok || e.decoded.st.State != gobreaker.StateClosed ||
-		e.decoded.st.Counts.ConsecutiveFailures != 0 {
-		s.mu.Unlock()
-		return false
+	e := s.entryLocked(key)
+	if success {
+		e.report.OK, e.report.Failing = now, time.Time{}
+		steady = e.data != nil && e.decoded.ok && e.decoded.st.State == gobreaker.StateClosed &&
+			e.decoded.st.Counts.ConsecutiveFailures == 0
+	} else if e.report.Failing.IsZero() {
+		e.report.Failing = now
 	}
-	if e.steadyGen != e.decoded.st.Generation {
-		e.steady, e.steadyGen = 0, e.decoded.st.Generation
-	}
-	e.steady++
-	first := e.steady == 1
+	poke := s.remote != nil && s.markLocked(e)
 	s.mu.Unlock()
-	if first && s.remote != nil {
-		select { // merged at the next round, as a counted attempt is
-		case s.flush <- struct{}{}:
-		default:
+	if poke {
+		s.poke()
+	}
+	return steady
+}
+
+// nextShared is the shared state that instance self's report r, with its
+// breaker's transition tr (nil: none), makes of board b at now; nil when
+// b's stays.
+//
+//   - Its opening opens the shared breaker unless that is open already,
+//     or another instance vouches for the destination, or a success of
+//     its own has come since (r is no longer failing).
+//   - Its closing (a trial went through) closes an open shared breaker.
+//   - A success since the failures that opened the shared breaker began
+//     closes it: it opened on one instance's failures, not the
+//     destination's.
+func nextShared(b Board, self string, r Report, tr *Shared, now time.Time) *Shared {
+	sh := b.Shared
+	open := sh.State == gobreaker.StateOpen
+	switch {
+	case tr != nil && tr.State == gobreaker.StateOpen:
+		if r.Failing.IsZero() || open && sh.Expiry.After(now) || vouched(b, self, r.Failing, now) {
+			return nil
+		}
+		return &Shared{Gen: sh.Gen + 1, State: gobreaker.StateOpen, Expiry: tr.Expiry, Since: r.Failing}
+	case tr != nil:
+		if !open {
+			return nil
+		}
+		return &Shared{Gen: sh.Gen + 1, State: gobreaker.StateClosed}
+	case undoes(sh, r, now):
+		return &Shared{Gen: sh.Gen + 1, State: gobreaker.StateClosed}
+	}
+	return nil
+}
+
+// vouched reports whether an instance other than self vouches, in b, for
+// a destination that self has failed since since: its latest outcome is a
+// success, made since then or within vouchWindow of now.
+func vouched(b Board, self string, since, now time.Time) bool {
+	for id, r := range b.Reports {
+		if id != self && r.Failing.IsZero() && !r.OK.IsZero() && (!r.OK.Before(since) || now.Sub(r.OK) < vouchWindow) {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
-// foldLocked counts e's steady successes into its state, as gobreaker
-// counts a success while closed: requests and total successes, and the
-// run of successes unless a failure has been counted since (then the
-// successes come before it). Successes of an earlier generation are
-// dropped, as gobreaker drops them. Once per merge round at most under
-// load, so the JSON here is not per delivery. Call with s.mu held.
-func (s *sharedStore) foldLocked(e *sharedEntry) {
-	if e == nil || e.steady == 0 {
-		return
-	}
-	n := e.steady
-	e.steady = 0
-	var st gobreaker.SharedState
-	if e.data == nil || json.Unmarshal(e.data, &st) != nil || st.Generation != e.steadyGen || st.State != gobreaker.StateClosed {
-		return
-	}
-	st.Counts.Requests += n
-	st.Counts.TotalSuccesses += n
-	if st.Counts.ConsecutiveFailures == 0 {
-		st.Counts.ConsecutiveSuccesses += n
-	}
-	data, err := json.Marshal(st)
-	if err != nil {
-		return
-	}
-	e.data, e.decoded, e.dirty = data, decode(data), s.remote != nil
+// undoes reports whether report r, a success since the failures that
+// opened sh began, undoes sh's opening at now.
+func undoes(sh Shared, r Report, now time.Time) bool {
+	return sh.State == gobreaker.StateOpen && sh.Expiry.After(now) && r.Failing.IsZero() && !r.OK.IsZero() && !r.OK.Before(sh.Since)
 }
 
-// run merges written states into the remote until ctx ends, at most one
-// round per interval.
+// run merges this instance's reports and transitions into the remote
+// until ctx ends, at most one round per interval.
 func (s *sharedStore) run(ctx context.Context, interval time.Duration) {
 	if s.remote == nil {
 		return
@@ -420,29 +531,94 @@ func (s *sharedStore) run(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// push merges every dirty state into the remote.
+// push puts every marked entry's report and transition.
 func (s *sharedStore) push() {
+	type pending struct {
+		name   string
+		report Report
+		tr     *Shared
+		board  Board
+		gen    uint64
+	}
+	var ps []pending
 	s.mu.Lock()
-	pending := map[string][]byte{}
 	for name, e := range s.entries {
-		s.foldLocked(e)
 		if e.dirty {
-			pending[name] = e.data
-			e.dirty = false
+			ps = append(ps, pending{name, e.report, e.transition, e.board, e.gen})
+			e.dirty, e.transition = false, nil
 		}
 	}
 	s.mu.Unlock()
-	for name, data := range pending {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		if err := s.remote.Merge(ctx, name, data); err != nil {
+	for _, p := range ps {
+		if again, err := s.put(p.name, p.report, p.tr, p.board); again || err != nil {
 			s.mu.Lock()
-			if e := s.entries[name]; e != nil && string(e.data) == string(data) {
-				e.dirty = true // try again with the next write
+			if e := s.entries[p.name]; e.gen == p.gen { // try again at the next round
+				e.dirty = true
+				if e.transition == nil {
+					e.transition = p.tr
+				}
 			}
 			s.mu.Unlock()
+			s.poke()
 		}
-		cancel()
 	}
+}
+
+// put puts this instance's report r on the breaker called name, with its
+// transition tr, b being the board last read. A transition, or a success
+// that may undo the shared opening, is decided on the board as it is
+// then (nextShared), and stored if no other instance changed the shared
+// state meanwhile; else it is decided again, three times at most (then
+// the refresh follows what the others decided).
+//
+// An opening that another instance vouches for is proposed again at the
+// next round (again), for vouchWindow after it: the instance that vouched
+// may be failing too, its report not yet put (two instances that open at
+// once each read the other's report from before).
+func (s *sharedStore) put(name string, r Report, tr *Shared, b Board) (again bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	now := s.now()
+	r.At = now
+	u := Update{Instance: s.self, Report: r, Keep: s.keep}
+	for id, o := range b.Reports {
+		if id != s.self && now.Sub(o.At) > forgetAfter {
+			u.Forget = append(u.Forget, id)
+		}
+	}
+	if tr == nil && !undoes(b.Shared, r, now) {
+		_, err := s.remote.Put(ctx, name, u)
+		return false, err
+	}
+	for range 3 {
+		fresh, err := s.remote.Load(ctx, name)
+		if err != nil {
+			return false, err
+		}
+		u.Gen, u.Next = fresh.Shared.Gen, nextShared(fresh, s.self, r, tr, now)
+		stored, err := s.remote.Put(ctx, name, u)
+		if err != nil {
+			return false, err
+		}
+		if u.Next != nil && !stored {
+			continue
+		}
+		again = u.Next == nil && tr != nil && tr.State == gobreaker.StateOpen && !r.Failing.IsZero() &&
+			now.Sub(tr.Since) < vouchWindow && vouched(fresh, s.self, r.Failing, now)
+		s.mu.Lock()
+		e := s.entryLocked(name)
+		if stored {
+			fresh.Shared = *u.Next
+		}
+		if stored && tr != nil && e.gen < u.Next.Gen {
+			e.gen, e.board = u.Next.Gen, fresh // its own transition: followed already
+		} else {
+			s.followLocked(e, fresh)
+		}
+		s.mu.Unlock()
+		return again, nil
+	}
+	return false, nil
 }
 
 var _ gobreaker.SharedDataStore = (*sharedStore)(nil)

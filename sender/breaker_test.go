@@ -3,8 +3,10 @@ package sender
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,34 +16,48 @@ import (
 
 // memRemote is a Remote in memory that counts its calls.
 type memRemote struct {
-	mu            sync.Mutex
-	data          map[string][]byte
-	loads, merges int
+	mu          sync.Mutex
+	boards      map[string]*Board
+	loads, puts int
 }
 
-func newMemRemote() *memRemote { return &memRemote{data: map[string][]byte{}} }
+func newMemRemote() *memRemote { return &memRemote{boards: map[string]*Board{}} }
 
-func (r *memRemote) Load(_ context.Context, name string) ([]byte, error) {
+func (r *memRemote) Load(_ context.Context, name string) (Board, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.loads++
-	return r.data[name], nil
-}
-
-func (r *memRemote) Merge(_ context.Context, name string, data []byte) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.merges++
-	if cur := r.data[name]; cur == nil || newer(data, cur, true) {
-		r.data[name] = data
+	b := r.boards[name]
+	if b == nil {
+		return Board{}, nil
 	}
-	return nil
+	return Board{Shared: b.Shared, Reports: maps.Clone(b.Reports)}, nil
 }
 
-func (r *memRemote) counts() (loads, merges int) {
+func (r *memRemote) Put(_ context.Context, name string, u Update) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.loads, r.merges
+	r.puts++
+	b := r.boards[name]
+	if b == nil {
+		b = &Board{Reports: map[string]Report{}}
+		r.boards[name] = b
+	}
+	b.Reports[u.Instance] = u.Report
+	for _, id := range u.Forget {
+		delete(b.Reports, id)
+	}
+	if u.Next == nil || b.Shared.Gen != u.Gen {
+		return false, nil
+	}
+	b.Shared = *u.Next
+	return true, nil
+}
+
+func (r *memRemote) counts() (loads, puts int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.loads, r.puts
 }
 
 // TestIdleSenderWritesNoBreakerState: 20 destinations deliver an event
@@ -118,12 +134,36 @@ func TestBreakerOpenedElsewhereIsSeen(t *testing.T) {
 	})
 }
 
-// TestSteadySuccessesAreCounted: the successes steady takes without
-// gobreaker are counted all the same. With Failures 3, answers that fail
-// twice, then succeed, over and over, never open the breaker (the
-// success that ends a run of failures is counted at once), and 50
-// successes after them add 50 requests and successes to the state.
-func TestSteadySuccessesAreCounted(t *testing.T) {
+// TestInstanceStartedLaterFindsTheBreakerOpen: an instance started while
+// the shared breaker is open makes no attempt, though it holds envelopes.
+func TestInstanceStartedLaterFindsTheBreakerOpen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		remote := newMemRemote()
+		cfg := testConfig()
+		cfg.Attempts = 100
+		cfg.Breaker = BreakerConfig{Failures: 2, Open: time.Hour}
+		dests := func() []Destination { return []Destination{{Name: "d", URL: "http://d.test/"}} }
+		first, _ := newTestSender(t, newMemQueue(), cfg, dests(), newFakeReceiver(answers(time.Millisecond, 503)), Options{Breakers: remote})
+		run(t, first)
+		enqueueN(t, first, "d", "f", 5)
+		time.Sleep(time.Second)
+		later := newFakeReceiver(answers(time.Millisecond, 503))
+		second, _ := newTestSender(t, newMemQueue(), cfg, dests(), later, Options{Breakers: remote})
+		enqueueN(t, second, "d", "s", 5)
+		run(t, second)
+		time.Sleep(time.Second)
+		if st, _ := second.BreakerState("d"); st != gobreaker.StateOpen || later.total() != 0 {
+			t.Errorf("the instance started later reads the breaker %s and made %d attempts, want open and none", st, later.total())
+		}
+	})
+}
+
+// TestSuccessesAreCountedOrReported: with Failures 3, answers that fail
+// twice, then succeed, over and over, never open the breaker (the success
+// that ends a run of failures is counted at once); the successes that
+// follow go into the instance's report, merged into the remote, and not
+// through gobreaker.
+func TestSuccessesAreCountedOrReported(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		remote := newMemRemote()
 		cfg := testConfig()
@@ -151,46 +191,133 @@ func TestSteadySuccessesAreCounted(t *testing.T) {
 		if st, _ := s.BreakerState("d"); st != gobreaker.StateClosed {
 			t.Fatalf("the breaker is %s: a success after failures was not counted", st)
 		}
-		before := breakerCounts(t, s, "d")
-		if before.TotalFailures != 40 || before.TotalSuccesses != 20 || before.Requests != 60 {
-			t.Fatalf("counts %+v, want 40 failures and 20 successes of 60 requests", before)
+		if c := breakerCounts(t, s, "d"); c.TotalFailures != 40 || c.TotalSuccesses != 20 || c.Requests != 60 {
+			t.Fatalf("counts %+v, want 40 failures and 20 successes of 60 requests", c)
 		}
 		enqueueN(t, s, "d", "ok", 50)
 		time.Sleep(time.Second)
-		after := breakerCounts(t, s, "d")
-		if after.Requests != 110 || after.TotalSuccesses != 70 || after.TotalFailures != 40 || after.ConsecutiveFailures != 0 {
-			t.Errorf("counts %+v after 50 more successes, want 110 requests, 70 successes, 40 failures", after)
+		last := time.Now()
+		if c := breakerCounts(t, s, "d"); c.TotalFailures != 40 || c.ConsecutiveFailures != 0 {
+			t.Errorf("counts %+v after 50 more successes, want no failure more", c)
+		}
+		b, _ := remote.Load(t.Context(), stateKey("d"))
+		if r := b.Reports[s.shared.self]; len(b.Reports) != 1 || !r.Failing.IsZero() || last.Sub(r.OK) > time.Second {
+			t.Errorf("the remote holds %+v, want this instance's latest success, within the second, and no failure", b.Reports)
 		}
 	})
 }
 
+// twoInstances are two senders of destination d sharing a Remote, each
+// with its own queue and receiver, and a third that delivers nothing and
+// reads the shared state.
+func twoInstances(t *testing.T, cfg Config, remote Remote, workers int, a, b *fakeReceiver) (x, y, observer *Sender) {
+	t.Helper()
+	dests := func() []Destination { return []Destination{{Name: "d", URL: "http://d.test/", Workers: workers}} }
+	x, _ = newTestSender(t, newMemQueue(), cfg, dests(), a, Options{Breakers: remote})
+	y, _ = newTestSender(t, newMemQueue(), cfg, dests(), b, Options{Breakers: remote})
+	observer, _ = newTestSender(t, newMemQueue(), cfg, dests(), newFakeReceiver(answers(0, 200)), Options{Breakers: remote})
+	run(t, x)
+	run(t, y)
+	run(t, observer)
+	return x, y, observer
+}
+
 // TestHealthyInstanceKeepsSharedBreakerClosed: two instances share a
 // Remote. One fails alone, slowly (a 503 after 60ms: a path of its own
-// that is broken); the other delivers fast. The healthy one's successes,
-// counted into the shared state, outnumber the failing one's in the
-// merges, so the shared breaker stays closed, as it did when every
-// success went through gobreaker.
+// that is broken); the other delivers fast. The failing one's breaker
+// opens for itself alone: the healthy one vouches for the destination,
+// and neither it nor a third instance ever reads the breaker open.
 func TestHealthyInstanceKeepsSharedBreakerClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := testConfig()
+		cfg.Attempts = 1000
+		cfg.Breaker = BreakerConfig{Failures: 5, Open: time.Hour}
+		failing, healthy, observer := twoInstances(t, cfg, newMemRemote(), 2,
+			newFakeReceiver(answers(60*time.Millisecond, 503)), newFakeReceiver(answers(5*time.Millisecond, 200)))
+		enqueueN(t, healthy, "d", "h", 2500)
+		enqueueN(t, failing, "d", "f", 10)
+		for i := range 50 {
+			time.Sleep(100 * time.Millisecond)
+			for _, s := range []*Sender{healthy, observer} {
+				if st, _ := s.BreakerState("d"); st != gobreaker.StateClosed {
+					t.Fatalf("after %s the breaker is %s, want closed: one instance failing alone opened it", time.Duration(i+1)*100*time.Millisecond, st)
+				}
+			}
+		}
+		if st, _ := failing.BreakerState("d"); st != gobreaker.StateOpen {
+			t.Errorf("the failing instance's own breaker is %s, want open", st)
+		}
+	})
+}
+
+// TestInstanceFailingFastAloneOpensNothingElsewhere: as above, but the
+// failing instance fails at once (its own network path refuses), and its
+// breaker is half-open again every 100ms, so that it fails over and over.
+// The healthy instance, delivering when the other starts failing, makes
+// at least 90% as many attempts as an instance beside it with no failing
+// peer: nothing holds it.
+func TestInstanceFailingFastAloneOpensNothingElsewhere(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		remote := newMemRemote()
 		cfg := testConfig()
 		cfg.Attempts = 1000
-		cfg.Breaker = BreakerConfig{Failures: 5, Open: time.Hour}
-		dests := func(workers int) []Destination {
-			return []Destination{{Name: "d", URL: "http://d.test/", Workers: workers}}
+		cfg.Backoff = Backoff{Base: time.Millisecond, Cap: time.Millisecond}
+		cfg.Breaker = BreakerConfig{Failures: 3, Open: 100 * time.Millisecond}
+		dests := func(name string) []Destination {
+			return []Destination{{Name: name, URL: "http://d.test/", Workers: 2}}
 		}
-		failing, _ := newTestSender(t, newMemQueue(), cfg, dests(1), newFakeReceiver(answers(60*time.Millisecond, 503)), Options{Breakers: remote})
-		healthy, _ := newTestSender(t, newMemQueue(), cfg, dests(2), newFakeReceiver(answers(5*time.Millisecond, 200)), Options{Breakers: remote})
-		run(t, failing)
-		run(t, healthy)
-		enqueueN(t, healthy, "d", "h", 2500)
-		enqueueN(t, failing, "d", "f", 1)
-		for i := range 50 {
-			time.Sleep(100 * time.Millisecond)
-			for _, s := range []*Sender{failing, healthy} {
-				if st, _ := s.BreakerState("d"); st != gobreaker.StateClosed {
-					t.Fatalf("after %s the shared breaker is %s, want closed: one instance failing alone opened it", time.Duration(i+1)*100*time.Millisecond, st)
-				}
+		refused := newFakeReceiver(answers(0, 503))
+		healthyRcv, aloneRcv := newFakeReceiver(answers(5*time.Millisecond, 200)), newFakeReceiver(answers(5*time.Millisecond, 200))
+		failing, _ := newTestSender(t, newMemQueue(), cfg, dests("d"), refused, Options{Breakers: remote})
+		healthy, _ := newTestSender(t, newMemQueue(), cfg, dests("d"), healthyRcv, Options{Breakers: remote})
+		alone, _ := newTestSender(t, newMemQueue(), cfg, dests("alone"), aloneRcv, Options{Breakers: remote})
+		for _, s := range []*Sender{failing, healthy, alone} {
+			run(t, s)
+		}
+		enqueueN(t, healthy, "d", "h", 1000)
+		enqueueN(t, alone, "alone", "a", 1000)
+		time.Sleep(100 * time.Millisecond)
+		enqueueN(t, failing, "d", "f", 50)
+		time.Sleep(time.Second)
+		if refused.total() < 8 {
+			t.Fatalf("the failing instance made %d attempts, want its trials over and over", refused.total())
+		}
+		if h, a := healthyRcv.total(), aloneRcv.total(); float64(h) < 0.9*float64(a) {
+			t.Errorf("the healthy instance made %d attempts beside the failing one, %d with no failing peer: want 90%% at least", h, a)
+		}
+	})
+}
+
+// TestDestinationDownForAllOpensEverywhere: two instances deliver, then
+// the destination fails fast for both. Each makes its own `failures`
+// attempts at most, and the breaker is then open on both and on a third
+// instance that delivers nothing.
+func TestDestinationDownForAllOpensEverywhere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := testConfig()
+		cfg.Attempts = 1000
+		cfg.Breaker = BreakerConfig{Failures: 4, Open: time.Hour}
+		a, b := newFakeReceiver(answers(2*time.Millisecond, 200)), newFakeReceiver(answers(3*time.Millisecond, 200))
+		x, y, observer := twoInstances(t, cfg, newMemRemote(), 1, a, b)
+		enqueueN(t, x, "d", "x", 1000)
+		enqueueN(t, y, "d", "y", 1000)
+		time.Sleep(500 * time.Millisecond)
+		var failed [2]atomic.Int32
+		for i, r := range []*fakeReceiver{a, b} {
+			r.setAnswer(func(*http.Request, string, int) (time.Duration, int, http.Header) {
+				failed[i].Add(1)
+				return 0, 503, nil
+			})
+		}
+		time.Sleep(time.Second)
+		for i := range failed {
+			if n := int(failed[i].Load()); n > cfg.Breaker.Failures {
+				t.Errorf("instance %d made %d failing attempts, want %d at most", i, n, cfg.Breaker.Failures)
+			}
+		}
+		for i, s := range []*Sender{x, y, observer} {
+			if st, _ := s.BreakerState("d"); st != gobreaker.StateOpen {
+				t.Errorf("instance %d reads the breaker %s, want open", i, st)
 			}
 		}
 	})

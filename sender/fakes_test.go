@@ -175,8 +175,7 @@ func enqueueN(t *testing.T, s *Sender, dest, prefix string, n int) []string {
 	return ids
 }
 
-// breakerCounts reads the counts of dest's breaker as its shared state
-// holds them.
+// breakerCounts reads the counts of dest's breaker: this instance's own.
 func breakerCounts(t *testing.T, s *Sender, dest string) gobreaker.Counts {
 	t.Helper()
 	data, err := s.shared.GetData(stateKey(dest))
@@ -188,6 +187,17 @@ func breakerCounts(t *testing.T, s *Sender, dest string) gobreaker.Counts {
 		t.Fatal(err)
 	}
 	return st.Counts
+}
+
+// breakerReport is this instance's report on dest's breaker: its latest
+// success and failure run.
+func breakerReport(s *Sender, dest string) Report {
+	s.shared.mu.Lock()
+	defer s.shared.mu.Unlock()
+	if e := s.shared.entries[stateKey(dest)]; e != nil {
+		return e.report
+	}
+	return Report{}
 }
 
 // states records the breaker states an observer is told of.

@@ -74,8 +74,14 @@ func (s *Sender) Subscribers(eventType string) []string {
 // the same event published again enqueues what is missing, and duplicates
 // nothing. A destination holding the ID with another payload makes it a
 // Mismatch, and nothing is written. A destination first seen after the
-// event (Queue.FirstSeen) does not receive it: the event's time is the
-// earliest its destinations hold (created, or delivered).
+// event was created (Queue.FirstSeen) does not receive it, however long
+// the others took to deliver it: the event's creation is its first
+// publish, the CreatedAt that every one of its envelopes carries.
+//
+// Once it starts, a fan-out runs to its end whatever becomes of ctx (a
+// client that hangs up), keeping only its values: a fan-out cut short
+// waits for a publish again to complete it. Each store call is bounded by
+// the store's own timeouts.
 //
 // An ID that is not 1 to 1024 bytes of visible ASCII is refused with an
 // error that wraps ErrBadID, and an empty type with ErrMissingEventType;
@@ -87,6 +93,7 @@ func (s *Sender) Publish(ctx context.Context, ev *Event) (PublishResult, error) 
 	if ev.EventType == "" {
 		return PublishResult{}, ErrMissingEventType
 	}
+	ctx = context.WithoutCancel(ctx)
 	subs := s.Subscribers(ev.EventType)
 	if len(subs) == 0 {
 		s.obs.Enqueued("", "unrouted")
@@ -102,9 +109,10 @@ func (s *Sender) Publish(ctx context.Context, ev *Event) (PublishResult, error) 
 		s.seen.Store(true)
 	}
 	// What each destination holds already: the first write of an earlier
-	// publish of this event, or all of them.
+	// publish of this event, or all of them. Their CreatedAt is the
+	// event's creation, whatever their state.
 	held := map[string]*Meta{}
-	var first time.Time
+	var created time.Time
 	fp := Fingerprint(ev.Payload)
 	for _, d := range subs {
 		ms, err := s.queue.Metas(ctx, d, []string{ev.ID})
@@ -119,13 +127,12 @@ func (s *Sender) Publish(ctx context.Context, ev *Event) (PublishResult, error) 
 			return PublishResult{Mismatch: true}, nil
 		}
 		held[d] = m
-		at := m.CreatedAt
-		if m.State == StateDelivered {
-			at = m.SettledAt
+		if created.IsZero() || m.CreatedAt.Before(created) {
+			created = m.CreatedAt
 		}
-		if first.IsZero() || at.Before(first) {
-			first = at
-		}
+	}
+	if created.IsZero() { // its first publish creates it
+		created = s.now()
 	}
 	var since map[string]time.Time
 	if len(held) > 0 && len(held) < len(subs) {
@@ -141,10 +148,12 @@ func (s *Sender) Publish(ctx context.Context, ev *Event) (PublishResult, error) 
 			res.Deliveries = append(res.Deliveries, Delivery{Destination: d, State: m.State, Duplicate: true})
 			continue
 		}
-		if !first.IsZero() && since[d].After(first) {
-			continue // subscribed after the event was first published
+		if since[d].After(created) {
+			continue // subscribed after the event was created
 		}
-		r, err := s.Enqueue(ctx, ev.Envelope(d))
+		e := ev.Envelope(d)
+		e.CreatedAt = created
+		r, err := s.Enqueue(ctx, e)
 		if err != nil {
 			return PublishResult{}, err
 		}

@@ -254,7 +254,7 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 		queue: q, cfg: cfg, dests: map[string]*destination{}, now: opts.Now, logger: opts.Logger, obs: opts.Observer,
 		slots:    newSlots(cfg.Workers),
 		trimWake: make(chan struct{}, 1), trimStale: map[string]bool{},
-		shared: newSharedStore(opts.Breakers, breakerRefresh, opts.Now),
+		shared: newSharedStore(opts.Breakers, cfg.Breaker.Open, breakerRefresh, opts.Now),
 		client: &http.Client{
 			Transport: opts.Transport,
 			// Redirects are never followed: a 3xx is the receiver's answer.
@@ -287,8 +287,8 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 			MaxRequests: uint32(cfg.Breaker.HalfOpen),
 			Timeout:     cfg.Breaker.Open,
 			// ConsecutiveFailures alone, and no Interval: what lets
-			// deliver count a steady breaker's successes in bulk
-			// (sharedStore.steady).
+			// deliver leave a steady breaker's successes uncounted
+			// (sharedStore.outcome).
 			ReadyToTrip: func(c gobreaker.Counts) bool {
 				return c.ConsecutiveFailures >= uint32(cfg.Breaker.Failures)
 			},
@@ -449,7 +449,7 @@ func (s *Sender) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	bctx, stopBreakers := context.WithCancel(context.Background())
-	defer stopBreakers() // after the workers: their last counts are merged
+	defer stopBreakers() // after the workers: their last outcomes are reported
 	wg.Go(func() { s.shared.run(bctx, 50*time.Millisecond) })
 	wg.Go(func() { s.recordFirstSeen(ctx) })
 	wg.Go(func() { s.trimHistory(ctx) })
@@ -887,10 +887,11 @@ func (s *Sender) deliver(ctx context.Context, d *destination, j job) Outcome {
 	res := s.attempt(d, e, start)
 	// The attempt is counted after it is made, so that the breaker's lock
 	// is never held across a request. Execute's error is only the outcome
-	// handed to it, or its refusal to count one while open. A success
-	// that changes nothing the breaker decides by is counted in bulk,
-	// without gobreaker (sharedStore.steady).
-	if res.Breaker == BreakerFailure || res.Breaker == BreakerSuccess && !d.shared.steady(d.stateKey) {
+	// handed to it, or its refusal to count one while open. Every counted
+	// outcome goes into this instance's report on the destination; a
+	// success that changes nothing the breaker decides by goes there
+	// alone (sharedStore.outcome).
+	if res.Breaker != BreakerNotCounted && !d.shared.outcome(d.stateKey, res.Breaker == BreakerSuccess, s.now()) {
 		failed := res.Breaker == BreakerFailure
 		_, _ = d.breaker.Execute(func() (struct{}, error) {
 			if failed {

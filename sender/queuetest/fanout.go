@@ -1,7 +1,8 @@
 package queuetest
 
 // Fan-out by event type (sender.Publish) on each queue: routing by glob,
-// idempotence, a crash between the writes, and a destination added later.
+// idempotence, a crash between the writes, a destination added later, and
+// a client that hangs up mid-fan-out.
 
 import (
 	"context"
@@ -187,4 +188,70 @@ func runFanout(t *testing.T, newQueue NewQueue) {
 		// A new event reaches both.
 		mustPublish(t, s, event("e2", "reservation.confirmed"), sender.PublishResult{Deliveries: deliveries("enrollment", "", "audit", "")})
 	})
+
+	t.Run("FanOutIsJudgedByTheEventsCreation", func(t *testing.T) {
+		t.Parallel()
+		// e1 is published to enrollment alone; audit is configured ten
+		// minutes later, and enrollment delivers e1 ten minutes after
+		// that: audit came after e1 was created, though before it was
+		// delivered, and a publish again does not reach it.
+		q := newQueue(t, retention)
+		if _, err := q.FirstSeen(t.Context(), []string{"enrollment"}, t0); err != nil {
+			t.Fatal(err)
+		}
+		mustPublish(t, newFanSender(t, q, []sender.Destination{fanDests[0]}, t0), event("e1", "reservation.confirmed"), sender.PublishResult{Deliveries: deliveries("enrollment", "")})
+		added := t0.Add(10 * time.Minute)
+		if _, err := q.FirstSeen(t.Context(), []string{"enrollment", "audit"}, added); err != nil {
+			t.Fatal(err)
+		}
+		delivered := added.Add(10 * time.Minute)
+		l := mustLease(t, q, "enrollment", 1, delivered)
+		mustSettle(t, q, "enrollment", []sender.Outcome{{Kind: sender.Delivered, ID: "e1", LeaseUntil: l[0].LeaseUntil}}, delivered, 0)
+		s := newFanSender(t, q, []sender.Destination{fanDests[0], fanDests[2]}, delivered.Add(time.Minute))
+		want := deliveries("enrollment", "dup")
+		want[0].State = sender.StateDelivered
+		mustPublish(t, s, event("e1", "reservation.confirmed"), sender.PublishResult{Deliveries: want})
+		if _, _, err := q.Get(t.Context(), "audit", "e1"); !errors.Is(err, sender.ErrNotFound) {
+			t.Errorf("audit, added after e1 was created, holds it: %v", err)
+		}
+	})
+
+	t.Run("FanOutOutlivesTheClient", func(t *testing.T) {
+		t.Parallel()
+		// The client hangs up after the fan-out's first write: the
+		// fan-out goes on to every subscriber all the same, and its
+		// envelopes carry one creation time, the event's.
+		q := newQueue(t, retention)
+		ctx, hangUp := context.WithCancel(t.Context())
+		defer hangUp()
+		s := newFanSender(t, &hangsUp{Queue: q, after: hangUp}, fanDests, t0)
+		got, err := s.Publish(ctx, event("e1", "reservation.confirmed"))
+		if err != nil {
+			t.Fatalf("Publish with the client gone after the first write: %v", err)
+		}
+		if diff := cmp.Diff(sender.PublishResult{Deliveries: deliveries("enrollment", "", "billing", "", "audit", "")}, got); diff != "" {
+			t.Errorf("Publish (-want +got):\n%s", diff)
+		}
+		for _, d := range []string{"enrollment", "billing", "audit"} {
+			if e, _, err := q.Get(t.Context(), d, "e1"); err != nil || !e.CreatedAt.Equal(t0) {
+				t.Errorf("%s holds e1 created at %v (%v), want %v", d, e, err, t0)
+			}
+		}
+	})
+}
+
+// hangsUp is a queue whose client hangs up (after) once the first
+// envelope is written, and that refuses a call whose context is done, as
+// a store's client does.
+type hangsUp struct {
+	sender.Queue
+	after func()
+}
+
+func (h *hangsUp) Enqueue(ctx context.Context, e *sender.Envelope) (sender.EnqueueResult, error) {
+	if err := ctx.Err(); err != nil {
+		return sender.EnqueueResult{}, err
+	}
+	defer h.after()
+	return h.Queue.Enqueue(ctx, e)
 }
