@@ -22,8 +22,8 @@ func init() {
 		Usage: "list|show <destination> <id>|resend|export [--destination <name>] [--event-type <type>] [--entity <id>] [--id <id>]... [--state delivered|dead] [--since <time>] [--until <time>] [--limit <n>] [--dry-run]",
 		Short: "Searches, exports and resends the sender's delivery history",
 		Long: `
-Speaks to a running gateway's admin API (--address, default Caddy's
-localhost:2019). The history keeps what settled (delivered, and dead)
+Speaks to a running gateway's admin API (--address, default
+$CADDY_ADMIN, else localhost:2019). The history keeps what settled (delivered, and dead)
 for the sender's history, newest first. list pages through it; show
 prints one delivery, in whatever state it is, with its attempt log and
 its payload while it is kept; export writes every entry the filter

@@ -17,8 +17,8 @@ func init() {
 		Usage: "list|pause <name>|resume <name>|move <orphan> <to>|purge <orphan>",
 		Short: "Lists, pauses and resumes the sender's destinations; moves or purges orphans",
 		Long: `
-Speaks to a running gateway's admin API (--address, default Caddy's
-localhost:2019). list shows each destination's state, breaker and queue
+Speaks to a running gateway's admin API (--address, default
+$CADDY_ADMIN, else localhost:2019). list shows each destination's state, breaker and queue
 depth; pause stops its deliveries (its events are kept); resume starts them
 again, also after a 410 Gone paused it. A destination the store holds
 envelopes of but the configuration no longer names (renamed, removed) is

@@ -25,8 +25,8 @@ func init() {
 		Usage: "summary|list|show <id>|redrive|purge [--destination <name>] [--class <class>] [--since <time>] [--until <time>] [--id <id>]... [--limit <n>] [--dry-run] [--all]",
 		Short: "Inspects, redrives and purges the sender's dead letters",
 		Long: `
-Speaks to a running gateway's admin API (--address, default Caddy's
-localhost:2019). summary groups dead letters by destination and error
+Speaks to a running gateway's admin API (--address, default
+$CADDY_ADMIN, else localhost:2019). summary groups dead letters by destination and error
 class; list pages through them; show prints one with its attempt log;
 redrive moves a bounded batch back to the queue under a new redrive ID
 (--limit is required; --dry-run only counts) and prints the ID, then

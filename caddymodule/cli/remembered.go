@@ -18,8 +18,8 @@ func init() {
 		Usage: "show|forget <key>",
 		Short: "Shows or forgets what the gateway remembers of a delivery",
 		Long: `
-Speaks to a running gateway's admin API (--address, default Caddy's
-localhost:2019). show prints a key's dedupe entry: absent, claimed (with its
+Speaks to a running gateway's admin API (--address, default
+$CADDY_ADMIN, else localhost:2019). show prints a key's dedupe entry: absent, claimed (with its
 lease) or recorded (the status, the body fingerprint, when it expires); as
 a table, or with --format json as the admin API's JSON.
 forget deletes it, so that the next copy of the delivery is forwarded as new
@@ -40,8 +40,8 @@ Documentation: README.md, "What the gateway remembers".`,
 		Usage: "show <entity>",
 		Short: "Shows an entity's freshness watermarks",
 		Long: `
-Speaks to a running gateway's admin API (--address, default Caddy's
-localhost:2019). show prints the entity's watermarks, by event time and by
+Speaks to a running gateway's admin API (--address, default
+$CADDY_ADMIN, else localhost:2019). show prints the entity's watermarks, by event time and by
 sequence (the newest event applied, and when it is forgotten), and the lease
 of an event being applied; as a table, or with --format json as the admin
 API's JSON. Exit code 0, or 1 on error.

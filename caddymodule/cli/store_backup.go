@@ -27,7 +27,7 @@ func newStoreBackupCommand() *cobra.Command {
 		Use:   "backup <file>",
 		Short: "Writes a consistent copy of a running gateway's embedded store",
 		Long: `
-backup asks the running gateway's admin API (--address, default
+backup asks the running gateway's admin API (--address, default $CADDY_ADMIN, else
 localhost:2019) for a copy of its embedded store (GET ` + store.BackupPath + `):
 the file as of one read transaction, copied beside the gateway's file while
 the gateway goes on serving, then downloaded. It writes the copy beside
