@@ -64,7 +64,7 @@ func TestQuickstartOnOtherPorts(t *testing.T) {
 	go func() { done <- run.Wait() }()
 	t.Cleanup(func() {
 		_ = run.Process.Kill()
-		<-done
+		<-done //nolint:errcheck // killed: its exit status says nothing
 		if t.Failed() {
 			t.Logf("hookgate logs:\n%s", logs.String())
 		}

@@ -34,7 +34,7 @@ func gatewayStandIn(t *testing.T, h func(w http.ResponseWriter, r *http.Request,
 func stalls(w http.ResponseWriter, r *http.Request, release <-chan struct{}) {
 	w.Header().Set("Content-Length", "1048576")
 	_, _ = w.Write(make([]byte, 64<<10))
-	http.NewResponseController(w).Flush()
+	_ = http.NewResponseController(w).Flush()
 	select {
 	case <-r.Context().Done():
 	case <-release:

@@ -85,14 +85,10 @@ func (q *Queue) lookup(ctx context.Context, k keys, dest string, f sender.Histor
 	return page, next, nil
 }
 
-// trimBatch bounds the history entries, and the payloads, one trim
-// forgets.
-const trimBatch = 100
-
 // trimHistoryLua defines trimHistory(hist, hidx, hpay, hpayt, now, keep):
-// it forgets up to trimBatch entries settled more than keep ms before now
+// it forgets up to 100 entries settled more than keep ms before now
 // (and their ID's payload, when the entry is the ID's newest), then up
-// to trimBatch payloads whose time is before now, and answers whether either
+// to 100 payloads whose time is before now, and answers whether either
 // batch was full (more may be due).
 const trimHistoryLua = `
 local function trimHistory(hist, hidx, hpay, hpayt, now, keep)
