@@ -687,8 +687,8 @@ func (d *dest) redriveCount(id string, field int, delta int64, now int64) error 
 }
 
 // trim forgets what settled past the history's keep, payloads past
-// theirs, dead letters and redrive counts past the retention, a bounded
-// number per call.
+// theirs, dead letters (with their history entries, as a purge does) and
+// redrive counts past the retention, a bounded number per call.
 func (q *Queue) trim(d *dest, now time.Time) error {
 	if err := d.trimHistory(ms(now), q.history.Keep); err != nil {
 		return err
@@ -708,6 +708,11 @@ func (q *Queue) trim(d *dest, now time.Time) error {
 			continue
 		}
 		if err := d.remove(string(k[8:]), cur); err != nil {
+			return err
+		}
+		// Its history entry goes too, as a purged letter's does: no row
+		// is left listed whose letter is not found.
+		if err := d.forgetEntry(string(k[8:])); err != nil {
 			return err
 		}
 	}

@@ -282,7 +282,8 @@ func (q *Queue) Lease(ctx context.Context, dest string, n int, now time.Time, le
 // settleScript applies a batch of outcomes, then trims what the history
 // and the retention no longer keep (a bounded number of each). A
 // delivered envelope leaves the queue for the history; a dead one stays a
-// dead letter and is written to the history too.
+// dead letter and is written to the history too. A dead letter past the
+// retention leaves the history with the queue, as a purged one does.
 //
 //	KEYS  meta, body, log, due, leased, dead, ready, rdc, rdt, hist, hidx,
 //	      hpay, hpayt
@@ -398,6 +399,17 @@ if #old > 0 then
   redis.call('HDEL', KEYS[2], unpack(old))
   redis.call('HDEL', KEYS[3], unpack(old))
   redis.call('ZREM', KEYS[6], unpack(old))
+  -- and their history entries, as a purge's: no row is left listed
+  -- whose letter is not found
+  for _, id in ipairs(old) do
+    local eid = redis.call('HGET', KEYS[11], id)
+    if eid then
+      redis.call('XDEL', KEYS[10], eid)
+    end
+  end
+  redis.call('HDEL', KEYS[11], unpack(old))
+  redis.call('HDEL', KEYS[12], unpack(old))
+  redis.call('ZREM', KEYS[13], unpack(old))
 end
 old = redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', cutoff, 'LIMIT', 0, 100)
 for _, rid in ipairs(old) do
@@ -873,10 +885,10 @@ func (q *Queue) RedriveCounts(ctx context.Context, dest, redriveID string) (send
 	return sender.RedriveCounts{Moved: n(0), Delivered: n(1), DeadAgain: n(2), Superseded: n(3)}, nil
 }
 
-// purgeScript deletes dead letters, and their history entries: a purged
-// letter is not listed.
+// purgeScript deletes dead letters, and their history entries and any
+// payload kept under their IDs: a purged letter is not listed.
 //
-//	KEYS  meta, body, log, dead, hidx, hist
+//	KEYS  meta, body, log, dead, hidx, hist, hpay, hpayt
 //	ARGV  ids
 //	returns how many went
 var purgeScript = redis.NewScript(`
@@ -891,6 +903,8 @@ for i = 1, #ARGV do
       redis.call('XDEL', KEYS[6], eid)
       redis.call('HDEL', KEYS[5], ARGV[i])
     end
+    redis.call('HDEL', KEYS[7], ARGV[i])
+    redis.call('ZREM', KEYS[8], ARGV[i])
     n = n + 1
   end
 end
@@ -910,7 +924,7 @@ func (q *Queue) Purge(ctx context.Context, dest string, ids []string) (int, erro
 	for i, id := range ids {
 		args[i] = id
 	}
-	n, err := purgeScript.Run(ctx, q.rdb, []string{k.meta, k.body, k.log, k.dead, k.hidx, k.hist}, args...).Int()
+	n, err := purgeScript.Run(ctx, q.rdb, []string{k.meta, k.body, k.log, k.dead, k.hidx, k.hist, k.hpay, k.hpayt}, args...).Int()
 	if err != nil {
 		return 0, fmt.Errorf("redis purge: %w", err)
 	}
