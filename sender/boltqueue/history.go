@@ -498,3 +498,13 @@ func (q *Queue) now() time.Time {
 	}
 	return time.Now()
 }
+
+// deliveredMeta is id's record, from the history, if it was delivered;
+// nil when it was not.
+func (d *dest) deliveredMeta(id string) (*sender.Meta, error) {
+	k, h, ok, err := d.history(id)
+	if err != nil || !ok || h.state != histDelivered {
+		return nil, err
+	}
+	return h.meta(d.name, k), nil
+}
