@@ -177,24 +177,52 @@ func (q *Queue) Metas(ctx context.Context, dest string, ids []string) ([]*sender
 	return out, nil
 }
 
+// The fixed places of a stored record (sender.MarshalMeta), which the
+// scripts that read or rewrite one in place are given in ARGV, so that a
+// new record version cannot leave them reading the old one's bytes: its
+// version byte, where its next time starts (8 bytes, big-endian unix ms,
+// just before the redrive ID) and where its redrive ID's length byte is
+// (0-based, sender.MetaRedriveOffset).
+var (
+	recordVersion = int(sender.MarshalMeta(&sender.Meta{})[0])
+	recordNextAt  = sender.MetaRedriveOffset - 8
+	recordRedrive = sender.MetaRedriveOffset
+)
+
+// redriveArgs is what redriveLua's ARGV holds before the IDs.
+func redriveArgs(redriveID string, now time.Time) []any {
+	return []any{ms(now), redriveID, binary.BigEndian.AppendUint64(nil, uint64(ms(now))),
+		recordVersion, recordNextAt, recordRedrive}
+}
+
 // redriveLua is what redriveScript and resendScript share: moving a dead
 // letter back to the ready list under the redrive ID ARGV[2], its record
-// rewritten in place (sender.MetaRedriveOffset: the next time ARGV[3], the
-// redrive ID), counted as superseded under the redrive that had moved it
-// before. A record that does not decode is listed as broken, never sent.
+// rewritten in place (the next time ARGV[3], the redrive ID, at the
+// places ARGV[5] and ARGV[6] say), counted as superseded under the
+// redrive that had moved it before. A record that does not decode (too
+// short, or of another version than ARGV[4]) is listed as broken, never
+// sent.
 //
 //	KEYS  meta, dead, ready, rdc, rdt, ... (the script's own)
-//	ARGV  now ms, redrive id, now as 8 bytes (big-endian ms), then ids
+//	ARGV  now ms, redrive id, now as 8 bytes (big-endian ms), record
+//	      version, next time offset, redrive ID offset (redriveArgs), then
+//	      ids
 const redriveLua = `
 local rid = ARGV[2]
+local version, nextAt, rdOff = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local moved = {}
+-- record is whether m may be a record of the version given.
+local function record(m)
+  return #m > rdOff and string.byte(m, 1) == version
+end
 -- redriven is record m under this redrive, and the redrive ID it had.
 local function redriven(m)
-  local n = string.byte(m, 18)
-  return string.sub(m, 1, 9) .. ARGV[3] .. string.char(#rid) .. rid .. string.sub(m, 19 + n), string.sub(m, 19, 18 + n)
+  local n = string.byte(m, rdOff + 1)
+  return string.sub(m, 1, nextAt) .. ARGV[3] .. string.sub(m, nextAt + 9, rdOff) ..
+    string.char(#rid) .. rid .. string.sub(m, rdOff + 2 + n), string.sub(m, rdOff + 2, rdOff + 1 + n)
 end
 local function redriveDead(id, m)
-  if #m >= 18 and string.byte(m, 1) == 2 and redis.call('ZREM', KEYS[2], id) == 1 then
+  if record(m) and redis.call('ZREM', KEYS[2], id) == 1 then
     local rec, old = redriven(m)
     if old ~= '' then
       redis.call('HINCRBY', KEYS[4], old .. ':x', -1)
@@ -222,10 +250,10 @@ return moved
 // redrives run at once.
 //
 //	KEYS  meta, dead, ready, rdc, rdt
-//	ARGV  now ms, redrive id, now as 8 bytes (big-endian ms), then ids
+//	ARGV  redriveArgs, then ids
 //	returns the IDs moved (those still dead)
 var redriveScript = redis.NewScript(redriveLua + `
-for i = 4, #ARGV do
+for i = 7, #ARGV do
   local m = redis.call('HGET', KEYS[1], ARGV[i])
   if m then
     redriveDead(ARGV[i], m)
@@ -245,7 +273,7 @@ func (q *Queue) Redrive(ctx context.Context, dest string, ids []string, redriveI
 		return nil, fmt.Errorf("redis redrive: a redrive ID of %d bytes (the record keeps under 128)", len(redriveID))
 	}
 	k := keysOf(q.prefix, dest)
-	args := []any{ms(now), redriveID, binary.BigEndian.AppendUint64(nil, uint64(ms(now)))}
+	args := redriveArgs(redriveID, now)
 	for _, id := range ids {
 		args = append(args, id)
 	}

@@ -6,7 +6,6 @@ package redisqueue
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -264,10 +263,10 @@ var historyCursor = regexp.MustCompile(`^[0-9]+-[0-9]+$`)
 // record rewritten as a dead letter's is.
 //
 //	KEYS  meta, dead, ready, rdc, rdt, body, log, hidx, hist, hpay, hpayt
-//	ARGV  now ms, redrive id, now as 8 bytes (big-endian ms), then ids
+//	ARGV  redriveArgs, then ids
 //	returns the IDs moved
 var resendScript = redis.NewScript(redriveLua + `
-for i = 4, #ARGV do
+for i = 7, #ARGV do
   local id = ARGV[i]
   local m = redis.call('HGET', KEYS[1], id)
   if m then
@@ -278,7 +277,7 @@ for i = 4, #ARGV do
     local untilMs = redis.call('ZSCORE', KEYS[11], id)
     local body = untilMs and tonumber(untilMs) >= tonumber(ARGV[1]) and redis.call('HGET', KEYS[10], id)
     local h = e and e[2]
-    if h and h[4] == 'd' and body and #h[6] >= 18 and string.byte(h[6], 1) == 2 then
+    if h and h[4] == 'd' and body and record(h[6]) then
       local rec = redriven(h[6])
       redis.call('HSET', KEYS[1], id, rec)
       redis.call('HSET', KEYS[6], id, body)
@@ -303,7 +302,7 @@ func (q *Queue) Resend(ctx context.Context, dest string, ids []string, redriveID
 		return nil, fmt.Errorf("redis resend: a redrive ID of %d bytes (the record keeps under 128)", len(redriveID))
 	}
 	k := keysOf(q.prefix, dest)
-	args := []any{ms(now), redriveID, binary.BigEndian.AppendUint64(nil, uint64(ms(now)))}
+	args := redriveArgs(redriveID, now)
 	for _, id := range ids {
 		args = append(args, id)
 	}

@@ -283,13 +283,15 @@ func (q *Queue) Lease(ctx context.Context, dest string, n int, now time.Time, le
 //
 //	KEYS  meta, body, log, due, leased, dead, ready, rdc, rdt, hist, hidx,
 //	      hpay, hpayt
-//	ARGV  now ms, retention ms, history ms, payload ms, then per outcome:
+//	ARGV  now ms, retention ms, history ms, payload ms, the record's
+//	      redrive ID offset (recordRedrive), then per outcome:
 //	      kind (d delivered, r retry, x dead, l release), id, lease end ms,
 //	      record or "", log or "", score (due or dead-at ms)
 //	returns the number of outcomes skipped (their lease was lost)
 var settleScript = redis.NewScript(trimHistoryLua + `
 local now = tonumber(ARGV[1])
 local keepPayload = tonumber(ARGV[4]) > 0
+local rdOff = tonumber(ARGV[5])
 local last
 -- What the batch writes to keys many outcomes share is gathered and
 -- written once, after the loop (an ID settles at most once a batch):
@@ -312,7 +314,7 @@ end
 local hpayHeld
 local seen = {}
 local skipped = 0
-for i = 5, #ARGV, 6 do
+for i = 6, #ARGV, 6 do
   local kind, id, lu, rec, log, score = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4], ARGV[i+5]
   local cur = not seen[id] and redis.call('ZSCORE', KEYS[5], id)
   if not cur or tonumber(cur) ~= tonumber(lu) then
@@ -322,8 +324,8 @@ for i = 5, #ARGV, 6 do
     table.insert(unleased, id)
     local m = redis.call('HGET', KEYS[1], id)
     local rid = ''
-    if m and #m >= 18 then
-      rid = string.sub(m, 19, 18 + string.byte(m, 18))
+    if m and #m > rdOff then
+      rid = string.sub(m, rdOff + 2, rdOff + 1 + string.byte(m, rdOff + 1))
     end
     if rid ~= '' then
       -- counts written again after their trim are dated, and trimmed
@@ -422,8 +424,8 @@ func (q *Queue) Settle(ctx context.Context, dest string, outcomes []sender.Outco
 		return 0, nil
 	}
 	k := q.keysOf(dest)
-	args := make([]any, 0, 4+6*len(outcomes))
-	args = append(args, ms(now), q.retention.Milliseconds(), q.history.Keep.Milliseconds(), min(q.history.Payload, q.history.Keep).Milliseconds())
+	args := make([]any, 0, 5+6*len(outcomes))
+	args = append(args, ms(now), q.retention.Milliseconds(), q.history.Keep.Milliseconds(), min(q.history.Payload, q.history.Keep).Milliseconds(), recordRedrive)
 	for _, o := range outcomes {
 		var kind string
 		var rec, log []byte
