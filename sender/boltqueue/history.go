@@ -1,7 +1,7 @@
 package boltqueue
 
 // The delivery history (issue 19): what settled, in the hist, hidx, hpay
-// and hpayt buckets (the layout is in boltqueue.go), trimmed by Settle and,
+// and hpayt buckets (the layout is in layout.go), trimmed by Settle and,
 // when due with no traffic, by TrimHistory.
 
 import (
