@@ -1,7 +1,7 @@
 package boltqueue
 
 // The delivery history (issue 19): what settled, in the hist, hidx, hpay
-// and hpayt buckets (the layout is in boltqueue.go), trimmed by Settle and,
+// and hpayt buckets (the layout is in layout.go), trimmed by Settle and,
 // when due with no traffic, by TrimHistory.
 
 import (
@@ -497,4 +497,14 @@ func (q *Queue) now() time.Time {
 		return q.history.Now()
 	}
 	return time.Now()
+}
+
+// deliveredMeta is id's record, from the history, if it was delivered;
+// nil when it was not.
+func (d *dest) deliveredMeta(id string) (*sender.Meta, error) {
+	k, h, ok, err := d.history(id)
+	if err != nil || !ok || h.state != histDelivered {
+		return nil, err
+	}
+	return h.meta(d.name, k), nil
 }

@@ -4,6 +4,7 @@ package queuetest
 // History.Keep, its payload for History.Payload; resend sends it again.
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -523,6 +524,38 @@ func runHistoryQuiet(t *testing.T, newQueue NewQueue) {
 		}
 		if st, err := q.Stats(t.Context(), "d", t0); err != nil || st.History != 1 {
 			t.Errorf("Stats.History after the purge = %d, %v; want 1", st.History, err)
+		}
+	})
+
+	// A dead letter trimmed by the retention leaves the history as a
+	// purged one does, though the history keeps its entries longer: no row
+	// whose detail is not found.
+	t.Run("DeadLettersTrimmedByRetentionLeaveTheHistory", func(t *testing.T) {
+		t.Parallel()
+		q := withHistory(t, newQueue, sender.History{Keep: 3 * retention, Payload: 3 * retention})
+		deadLetters(t, q, "d", 2)
+		// The trim of the dead letters runs with a settlement past their
+		// retention.
+		late := t0.Add(retention + time.Hour)
+		mustEnqueue(t, q, env("d", "late", late), queued)
+		settle(t, q, "d", late, sender.Delivered, 200, "late")
+		if st, err := q.Stats(t.Context(), "d", late); err != nil || st.Dead != 0 || st.History != 1 {
+			t.Errorf("Stats past the retention = dead %d, history %d, %v; want 0, 1", st.Dead, st.History, err)
+		}
+		if got := walk(t, q, "d", sender.HistoryFilter{}, 10, nil); !slices.Equal(got, []string{"late"}) {
+			t.Errorf("History past the dead letters' retention = %v, want [late]", got)
+		}
+		if got, _ := mustHistory(t, q, "d", sender.HistoryFilter{IDs: []string{"l-000", "l-001"}}, "", 10); len(got) != 0 {
+			t.Errorf("History by the trimmed IDs = %v", got)
+		}
+		for _, id := range []string{"l-000", "l-001"} {
+			if e, st, err := q.Get(t.Context(), "d", id); !errors.Is(err, sender.ErrNotFound) {
+				t.Errorf("Get(%s) past its retention = %+v, %v, %v; want ErrNotFound", id, e, st, err)
+			}
+		}
+		// Nothing of them is left for the history's trim.
+		if next, want := mustTrim(t, q, "d", late), late.Add(3*retention+time.Millisecond); !next.Equal(want) {
+			t.Errorf("TrimHistory = %v, want %v (the late delivery's payload and entry only)", next, want)
 		}
 	})
 }

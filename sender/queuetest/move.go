@@ -1,7 +1,8 @@
 package queuetest
 
-// Move carries the history (issue 29, item 6): what settled under the
-// old name is found, shown, resent, trimmed and purged under the new one.
+// Renames. Move carries the history (issue 29, item 6): what settled
+// under the old name is found, shown, resent, trimmed and purged under
+// the new one; an orphan is listed, moved and dropped.
 
 import (
 	"fmt"
@@ -136,6 +137,68 @@ func runMove(t *testing.T, newQueue NewQueue) {
 		}
 		if st, _ := q.Stats(t.Context(), "old", t0); st.Queued != kept {
 			t.Errorf("Stats(old).Queued = %d, want the %d that stay", st.Queued, kept)
+		}
+	})
+
+	t.Run("OrphansAreListedMovedAndDropped", func(t *testing.T) {
+		t.Parallel()
+		q := newQueue(t, retention)
+		deadLetters(t, q, "old", 2) // l-000, l-001 dead
+		mustEnqueue(t, q, env("old", "sent", t0), queued)
+		sent := mustLease(t, q, "old", 1, t0)
+		mustSettle(t, q, "old", []sender.Outcome{{Kind: sender.Delivered, ID: "sent", LeaseUntil: sent[0].LeaseUntil}}, t0, 0)
+		mustEnqueue(t, q, env("old", "q1", t0), queued)
+		mustEnqueue(t, q, env("old", "q2", t0), queued)
+		mustEnqueue(t, q, env("old", "q3", t0), queued)
+		mustLease(t, q, "old", 1, t0) // q1 leased by an instance that is gone
+		mustEnqueue(t, q, env("new", "n1", t0), queued)
+		clash := env("new", "q3", t0)
+		clash.Payload = []byte("another payload under the same ID")
+		mustEnqueue(t, q, clash, queued)
+		same := env("new", "q2", t0) // the same envelope: a move cut short
+		mustEnqueue(t, q, same, queued)
+
+		names, err := q.Destinations(t.Context())
+		if err != nil || !slices.Equal(names, []string{"new", "old"}) {
+			t.Fatalf("Destinations = %v, %v", names, err)
+		}
+		moved, kept, err := q.Move(t.Context(), "old", "new", t0.Add(time.Minute))
+		if err != nil || moved != 4 || kept != 1 {
+			t.Fatalf("Move = %d moved, %d kept, %v; want 4 (q1, q2, two dead) and 1 (q3)", moved, kept, err)
+		}
+		st, _ := q.Stats(t.Context(), "old", t0.Add(time.Minute))
+		if st.Queued+st.Leased != 1 || st.Dead != 0 {
+			t.Errorf("old after the move = %+v, want q3 alone", st)
+		}
+		st, _ = q.Stats(t.Context(), "new", t0.Add(time.Minute))
+		if st.Queued != 4 || st.Dead != 2 || st.Leased != 0 {
+			t.Errorf("new after the move = %+v, want 4 queued (n1, q1, q2, q3) and 2 dead", st)
+		}
+		d, state, err := q.Get(t.Context(), "new", "l-000")
+		if err != nil || state != sender.StateDead || len(d.Log) != 1 || d.Destination != "new" || d.DeadAt.IsZero() {
+			t.Errorf("a moved dead letter = %+v %s %v", d, state, err)
+		}
+		if got, _, err := q.Get(t.Context(), "new", "q3"); err != nil || string(got.Payload) != string(clash.Payload) {
+			t.Errorf("the clashing ID in new was overwritten: %v %v", got, err)
+		}
+		if moved, kept, err := q.Move(t.Context(), "old", "new", t0.Add(time.Minute)); err != nil || moved != 0 || kept != 1 {
+			t.Errorf("a second Move = %d, %d, %v; want 0 moved, 1 kept", moved, kept, err)
+		}
+		// What was delivered under the old name is remembered under the
+		// new one: the enqueue stays idempotent.
+		mustEnqueue(t, q, env("new", "sent", t0.Add(time.Minute)), sender.EnqueueResult{State: sender.StateDelivered, Duplicate: true})
+		other := env("new", "sent", t0.Add(time.Minute))
+		other.Payload = []byte("another")
+		mustEnqueue(t, q, other, sender.EnqueueResult{State: sender.StateDelivered, Duplicate: true, Mismatch: true})
+		n, err := q.Drop(t.Context(), "old")
+		if err != nil || n != 1 {
+			t.Errorf("Drop = %d, %v; want 1 (q3)", n, err)
+		}
+		if names, _ := q.Destinations(t.Context()); !slices.Equal(names, []string{"new"}) {
+			t.Errorf("Destinations after Drop = %v", names)
+		}
+		if st, _ := q.Stats(t.Context(), "old", t0); st != (sender.Stats{}) {
+			t.Errorf("Stats of a dropped destination = %+v", st)
 		}
 	})
 }

@@ -1,11 +1,15 @@
 package redisqueue
 
-// The delivery history's lookups and its trim: what settled, in the
-// hist, hidx, hpay and hpayt keys (the schema is in keys.go).
+// The delivery history: its walk, lookups, resend and trim, over what
+// settled in the hist, hidx, hpay and hpayt keys (the schema is in
+// keys.go).
 
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -163,4 +167,157 @@ func (q *Queue) TrimHistory(ctx context.Context, dest string, now time.Time) (ti
 		return time.Time{}, nil
 	}
 	return time.UnixMilli(n), nil
+}
+
+// entryTime is when a history entry settled: its ID's milliseconds.
+func entryTime(eid string) time.Time {
+	msPart, _, _ := strings.Cut(eid, "-")
+	n, _ := strconv.ParseInt(msPart, 10, 64)
+	return time.UnixMilli(n)
+}
+
+// historyScan bounds the history entries one History call looks at.
+const historyScan = 1000
+
+// historyScript reads history entries newest first, from before a cursor,
+// keeping only each ID's newest entry.
+//
+//	KEYS  hist, hidx
+//	ARGV  from ("+", or "(" and the last entry ID read), count
+//	returns {the last entry ID looked at or "", then per entry kept: entry
+//	ID, id, state, record}
+var historyScript = redis.NewScript(`
+local out = {''}
+local es = redis.call('XREVRANGE', KEYS[1], ARGV[1], '-', 'COUNT', ARGV[2])
+for _, e in ipairs(es) do
+  out[1] = e[1]
+  local id = e[2][2]
+  if redis.call('HGET', KEYS[2], id) == e[1] then
+    table.insert(out, e[1])
+    table.insert(out, id)
+    table.insert(out, e[2][4])
+    table.insert(out, e[2][6])
+  end
+end
+if #es < tonumber(ARGV[2]) then out[1] = '' end
+return out
+`)
+
+// History implements sender.Queue: it reads the history stream from the
+// newest entry, or from before the cursor (an entry ID), up to
+// historyScan entries, and filters their records here.
+func (q *Queue) History(ctx context.Context, dest string, f sender.HistoryFilter, cursor string, limit int) ([]*sender.Meta, string, error) {
+	k := keysOf(q.prefix, dest)
+	if limit <= 0 {
+		limit = 100
+	}
+	from := "+"
+	if cursor != "" {
+		if !historyCursor.MatchString(cursor) {
+			return nil, "", fmt.Errorf("%w: cursor %q", sender.ErrBadFilter, cursor)
+		}
+		from = "(" + cursor
+	}
+	if !f.Until.IsZero() && from == "+" {
+		from = strconv.FormatInt(ms(f.Until)-1, 10)
+	}
+	if ids := f.Lookup(); ids != nil {
+		return q.lookup(ctx, k, dest, f, ids, cursor, limit)
+	}
+	var out []*sender.Meta
+	for scanned := 0; scanned < historyScan; {
+		n := min(historyScan-scanned, max(2*limit, 100))
+		v, err := historyScript.Run(ctx, q.rdb, []string{k.hist, k.hidx}, from, n).Slice()
+		if err != nil {
+			return nil, "", fmt.Errorf("redis history: %w", err)
+		}
+		scanned += n
+		last, _ := str(v[0])
+		for i := 1; i+3 < len(v); i += 4 {
+			m := historyEntry(dest, v[i:i+4])
+			if !f.Since.IsZero() && m.SettledAt.Before(f.Since) {
+				return out, "", nil // older entries only from here
+			}
+			if !f.Match(m) {
+				continue
+			}
+			out = append(out, m)
+			if len(out) == limit {
+				return out, m.HistoryID, nil
+			}
+		}
+		if last == "" {
+			return out, "", nil
+		}
+		from = "(" + last
+	}
+	return out, strings.TrimPrefix(from, "("), nil
+}
+
+// historyCursor is a history entry ID.
+var historyCursor = regexp.MustCompile(`^[0-9]+-[0-9]+$`)
+
+// resendScript moves settled envelopes back to the ready list under a
+// redrive ID: a dead letter as redriveScript does, a delivered one from
+// the history while its payload is kept (its time not before now), its
+// record rewritten as a dead letter's is.
+//
+//	KEYS  meta, dead, ready, rdc, rdt, body, log, hidx, hist, hpay, hpayt
+//	ARGV  redriveArgs, then ids
+//	returns the IDs moved
+var resendScript = redis.NewScript(redriveLua + `
+for i = 7, #ARGV do
+  local id = ARGV[i]
+  local m = redis.call('HGET', KEYS[1], id)
+  if m then
+    redriveDead(id, m)
+  else
+    local eid = redis.call('HGET', KEYS[8], id)
+    local e = eid and redis.call('XRANGE', KEYS[9], eid, eid)[1]
+    local untilMs = redis.call('ZSCORE', KEYS[11], id)
+    local body = untilMs and tonumber(untilMs) >= tonumber(ARGV[1]) and redis.call('HGET', KEYS[10], id)
+    local h = e and e[2]
+    if h and h[4] == 'd' and body and record(h[6]) then
+      local rec = redriven(h[6])
+      redis.call('HSET', KEYS[1], id, rec)
+      redis.call('HSET', KEYS[6], id, body)
+      if h[8] ~= '' then
+        redis.call('HSET', KEYS[7], id, h[8])
+      end
+      redis.call('HDEL', KEYS[10], id)
+      redis.call('ZREM', KEYS[11], id)
+      redis.call('RPUSH', KEYS[3], id)
+      table.insert(moved, id)
+    end
+  end
+end
+` + redriveDone)
+
+// Resend implements sender.Queue.
+func (q *Queue) Resend(ctx context.Context, dest string, ids []string, redriveID string, now time.Time) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	if len(redriveID) >= 128 {
+		return nil, fmt.Errorf("redis resend: a redrive ID of %d bytes (the record keeps under 128)", len(redriveID))
+	}
+	k := keysOf(q.prefix, dest)
+	args := redriveArgs(redriveID, now)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	moved, err := resendScript.Run(ctx, q.rdb, []string{k.meta, k.dead, k.ready, k.rdc, k.rdt, k.body, k.log, k.hidx, k.hist, k.hpay, k.hpayt}, args...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("redis resend: %w", err)
+	}
+	return moved, nil
+}
+
+// historyMeta is e's record as the history keeps it: without its trace
+// context, which served its deliveries (about 60 bytes of the 300 a
+// delivered envelope may cost); a resend starts a trace of its own.
+func historyMeta(e *sender.Envelope) *sender.Meta {
+	m := sender.MetaOf(e)
+	m.TraceParent, m.TraceState = "", ""
+	return m
 }

@@ -2,12 +2,299 @@ package redisqueue
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hookgate/hookgate/sender"
 )
+
+// Renames: Move carries a destination's envelopes, redrive counts and
+// history to another name; Drop forgets an orphan.
+
+// movePage is how many envelopes one step of a Move reads.
+const movePage = 200
+
+// movePageScript reads a page of one index of a destination, from an
+// offset (the envelopes kept there by earlier pages), with each
+// envelope's parts.
+//
+//	KEYS  index, meta, body, log
+//	ARGV  "list", "zset" or "leases", offset, n, now ms ("" for Redis's
+//	      clock): of leases, only those ended by now
+//	returns {ids..., scores..., records..., payloads..., logs...} (a list's
+//	scores are 0)
+var movePageScript = redis.NewScript(`
+local off, n = tonumber(ARGV[2]), tonumber(ARGV[3])
+local ids, scores = {}, {}
+if ARGV[1] == 'list' then
+  ids = redis.call('LRANGE', KEYS[1], off, off + n - 1)
+  for i = 1, #ids do
+    scores[i] = 0
+  end
+elseif ARGV[1] == 'leases' then
+  local now = tonumber(ARGV[4])
+  if ARGV[4] == '' then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  local r = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', off, n)
+  for i = 1, #r, 2 do
+    table.insert(ids, r[i])
+    table.insert(scores, r[i+1])
+  end
+else
+  local r = redis.call('ZRANGE', KEYS[1], off, off + n - 1, 'WITHSCORES')
+  for i = 1, #r, 2 do
+    table.insert(ids, r[i])
+    table.insert(scores, r[i+1])
+  end
+end
+if #ids == 0 then
+  return {}
+end
+local out = {}
+for _, id in ipairs(ids) do table.insert(out, id) end
+for _, s in ipairs(scores) do table.insert(out, s) end
+for _, k in ipairs({KEYS[2], KEYS[3], KEYS[4]}) do
+  for _, v in ipairs(redis.call('HMGET', k, unpack(ids))) do
+    table.insert(out, v)
+  end
+end
+return out
+`)
+
+// moveInScript writes envelopes moved from another destination, unless
+// it holds their IDs already.
+//
+//	KEYS  meta, body, log, ready, dead, hidx, hist
+//	ARGV  per envelope: id, "x" (dead) or "q", dead-at ms, record,
+//	      payload, log
+//	returns per envelope: 1 written, 0 held already with the same
+//	payload, -1 held with another
+var moveInScript = redis.NewScript(`
+local out = {}
+for i = 1, #ARGV, 6 do
+  local id, state, score, rec, body, log = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4], ARGV[i+5]
+  local fp = string.sub(rec, 2, 9)
+  local cur = redis.call('HGET', KEYS[1], id)
+  local done
+  local eid = (not cur) and redis.call('HGET', KEYS[6], id)
+  local e = eid and redis.call('XRANGE', KEYS[7], eid, eid)[1]
+  if e and e[2][4] == 'd' then
+    done = string.sub(e[2][6], 2, 9)
+  end
+  if cur then
+    table.insert(out, (string.sub(cur, 2, 9) == fp) and 0 or -1)
+  elseif done then
+    table.insert(out, (done == fp) and 0 or -1)
+  else
+    redis.call('HSET', KEYS[1], id, rec)
+    redis.call('HSET', KEYS[2], id, body)
+    if log ~= '' then
+      redis.call('HSET', KEYS[3], id, log)
+    end
+    if state == 'x' then
+      redis.call('ZADD', KEYS[5], score, id)
+    else
+      redis.call('RPUSH', KEYS[4], id)
+    end
+    table.insert(out, 1)
+  end
+end
+return out
+`)
+
+// moveOutScript deletes envelopes moved to another destination.
+//
+//	KEYS  meta, body, log, index
+//	ARGV  "list" or "zset", ids
+var moveOutScript = redis.NewScript(`
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  redis.call('HDEL', KEYS[1], id)
+  redis.call('HDEL', KEYS[2], id)
+  redis.call('HDEL', KEYS[3], id)
+  if ARGV[1] == 'list' then
+    redis.call('LREM', KEYS[4], 1, id)
+  else
+    redis.call('ZREM', KEYS[4], id)
+  end
+end
+return 0
+`)
+
+// Move implements sender.Queue. The two destinations' keys are in
+// different Cluster slots, so it moves a page at a time in three steps:
+// read from from, write into to (unless to holds the ID), delete from
+// from. A move cut short between the last two leaves a copy in both; the
+// next Move finds to holding it with the same payload, and deletes it
+// from from. Move while no instance delivers from: a lease taken
+// meanwhile would be delivered from both.
+func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved, kept int, err error) {
+	if from == to {
+		return 0, 0, fmt.Errorf("redis move: %q to itself", from)
+	}
+	if err := q.CheckLayout(ctx); err != nil {
+		return 0, 0, err
+	}
+	if err := q.register(ctx, to); err != nil {
+		return 0, 0, fmt.Errorf("redis move: %w", err)
+	}
+	src, dst := keysOf(q.prefix, from), keysOf(q.prefix, to)
+	clock := "" // Redis's: a live lease stays for its holder to settle
+	if q.callerClock {
+		clock = strconv.FormatInt(ms(now), 10)
+	}
+	for _, ix := range []struct{ key, kind, state string }{
+		{src.ready, "list", "q"}, {src.due, "zset", "q"}, {src.leased, "leases", "q"}, {src.dead, "zset", "x"},
+	} {
+		offset := 0 // the envelopes of this index kept in from
+		for {
+			v, err := movePageScript.Run(ctx, q.rdb, []string{ix.key, src.meta, src.body, src.log}, ix.kind, offset, movePage, clock).Slice()
+			if err != nil {
+				return moved, kept, fmt.Errorf("redis move: reading %s: %w", from, err)
+			}
+			n := len(v) / 5
+			if n == 0 {
+				break
+			}
+			var in []any
+			var ids []string
+			for i := range n {
+				id, _ := str(v[i])
+				rec, ok := str(v[2*n+i])
+				if !ok {
+					// An index entry without its envelope: nothing to move;
+					// the out step drops the entry.
+					ids = append(ids, id)
+					continue
+				}
+				m, err := sender.UnmarshalMeta(to, id, []byte(rec))
+				if err != nil {
+					// Stays in from, where it is listed as broken.
+					kept++
+					offset++
+					continue
+				}
+				body, _ := str(v[3*n+i])
+				log, _ := str(v[4*n+i])
+				score, _ := str(v[n+i])
+				in = append(in, id, ix.state, score, sender.MarshalMeta(m), body, log)
+				ids = append(ids, id)
+			}
+			var out []any
+			if len(in) > 0 {
+				res, err := moveInScript.Run(ctx, q.rdb, []string{dst.meta, dst.body, dst.log, dst.ready, dst.dead, dst.hidx, dst.hist}, in...).Int64Slice()
+				if err != nil {
+					return moved, kept, fmt.Errorf("redis move: writing %s: %w", to, err)
+				}
+				for j, r := range res {
+					id := in[6*j].(string)
+					if r < 0 {
+						kept++
+						offset++
+						ids = slices.DeleteFunc(ids, func(x string) bool { return x == id })
+						continue
+					}
+					moved++
+				}
+			}
+			out = append(out, ix.kind)
+			for _, id := range ids {
+				out = append(out, id)
+			}
+			if len(out) > 1 {
+				if err := moveOutScript.Run(ctx, q.rdb, []string{src.meta, src.body, src.log, ix.key}, out...).Err(); err != nil {
+					return moved, kept, fmt.Errorf("redis move: deleting from %s: %w", from, err)
+				}
+			}
+		}
+	}
+	// The history goes too: what was delivered under from is found,
+	// shown, resent and trimmed under to, and the enqueue stays idempotent
+	// under the new name.
+	if err := q.moveHistory(ctx, src, dst); err != nil {
+		return moved, kept, fmt.Errorf("redis move: the history: %w", err)
+	}
+	if err := q.moveRedriveCounts(ctx, src, dst); err != nil {
+		return moved, kept, fmt.Errorf("redis move: redrive counts: %w", err)
+	}
+	// What is leased and live stays, for its holder to settle.
+	live, err := q.rdb.ZCard(ctx, src.leased).Result()
+	if err != nil {
+		return moved, kept, fmt.Errorf("redis move: %w", err)
+	}
+	return moved, kept + int(live), nil
+}
+
+// mergeCountsScript adds another destination's redrive counts.
+//
+//	KEYS  rdc, rdt
+//	ARGV  n fields, then field, count pairs, then redrive id, first moved
+//	      at pairs
+var mergeCountsScript = redis.NewScript(`
+local n = tonumber(ARGV[1])
+for i = 2, 1 + 2 * n, 2 do
+  redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i+1])
+end
+for i = 2 + 2 * n, #ARGV, 2 do
+  redis.call('ZADD', KEYS[2], 'NX', ARGV[i+1], ARGV[i])
+end
+return 0
+`)
+
+// moveRedriveCounts adds from's redrive counts to to's, then forgets
+// them in from: the letters they count are to's now.
+func (q *Queue) moveRedriveCounts(ctx context.Context, src, dst keys) error {
+	counts, err := q.rdb.HGetAll(ctx, src.rdc).Result()
+	if err != nil || len(counts) == 0 {
+		return err
+	}
+	times, err := q.rdb.ZRangeWithScores(ctx, src.rdt, 0, -1).Result()
+	if err != nil {
+		return err
+	}
+	args := []any{len(counts)}
+	for f, n := range counts {
+		args = append(args, f, n)
+	}
+	for _, z := range times {
+		args = append(args, z.Member, int64(z.Score))
+	}
+	if err := mergeCountsScript.Run(ctx, q.rdb, []string{dst.rdc, dst.rdt}, args...).Err(); err != nil {
+		return err
+	}
+	return q.rdb.Del(ctx, src.rdc, src.rdt).Err()
+}
+
+// Drop implements sender.Queue.
+func (q *Queue) Drop(ctx context.Context, dest string) (int, error) {
+	if err := q.CheckLayout(ctx); err != nil {
+		return 0, err
+	}
+	k := keysOf(q.prefix, dest)
+	n, err := q.rdb.HLen(ctx, k.meta).Result()
+	if err != nil {
+		return 0, fmt.Errorf("redis drop: %w", err)
+	}
+	// One DEL of keys that share a hash tag: one slot.
+	if err := q.rdb.Del(ctx, k.meta, k.body, k.log, k.ready, k.due, k.leased, k.dead,
+		k.paused, k.corrupt, k.rdc, k.rdt, k.hist, k.hidx, k.hpay, k.hpayt, k.histmv, k.histmvidx).Err(); err != nil {
+		return 0, fmt.Errorf("redis drop: %w", err)
+	}
+	if err := q.rdb.SRem(ctx, destsKey(q.prefix), dest).Err(); err != nil {
+		return int(n), fmt.Errorf("redis drop: %w", err)
+	}
+	if err := q.rdb.HDel(ctx, sinceKey(q.prefix), dest).Err(); err != nil {
+		return int(n), fmt.Errorf("redis drop: %w", err)
+	}
+	q.registered.Delete(dest)
+	return int(n), nil
+}
 
 // A Move carries from's history to to, as the embedded queue does: each
 // ID's newest entry, at the millisecond it settled, with its kept
