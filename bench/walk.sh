@@ -11,6 +11,10 @@
 #
 # usage: bench/walk.sh [<commit>]   (default: the working tree)
 # Run it on two commits to compare; it needs no Redis (the embedded store).
+#
+# It fails when a walk touches more files than its budget (issue 30: 14 for
+# one webhook, 12 for one envelope); WALK_WEBHOOK_BUDGET and
+# WALK_ENVELOPE_BUDGET override them, to measure an old commit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -44,9 +48,14 @@ run() {
 	go tool covdata textfmt -i="$work/$name.cov" -o="$work/$name.txt"
 }
 
-# walk <idle> <busy>: the files whose blocks ran more often in busy.
+webhook_budget=${WALK_WEBHOOK_BUDGET:-14}
+envelope_budget=${WALK_ENVELOPE_BUDGET:-12}
+over=()
+
+# walk <idle> <busy> <budget>: the files whose blocks ran more often in busy;
+# past the budget, the walk is noted in over.
 walk() {
-	python3 - "$work/$1.txt" "$work/$2.txt" <<'PY'
+	python3 - "$work/$1.txt" "$work/$2.txt" >"$work/$2.walk" <<'PY'
 import sys, collections
 def load(p):
     c = collections.Counter()
@@ -59,6 +68,13 @@ files = sorted({b.split(":")[0].removeprefix("github.com/hookgate/hookgate/") fo
 for f in files: print("  " + f)
 print(f"  ({len(files)} files)")
 PY
+	cat "$work/$2.walk"
+	local n
+	n=$(tail -1 "$work/$2.walk" | tr -dc 0-9)
+	if [ "$n" -gt "$3" ]; then
+		echo "  over budget: $n files, the budget is $3"
+		over+=("$2")
+	fi
 }
 
 up=$(free_port) gw=$(free_port) admin=$(free_port)
@@ -93,7 +109,7 @@ rm -rf "$work/store-receive"
 run receive-busy "$work/receive.caddyfile" 3 "'$work/hg' sign --id evt_walk --send http://127.0.0.1:$gw/ '$body'"
 grep -q "^HTTP/1.1 200" "$work/receive-busy.out" || { echo "the webhook was not forwarded:"; cat "$work/receive-busy.out"; exit 1; }
 echo "one webhook (verify → dedupe → freshness → forward → record):"
-walk receive-idle receive-busy
+walk receive-idle receive-busy $webhook_budget
 
 cat >"$work/send.caddyfile" <<CADDY
 {
@@ -119,4 +135,8 @@ rm -rf "$work/store-send"
 run send-busy "$work/send.caddyfile" 4 "curl -fsS -H 'Content-Type: application/json' -d '$body' http://127.0.0.1:$gw/"
 grep -q '"state"' "$work/send-busy.out" || { echo "the event was not enqueued:"; cat "$work/send-busy.out"; exit 1; }
 echo "one envelope (enqueue → lease → attempt → settle):"
-walk send-idle send-busy
+walk send-idle send-busy $envelope_budget
+if [ ${#over[@]} -gt 0 ]; then
+	echo "over budget: ${over[*]}"
+	exit 1
+fi
