@@ -23,8 +23,9 @@ func init() {
 
 // Health is the webhook_health handler, readiness (package health): 200
 // {"status":"ok","store":"ok","sender":"ok"} when the store answers
-// within a second and takes writes (store.Lazy.Ready: the handlers' latest
-// write did not fail, or a write of its own succeeds) and the sender's
+// within a second and takes writes (store.Lazy.Ready: the latest write of
+// the handlers or the sender's queue did not fail, or a write of its own
+// succeeds) and the sender's
 // workers run, else 503 with the failing part "unavailable". A part this
 // config does not use is "off". It takes no options.
 type Health struct {
