@@ -175,34 +175,10 @@ func (h *Console) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	seen := map[string]bool{}
-	for d.NextBlock(0) {
-		sub := d.Val()
-		if seen[sub] {
-			return d.Errf("%s given twice", sub)
-		}
-		seen[sub] = true
-		args := d.RemainingArgs()
-		switch sub {
-		case "destination":
-			v, err := oneArg(d, args)
-			if err != nil {
-				return err
-			}
-			h.Destination = v
-		case "max_redrive":
-			v, err := oneArg(d, args)
-			if err != nil {
-				return err
-			}
-			if h.MaxRedrive, err = strconv.Atoi(v); err != nil || h.MaxRedrive < 1 {
-				return d.Errf("max_redrive: want a positive whole number, got %q", v)
-			}
-		default:
-			return unknownSubdirective(d, "webhook_console", sub, "destination", "max_redrive")
-		}
-	}
-	return nil
+	return parseBlock(d, "webhook_console", block{
+		{"destination", stringArg(&h.Destination)},
+		{"max_redrive", intArg(&h.MaxRedrive)},
+	})
 }
 
 // Interface guards
