@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
 
 	"github.com/hookgate/hookgate/internal/suggest"
@@ -258,6 +259,16 @@ func (dc *DestinationConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return d.Errf("destination %s needs a secret", dc.Name)
 	}
 	return nil
+}
+
+// parseHandler parses handler directive T, which unmarshals itself.
+func parseHandler[T any, PT interface {
+	*T
+	caddyhttp.MiddlewareHandler
+	caddyfile.Unmarshaler
+}](h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	m := PT(new(T))
+	return m, m.UnmarshalCaddyfile(h.Dispenser)
 }
 
 // A subdirective parses one line of a block, d on its name: it reads the

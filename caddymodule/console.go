@@ -23,7 +23,7 @@ import (
 
 func init() {
 	caddy.RegisterModule(Console{})
-	httpcaddyfile.RegisterHandlerDirective("webhook_console", parseConsole)
+	httpcaddyfile.RegisterHandlerDirective("webhook_console", parseHandler[Console])
 	// A terminal handler: it answers, like respond.
 	httpcaddyfile.RegisterDirectiveOrder("webhook_console", httpcaddyfile.Before, "respond")
 }
@@ -156,12 +156,6 @@ func mountPath(r *http.Request) string {
 		return ""
 	}
 	return base
-}
-
-func parseConsole(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	c := new(Console)
-	err := c.UnmarshalCaddyfile(h.Dispenser)
-	return c, err
 }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:

@@ -30,7 +30,7 @@ import (
 
 func init() {
 	caddy.RegisterModule(Dedupe{})
-	httpcaddyfile.RegisterHandlerDirective("webhook_dedupe", parseDedupe)
+	httpcaddyfile.RegisterHandlerDirective("webhook_dedupe", parseHandler[Dedupe])
 	// Dedupe runs after encode, so it records the un-encoded response.
 	httpcaddyfile.RegisterDirectiveOrder("webhook_dedupe", httpcaddyfile.After, "encode")
 }
@@ -391,12 +391,6 @@ func (h *Dedupe) maxRecord() int64 {
 func (a *App) dedupeStore() dedupe.Store {
 	a.storeUsed = true
 	return a.store
-}
-
-func parseDedupe(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	dd := new(Dedupe)
-	err := dd.UnmarshalCaddyfile(h.Dispenser)
-	return dd, err
 }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:

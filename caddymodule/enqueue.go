@@ -23,7 +23,7 @@ import (
 
 func init() {
 	caddy.RegisterModule(Enqueue{})
-	httpcaddyfile.RegisterHandlerDirective("webhook_enqueue", parseEnqueue)
+	httpcaddyfile.RegisterHandlerDirective("webhook_enqueue", parseHandler[Enqueue])
 	// A terminal handler: it answers, like respond.
 	httpcaddyfile.RegisterDirectiveOrder("webhook_enqueue", httpcaddyfile.Before, "respond")
 }
@@ -159,12 +159,6 @@ func (a *App) Publish(ctx context.Context, ev *sender.Event) (sender.PublishResu
 		return sender.PublishResult{}, errors.New("the sender is not running")
 	}
 	return a.sender.Publish(ctx, ev)
-}
-
-func parseEnqueue(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	e := new(Enqueue)
-	err := e.UnmarshalCaddyfile(h.Dispenser)
-	return e, err
 }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:

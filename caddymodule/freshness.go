@@ -23,7 +23,7 @@ import (
 
 func init() {
 	caddy.RegisterModule(Freshness{})
-	httpcaddyfile.RegisterHandlerDirective("webhook_freshness", parseFreshness)
+	httpcaddyfile.RegisterHandlerDirective("webhook_freshness", parseHandler[Freshness])
 	// Freshness runs right after dedupe (before push), so a duplicate is
 	// replayed before any freshness question is asked.
 	httpcaddyfile.RegisterDirectiveOrder("webhook_freshness", httpcaddyfile.Before, "push")
@@ -292,12 +292,6 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 func (a *App) entityStore() dedupe.EntityStore {
 	a.storeUsed = true
 	return a.store
-}
-
-func parseFreshness(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	f := new(Freshness)
-	err := f.UnmarshalCaddyfile(h.Dispenser)
-	return f, err
 }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:

@@ -26,7 +26,7 @@ import (
 
 func init() {
 	caddy.RegisterModule(Verify{})
-	httpcaddyfile.RegisterHandlerDirective("webhook_verify", parseVerify)
+	httpcaddyfile.RegisterHandlerDirective("webhook_verify", parseHandler[Verify])
 	// Verification sits where authentication sits.
 	httpcaddyfile.RegisterDirectiveOrder("webhook_verify", httpcaddyfile.Before, "basic_auth")
 }
@@ -264,12 +264,6 @@ func (v *Verify) arrived(r *http.Request) (method, url string) {
 		scheme = "https"
 	}
 	return method, scheme + "://" + r.Host + uri
-}
-
-func parseVerify(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	v := new(Verify)
-	err := v.UnmarshalCaddyfile(h.Dispenser)
-	return v, err
 }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
