@@ -16,7 +16,7 @@ import (
 
 func init() {
 	caddy.RegisterModule(Health{})
-	httpcaddyfile.RegisterHandlerDirective("webhook_health", parseHealth)
+	httpcaddyfile.RegisterHandlerDirective("webhook_health", parseHandler[Health])
 	// A terminal handler: it answers, like respond.
 	httpcaddyfile.RegisterDirectiveOrder("webhook_health", httpcaddyfile.Before, "respond")
 }
@@ -66,11 +66,6 @@ func (h *Health) Provision(ctx caddy.Context) error {
 func (h *Health) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	h.checker.ServeHTTP(w, r)
 	return nil
-}
-
-func parseHealth(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	m := new(Health)
-	return m, m.UnmarshalCaddyfile(h.Dispenser)
 }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
