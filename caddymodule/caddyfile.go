@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
 
 	"github.com/hookgate/hookgate/internal/suggest"
@@ -60,71 +62,27 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	for d.NextBlock(0) {
-		switch d.Val() {
-		case "store":
-			if a.Store != nil {
-				return d.Err("store given twice")
-			}
+	// What an earlier hookgate block set counts as given.
+	once := func(given bool, parse subdirective) subdirective {
+		if given {
+			return func(d *caddyfile.Dispenser) error { return d.Errf("%s given twice", d.Val()) }
+		}
+		return parse
+	}
+	return parseBlock(d, "hookgate", block{
+		{"store", once(a.Store != nil, func(d *caddyfile.Dispenser) error {
 			a.Store = new(StoreConfig)
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			a.Store.Backend = d.Val()
-			args := d.RemainingArgs()
-			switch a.Store.Backend {
-			case "file":
-				if len(args) > 1 {
-					return d.Errf("store file takes one directory, got %d", len(args))
-				}
-				if len(args) == 1 {
-					a.Store.Dir = args[0]
-				}
-			case "redis":
-				if len(args) == 0 {
-					return d.Err("store redis needs at least one redis:// or rediss:// URL")
-				}
-				a.Store.URLs = args
-			default:
-				return d.Errf("unknown store backend %q (want file or redis)", a.Store.Backend)
-			}
-			for nesting := d.Nesting(); d.NextBlock(nesting); {
-				switch d.Val() {
-				case "sentinel_master":
-					if a.Store.Backend != "redis" || !d.NextArg() {
-						return d.ArgErr()
-					}
-					a.Store.SentinelMaster = d.Val()
-					if d.NextArg() {
-						return d.ArgErr()
-					}
-				default:
-					return unknownSubdirective(d, "store", d.Val(), "sentinel_master")
-				}
-			}
-		case "key_prefix":
-			if a.KeyPrefix != "" {
-				return d.Err("key_prefix given twice")
-			}
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			a.KeyPrefix = d.Val()
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-		case "sender":
-			if a.Sender != nil {
-				return d.Err("sender given twice")
-			}
+			return a.Store.unmarshalCaddyfile(d)
+		})},
+		{"key_prefix", once(a.KeyPrefix != "", stringArg(&a.KeyPrefix))},
+		{"sender", once(a.Sender != nil, func(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()
 			}
 			a.Sender = new(SenderConfig)
-			if err := a.Sender.unmarshalCaddyfile(d); err != nil {
-				return err
-			}
-		case "reconcile":
+			return a.Sender.unmarshalCaddyfile(d)
+		})},
+		{"reconcile", func(d *caddyfile.Dispenser) error {
 			if !d.NextArg() {
 				return d.Err("reconcile needs a job name")
 			}
@@ -132,16 +90,13 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()
 			}
-			for _, other := range a.Reconcile {
-				if other.Name == job.Name {
-					return d.Errf("reconcile %q given twice", job.Name)
-				}
-			}
-			if err := job.unmarshalCaddyfile(d); err != nil {
-				return err
+			if slices.ContainsFunc(a.Reconcile, func(o *ReconcileJob) bool { return o.Name == job.Name }) {
+				return d.Errf("reconcile %q given twice", job.Name)
 			}
 			a.Reconcile = append(a.Reconcile, job)
-		case "destination":
+			return job.unmarshalCaddyfile(d)
+		}},
+		{"destination", func(d *caddyfile.Dispenser) error {
 			if !d.NextArg() {
 				return d.Err("destination needs a name")
 			}
@@ -149,43 +104,46 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()
 			}
-			for _, other := range a.Destinations {
-				if other.Name == dc.Name {
-					return d.Errf("destination %q given twice", dc.Name)
-				}
-			}
-			if err := dc.unmarshalCaddyfile(d); err != nil {
-				return err
+			if slices.ContainsFunc(a.Destinations, func(o *DestinationConfig) bool { return o.Name == dc.Name }) {
+				return d.Errf("destination %q given twice", dc.Name)
 			}
 			a.Destinations = append(a.Destinations, dc)
-		default:
-			return unknownSubdirective(d, "hookgate", d.Val(), "store", "key_prefix", "sender", "reconcile", "destination")
+			return dc.unmarshalCaddyfile(d)
+		}},
+	}, "reconcile", "destination")
+}
+
+// unmarshalCaddyfile parses the store subdirective, d on its name.
+func (sc *StoreConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	sc.Backend = d.Val()
+	args := d.RemainingArgs()
+	switch sc.Backend {
+	case "file":
+		if len(args) > 1 {
+			return d.Errf("store file takes one directory, got %d", len(args))
 		}
+		if len(args) == 1 {
+			sc.Dir = args[0]
+		}
+	case "redis":
+		if len(args) == 0 {
+			return d.Err("store redis needs at least one redis:// or rediss:// URL")
+		}
+		sc.URLs = args
+	default:
+		return d.Errf("unknown store backend %q (want file or redis)", sc.Backend)
 	}
-	return nil
-}
-
-// unknownSubdirective is the error for sub, a subdirective of block that
-// is none of known: it names the nearest of them, when sub looks like a
-// typo of one, else lists them all.
-func unknownSubdirective(d *caddyfile.Dispenser, block, sub string, known ...string) error {
-	if near := suggest.Closest(sub, known); near != "" {
-		return d.Errf("unknown %s subdirective %q; did you mean %q?", block, sub, near)
-	}
-	return d.Errf("unknown %s subdirective %q (want one of %s)", block, sub, strings.Join(known, ", "))
-}
-
-// positiveInt parses the one argument of sub as a positive integer.
-func positiveInt(d *caddyfile.Dispenser, sub string, args []string) (int, error) {
-	v, err := oneArg(d, args)
-	if err != nil {
-		return 0, err
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		return 0, d.Errf("%s: want a positive integer, got %q", sub, v)
-	}
-	return n, nil
+	return parseBlock(d, "store", block{
+		{"sentinel_master", func(d *caddyfile.Dispenser) error {
+			if sc.Backend != "redis" {
+				return d.ArgErr()
+			}
+			return stringArg(&sc.SentinelMaster)(d)
+		}},
+	})
 }
 
 // unmarshalCaddyfile parses the sender block:
@@ -207,78 +165,55 @@ func positiveInt(d *caddyfile.Dispenser, sub string, args []string) (int, error)
 //		}
 //	}
 func (sc *SenderConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	seen := map[string]bool{}
-	var err error
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		sub := d.Val()
-		if seen[sub] {
-			return d.Errf("sender: %s given twice", sub)
-		}
-		seen[sub] = true
-		args := d.RemainingArgs()
-		switch sub {
-		case "workers":
-			sc.Workers, err = positiveInt(d, sub, args)
-		case "attempts":
-			sc.Attempts, err = positiveInt(d, sub, args)
-		case "backoff":
+	return parseBlock(d, "sender", block{
+		{"workers", intArg(&sc.Workers)},
+		{"attempts", intArg(&sc.Attempts)},
+		{"backoff", func(d *caddyfile.Dispenser) (err error) {
+			args := d.RemainingArgs()
 			if len(args) != 2 {
 				return d.Errf("backoff: want <base> <cap>, e.g. backoff 2s 15m")
 			}
-			if sc.Backoff, err = positiveDuration(d, sub, args[:1]); err == nil {
-				sc.BackoffCap, err = positiveDuration(d, sub, args[1:])
+			if sc.Backoff, err = positiveDuration(d, "backoff", args[0]); err != nil {
+				return err
 			}
-			if err == nil && sc.BackoffCap < sc.Backoff {
+			if sc.BackoffCap, err = positiveDuration(d, "backoff", args[1]); err != nil {
+				return err
+			}
+			if sc.BackoffCap < sc.Backoff {
 				return d.Errf("backoff: the cap %s is under the base %s", time.Duration(sc.BackoffCap), time.Duration(sc.Backoff))
 			}
-		case "timeout":
-			sc.Timeout, err = positiveDuration(d, sub, args)
-		case "lease":
-			sc.Lease, err = positiveDuration(d, sub, args)
-		case "retention":
-			sc.Retention, err = positiveDuration(d, sub, args)
-		case "max_redrive":
-			sc.MaxRedrive, err = positiveInt(d, sub, args)
-		case "history":
-			sc.History, err = positiveDuration(d, sub, args)
-		case "history_payload":
-			var v caddy.Duration
-			if v, err = positiveDuration(d, sub, args); err != nil && len(args) == 1 {
-				if z, zerr := caddy.ParseDuration(args[0]); zerr == nil && z == 0 {
-					v, err = 0, nil // keeps no payload
-				}
+			return nil
+		}},
+		{"timeout", durationArg(&sc.Timeout)},
+		{"lease", durationArg(&sc.Lease)},
+		{"retention", durationArg(&sc.Retention)},
+		{"max_redrive", intArg(&sc.MaxRedrive)},
+		{"history", durationArg(&sc.History)},
+		{"history_payload", func(d *caddyfile.Dispenser) error {
+			v, err := oneArg(d)
+			if err != nil {
+				return err
 			}
-			sc.HistoryPayload = &v
-		case "breaker":
-			if len(args) != 0 {
+			dur, err := caddy.ParseDuration(v)
+			if err != nil || dur < 0 { // 0 keeps no payload
+				return d.Errf("history_payload: want a positive duration, got %q", v)
+			}
+			sc.HistoryPayload = (*caddy.Duration)(&dur)
+			return nil
+		}},
+		{"breaker", func(d *caddyfile.Dispenser) error {
+			if d.NextArg() {
 				return d.ArgErr()
 			}
-			sc.Breaker = new(BreakerConfig)
-			for nesting := d.Nesting(); d.NextBlock(nesting); {
-				sub := d.Val()
-				args := d.RemainingArgs()
-				switch sub {
-				case "failures":
-					sc.Breaker.Failures, err = positiveInt(d, sub, args)
-				case "open":
-					sc.Breaker.Open, err = positiveDuration(d, sub, args)
-				case "half_open":
-					sc.Breaker.HalfOpen, err = positiveInt(d, sub, args)
-				default:
-					return unknownSubdirective(d, "breaker", sub, "failures", "open", "half_open")
-				}
-				if err != nil {
-					return err
-				}
-			}
-		default:
-			return unknownSubdirective(d, "sender", sub, "workers", "attempts", "backoff", "timeout", "lease", "retention", "max_redrive", "history", "history_payload", "breaker")
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+			b := new(BreakerConfig)
+			sc.Breaker = b
+			return parseBlock(d, "breaker", block{
+				{"failures", intArg(&b.Failures)},
+				{"open", durationArg(&b.Open)},
+				{"half_open", intArg(&b.HalfOpen)},
+			})
+		}},
+	})
 }
 
 // unmarshalCaddyfile parses a destination block:
@@ -293,59 +228,157 @@ func (sc *SenderConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 //		events  <glob>...
 //	}
 func (dc *DestinationConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	seen := map[string]bool{}
-	var err error
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		sub := d.Val()
-		if seen[sub] {
-			return d.Errf("destination %s: %s given twice", dc.Name, sub)
-		}
-		seen[sub] = true
-		args := d.RemainingArgs()
-		switch sub {
-		case "url":
-			dc.URL, err = oneArg(d, args)
-		case "scheme":
-			dc.Scheme, err = oneArg(d, args)
-		case "secret":
-			dc.Secret, err = oneArg(d, args)
-		case "key_id":
-			dc.KeyID, err = oneArg(d, args)
-		case "workers":
-			dc.Workers, err = positiveInt(d, sub, args)
-		case "rate":
-			var v string
-			if v, err = oneArg(d, args); err == nil {
+	err := parseBlock(d, "destination", block{
+		{"url", stringArg(&dc.URL)},
+		{"scheme", stringArg(&dc.Scheme)},
+		{"secret", stringArg(&dc.Secret)},
+		{"key_id", stringArg(&dc.KeyID)},
+		{"workers", intArg(&dc.Workers)},
+		{"rate", func(d *caddyfile.Dispenser) error {
+			v, err := oneArg(d)
+			if err == nil {
 				if dc.Rate, err = sender.ParseRate(v); err != nil {
-					return d.Err(err.Error())
+					return d.WrapErr(err)
 				}
 			}
-		case "events":
-			if dc.Events = args; len(args) == 0 {
+			return err
+		}},
+		{"events", func(d *caddyfile.Dispenser) error {
+			if dc.Events = d.RemainingArgs(); len(dc.Events) == 0 {
 				return d.Errf("destination %s: events needs at least one event type glob, e.g. events reservation.* seat.released", dc.Name)
 			}
-		default:
-			return unknownSubdirective(d, "destination", sub, "url", "scheme", "secret", "key_id", "workers", "rate", "events")
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if dc.URL == "" {
+			return nil
+		}},
+	})
+	switch {
+	case err != nil:
+		return err
+	case dc.URL == "":
 		return d.Errf("destination %s needs a url", dc.Name)
-	}
-	if dc.Secret == "" {
+	case dc.Secret == "":
 		return d.Errf("destination %s needs a secret", dc.Name)
 	}
 	return nil
 }
 
-// positiveDuration parses the single, positive duration argument of sub.
-func positiveDuration(d *caddyfile.Dispenser, sub string, args []string) (caddy.Duration, error) {
-	v, err := oneArg(d, args)
-	if err != nil {
-		return 0, err
+// parseHandler parses handler directive T, which unmarshals itself.
+func parseHandler[T any, PT interface {
+	*T
+	caddyhttp.MiddlewareHandler
+	caddyfile.Unmarshaler
+}](h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	m := PT(new(T))
+	return m, m.UnmarshalCaddyfile(h.Dispenser)
+}
+
+// A subdirective parses one line of a block, d on its name: it reads the
+// line's arguments, and its own block if it has one.
+type subdirective func(d *caddyfile.Dispenser) error
+
+// block lists the subdirectives of a Caddyfile block, in the order of its
+// syntax.
+type block []struct {
+	name  string
+	parse subdirective
+}
+
+// parseBlock parses the block that opens on d's line, if one does: the
+// Caddy idiom of for d.NextBlock and switch d.Val(), with subs for the
+// switch. A subdirective not in subs is an error that names the block
+// and the nearest subdirective, when it looks like a typo of one, else
+// lists them all. One given twice is an error, unless repeats names it;
+// the error names a nested block (Caddy's names the directive). A
+// subdirective with a block of its own parses it with parseBlock in turn.
+func parseBlock(d *caddyfile.Dispenser, name string, subs block, repeats ...string) error {
+	seen := map[string]bool{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		sub := d.Val()
+		var parse subdirective
+		known := make([]string, 0, len(subs))
+		for _, s := range subs {
+			if s.name == sub {
+				parse = s.parse
+			}
+			known = append(known, s.name)
+		}
+		if parse == nil {
+			if near := suggest.Closest(sub, known); near != "" {
+				return d.Errf("unknown %s subdirective %q; did you mean %q?", name, sub, near)
+			}
+			return d.Errf("unknown %s subdirective %q (want one of %s)", name, sub, strings.Join(known, ", "))
+		}
+		if seen[sub] && !slices.Contains(repeats, sub) {
+			if nesting == 0 {
+				return d.Errf("%s given twice", sub) // Caddy's error names the directive
+			}
+			return d.Errf("%s: %s given twice", name, sub)
+		}
+		seen[sub] = true
+		if err := parse(d); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// oneArg reads the single argument of the subdirective d is on.
+func oneArg(d *caddyfile.Dispenser) (string, error) {
+	args := d.RemainingArgs()
+	if len(args) != 1 {
+		return "", d.ArgErr()
+	}
+	return args[0], nil
+}
+
+// stringArg parses a subdirective's one argument into *p.
+func stringArg(p *string) subdirective {
+	return func(d *caddyfile.Dispenser) (err error) {
+		*p, err = oneArg(d)
+		return err
+	}
+}
+
+// listArg parses a subdirective's arguments, one at least, into *p.
+func listArg(p *[]string) subdirective {
+	return func(d *caddyfile.Dispenser) error {
+		if *p = d.RemainingArgs(); len(*p) == 0 {
+			return d.ArgErr()
+		}
+		return nil
+	}
+}
+
+// intArg parses a subdirective's one argument, a positive whole number,
+// into *p.
+func intArg(p *int) subdirective {
+	return func(d *caddyfile.Dispenser) error {
+		sub := d.Val()
+		v, err := oneArg(d)
+		if err != nil {
+			return err
+		}
+		if *p, err = strconv.Atoi(v); err != nil || *p <= 0 {
+			return d.Errf("%s: want a positive whole number, got %q", sub, v)
+		}
+		return nil
+	}
+}
+
+// durationArg parses a subdirective's one argument, a positive duration,
+// into *p.
+func durationArg(p *caddy.Duration) subdirective {
+	return func(d *caddyfile.Dispenser) error {
+		sub := d.Val()
+		v, err := oneArg(d)
+		if err == nil {
+			*p, err = positiveDuration(d, sub, v)
+		}
+		return err
+	}
+}
+
+// positiveDuration parses v, an argument of sub, as a positive duration.
+func positiveDuration(d *caddyfile.Dispenser, sub, v string) (caddy.Duration, error) {
 	dur, err := caddy.ParseDuration(v)
 	if err != nil || dur <= 0 {
 		return 0, d.Errf("%s: want a positive duration, got %q", sub, v)
@@ -353,42 +386,44 @@ func positiveDuration(d *caddyfile.Dispenser, sub string, args []string) (caddy.
 	return caddy.Duration(dur), nil
 }
 
-// waitOr parses "wait <duration>" or the single word alt (e.g. reject).
-func waitOr(d *caddyfile.Dispenser, sub, alt string, args []string) (string, caddy.Duration, error) {
-	switch {
-	case len(args) == 1 && args[0] == alt:
-		return alt, 0, nil
-	case len(args) == 2 && args[0] == "wait":
-		wait, err := caddy.ParseDuration(args[1])
-		if err != nil || wait <= 0 {
-			return "", 0, d.Errf("%s wait: want a positive duration, got %q", sub, args[1])
+// sizeArg parses a subdirective's one argument, a byte size such as 1MiB,
+// 64KiB or 1048576, into *p.
+func sizeArg(p *int64) subdirective {
+	return func(d *caddyfile.Dispenser) error {
+		sub := d.Val()
+		v, err := oneArg(d)
+		if err != nil {
+			return err
 		}
-		return "wait", caddy.Duration(wait), nil
+		n, err := humanize.ParseBytes(v)
+		if err == nil && (n == 0 || n > 1<<40) {
+			err = errors.New("size must be between 1 byte and 1TiB")
+		}
+		if err != nil {
+			return d.Errf("%s: %v", sub, err)
+		}
+		*p = int64(n)
+		return nil
 	}
-	return "", 0, d.Errf("%s: want wait <duration>, or %s", sub, alt)
 }
 
-// oneArg returns the single argument of a subdirective.
-func oneArg(d *caddyfile.Dispenser, args []string) (string, error) {
-	if len(args) != 1 {
-		return "", d.ArgErr()
+// waitOr parses "wait <duration>", or the single word alt (e.g. reject),
+// into *mode and *wait.
+func waitOr(alt string, mode *string, wait *caddy.Duration) subdirective {
+	return func(d *caddyfile.Dispenser) (err error) {
+		sub := d.Val()
+		switch args := d.RemainingArgs(); {
+		case len(args) == 1 && args[0] == alt:
+			*mode = alt
+		case len(args) == 2 && args[0] == "wait":
+			*mode = "wait"
+			*wait, err = positiveDuration(d, sub+" wait", args[1])
+		default:
+			err = d.Errf("%s: want wait <duration>, or %s", sub, alt)
+		}
+		return err
 	}
-	return args[0], nil
 }
-
-// parseSize parses a byte size such as 1MiB, 64KiB or 1048576.
-func parseSize(s string) (int64, error) {
-	n, err := humanize.ParseBytes(s)
-	if err != nil {
-		return 0, err
-	}
-	if n == 0 || n > 1<<40 {
-		return 0, errSizeRange
-	}
-	return int64(n), nil
-}
-
-var errSizeRange = errors.New("size must be between 1 byte and 1TiB")
 
 // Interface guards
 var (

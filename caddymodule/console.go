@@ -23,7 +23,7 @@ import (
 
 func init() {
 	caddy.RegisterModule(Console{})
-	httpcaddyfile.RegisterHandlerDirective("webhook_console", parseConsole)
+	httpcaddyfile.RegisterHandlerDirective("webhook_console", parseHandler[Console])
 	// A terminal handler: it answers, like respond.
 	httpcaddyfile.RegisterDirectiveOrder("webhook_console", httpcaddyfile.Before, "respond")
 }
@@ -158,12 +158,6 @@ func mountPath(r *http.Request) string {
 	return base
 }
 
-func parseConsole(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	c := new(Console)
-	err := c.UnmarshalCaddyfile(h.Dispenser)
-	return c, err
-}
-
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
 //	webhook_console {
@@ -175,34 +169,10 @@ func (h *Console) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	seen := map[string]bool{}
-	for d.NextBlock(0) {
-		sub := d.Val()
-		if seen[sub] {
-			return d.Errf("%s given twice", sub)
-		}
-		seen[sub] = true
-		args := d.RemainingArgs()
-		switch sub {
-		case "destination":
-			v, err := oneArg(d, args)
-			if err != nil {
-				return err
-			}
-			h.Destination = v
-		case "max_redrive":
-			v, err := oneArg(d, args)
-			if err != nil {
-				return err
-			}
-			if h.MaxRedrive, err = strconv.Atoi(v); err != nil || h.MaxRedrive < 1 {
-				return d.Errf("max_redrive: want a positive whole number, got %q", v)
-			}
-		default:
-			return unknownSubdirective(d, "webhook_console", sub, "destination", "max_redrive")
-		}
-	}
-	return nil
+	return parseBlock(d, "webhook_console", block{
+		{"destination", stringArg(&h.Destination)},
+		{"max_redrive", intArg(&h.MaxRedrive)},
+	})
 }
 
 // Interface guards

@@ -30,7 +30,7 @@ import (
 
 func init() {
 	caddy.RegisterModule(Dedupe{})
-	httpcaddyfile.RegisterHandlerDirective("webhook_dedupe", parseDedupe)
+	httpcaddyfile.RegisterHandlerDirective("webhook_dedupe", parseHandler[Dedupe])
 	// Dedupe runs after encode, so it records the un-encoded response.
 	httpcaddyfile.RegisterDirectiveOrder("webhook_dedupe", httpcaddyfile.After, "encode")
 }
@@ -393,12 +393,6 @@ func (a *App) dedupeStore() dedupe.Store {
 	return a.store
 }
 
-func parseDedupe(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	dd := new(Dedupe)
-	err := dd.UnmarshalCaddyfile(h.Dispenser)
-	return dd, err
-}
-
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
 //	webhook_dedupe {
@@ -416,53 +410,29 @@ func (h *Dedupe) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	seen := map[string]bool{}
-	for d.NextBlock(0) {
-		sub := d.Val()
-		if seen[sub] {
-			return d.Errf("%s given twice", sub)
-		}
-		seen[sub] = true
-		args := d.RemainingArgs()
-		var err error
-		switch sub {
-		case "key":
-			h.Key, err = oneArg(d, args)
-		case "retention":
-			h.Retention, err = positiveDuration(d, sub, args)
-		case "lease":
-			h.Lease, err = positiveDuration(d, sub, args)
-		case "in_flight":
-			h.InFlight, h.InFlightWait, err = waitOr(d, sub, "reject", args)
-		case "record":
-			if len(args) == 0 {
-				return d.ArgErr()
+	err := parseBlock(d, "webhook_dedupe", block{
+		{"key", stringArg(&h.Key)},
+		{"retention", durationArg(&h.Retention)},
+		{"lease", durationArg(&h.Lease)},
+		{"in_flight", waitOr("reject", &h.InFlight, &h.InFlightWait)},
+		{"record", listArg(&h.Record)},
+		{"max_record", sizeArg(&h.MaxRecord)},
+		{"on_store_error", stringArg(&h.OnStoreError)},
+		{"replay_cache", func(d *caddyfile.Dispenser) error {
+			v, err := oneArg(d)
+			if err != nil {
+				return err
 			}
-			h.Record = args
-		case "max_record":
-			var v string
-			if v, err = oneArg(d, args); err == nil {
-				if h.MaxRecord, err = parseSize(v); err != nil {
-					return d.Errf("max_record: %v", err)
-				}
+			if v == "off" {
+				h.ReplayCache = -1
+			} else if h.ReplayCache, err = strconv.Atoi(v); err != nil || h.ReplayCache <= 0 {
+				return d.Errf("replay_cache: want a positive number of entries, or off; got %q", v)
 			}
-		case "on_store_error":
-			h.OnStoreError, err = oneArg(d, args)
-		case "replay_cache":
-			var v string
-			if v, err = oneArg(d, args); err == nil {
-				if v == "off" {
-					h.ReplayCache = -1
-				} else if h.ReplayCache, err = strconv.Atoi(v); err != nil || h.ReplayCache <= 0 {
-					return d.Errf("replay_cache: want a positive number of entries, or off; got %q", v)
-				}
-			}
-		default:
-			return unknownSubdirective(d, "webhook_dedupe", sub, "key", "retention", "lease", "in_flight", "record", "max_record", "on_store_error", "replay_cache")
-		}
-		if err != nil {
-			return err
-		}
+			return nil
+		}},
+	})
+	if err != nil {
+		return err
 	}
 	return h.validate()
 }

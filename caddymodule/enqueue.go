@@ -23,7 +23,7 @@ import (
 
 func init() {
 	caddy.RegisterModule(Enqueue{})
-	httpcaddyfile.RegisterHandlerDirective("webhook_enqueue", parseEnqueue)
+	httpcaddyfile.RegisterHandlerDirective("webhook_enqueue", parseHandler[Enqueue])
 	// A terminal handler: it answers, like respond.
 	httpcaddyfile.RegisterDirectiveOrder("webhook_enqueue", httpcaddyfile.Before, "respond")
 }
@@ -161,12 +161,6 @@ func (a *App) Publish(ctx context.Context, ev *sender.Event) (sender.PublishResu
 	return a.sender.Publish(ctx, ev)
 }
 
-func parseEnqueue(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	e := new(Enqueue)
-	err := e.UnmarshalCaddyfile(h.Dispenser)
-	return e, err
-}
-
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
 //	webhook_enqueue [<destination>] {
@@ -187,39 +181,13 @@ func (h *Enqueue) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	seen := map[string]bool{}
-	for d.NextBlock(0) {
-		sub := d.Val()
-		if seen[sub] {
-			return d.Errf("%s given twice", sub)
-		}
-		seen[sub] = true
-		args := d.RemainingArgs()
-		var err error
-		switch sub {
-		case "id":
-			h.ID, err = oneArg(d, args)
-		case "event_type":
-			h.EventType, err = oneArg(d, args)
-		case "entity":
-			h.Entity, err = oneArg(d, args)
-		case "event_time":
-			h.EventTime, err = oneArg(d, args)
-		case "max_body":
-			var v string
-			if v, err = oneArg(d, args); err == nil {
-				if h.MaxBody, err = parseSize(v); err != nil {
-					return d.Errf("max_body: %v", err)
-				}
-			}
-		default:
-			return unknownSubdirective(d, "webhook_enqueue", sub, "id", "event_type", "entity", "event_time", "max_body")
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return parseBlock(d, "webhook_enqueue", block{
+		{"id", stringArg(&h.ID)},
+		{"event_type", stringArg(&h.EventType)},
+		{"entity", stringArg(&h.Entity)},
+		{"event_time", stringArg(&h.EventTime)},
+		{"max_body", sizeArg(&h.MaxBody)},
+	})
 }
 
 // Interface guards

@@ -23,7 +23,7 @@ import (
 
 func init() {
 	caddy.RegisterModule(Freshness{})
-	httpcaddyfile.RegisterHandlerDirective("webhook_freshness", parseFreshness)
+	httpcaddyfile.RegisterHandlerDirective("webhook_freshness", parseHandler[Freshness])
 	// Freshness runs right after dedupe (before push), so a duplicate is
 	// replayed before any freshness question is asked.
 	httpcaddyfile.RegisterDirectiveOrder("webhook_freshness", httpcaddyfile.Before, "push")
@@ -294,12 +294,6 @@ func (a *App) entityStore() dedupe.EntityStore {
 	return a.store
 }
 
-func parseFreshness(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	f := new(Freshness)
-	err := f.UnmarshalCaddyfile(h.Dispenser)
-	return f, err
-}
-
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
 //	webhook_freshness {
@@ -319,41 +313,18 @@ func (h *Freshness) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	seen := map[string]bool{}
-	for d.NextBlock(0) {
-		sub := d.Val()
-		if seen[sub] {
-			return d.Errf("%s given twice", sub)
-		}
-		seen[sub] = true
-		args := d.RemainingArgs()
-		if len(args) == 0 {
-			return d.ArgErr()
-		}
-		var err error
-		switch sub {
-		case "entity":
-			h.Entity, err = oneArg(d, args)
-		case "event_time":
-			h.EventTime, err = oneArg(d, args)
-		case "sequence":
-			h.Sequence, err = oneArg(d, args)
-		case "on_stale":
-			h.OnStale, err = oneArg(d, args)
-		case "max_age":
-			h.MaxAge, err = positiveDuration(d, sub, args)
-		case "lease":
-			h.Lease, err = positiveDuration(d, sub, args)
-		case "retention":
-			h.Retention, err = positiveDuration(d, sub, args)
-		case "entity_busy":
-			h.EntityBusy, h.EntityBusyWait, err = waitOr(d, sub, "reject", args)
-		default:
-			return unknownSubdirective(d, "webhook_freshness", sub, "entity", "event_time", "sequence", "on_stale", "max_age", "lease", "retention", "entity_busy")
-		}
-		if err != nil {
-			return err
-		}
+	err := parseBlock(d, "webhook_freshness", block{
+		{"entity", stringArg(&h.Entity)},
+		{"event_time", stringArg(&h.EventTime)},
+		{"sequence", stringArg(&h.Sequence)},
+		{"on_stale", stringArg(&h.OnStale)},
+		{"max_age", durationArg(&h.MaxAge)},
+		{"lease", durationArg(&h.Lease)},
+		{"retention", durationArg(&h.Retention)},
+		{"entity_busy", waitOr("reject", &h.EntityBusy, &h.EntityBusyWait)},
+	})
+	if err != nil {
+		return err
 	}
 	return h.validate()
 }

@@ -16,15 +16,16 @@ import (
 
 func init() {
 	caddy.RegisterModule(Health{})
-	httpcaddyfile.RegisterHandlerDirective("webhook_health", parseHealth)
+	httpcaddyfile.RegisterHandlerDirective("webhook_health", parseHandler[Health])
 	// A terminal handler: it answers, like respond.
 	httpcaddyfile.RegisterDirectiveOrder("webhook_health", httpcaddyfile.Before, "respond")
 }
 
 // Health is the webhook_health handler, readiness (package health): 200
 // {"status":"ok","store":"ok","sender":"ok"} when the store answers
-// within a second and takes writes (store.Lazy.Ready: the handlers' latest
-// write did not fail, or a write of its own succeeds) and the sender's
+// within a second and takes writes (store.Lazy.Ready: the latest write of
+// the handlers or the sender's queue did not fail, or a write of its own
+// succeeds) and the sender's
 // workers run, else 503 with the failing part "unavailable". A part this
 // config does not use is "off". It takes no options.
 type Health struct {
@@ -65,11 +66,6 @@ func (h *Health) Provision(ctx caddy.Context) error {
 func (h *Health) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	h.checker.ServeHTTP(w, r)
 	return nil
-}
-
-func parseHealth(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	m := new(Health)
-	return m, m.UnmarshalCaddyfile(h.Dispenser)
 }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:

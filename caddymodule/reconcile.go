@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -64,21 +63,21 @@ type ReconcileSource = reconcile.SourceSpec
 //		}
 //	}
 func (j *ReconcileJob) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		sub := d.Val()
-		args := d.RemainingArgs()
-		switch sub {
-		case "truth", "receiver":
+	source := func(p **ReconcileSource) subdirective {
+		return func(d *caddyfile.Dispenser) error {
+			sub, args := d.Val(), d.RemainingArgs()
 			src := new(ReconcileSource)
+			*p = src
 			switch {
 			case len(args) == 3 && args[0] == "postgres":
 				src.Kind, src.DSN, src.Query = "postgres", args[1], args[2]
-			case len(args) == 2 && args[0] == "http":
-				src.Kind, src.URL = "http", args[1]
-				for n := d.Nesting(); d.NextBlock(n); {
-					if d.Val() != "header" {
-						return unknownSubdirective(d, "http source", d.Val(), "header")
-					}
+				return nil
+			case len(args) != 2 || args[0] != "http":
+				return d.Errf("%s: want postgres <dsn> <query>, or http <url>", sub)
+			}
+			src.Kind, src.URL = "http", args[1]
+			return parseBlock(d, "http source", block{
+				{"header", func(d *caddyfile.Dispenser) error {
 					hv := d.RemainingArgs()
 					if len(hv) != 2 {
 						return d.ArgErr()
@@ -87,79 +86,53 @@ func (j *ReconcileJob) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 						src.Headers = map[string]string{}
 					}
 					src.Headers[hv[0]] = hv[1]
-				}
-			default:
-				return d.Errf("%s: want postgres <dsn> <query>, or http <url>", sub)
-			}
-			if sub == "truth" {
-				if j.Truth != nil {
-					return d.Err("truth given twice")
-				}
-				j.Truth = src
-			} else {
-				if j.Receiver != nil {
-					return d.Err("receiver given twice")
-				}
-				j.Receiver = src
-			}
-		case "expect":
+					return nil
+				}},
+			}, "header")
+		}
+	}
+	err := parseBlock(d, "reconcile", block{
+		{"truth", source(&j.Truth)},
+		{"receiver", source(&j.Receiver)},
+		{"expect", func(d *caddyfile.Dispenser) error {
+			args := d.RemainingArgs()
 			if len(args) != 2 {
 				return d.Errf("expect: want <truth-state> <receiver-state|none>")
-			}
-			if j.Expect == nil {
-				j.Expect = map[string]string{}
 			}
 			if _, dup := j.Expect[args[0]]; dup {
 				return d.Errf("expect %s given twice", args[0])
 			}
+			if j.Expect == nil {
+				j.Expect = map[string]string{}
+			}
 			j.Expect[args[0]] = args[1]
-		case "grace":
-			var err error
-			if j.Grace, err = positiveDuration(d, sub, args); err != nil {
-				return err
+			return nil
+		}},
+		{"grace", durationArg(&j.Grace)},
+		{"every", durationArg(&j.Every)},
+		{"repair", func(d *caddyfile.Dispenser) error {
+			if d.NextArg() {
+				return d.ArgErr()
 			}
-		case "every":
-			var err error
-			if j.Every, err = positiveDuration(d, sub, args); err != nil {
-				return err
-			}
-		case "repair":
-			if len(args) != 0 || j.Repair != nil {
-				return d.Err("repair: a block, given once")
-			}
-			j.Repair = new(ReconcileRepair)
-			for n := d.Nesting(); d.NextBlock(n); {
-				field := d.Val()
-				v, err := oneArg(d, d.RemainingArgs())
-				if err != nil {
-					return err
-				}
-				switch field {
-				case "destination":
-					j.Repair.Destination = v
-				case "event_type":
-					j.Repair.EventType = v
-				case "limit":
-					n, err := strconv.Atoi(v)
-					if err != nil || n < 1 {
-						return d.Errf("repair limit %q: want a positive integer", v)
-					}
-					j.Repair.Limit = n
-				default:
-					return unknownSubdirective(d, "repair", field, "destination", "event_type", "limit")
-				}
-			}
-			if j.Repair.Destination == "" {
+			r := new(ReconcileRepair)
+			j.Repair = r
+			err := parseBlock(d, "repair", block{
+				{"destination", stringArg(&r.Destination)},
+				{"event_type", stringArg(&r.EventType)},
+				{"limit", intArg(&r.Limit)},
+			})
+			if err == nil && r.Destination == "" {
 				return d.Err("repair needs a destination")
 			}
-		default:
-			return unknownSubdirective(d, "reconcile", sub, "truth", "receiver", "expect", "grace", "every", "repair")
-		}
-	}
-	if j.Truth == nil || j.Receiver == nil {
+			return err
+		}},
+	}, "expect")
+	switch {
+	case err != nil:
+		return err
+	case j.Truth == nil || j.Receiver == nil:
 		return d.Errf("reconcile %s needs a truth and a receiver", j.Name)
-	}
-	if len(j.Expect) == 0 {
+	case len(j.Expect) == 0:
 		return d.Errf("reconcile %s needs at least one expect", j.Name)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
+	"github.com/hookgate/hookgate/internal/store"
 	"github.com/hookgate/hookgate/sender"
 	"github.com/hookgate/hookgate/verify"
 )
@@ -182,6 +183,8 @@ func (a *App) startSender() error {
 	if err != nil {
 		return fmt.Errorf("sender queue: %w", err)
 	}
+	// Readiness judges the store by its latest write: the queue's count.
+	q = store.ObserveWrites(q, a.store.WriteDone)
 	s, err := sender.New(q, a.senderConfig(), a.destinations, sender.Options{
 		Logger:   zapslogLogger(a.logger.Named("sender")),
 		Observer: a.metrics.SenderObserver(),

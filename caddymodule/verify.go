@@ -26,7 +26,7 @@ import (
 
 func init() {
 	caddy.RegisterModule(Verify{})
-	httpcaddyfile.RegisterHandlerDirective("webhook_verify", parseVerify)
+	httpcaddyfile.RegisterHandlerDirective("webhook_verify", parseHandler[Verify])
 	// Verification sits where authentication sits.
 	httpcaddyfile.RegisterDirectiveOrder("webhook_verify", httpcaddyfile.Before, "basic_auth")
 }
@@ -266,12 +266,6 @@ func (v *Verify) arrived(r *http.Request) (method, url string) {
 	return method, scheme + "://" + r.Host + uri
 }
 
-func parseVerify(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	v := new(Verify)
-	err := v.UnmarshalCaddyfile(h.Dispenser)
-	return v, err
-}
-
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
 //	webhook_verify [<scheme>] {
@@ -305,104 +299,76 @@ func (v *Verify) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return d.ArgErr()
 		}
 	}
-	seen := map[string]bool{}
-	for d.NextBlock(0) {
-		sub := d.Val()
-		if seen[sub] && sub != "secret" {
-			return d.Errf("%s given twice", sub)
-		}
-		seen[sub] = true
-		args := d.RemainingArgs()
-		switch sub {
-		case "scheme":
-			if len(args) != 1 {
-				return d.ArgErr()
-			}
-			if v.Scheme != "" {
+	return parseBlock(d, "webhook_verify", block{
+		{"scheme", func(d *caddyfile.Dispenser) error {
+			scheme, err := oneArg(d)
+			switch {
+			case err != nil:
+				return err
+			case v.Scheme != "":
 				return d.Err("scheme given twice")
-			}
-			if v.Scheme = args[0]; v.Scheme == "rfc9421" && len(v.Secrets) > 0 {
+			case scheme == "rfc9421" && len(v.Secrets) > 0:
 				return d.Err("scheme rfc9421 must come before its secrets: each is secret <keyid> <key>")
 			}
-		case "secret":
-			if len(args) == 0 {
+			v.Scheme = scheme
+			return nil
+		}},
+		{"secret", func(d *caddyfile.Dispenser) error {
+			args := d.RemainingArgs()
+			switch {
+			case len(args) == 0:
 				return d.ArgErr()
-			}
-			if v.Scheme == "rfc9421" {
-				if len(args) != 2 {
-					return d.Err("secret under rfc9421: want secret <keyid> <key>")
-				}
+			case v.Scheme == "rfc9421" && len(args) != 2:
+				return d.Err("secret under rfc9421: want secret <keyid> <key>")
+			case v.Scheme == "rfc9421":
 				v.KeyIDs, args = append(v.KeyIDs, args[0]), args[1:]
 			}
 			v.Secrets = append(v.Secrets, args...)
-		case "url", "id_header", "verify_token", "cloudevents_rate":
-			val, err := oneArg(d, args)
-			if err != nil {
-				return err
-			}
-			*map[string]*string{"url": &v.URL, "id_header": &v.IDHeader, "verify_token": &v.VerifyToken, "cloudevents_rate": &v.CloudEventsRate}[sub] = val
-		case "cloudevents_origins":
-			if len(args) == 0 {
-				return d.ArgErr()
-			}
-			v.CloudEventsOrigins = args
-		case "tolerance":
+			return nil
+		}},
+		{"url", stringArg(&v.URL)},
+		{"id_header", stringArg(&v.IDHeader)},
+		{"verify_token", stringArg(&v.VerifyToken)},
+		{"cloudevents_rate", stringArg(&v.CloudEventsRate)},
+		{"cloudevents_origins", listArg(&v.CloudEventsOrigins)},
+		{"tolerance", func(d *caddyfile.Dispenser) error {
+			args := d.RemainingArgs()
 			if len(args) < 1 || len(args) > 2 {
 				return d.ArgErr()
 			}
 			past, err := caddy.ParseDuration(args[0])
-			if err != nil {
-				return d.Errf("tolerance: %v", err)
-			}
 			future := past
-			if len(args) == 2 {
-				if future, err = caddy.ParseDuration(args[1]); err != nil {
-					return d.Errf("tolerance: %v", err)
-				}
+			if err == nil && len(args) == 2 {
+				future, err = caddy.ParseDuration(args[1])
 			}
-			if past <= 0 || future <= 0 {
+			switch {
+			case err != nil:
+				return d.Errf("tolerance: %v", err)
+			case past <= 0 || future <= 0:
 				// Zero would silently mean the default in JSON; say so instead.
 				return d.Errf("tolerance must be positive: omit it for the default of 5m")
 			}
 			v.Tolerance, v.FutureTolerance = caddy.Duration(past), caddy.Duration(future)
-		case "max_body":
-			if len(args) != 1 {
+			return nil
+		}},
+		{"max_body", sizeArg(&v.MaxBody)},
+		{"hmac", func(d *caddyfile.Dispenser) error {
+			if d.NextArg() {
 				return d.ArgErr()
 			}
-			size, err := parseSize(args[0])
-			if err != nil {
-				return d.Errf("max_body: %v", err)
-			}
-			v.MaxBody = size
-		case "hmac":
-			if len(args) != 0 {
-				return d.ArgErr()
-			}
-			v.HMAC = new(verify.HMAC)
-			fields := map[string]*string{
-				"id_header": &v.HMAC.IDHeader, "timestamp_header": &v.HMAC.TimestampHeader,
-				"signature_header": &v.HMAC.SignatureHeader, "algorithm": &v.HMAC.Algorithm,
-				"encoding": &v.HMAC.Encoding, "prefix": &v.HMAC.Prefix, "content": &v.HMAC.Content,
-			}
-			for nesting := d.Nesting(); d.NextBlock(nesting); {
-				field, ok := fields[d.Val()]
-				if !ok {
-					return unknownSubdirective(d, "hmac", d.Val(), slices.Sorted(maps.Keys(fields))...)
-				}
-				if *field != "" {
-					return d.Errf("hmac: %s given twice", d.Val())
-				}
-				val, err := oneArg(d, d.RemainingArgs())
-				if err != nil {
-					return err
-				}
-				*field = val
-			}
-		default:
-			return unknownSubdirective(d, "webhook_verify", sub, "scheme", "secret", "url", "id_header", "verify_token", "cloudevents_rate", "cloudevents_origins", "tolerance", "max_body", "hmac")
-		}
-	}
-	return nil
+			h := new(verify.HMAC)
+			v.HMAC = h
+			return parseBlock(d, "hmac", block{
+				{"id_header", stringArg(&h.IDHeader)},
+				{"timestamp_header", stringArg(&h.TimestampHeader)},
+				{"signature_header", stringArg(&h.SignatureHeader)},
+				{"algorithm", stringArg(&h.Algorithm)},
+				{"encoding", stringArg(&h.Encoding)},
+				{"prefix", stringArg(&h.Prefix)},
+				{"content", stringArg(&h.Content)},
+			})
+		}},
+	}, "secret")
 }
 
 // Interface guards

@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
+
+	"github.com/hookgate/hookgate/internal/pathseg"
 )
 
 func init() {
@@ -62,7 +63,7 @@ func cmdRemembered(cmd *cobra.Command, kind, action, key string) error {
 	if err != nil {
 		return err
 	}
-	path := "/hookgate/" + kind + "/" + url.PathEscape(key)
+	path := "/hookgate/" + kind + "/" + pathseg.Escape(key) // "." and ".." too
 	switch {
 	case action == "show":
 		var v remembered

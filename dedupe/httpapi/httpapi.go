@@ -10,12 +10,12 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/pathseg"
 	"github.com/hookgate/hookgate/internal/problem"
 )
 
@@ -83,11 +83,12 @@ func Routes(path string) bool {
 var errNotHeld = errors.New("the store holds nothing for this key")
 
 // ServeHTTP answers one of the routes. The key or entity is the rest of
-// the path, unescaped: it may hold any character.
+// the path, unescaped (pathseg: "." and ".." come as "%20." and "%20.."):
+// it may hold any character.
 func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rest := strings.TrimPrefix(r.URL.EscapedPath(), "/hookgate/")
 	kind, esc, _ := strings.Cut(rest, "/")
-	key, err := url.PathUnescape(esc)
+	key, err := pathseg.Unescape(esc)
 	if err != nil || key == "" {
 		problem.Write(w, http.StatusBadRequest, ReasonBadRequest, "a "+kind+" needs a key", 0)
 		return

@@ -80,3 +80,32 @@ func TestLookupAndForget(t *testing.T) {
 		}
 	}
 }
+
+// TestDotKeys: the keys "." and ".." come escaped as pathseg writes them
+// ("%20." and "%20.."), since a server's path cleaning drops them bare.
+func TestDotKeys(t *testing.T) {
+	db, err := boltstore.OpenFile(filepath.Join(t.TempDir(), "state.db"), time.Second, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := boltstore.New(db, boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(); _ = db.Close() })
+	now := time.Now()
+	h := Handler{Store: s, Logger: slog.New(slog.DiscardHandler)}
+	for key, path := range map[string]string{".": "/hookgate/dedupe/%20.", "..": "/hookgate/dedupe/%20.."} {
+		if _, err := s.Claim(t.Context(), key, dedupe.Claim{Token: "t", Lease: time.Minute, Retention: time.Hour, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		for _, method := range []string{"GET", "DELETE"} {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest(method, path, nil))
+			var out map[string]any
+			if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil || w.Code != 200 || out["key"] != key {
+				t.Errorf("%s %s: %d %s, want 200 with key %q", method, path, w.Code, w.Body, key)
+			}
+		}
+	}
+}

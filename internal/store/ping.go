@@ -34,7 +34,8 @@ func (c *Conn) Ping(ctx context.Context) error {
 
 // Ready reports whether the store works: it answers (Conn.Ping), and
 // its writes succeed. The handlers' writes through l (claims, records,
-// releases, entity leases) report what they did; when the latest of them
+// releases, entity leases) and the sender queue's (enqueues, leases,
+// settles: ObserveWrites) report what they did; when the latest of them
 // failed (a Redis out of memory under noeviction answers PING but refuses
 // every write), Ready tries one write of its own, a claim on a key of its
 // own released at once, and fails unless it succeeds. So a store whose

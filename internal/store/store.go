@@ -109,6 +109,9 @@ func Open(cfg Config, logger *slog.Logger) (*Conn, error) {
 			return nil, err
 		}
 		c.rdb = redis.NewUniversalClient(opts)
+		if cc, ok := c.rdb.(*redis.ClusterClient); ok {
+			sendScriptsOnce(cc)
+		}
 		out := newOutage(logger, opts.Addrs, time.Now)
 		out.watch(c.rdb)
 		ctx, stop := context.WithCancel(context.Background())
@@ -302,7 +305,17 @@ func RedisOptions(urls []string, sentinelMaster string) (*redis.UniversalOptions
 	opts.DialTimeout = 2 * time.Second
 	opts.ReadTimeout = 2 * time.Second
 	opts.WriteTimeout = 2 * time.Second
-	opts.MaxRetries = 1
+	// Nothing is sent twice. go-redis resends a command whose reply timed
+	// out or whose connection broke after it was written, and a script
+	// that ran but answered late would run again: a Lease run twice
+	// strands the first run's envelopes, unseen, until their lease
+	// expires. Without a retry the call fails, and its caller (the
+	// sender's worker loop, a webhook's sender) counts the error and
+	// tries again. The retry buys little besides: a pooled connection that
+	// Redis closed (a restart, a failover) is found and dropped before
+	// use (the pool's health check), and a dial error fails before
+	// anything is sent.
+	opts.MaxRetries = -1
 	return &opts, nil
 }
 

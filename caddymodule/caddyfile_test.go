@@ -1,0 +1,39 @@
+package caddymodule
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+)
+
+// TestSubdirectiveGivenTwice: every block refuses a subdirective given
+// twice, naming it, and the block when nested; only the repeatable ones
+// repeat.
+func TestSubdirectiveGivenTwice(t *testing.T) {
+	adapter := caddyconfig.GetAdapter("caddyfile")
+	for _, tt := range []struct{ caddyfile, want string }{
+		{":80 {\n webhook_dedupe {\n  lease 1s\n  lease 2s\n }\n}", "lease given twice, at Caddyfile:4"},
+		{"{\n hookgate {\n  store redis redis://h {\n   sentinel_master a\n   sentinel_master b\n  }\n }\n}\n:80", "store: sentinel_master given twice, at Caddyfile:5"},
+		{"{\n hookgate {\n  sender {\n   breaker {\n    open 1s\n    open 2s\n   }\n  }\n }\n}\n:80", "breaker: open given twice, at Caddyfile:6"},
+		{"{\n hookgate {\n  reconcile j {\n   grace 1m\n   grace 2m\n  }\n }\n}\n:80", "reconcile: grace given twice, at Caddyfile:5"},
+		{"{\n hookgate {\n  reconcile j {\n   repair {\n    destination a\n    destination b\n   }\n  }\n }\n}\n:80", "repair: destination given twice, at Caddyfile:6"},
+		{"{\n hookgate {\n  key_prefix a\n }\n hookgate {\n  key_prefix b\n }\n}\n:80", "key_prefix given twice, at Caddyfile:6"},
+		{"{\n hookgate {\n  destination d {\n   url http://x\n   url http://y\n  }\n }\n}\n:80", "destination: url given twice, at Caddyfile:5"},
+		{":80 {\n webhook_verify hmac {\n  hmac {\n   prefix a\n   prefix b\n  }\n }\n}", "hmac: prefix given twice, at Caddyfile:5"},
+	} {
+		_, _, err := adapter.Adapt([]byte(tt.caddyfile), map[string]any{"filename": "Caddyfile"})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("adapting\n%s\n: %v; want %q", tt.caddyfile, err, tt.want)
+		}
+	}
+	// The repeatable ones.
+	for _, in := range []string{
+		":80 {\n webhook_verify {\n  secret a\n  secret b\n }\n}",
+		"{\n hookgate {\n  reconcile j {\n   truth http http://x {\n    header A b\n    header C d\n   }\n   receiver postgres x y\n   expect a b\n   expect c none\n  }\n }\n}\n:80",
+	} {
+		if _, _, err := adapter.Adapt([]byte(in), map[string]any{"filename": "Caddyfile"}); err != nil {
+			t.Errorf("adapting\n%s\n: %v", in, err)
+		}
+	}
+}

@@ -1,0 +1,98 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hookgate/hookgate/internal/redistest"
+)
+
+// TestReadySenderOnly: a gateway that only sends (no webhook_dedupe) on a
+// Redis out of memory under noeviction answered ready while every enqueue
+// failed: readiness knew only the dedupe handlers' writes. The sender's
+// queue writes now count: an enqueue refused makes /healthz 503, and once
+// Redis takes writes again /healthz is 200 with no request in between.
+func TestReadySenderOnly(t *testing.T) {
+	srv := redistest.StartWith(t, "--maxmemory-policy", "noeviction")
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	upstream := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(upstream.Close)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	cfg, err := json.Marshal(map[string]any{
+		"admin": map[string]any{"disabled": true},
+		"apps": map[string]any{
+			"hookgate": map[string]any{
+				"key_prefix":   "readysender",
+				"store":        map[string]any{"backend": "redis", "urls": []string{srv.URL()}},
+				"destinations": []map[string]any{{"name": "billing", "url": upstream.URL, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}},
+			},
+			"http": map[string]any{"servers": map[string]any{"s": map[string]any{"listen": []string{addr}, "routes": []map[string]any{
+				{"match": []map[string]any{{"path": []string{"/enqueue"}}}, "handle": []map[string]any{{"handler": "webhook_enqueue", "destination": "billing"}}},
+				{"match": []map[string]any{{"path": []string{"/healthz"}}}, "handle": []map[string]any{{"handler": "webhook_health"}}},
+			}}}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := caddy.Load(cfg, true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = caddy.Stop() })
+	get := func(path, id string) (int, string) {
+		t.Helper()
+		method, body := http.MethodGet, io.Reader(nil)
+		if id != "" {
+			method, body = http.MethodPost, strings.NewReader(`{"id":"`+id+`"}`)
+		}
+		req, err := http.NewRequestWithContext(t.Context(), method, fmt.Sprintf("http://%s%s", addr, path), body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/enqueue", "evt_1"); code != http.StatusAccepted {
+		t.Fatalf("enqueue: %d %s", code, body)
+	}
+	if code, body := get("/healthz", ""); code != 200 {
+		t.Fatalf("healthz before: %d %s", code, body)
+	}
+
+	if err := rdb.ConfigSet(t.Context(), "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := get("/enqueue", "evt_2"); code != http.StatusServiceUnavailable {
+		t.Fatalf("enqueue on a Redis out of memory: %d %s, want 503", code, body)
+	}
+	if code, body := get("/healthz", ""); code != http.StatusServiceUnavailable || !strings.Contains(body, `"store":"unavailable"`) {
+		t.Errorf("healthz after an enqueue failed: %d %s, want 503 store unavailable", code, body)
+	}
+
+	if err := rdb.ConfigSet(t.Context(), "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := get("/healthz", ""); code != 200 {
+		t.Errorf("healthz once Redis takes writes: %d %s, want 200", code, body)
+	}
+}
