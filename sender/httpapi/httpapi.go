@@ -4,8 +4,10 @@
 // in and out; every error is problem+json (RFC 9457) with a reason code.
 // WriteEnqueued and WritePublished answer for webhook_enqueue too.
 //
-// The package imports no Caddy: the admin.api.hookgate module finds the
-// running app and mounts a Handler on Caddy's admin endpoint. The
+// The package imports no Caddy: the hookgate app registers a Handler's
+// routes on its admin router (package route) at Start, and the
+// admin.api.hookgate module serves the running app's router on Caddy's
+// admin endpoint. The
 // `hookgate dlq`, `deliveries` and `destinations` commands speak to it, with the types
 // it answers with.
 package httpapi
