@@ -8,7 +8,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -125,9 +124,6 @@ func cmdReconcile(cmd *cobra.Command, args []string) (int, error) {
 		addr, _ := cmd.Flags().GetString("address")
 		if addr == "" && cfg.Admin != nil {
 			addr = cfg.Admin.Listen
-		}
-		if addr == "" {
-			addr = caddy.DefaultAdminListen
 		}
 		opts.Enqueuer, err = reconcile.NewAdminEnqueuer(addr, job.Repair.Destination)
 		if err != nil {
