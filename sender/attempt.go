@@ -41,20 +41,11 @@ func (s *Sender) deliver(ctx context.Context, d *destination, j job) Outcome {
 	e := j.Envelope
 	start := s.now()
 	res := s.attempt(d, e, start)
-	// The attempt is counted after it is made, so that the breaker's lock
-	// is never held across a request. Execute's error is only the outcome
-	// handed to it, or its refusal to count one while open. Every counted
-	// outcome goes into this instance's report on the destination; a
-	// success that changes nothing the breaker decides by goes there
-	// alone (sharedStore.outcome).
-	if res.Breaker != BreakerNotCounted && !d.shared.outcome(d.stateKey, res.Breaker == BreakerSuccess, s.now()) {
-		failed := res.Breaker == BreakerFailure
-		_, _ = d.breaker.Execute(func() (struct{}, error) {
-			if failed {
-				return struct{}{}, errTransient
-			}
-			return struct{}{}, nil
-		})
+	// Every counted outcome goes into this instance's report on the
+	// destination, and into its own breaker.
+	if res.Breaker != BreakerNotCounted {
+		d.shared.outcome(d.Name, res.Breaker == BreakerSuccess, s.now())
+		d.breaker.count(res.Breaker == BreakerFailure)
 	}
 	now := s.now()
 	latency := now.Sub(start)

@@ -161,8 +161,7 @@ func TestInstanceStartedLaterFindsTheBreakerOpen(t *testing.T) {
 // TestSuccessesAreCountedOrReported: with Failures 3, answers that fail
 // twice, then succeed, over and over, never open the breaker (the success
 // that ends a run of failures is counted at once); the successes that
-// follow go into the instance's report, merged into the remote, and not
-// through gobreaker.
+// follow go into the instance's report, merged into the remote.
 func TestSuccessesAreCountedOrReported(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		remote := newMemRemote()
@@ -200,7 +199,7 @@ func TestSuccessesAreCountedOrReported(t *testing.T) {
 		if c := breakerCounts(t, s, "d"); c.TotalFailures != 40 || c.ConsecutiveFailures != 0 {
 			t.Errorf("counts %+v after 50 more successes, want no failure more", c)
 		}
-		b, _ := remote.Load(t.Context(), stateKey("d"))
+		b, _ := remote.Load(t.Context(), "d")
 		if r := b.Reports[s.shared.self]; len(b.Reports) != 1 || !r.Failing.IsZero() || last.Sub(r.OK) > time.Second {
 			t.Errorf("the remote holds %+v, want this instance's latest success, within the second, and no failure", b.Reports)
 		}

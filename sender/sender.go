@@ -186,11 +186,9 @@ type Sender struct {
 // destination is a destination's running state.
 type destination struct {
 	Destination
-	origin  string // scheme://host[:port] of URL: what errors name
-	breaker *gobreaker.DistributedCircuitBreaker[struct{}]
-	shared  *sharedStore // where breaker keeps its state
-	// stateKey is the name breaker's state has in shared.
-	stateKey string
+	origin  string       // scheme://host[:port] of URL: what errors name
+	breaker *breaker     // this instance's own
+	shared  *sharedStore // the breaker's board, which breaker follows
 	// request is the template of every request to URL: its method, parsed
 	// URL and host, cloned (shallowly) for each attempt.
 	request *http.Request
@@ -270,7 +268,7 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 			workers = max(1, cfg.Workers/2)
 		}
 		workers = min(workers, cfg.Workers)
-		ds := &destination{Destination: d, origin: u.Scheme + "://" + u.Host, shared: s.shared, stateKey: stateKey(d.Name), workers: workers, wake: make(chan struct{}, 1)}
+		ds := &destination{Destination: d, origin: u.Scheme + "://" + u.Host, shared: s.shared, workers: workers, wake: make(chan struct{}, 1)}
 		if ds.request, err = http.NewRequest(http.MethodPost, d.URL, nil); err != nil {
 			return nil, fmt.Errorf("destination %q: %w", d.Name, ds.scrub(err))
 		}
@@ -278,28 +276,14 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 			ds.limiter = rate.NewLimiter(d.Rate, max(d.Burst, 1))
 		}
 		name := d.Name
-		ds.breaker, err = gobreaker.NewDistributedCircuitBreaker[struct{}](s.shared, gobreaker.Settings{
-			Name:        name,
-			MaxRequests: uint32(cfg.Breaker.HalfOpen),
-			Timeout:     cfg.Breaker.Open,
-			// ConsecutiveFailures alone, and no Interval: what lets
-			// deliver leave a steady breaker's successes uncounted
-			// (sharedStore.outcome).
-			ReadyToTrip: func(c gobreaker.Counts) bool {
-				return c.ConsecutiveFailures >= uint32(cfg.Breaker.Failures)
-			},
-			// Only what Classify counts as a failure counts against a
-			// destination (deliver leaves out what it does not count): a
-			// permanent 4xx is the receiver answering.
-			IsSuccessful: func(err error) bool { return !errors.Is(err, errTransient) },
-			OnStateChange: func(_ string, from, to gobreaker.State) {
-				s.logger.Info("destination breaker", "destination", name, "from", from.String(), "to", to.String())
-				s.obs.BreakerState(name, to)
-			},
+		ds.breaker = newBreaker(name, cfg.Breaker, func(from, to gobreaker.State) {
+			s.logger.Info("destination breaker", "destination", name, "from", from.String(), "to", to.String())
+			s.obs.BreakerState(name, to)
+			if to != gobreaker.StateHalfOpen {
+				s.shared.transition(name, to == gobreaker.StateOpen, time.Now().Add(cfg.Breaker.Open))
+			}
 		})
-		if err != nil {
-			return nil, fmt.Errorf("destination %q breaker: %w", d.Name, err)
-		}
+		s.shared.add(name, ds.breaker)
 		s.dests[d.Name] = ds
 		s.order = append(s.order, d.Name)
 	}
@@ -401,8 +385,8 @@ func (s *Sender) BreakerState(dest string) (gobreaker.State, bool) {
 	return d.state(), true
 }
 
-// state is d's breaker state; reading it writes nothing.
-func (d *destination) state() gobreaker.State { return d.shared.state(d.stateKey, time.Now()) }
+// state is d's breaker state, the shared state followed.
+func (d *destination) state() gobreaker.State { return d.shared.state(d.Name) }
 
 // ErrUnknownDestination means an envelope names no configured destination.
 var ErrUnknownDestination = errors.New("unknown destination")
