@@ -15,7 +15,8 @@ import (
 // instance's own breaker, which follows it).
 
 // Remote is where the breakers' shared state and the instances' reports
-// live: Redis, for instances that share the work.
+// live: Redis, for instances that share the work. A breaker is called by
+// its destination's name.
 type Remote interface {
 	// Load reads the shared state of the breaker called name and the
 	// instances' reports on it: the zero Board when there are none.
@@ -25,8 +26,6 @@ type Remote interface {
 	// still of generation u.Gen. It reports whether it stored u.Next.
 	Put(ctx context.Context, name string, u Update) (bool, error)
 }
-
-// A breaker's name on a Remote is its destination's name.
 
 // Board is a breaker's shared state and the instances' reports.
 type Board struct {
