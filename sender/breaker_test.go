@@ -322,4 +322,44 @@ func TestDestinationDownForAllOpensEverywhere(t *testing.T) {
 	})
 }
 
+// TestBreakerFollowsTheSharedState: a breaker that follows a shared
+// opening is open until its expiry, untold, then half-open; a failed
+// trial opens it again for the open time, not for what was left of the
+// opening it followed, told once; following a closing starts its counts
+// afresh.
+func TestBreakerFollowsTheSharedState(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var told []string
+		b := newBreaker("d", BreakerConfig{Failures: 2, Open: time.Second, HalfOpen: 1}, func(from, to gobreaker.State) {
+			told = append(told, from.String()+">"+to.String())
+		})
+		b.follow(Shared{Gen: 1, Open: true, Expiry: time.Now().Add(100 * time.Millisecond)})
+		if st := b.state(); st != gobreaker.StateOpen {
+			t.Fatalf("after following an opening the breaker is %s, want open", st)
+		}
+		time.Sleep(101 * time.Millisecond)
+		if st := b.state(); st != gobreaker.StateHalfOpen {
+			t.Fatalf("past the shared expiry the breaker is %s, want half-open", st)
+		}
+		b.count(true)
+		time.Sleep(900 * time.Millisecond)
+		if st := b.state(); st != gobreaker.StateOpen {
+			t.Fatalf("900ms after a failed trial the breaker is %s, want open (for the open time, 1s)", st)
+		}
+		time.Sleep(101 * time.Millisecond)
+		if st := b.state(); st != gobreaker.StateHalfOpen {
+			t.Fatalf("past the open time the breaker is %s, want half-open", st)
+		}
+		want := []string{"open>half-open", "half-open>open", "open>half-open"}
+		if fmt.Sprint(told) != fmt.Sprint(want) {
+			t.Errorf("told %v, want %v", told, want)
+		}
+		b.follow(Shared{Gen: 2})
+		b.count(true)
+		if st, c := b.state(), b.cur.Load().Counts(); st != gobreaker.StateClosed || c.Requests != 1 || c.ConsecutiveFailures != 1 {
+			t.Errorf("after following a closing and one failure: %s, counts %+v; want closed, that failure alone", st, c)
+		}
+	})
+}
+
 var _ http.RoundTripper = (*fakeReceiver)(nil)
