@@ -47,7 +47,7 @@ to 1024 bytes of visible ASCII) is reported as "unrepairable" (a warning on
 standard error names it) and not enqueued. --limit (default 1000) bounds
 the events newly enqueued; orphans are never repaired.
 On a terminal, a progress line on standard error shows the rows compared.
-Documentation: README.md, "Reconcile".`,
+Documentation: docs/reconcile.md, "Reconcile".`,
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.Flags().String("config", "", "the Caddyfile (or JSON config) declaring the job")
 			cmd.Flags().String("adapter", "", "the config adapter (default: caddyfile for a Caddyfile)")

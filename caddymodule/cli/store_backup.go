@@ -35,7 +35,7 @@ never replaces an earlier backup, and leaves no temporary file.
 To restore, stop the gateway and put the copy in place of its state.db.
 A Redis store is refused: back Redis up with its own persistence. The
 exit code is 0 when the copy is written and sound, 1 otherwise.
-Documentation: README.md, "Backup and restore".`,
+Documentation: docs/operations.md, "Backup and restore".`,
 		Args: cobra.ExactArgs(1),
 		RunE: runE(cmdStoreBackup),
 	}
