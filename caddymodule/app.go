@@ -24,6 +24,7 @@ import (
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/portcheck"
+	"github.com/hookgate/hookgate/internal/route"
 	"github.com/hookgate/hookgate/internal/store"
 	"github.com/hookgate/hookgate/internal/telemetry"
 	"github.com/hookgate/hookgate/sender"
@@ -67,7 +68,8 @@ type App struct {
 	dedupers      []*dedupe.Deduper // this config's, whose caches a forget clears
 	stopSender    context.CancelFunc
 	senderDone    *sync.WaitGroup
-	stopSchedules func() // stops and waits for the scheduled reconcile runs
+	stopSchedules func()     // stops and waits for the scheduled reconcile runs
+	admin         *route.Mux // the admin API's router, built at Start
 }
 
 // StoreConfig selects the state store.
@@ -228,6 +230,7 @@ func (a *App) Start() error {
 		return err
 	}
 	a.startSchedules()
+	a.admin = a.adminRouter()
 	setRunning(a)
 	return nil
 }

@@ -236,7 +236,7 @@ func TestAppEnqueueRefusesBadID(t *testing.T) {
 func serveAdmin(t *testing.T, method, path, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	w := httptest.NewRecorder()
-	a := &adminAPI{logger: zap.NewNop()}
+	a := &adminAPI{}
 	if err := a.serve(w, httptest.NewRequest(method, path, strings.NewReader(body))); err != nil {
 		t.Fatal(err)
 	}
@@ -245,6 +245,7 @@ func serveAdmin(t *testing.T, method, path, body string) *httptest.ResponseRecor
 
 // running registers app as the running one for the test.
 func (f *enqueueFixture) running(t *testing.T) {
+	f.app.admin = f.app.adminRouter()
 	setRunning(f.app)
 	t.Cleanup(func() { unsetRunning(f.app) })
 }

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -14,7 +15,7 @@ import (
 	"testing"
 )
 
-// domainReasons are the reason codes the README names that a domain
+// domainReasons are the reason codes the manual names that a domain
 // package writes, not caddymodule: each with the package (from the
 // repository's root) whose source holds it. caddymodule passes them
 // through: the admin API and webhook_enqueue answer with sender/httpapi
@@ -52,17 +53,18 @@ var domainReasons = map[string]string{
 	"store_not_file":               "internal/store", // GET /hookgate/store/backup on Redis
 }
 
-// TestReasonsInREADME holds reasons.go and the README to each other: every
-// reason code caddymodule writes is documented, and every code the README
-// documents is written by caddymodule or listed in domainReasons.
+// TestReasonsInREADME holds reasons.go and the manual (README.md and
+// docs/*.md) to each other: every reason code caddymodule writes is
+// documented, and every code the manual documents is written by
+// caddymodule or listed in domainReasons.
 func TestReasonsInREADME(t *testing.T) {
 	t.Parallel()
 	ours := reasonConstants(t)
-	documented := readmeReasons(t, "../README.md")
+	documented := docReasons(t, manualFiles(t)...)
 
 	for _, code := range slices.Sorted(maps.Keys(ours)) {
 		if _, ok := documented[code]; !ok {
-			t.Errorf("%s = %q (reasons.go) is not in README.md: give it a row in a reason table or the troubleshooting table (a status, then the code in backquotes)", ours[code], code)
+			t.Errorf("%s = %q (reasons.go) is not in the manual: give it a row in a reason table of docs/ or the troubleshooting table of docs/operations.md (a status, then the code in backquotes)", ours[code], code)
 		}
 	}
 	for _, code := range slices.Sorted(maps.Keys(documented)) {
@@ -70,7 +72,7 @@ func TestReasonsInREADME(t *testing.T) {
 			continue
 		}
 		if _, ok := domainReasons[code]; !ok {
-			t.Errorf("README.md:%d names reason %q, which is neither a constant in reasons.go nor in domainReasons with the package that writes it", documented[code], code)
+			t.Errorf("%s names reason %q, which is neither a constant in reasons.go nor in domainReasons with the package that writes it", documented[code], code)
 		}
 	}
 	for _, code := range slices.Sorted(maps.Keys(domainReasons)) {
@@ -79,7 +81,7 @@ func TestReasonsInREADME(t *testing.T) {
 			t.Errorf("domainReasons lists %q, which reasons.go holds too: drop it from domainReasons", code)
 		}
 		if _, ok := documented[code]; !ok {
-			t.Errorf("domainReasons lists %q, which README.md does not name: drop it, or document it", code)
+			t.Errorf("domainReasons lists %q, which the manual does not name: drop it, or document it", code)
 		}
 		if !sourceHolds(t, filepath.Join("..", pkg), strconv.Quote(code)) {
 			t.Errorf("domainReasons says %s writes %q, but no Go file of %s holds it", pkg, code, pkg)
@@ -176,11 +178,39 @@ var (
 	readmeAsides     = regexp.MustCompile(`\([^()]*\)`)
 )
 
-// readmeReasons returns the reason codes the README documents, each with
+// manualFiles are the pages of the manual: README.md, then docs/*.md.
+func manualFiles(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob(filepath.Join("..", "docs", "*.md"))
+	if err != nil || len(docs) == 0 {
+		t.Fatalf("no page in ../docs: %v", err)
+	}
+	return append([]string{filepath.Join("..", "README.md")}, docs...)
+}
+
+// docReasons returns the reason codes the pages document, each with the
+// page and line where it first does ("../docs/operations.md:12").
+func docReasons(t *testing.T, paths ...string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, path := range paths {
+		for code, line := range readmeReasons(t, path) {
+			if _, ok := out[code]; !ok {
+				out[code] = fmt.Sprintf("%s:%d", path, line)
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("%v: found no reason code: has the reason tables' header changed?", paths)
+	}
+	return out
+}
+
+// readmeReasons returns the reason codes one page documents, each with
 // the line where it first does: the last column of the reason tables, a
 // code after a status ("answers 409 `in_flight`", the troubleshooting
 // rows) or after "reason", and the list after "reason code:" (the
-// console's refusals).
+// console's refusals). A page may document none.
 func readmeReasons(t *testing.T, path string) map[string]int {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -231,9 +261,6 @@ func readmeReasons(t *testing.T, path string) map[string]int {
 		}
 		add(i, list)
 		i += len("reason code:")
-	}
-	if len(out) == 0 {
-		t.Fatalf("%s: found no reason code: has the reason tables' header changed?", path)
 	}
 	return out
 }

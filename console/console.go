@@ -42,6 +42,7 @@ import (
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/pathseg"
 	"github.com/hookgate/hookgate/internal/problem"
+	"github.com/hookgate/hookgate/internal/route"
 	"github.com/hookgate/hookgate/sender"
 )
 
@@ -93,6 +94,7 @@ type Console struct {
 	pages    map[string]*template.Template
 	cross    *http.CrossOriginProtection
 	once     OnceStore
+	mux      route.Mux // the pages, registered by route
 	// confirmWait is how long a confirm post waits for another post of
 	// the same form to finish its redrive.
 	confirmWait time.Duration
@@ -132,6 +134,7 @@ func New(svc Service, once OnceStore, now func() time.Time) *Console {
 		"inc":    func(i int) int { return i + 1 },
 		"ms":     func(d time.Duration) string { return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) },
 	}
+	c.route()
 	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html"))
 	names, _ := fs.Glob(templateFS, "templates/*.html")
 	for _, n := range names {
@@ -153,7 +156,9 @@ type page struct {
 	Data    any
 }
 
-// Serve answers one request; r.URL.Path is relative to v.Base.
+// Serve answers one request; r.URL.Path is relative to v.Base. Every
+// request passes Go's cross-origin protection, and a POST's form its
+// size bound and CSRF check, before it is routed.
 func (c *Console) Serve(w http.ResponseWriter, r *http.Request, v View) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
@@ -164,9 +169,7 @@ func (c *Console) Serve(w http.ResponseWriter, r *http.Request, v View) {
 		c.fail(w, r, v, http.StatusForbidden, "cross_origin_request", "this console accepts changes only from its own pages")
 		return
 	}
-	parts := segments(r.URL)
-	get, post := r.Method == http.MethodGet || r.Method == http.MethodHead, r.Method == http.MethodPost
-	if post {
+	if r.Method == http.MethodPost {
 		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 		if err := r.ParseForm(); err != nil {
 			var tooBig *http.MaxBytesError
@@ -182,59 +185,71 @@ func (c *Console) Serve(w http.ResponseWriter, r *http.Request, v View) {
 			return
 		}
 	}
-	var err error
-	switch {
-	case len(parts) == 0 && get:
-		err = c.overview(w, r, v)
-	case len(parts) == 1 && parts[0] == "health" && get:
-		err = c.health(w, r, v)
-	case len(parts) == 2 && parts[0] == "assets" && get:
-		c.asset(w, r, v, parts[1])
-	case len(parts) == 1 && parts[0] == "dead" && get:
-		err = c.list(w, r, v)
-	case len(parts) == 2 && parts[0] == "dead" && get:
-		err = c.detail(w, r, v, parts[1])
-	case len(parts) == 3 && parts[0] == "dead" && parts[2] == "replay" && post:
-		err = c.replay(w, r, v, parts[1])
-	case len(parts) == 1 && parts[0] == "redrive" && post:
-		err = c.redrive(w, r, v)
-	case len(parts) == 1 && parts[0] == "deliveries" && get:
-		err = c.deliveries(w, r, v)
-	case len(parts) == 2 && parts[0] == "deliveries" && get:
-		err = c.delivery(w, r, v, parts[1])
-	case len(parts) == 1 && parts[0] == "resend" && post:
-		err = c.resend(w, r, v)
-	case len(parts) == 2 && parts[0] == "redrives" && get:
-		err = c.progress(w, r, v, parts[1])
-	case len(parts) == 3 && parts[0] == "destinations" && (parts[2] == "pause" || parts[2] == "resume") && post:
-		err = c.setPaused(w, r, v, parts[1], parts[2] == "pause")
-	case allowed(parts) != "":
-		w.Header().Set("Allow", allowed(parts))
-		c.fail(w, r, v, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed here")
-		return
-	default:
-		c.fail(w, r, v, http.StatusNotFound, "not_found", "no such page")
-		return
-	}
-	if err != nil {
-		c.failErr(w, r, v, err)
-	}
+	c.mux.ServeHTTP(w, routed(r, v))
 }
 
-// allowed is the Allow header of a path the console serves, "" for one
-// it does not.
-func allowed(parts []string) string {
-	switch {
-	case len(parts) == 0,
-		len(parts) == 1 && (parts[0] == "dead" || parts[0] == "health" || parts[0] == "deliveries"),
-		len(parts) == 2 && (parts[0] == "dead" || parts[0] == "redrives" || parts[0] == "assets" || parts[0] == "deliveries"):
-		return "GET, HEAD"
-	case len(parts) == 1 && (parts[0] == "redrive" || parts[0] == "resend"),
-		len(parts) == 3 && parts[0] == "dead" && parts[2] == "replay",
-		len(parts) == 3 && parts[0] == "destinations" && (parts[2] == "pause" || parts[2] == "resume"):
-		return "POST"
+// viewKey is the context key of a request's View.
+type viewKey struct{}
+
+// routed is r for the router: with v in its context, and its path
+// canonical (see segments), so that ServeMux neither redirects it nor
+// misses a trailing slash.
+func routed(r *http.Request, v View) *http.Request {
+	parts := segments(r.URL)
+	for i, p := range parts {
+		parts[i] = pathseg.Escape(p)
 	}
-	return ""
+	u := *r.URL
+	u.RawPath = "/" + strings.Join(parts, "/")
+	u.Path, _ = url.PathUnescape(u.RawPath) // escaped by pathseg: it unescapes
+	r = r.WithContext(context.WithValue(r.Context(), viewKey{}, v))
+	r.URL = &u
+	return r
+}
+
+// route registers the console's pages on its router, as ServeMux patterns
+// under the mount path (a GET takes HEAD too); a request none takes is
+// 404 not_found, or 405 method_not_allowed with Allow.
+func (c *Console) route() {
+	page := func(pattern string, f func(http.ResponseWriter, *http.Request, View) error) {
+		c.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			v := r.Context().Value(viewKey{}).(View)
+			if err := f(w, r, v); err != nil {
+				c.failErr(w, r, v, err)
+			}
+		})
+	}
+	// arg passes the pattern's wildcard name to f.
+	arg := func(name string, f func(http.ResponseWriter, *http.Request, View, string) error) func(http.ResponseWriter, *http.Request, View) error {
+		return func(w http.ResponseWriter, r *http.Request, v View) error { return f(w, r, v, route.Value(r, name)) }
+	}
+	paused := func(pause bool) func(http.ResponseWriter, *http.Request, View, string) error {
+		return func(w http.ResponseWriter, r *http.Request, v View, name string) error {
+			return c.setPaused(w, r, v, name, pause)
+		}
+	}
+	page("GET /{$}", c.overview)
+	page("GET /health", c.health)
+	page("GET /assets/{name}", arg("name", func(w http.ResponseWriter, r *http.Request, v View, name string) error {
+		c.asset(w, r, v, name)
+		return nil
+	}))
+	page("GET /dead", c.list)
+	page("GET /dead/{id}", arg("id", c.detail))
+	page("POST /dead/{id}/replay", arg("id", c.replay))
+	page("POST /redrive", c.redrive)
+	page("GET /deliveries", c.deliveries)
+	page("GET /deliveries/{id}", arg("id", c.delivery))
+	page("POST /resend", c.resend)
+	page("GET /redrives/{id}", arg("id", c.progress))
+	page("POST /destinations/{name}/pause", arg("name", paused(true)))
+	page("POST /destinations/{name}/resume", arg("name", paused(false)))
+	c.mux.NotFound = func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, r.Context().Value(viewKey{}).(View), http.StatusNotFound, "not_found", "no such page")
+	}
+	c.mux.MethodNotAllowed = func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, r.Context().Value(viewKey{}).(View), http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed here")
+	}
 }
 
 // segments splits the escaped path, then unescapes each segment: a

@@ -1,17 +1,15 @@
 package reconcile
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"time"
 
 	"github.com/hookgate/hookgate/internal/adminclient"
-	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
 )
 
@@ -28,7 +26,8 @@ type AdminEnqueuer struct {
 
 // NewAdminEnqueuer enqueues to destination through the admin API at
 // addr (the command's --address): a host:port, a URL, or a unix socket
-// (unix//path), as package adminclient reads it.
+// (unix//path), as package adminclient reads it; "" is its default
+// (CADDY_ADMIN, else localhost:2019).
 func NewAdminEnqueuer(addr, destination string) (*AdminEnqueuer, error) {
 	admin, err := adminclient.New(addr, 60*time.Second)
 	if err != nil {
@@ -41,48 +40,34 @@ func NewAdminEnqueuer(addr, destination string) (*AdminEnqueuer, error) {
 // it says duplicate; a 422 key_reused_with_different_payload is
 // AlreadyEnqueued; a 400 bad_id wraps sender.ErrBadID.
 func (a *AdminEnqueuer) Enqueue(ctx context.Context, e Event) (Outcome, error) {
-	body, err := json.Marshal(map[string]any{
+	b, err := a.admin.Call(ctx, http.MethodPost, "/hookgate/destinations/"+url.PathEscape(a.destination)+"/enqueue", map[string]any{
 		"id": e.ID, "event_type": e.Type, "entity": e.Entity, "payload": json.RawMessage(e.Payload),
 		"event_time": e.EventTime.UTC().Format(time.RFC3339Nano),
 	})
-	if err != nil {
-		return 0, err
-	}
-	u := a.admin.URL("/hookgate/destinations/" + url.PathEscape(a.destination) + "/enqueue")
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := a.admin.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = resp.Body.Close() }() // a response body: nothing to flush
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode < 300 {
-		var answer struct {
-			Duplicate bool `json:"duplicate"`
-		}
-		if err := json.Unmarshal(b, &answer); err != nil {
-			return 0, fmt.Errorf("the admin API's answer: %w", err)
-		}
-		if answer.Duplicate {
+	if ae, ok := errors.AsType[*adminclient.Error](err); ok {
+		switch {
+		case ae.Status == http.StatusUnprocessableEntity && ae.Reason == "key_reused_with_different_payload":
 			return AlreadyEnqueued, nil
+		case ae.Status == http.StatusBadRequest && ae.Reason == "bad_id":
+			return 0, fmt.Errorf("%w: the admin API answered 400 bad_id: %s", sender.ErrBadID, ae.Detail)
+		case ae.Reason != "":
+			return 0, fmt.Errorf("the admin API answered %d %s: %s", ae.Status, ae.Reason, ae.Detail)
 		}
-		return Enqueued, nil
+		return 0, fmt.Errorf("the admin API answered %d %s", ae.Status, http.StatusText(ae.Status))
 	}
-	var p problem.Details
-	_ = json.Unmarshal(b, &p) // an answer that is no problem+json leaves p empty: the status alone is reported
-	switch {
-	case resp.StatusCode == http.StatusUnprocessableEntity && p.Reason == "key_reused_with_different_payload":
+	if err != nil {
+		return 0, err
+	}
+	var answer struct {
+		Duplicate bool `json:"duplicate"`
+	}
+	if err := json.Unmarshal(b, &answer); err != nil {
+		return 0, fmt.Errorf("the admin API's answer: %w", err)
+	}
+	if answer.Duplicate {
 		return AlreadyEnqueued, nil
-	case resp.StatusCode == http.StatusBadRequest && p.Reason == "bad_id":
-		return 0, fmt.Errorf("%w: the admin API answered 400 bad_id: %s", sender.ErrBadID, p.Detail)
-	case p.Reason != "":
-		return 0, fmt.Errorf("the admin API answered %d %s: %s", resp.StatusCode, p.Reason, p.Detail)
 	}
-	return 0, fmt.Errorf("the admin API answered %s", resp.Status)
+	return Enqueued, nil
 }
 
 // EnvelopeEnqueuer is the part of the sender a SenderEnqueuer needs.

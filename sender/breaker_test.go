@@ -161,8 +161,7 @@ func TestInstanceStartedLaterFindsTheBreakerOpen(t *testing.T) {
 // TestSuccessesAreCountedOrReported: with Failures 3, answers that fail
 // twice, then succeed, over and over, never open the breaker (the success
 // that ends a run of failures is counted at once); the successes that
-// follow go into the instance's report, merged into the remote, and not
-// through gobreaker.
+// follow go into the instance's report, merged into the remote.
 func TestSuccessesAreCountedOrReported(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		remote := newMemRemote()
@@ -200,7 +199,7 @@ func TestSuccessesAreCountedOrReported(t *testing.T) {
 		if c := breakerCounts(t, s, "d"); c.TotalFailures != 40 || c.ConsecutiveFailures != 0 {
 			t.Errorf("counts %+v after 50 more successes, want no failure more", c)
 		}
-		b, _ := remote.Load(t.Context(), stateKey("d"))
+		b, _ := remote.Load(t.Context(), "d")
 		if r := b.Reports[s.shared.self]; len(b.Reports) != 1 || !r.Failing.IsZero() || last.Sub(r.OK) > time.Second {
 			t.Errorf("the remote holds %+v, want this instance's latest success, within the second, and no failure", b.Reports)
 		}
@@ -319,6 +318,46 @@ func TestDestinationDownForAllOpensEverywhere(t *testing.T) {
 			if st, _ := s.BreakerState("d"); st != gobreaker.StateOpen {
 				t.Errorf("instance %d reads the breaker %s, want open", i, st)
 			}
+		}
+	})
+}
+
+// TestBreakerFollowsTheSharedState: a breaker that follows a shared
+// opening is open until its expiry, untold, then half-open; a failed
+// trial opens it again for the open time, not for what was left of the
+// opening it followed, told once; following a closing starts its counts
+// afresh.
+func TestBreakerFollowsTheSharedState(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var told []string
+		b := newBreaker("d", BreakerConfig{Failures: 2, Open: time.Second, HalfOpen: 1}, func(from, to gobreaker.State) {
+			told = append(told, from.String()+">"+to.String())
+		})
+		b.follow(Shared{Gen: 1, Open: true, Expiry: time.Now().Add(100 * time.Millisecond)})
+		if st := b.state(); st != gobreaker.StateOpen {
+			t.Fatalf("after following an opening the breaker is %s, want open", st)
+		}
+		time.Sleep(101 * time.Millisecond)
+		if st := b.state(); st != gobreaker.StateHalfOpen {
+			t.Fatalf("past the shared expiry the breaker is %s, want half-open", st)
+		}
+		b.count(true)
+		time.Sleep(900 * time.Millisecond)
+		if st := b.state(); st != gobreaker.StateOpen {
+			t.Fatalf("900ms after a failed trial the breaker is %s, want open (for the open time, 1s)", st)
+		}
+		time.Sleep(101 * time.Millisecond)
+		if st := b.state(); st != gobreaker.StateHalfOpen {
+			t.Fatalf("past the open time the breaker is %s, want half-open", st)
+		}
+		want := []string{"open>half-open", "half-open>open", "open>half-open"}
+		if fmt.Sprint(told) != fmt.Sprint(want) {
+			t.Errorf("told %v, want %v", told, want)
+		}
+		b.follow(Shared{Gen: 2})
+		b.count(true)
+		if st, c := b.state(), b.cur.Load().Counts(); st != gobreaker.StateClosed || c.Requests != 1 || c.ConsecutiveFailures != 1 {
+			t.Errorf("after following a closing and one failure: %s, counts %+v; want closed, that failure alone", st, c)
 		}
 	})
 }

@@ -3,7 +3,6 @@ package sender
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -178,15 +177,11 @@ func enqueueN(t *testing.T, s *Sender, dest, prefix string, n int) []string {
 // breakerCounts reads the counts of dest's breaker: this instance's own.
 func breakerCounts(t *testing.T, s *Sender, dest string) gobreaker.Counts {
 	t.Helper()
-	data, err := s.shared.GetData(stateKey(dest))
-	if err != nil || data == nil {
-		t.Fatalf("breaker state of %s: %s, %v", dest, data, err)
+	d, ok := s.dests[dest]
+	if !ok {
+		t.Fatalf("no destination %s", dest)
 	}
-	var st gobreaker.SharedState
-	if err := json.Unmarshal(data, &st); err != nil {
-		t.Fatal(err)
-	}
-	return st.Counts
+	return d.breaker.cur.Load().Counts()
 }
 
 // breakerReport is this instance's report on dest's breaker: its latest
@@ -194,7 +189,7 @@ func breakerCounts(t *testing.T, s *Sender, dest string) gobreaker.Counts {
 func breakerReport(s *Sender, dest string) Report {
 	s.shared.mu.Lock()
 	defer s.shared.mu.Unlock()
-	if e := s.shared.entries[stateKey(dest)]; e != nil {
+	if e := s.shared.entries[dest]; e != nil {
 		return e.report
 	}
 	return Report{}

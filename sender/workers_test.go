@@ -27,8 +27,7 @@ func TestBadRequestIsClassRequest(t *testing.T) {
 	q := newMemQueue()
 	cfg := testConfig()
 	cfg.Breaker = BreakerConfig{Failures: 1, Open: time.Hour}
-	// One worker: gobreaker reads the shared state before it locks it, so
-	// concurrent attempts may be counted as one.
+	// One worker: the attempts are made one after another.
 	s, _ := newTestSender(t, q, cfg, []Destination{{Name: "d", URL: srv.URL, Workers: 1}}, nil, Options{})
 	bad := "bad\r\nX-Evil: 1"
 	for _, id := range []string{bad, "ok-1", "ok-2"} {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,11 +12,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/hookgate/hookgate/internal/adminclient"
-	"github.com/hookgate/hookgate/internal/problem"
 )
 
 // The dlq, destinations, dedupe and freshness commands speak to a running
@@ -30,13 +29,10 @@ func addAdminFlags(cmd *cobra.Command) {
 const adminAddressUsage = "the admin API: host:port or unix//path/to/admin.sock (default: $CADDY_ADMIN, which the shipped image and unit set, else localhost:2019)"
 
 // adminEndpoint is the admin API that --address names, else Caddy's
-// default (CADDY_ADMIN, else localhost:2019); timeout bounds each request
-// (0: none).
+// default (adminclient.DefaultAddress: CADDY_ADMIN, else localhost:2019);
+// timeout bounds each request (0: none).
 func adminEndpoint(cmd *cobra.Command, timeout time.Duration) (*adminclient.Endpoint, error) {
 	addr, _ := cmd.Flags().GetString("address")
-	if addr == "" {
-		addr = caddy.DefaultAdminListen
-	}
 	return adminclient.New(addr, timeout)
 }
 
@@ -70,37 +66,13 @@ func newAdminClient(cmd *cobra.Command) (*adminClient, error) {
 	return &adminClient{admin: admin, format: format, out: cmd.OutOrStdout()}, nil
 }
 
-// call sends a request and decodes the JSON answer into v; a problem
-// answer is an error with its detail.
+// call sends a request (body as JSON, if not nil) and decodes the JSON
+// answer into v (if not nil); a refusal is an *adminclient.Error, which
+// reads "<detail> (<status> <reason>)".
 func (c *adminClient) call(method, path string, body, v any) ([]byte, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, c.admin.URL(path), rd)
+	b, err := c.admin.Call(context.Background(), method, path, body)
 	if err != nil {
 		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.admin.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }() // read below
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, fmt.Errorf("reading the answer: %w", err)
-	}
-	if resp.StatusCode >= 300 {
-		var p problem.Details
-		if json.Unmarshal(b, &p) == nil && p.Detail != "" {
-			return nil, fmt.Errorf("%s (%d %s)", p.Detail, resp.StatusCode, p.Reason)
-		}
-		return nil, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b)))
 	}
 	if v != nil {
 		if err := json.Unmarshal(b, v); err != nil {

@@ -38,7 +38,7 @@ Filters: --destination, --event-type, --entity (list, export), --id
 JSON, export only JSON Lines). A flag that a subcommand does not use is
 an error.
 Exit code 0, or 1 on error.
-Documentation: README.md, "Delivery history", at github.com/hookgate/hookgate.`,
+Documentation: docs/sending.md, "Delivery history", at github.com/hookgate/hookgate.`,
 		CobraFunc: func(cmd *cobra.Command) {
 			addAdminFlags(cmd)
 			cmd.Flags().String("destination", "", "only this destination")

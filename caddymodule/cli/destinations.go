@@ -25,7 +25,7 @@ envelopes of but the configuration no longer names (renamed, removed) is
 listed as orphaned: nothing of it is delivered until move sends its queued
 and dead envelopes to a configured destination (IDs and attempt logs kept),
 or purge deletes them. Exit code 0, or 1 on error.
-Documentation: README.md, "The sender", at github.com/hookgate/hookgate.`,
+Documentation: docs/sending.md, "The sender", at github.com/hookgate/hookgate.`,
 		CobraFunc: func(cmd *cobra.Command) {
 			addAdminFlags(cmd)
 			cmd.Args = cobra.RangeArgs(1, 3)

@@ -38,7 +38,7 @@ http_3xx, gone, request), --since and --until (RFC 3339), --id (repeatable).
 --format json prints the admin API's JSON (show and --status print only
 JSON). A flag that a subcommand does not use is an error.
 Exit code 0, or 1 on error.
-Documentation: README.md, "Dead letters", at github.com/hookgate/hookgate.`,
+Documentation: docs/sending.md, "Dead letters", at github.com/hookgate/hookgate.`,
 		CobraFunc: func(cmd *cobra.Command) {
 			addAdminFlags(cmd)
 			cmd.Flags().String("destination", "", "only this destination")

@@ -8,7 +8,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -48,7 +47,7 @@ to 1024 bytes of visible ASCII) is reported as "unrepairable" (a warning on
 standard error names it) and not enqueued. --limit (default 1000) bounds
 the events newly enqueued; orphans are never repaired.
 On a terminal, a progress line on standard error shows the rows compared.
-Documentation: README.md, "Reconcile".`,
+Documentation: docs/reconcile.md, "Reconcile".`,
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.Flags().String("config", "", "the Caddyfile (or JSON config) declaring the job")
 			cmd.Flags().String("adapter", "", "the config adapter (default: caddyfile for a Caddyfile)")
@@ -125,9 +124,6 @@ func cmdReconcile(cmd *cobra.Command, args []string) (int, error) {
 		addr, _ := cmd.Flags().GetString("address")
 		if addr == "" && cfg.Admin != nil {
 			addr = cfg.Admin.Listen
-		}
-		if addr == "" {
-			addr = caddy.DefaultAdminListen
 		}
 		opts.Enqueuer, err = reconcile.NewAdminEnqueuer(addr, job.Repair.Destination)
 		if err != nil {

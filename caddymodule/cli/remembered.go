@@ -27,7 +27,7 @@ forget deletes it, so that the next copy of the delivery is forwarded as new
 (this instance at once, other instances sharing the store within a minute,
 their replay cache's bound); the gateway logs who forgot what. Exit code 0,
 or 1 on error (forget of an absent key is an error).
-Documentation: README.md, "What the gateway remembers".`,
+Documentation: docs/admin-api.md, "What the gateway remembers".`,
 		CobraFunc: func(cmd *cobra.Command) {
 			addAdminFlags(cmd)
 			cmd.Args = cobra.ExactArgs(2)
@@ -46,7 +46,7 @@ $CADDY_ADMIN, else localhost:2019). show prints the entity's watermarks, by even
 sequence (the newest event applied, and when it is forgotten), and the lease
 of an event being applied; as a table, or with --format json as the admin
 API's JSON. Exit code 0, or 1 on error.
-Documentation: README.md, "What the gateway remembers".`,
+Documentation: docs/admin-api.md, "What the gateway remembers".`,
 		CobraFunc: func(cmd *cobra.Command) {
 			addAdminFlags(cmd)
 			cmd.Args = cobra.ExactArgs(2)

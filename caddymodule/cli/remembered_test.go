@@ -2,7 +2,6 @@ package cli
 
 import (
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/dedupe/boltstore"
 	dedupeapi "github.com/hookgate/hookgate/dedupe/httpapi"
+	"github.com/hookgate/hookgate/internal/route"
 )
 
 // TestDedupeDotKeys: the keys "." and ".." are shown and forgotten
@@ -36,11 +36,9 @@ func TestDedupeDotKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mux := http.NewServeMux()
-	for _, pattern := range dedupeapi.Endpoints() {
-		mux.Handle(pattern, dedupeapi.Handler{Store: s, Logger: slog.New(slog.DiscardHandler)})
-	}
-	admin := httptest.NewServer(mux)
+	var mux route.Mux
+	(&dedupeapi.Handler{Store: s, Logger: slog.New(slog.DiscardHandler)}).Register(&mux)
+	admin := httptest.NewServer(&mux)
 	t.Cleanup(admin.Close)
 	addr := "--address=" + strings.TrimPrefix(admin.URL, "http://")
 

@@ -43,7 +43,7 @@ none otherwise). An -H of a header the signature sets (the delivery ID's,
 the timestamp's, the signature's) is refused: give the ID with --id and the
 timestamp with --timestamp. The schemes that sign the URL (twilio,
 rfc9421) sign --url, or --send's URL; rfc9421 names its key with --key-id.
-See README.md, "Sending test requests".`,
+See docs/receiving.md, "Sending test requests".`,
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.Flags().String("scheme", "standard", "signature scheme: "+strings.Join(namedSchemes(), ", "))
 			cmd.Flags().String("secret", "", "signing secret (default $HOOKGATE_SECRET)")

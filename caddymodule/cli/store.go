@@ -31,7 +31,7 @@ hookgate/state.db in Caddy's data directory (` + "`$XDG_DATA_HOME/caddy`" + `, b
 default ~/.local/share/caddy). The exit code is 0 when the file
 is sound, 1 otherwise. The check runs in a child process: damage that
 crashes it, or makes it loop past --timeout, is reported as corruption.
-Documentation: README.md, "The embedded store".`,
+Documentation: docs/operations.md, "The embedded store".`,
 		CobraFunc: func(cmd *cobra.Command) {
 			check := &cobra.Command{
 				Use:   "check [<file or directory>]",

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,14 +9,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hookgate/hookgate/internal/adminclient"
-	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/internal/store"
 )
 
@@ -38,7 +35,7 @@ never replaces an earlier backup, and leaves no temporary file.
 To restore, stop the gateway and put the copy in place of its state.db.
 A Redis store is refused: back Redis up with its own persistence. The
 exit code is 0 when the copy is written and sound, 1 otherwise.
-Documentation: README.md, "Backup and restore".`,
+Documentation: docs/operations.md, "Backup and restore".`,
 		Args: cobra.ExactArgs(1),
 		RunE: runE(cmdStoreBackup),
 	}
@@ -145,13 +142,8 @@ func fetchBackup(ctx context.Context, admin *adminclient.Endpoint, w io.Writer, 
 		return 0, err
 	}
 	defer func() { _ = resp.Body.Close() }() // read below
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		var p problem.Details
-		if json.Unmarshal(b, &p) == nil && p.Detail != "" {
-			return 0, fmt.Errorf("%s (%d %s)", p.Detail, resp.StatusCode, p.Reason)
-		}
-		return 0, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b)))
+	if err := adminclient.ErrorOf(resp); err != nil {
+		return 0, err
 	}
 	n, err := io.Copy(io.MultiWriter(w, progress), resp.Body)
 	switch {

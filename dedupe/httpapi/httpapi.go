@@ -1,7 +1,9 @@
 // Package httpapi serves, over plain net/http, what the gateway remembers
 // of a delivery or an entity: GET and DELETE /hookgate/dedupe/<key>, and
-// GET /hookgate/freshness/<entity>. Caddy's admin module mounts it beside
-// the sender's API. JSON out; errors are problem+json.
+// GET /hookgate/freshness/<entity>. Caddy's admin module registers its
+// routes beside the sender's API (Register). JSON out; errors are
+// problem+json; another method is 405 method_not_allowed, answered by the
+// router (package route).
 package httpapi
 
 import (
@@ -10,13 +12,13 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/pathseg"
 	"github.com/hookgate/hookgate/internal/problem"
+	"github.com/hookgate/hookgate/internal/route"
 )
 
 // Store is what the handler reads and forgets.
@@ -34,7 +36,7 @@ const (
 	ReasonStoreUnavailable = "store_unavailable"
 )
 
-// Handler answers the routes. Uncache, if set, drops a forgotten key from
+// Handler answers the routes, once registered on a router. Uncache, if set, drops a forgotten key from
 // each deduper's replay cache.
 type Handler struct {
 	Store   Store
@@ -69,40 +71,38 @@ func Endpoints() []string {
 	return out
 }
 
-// Routes reports whether h answers path (escaped, under /hookgate/).
-func Routes(path string) bool {
-	for _, e := range endpoints {
-		if strings.HasPrefix(path, "/hookgate/"+e.kind+"/") {
-			return true
-		}
-	}
-	return false
-}
-
 // errNotHeld is a forget of a key the store holds nothing for.
 var errNotHeld = errors.New("the store holds nothing for this key")
 
-// ServeHTTP answers one of the routes. The key or entity is the rest of
-// the path, unescaped (pathseg: "." and ".." come as "%20." and "%20.."):
-// it may hold any character.
-func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rest := strings.TrimPrefix(r.URL.EscapedPath(), "/hookgate/")
-	kind, esc, _ := strings.Cut(rest, "/")
-	key, err := pathseg.Unescape(esc)
+// Register registers the routes Endpoints lists on mux.
+func (h *Handler) Register(mux *route.Mux) {
+	for _, e := range endpoints {
+		mux.HandleFunc(e.method+" /hookgate/"+e.kind+"/{"+e.param+"...}", func(w http.ResponseWriter, r *http.Request) {
+			h.serve(w, r, e)
+		})
+	}
+}
+
+// keyOf is the key or entity a request to e names: the rest of the path,
+// unescaped (pathseg: "." and ".." come as "%20." and "%20.."), so it may
+// hold any character.
+func keyOf(r *http.Request, e endpoint) (string, error) {
+	esc := strings.TrimPrefix(r.URL.EscapedPath(), "/hookgate/"+e.kind+"/")
+	return pathseg.Unescape(esc)
+}
+
+// serve answers a request to e.
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, e endpoint) {
+	key, err := keyOf(r, e)
 	if err != nil || key == "" {
-		problem.Write(w, http.StatusBadRequest, ReasonBadRequest, "a "+kind+" needs a key", 0)
+		problem.Write(w, http.StatusBadRequest, ReasonBadRequest, "a "+e.kind+" needs a key", 0)
 		return
 	}
 	now := time.Now
 	if h.Now != nil {
 		now = h.Now
 	}
-	i := slices.IndexFunc(endpoints, func(e endpoint) bool { return e.kind == kind && e.method == r.Method })
-	if i < 0 {
-		problem.Write(w, http.StatusMethodNotAllowed, ReasonMethodNotAllowed, r.Method+" is not allowed here", 0)
-		return
-	}
-	out, err := endpoints[i].serve(h, r, key, now())
+	out, err := e.serve(*h, r, key, now())
 	if errors.Is(err, errNotHeld) {
 		problem.Write(w, http.StatusNotFound, ReasonNotFound, err.Error(), 0)
 		return

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/dedupe/boltstore"
+	"github.com/hookgate/hookgate/internal/route"
 )
 
 // TestLookupAndForget: a recorded delivery is shown, forgotten once (its
@@ -38,10 +39,14 @@ func TestLookupAndForget(t *testing.T) {
 	}
 	var uncached []string
 	var logs bytes.Buffer
-	h := Handler{Store: s, Uncache: func(k string) { uncached = append(uncached, k) }, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+	h := &Handler{Store: s, Uncache: func(k string) { uncached = append(uncached, k) }, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+	var mux route.Mux
+	h.Register(&mux)
+	var allow string
 	do := func(method, path string) (int, map[string]any) {
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequest(method, path, nil))
+		mux.ServeHTTP(w, httptest.NewRequest(method, path, nil))
+		allow = w.Header().Get("Allow")
 		var out map[string]any
 		if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil {
 			t.Fatalf("%s %s: %v: %s", method, path, err, w.Body)
@@ -78,6 +83,9 @@ func TestLookupAndForget(t *testing.T) {
 		if code, out := do(tt.method, tt.path); code != tt.code || out["reason"] != tt.reason {
 			t.Errorf("%s %s: %d %v, want %d %s", tt.method, tt.path, code, out, tt.code, tt.reason)
 		}
+		if tt.code == 405 && allow != "DELETE, GET, HEAD" {
+			t.Errorf("%s %s: Allow %q, want DELETE, GET, HEAD", tt.method, tt.path, allow)
+		}
 	}
 }
 
@@ -95,13 +103,15 @@ func TestDotKeys(t *testing.T) {
 	t.Cleanup(func() { _ = s.Close(); _ = db.Close() })
 	now := time.Now()
 	h := Handler{Store: s, Logger: slog.New(slog.DiscardHandler)}
+	var mux route.Mux
+	h.Register(&mux)
 	for key, path := range map[string]string{".": "/hookgate/dedupe/%20.", "..": "/hookgate/dedupe/%20.."} {
 		if _, err := s.Claim(t.Context(), key, dedupe.Claim{Token: "t", Lease: time.Minute, Retention: time.Hour, Now: now}); err != nil {
 			t.Fatal(err)
 		}
 		for _, method := range []string{"GET", "DELETE"} {
 			w := httptest.NewRecorder()
-			h.ServeHTTP(w, httptest.NewRequest(method, path, nil))
+			mux.ServeHTTP(w, httptest.NewRequest(method, path, nil))
 			var out map[string]any
 			if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil || w.Code != 200 || out["key"] != key {
 				t.Errorf("%s %s: %d %s, want 200 with key %q", method, path, w.Code, w.Body, key)

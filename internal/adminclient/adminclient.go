@@ -3,20 +3,37 @@
 // socket, unix/<path> (unix//run/hookgate/admin.sock), with or without
 // Caddy's |<mode> suffix (unix//run/hookgate/admin.sock|0600), which sets
 // the socket's mode when the gateway binds it and means nothing to a
-// client. The hookgate commands (dlq, destinations, deliveries, store
-// backup, reconcile --repair) all speak through it.
+// client. The hookgate commands (dlq, destinations, deliveries, dedupe,
+// freshness, store backup, reconcile --repair) all speak through it: Call
+// for a JSON request and answer, Do and ErrorOf for a streamed one. A
+// refusal, problem+json or not, is an *Error with its status and reason.
 package adminclient
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/problem"
 )
+
+// DefaultAddress is the admin endpoint when none is named: CADDY_ADMIN,
+// else localhost:2019, as Caddy's own default.
+func DefaultAddress() string {
+	if addr := os.Getenv("CADDY_ADMIN"); addr != "" {
+		return addr
+	}
+	return "localhost:2019"
+}
 
 // errAddress is the error of an address that names no admin endpoint.
 var errAddress = errors.New("--address: want host:port, an http:// URL, or unix//path/to/admin.sock")
@@ -33,9 +50,13 @@ type Endpoint struct {
 	Name string
 }
 
-// New returns the endpoint at addr. timeout bounds each request as
-// http.Client's Timeout does; 0 is none.
+// New returns the endpoint at addr ("": DefaultAddress). timeout bounds
+// each request as http.Client's Timeout does, the answer's body read
+// included; 0 is none.
 func New(addr string, timeout time.Duration) (*Endpoint, error) {
+	if addr == "" {
+		addr = DefaultAddress()
+	}
 	if rest, ok := strings.CutPrefix(addr, "unix/"); ok {
 		path, _, _ := strings.Cut(rest, "|")
 		if path == "" {
@@ -78,4 +99,74 @@ func (e *Endpoint) Do(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("is the gateway running with its admin API on %s? %w", e.Name, err)
 	}
 	return resp, nil
+}
+
+// maxAnswer bounds the answer Call reads.
+const maxAnswer = 64 << 20
+
+// Call sends method path (which may carry a query) with body as JSON (nil:
+// none), and returns the answer's body. An answer of 300 or more is an
+// *Error; one that is no answer at all, an error from Do.
+func (e *Endpoint) Call(ctx context.Context, method, path string, body any) ([]byte, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, e.URL(path), rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := e.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }() // read below
+	if err := ErrorOf(resp); err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return nil, fmt.Errorf("reading the answer: %w", err)
+	}
+	return b, nil
+}
+
+// Error is a refusal of the admin API: its status, and from a
+// problem+json answer, its reason code and detail; from another answer,
+// its body.
+type Error struct {
+	Status int
+	Reason string
+	Detail string
+	Body   string
+}
+
+// Error reads "<detail> (<status> <reason>)", or "<status> <text>: <body>"
+// for an answer that is no problem.
+func (e *Error) Error() string {
+	if e.Detail != "" {
+		return fmt.Sprintf("%s (%d %s)", e.Detail, e.Status, e.Reason)
+	}
+	return fmt.Sprintf("%d %s: %s", e.Status, http.StatusText(e.Status), e.Body)
+}
+
+// ErrorOf is nil for an answer under 300, else the *Error it holds; it
+// reads the refusal's body (64 KiB at most), which the caller still closes.
+func ErrorOf(resp *http.Response) error {
+	if resp.StatusCode < 300 {
+		return nil
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10)) // a refusal cut short is still one
+	var p problem.Details
+	if json.Unmarshal(b, &p) == nil && p.Detail != "" {
+		return &Error{Status: resp.StatusCode, Reason: p.Reason, Detail: p.Detail}
+	}
+	return &Error{Status: resp.StatusCode, Reason: p.Reason, Body: strings.TrimSpace(string(b))}
 }

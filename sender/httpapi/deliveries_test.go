@@ -206,7 +206,7 @@ func TestDeliveriesRefused(t *testing.T) {
 		{"POST", "/hookgate/deliveries/resend", `{"limit":1,"until":"soon"}`, 400, "bad_request"},
 		{"POST", "/hookgate/deliveries/resend", `{"limit":1,"destination":"nowhere"}`, 404, "unknown_destination"},
 		{"POST", "/hookgate/deliveries/resend", `{"limit":1,"destination":"old"}`, 409, "destination_orphaned"},
-		{"POST", "/hookgate/deliveries", "", 404, "not_found"},
+		{"POST", "/hookgate/deliveries", "", 405, "method_not_allowed"},
 		{"GET", "/hookgate/deliveries/resend", "", 404, "not_found"},
 	} {
 		t.Run(r.method+" "+r.path+" "+r.body, func(t *testing.T) {

@@ -4,8 +4,10 @@
 // in and out; every error is problem+json (RFC 9457) with a reason code.
 // WriteEnqueued and WritePublished answer for webhook_enqueue too.
 //
-// The package imports no Caddy: the admin.api.hookgate module finds the
-// running app and mounts a Handler on Caddy's admin endpoint. The
+// The package imports no Caddy: the hookgate app registers a Handler's
+// routes on its admin router (package route) at Start, and the
+// admin.api.hookgate module serves the running app's router on Caddy's
+// admin endpoint. The
 // `hookgate dlq`, `deliveries` and `destinations` commands speak to it, with the types
 // it answers with.
 package httpapi
@@ -21,33 +23,78 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookgate/hookgate/internal/pathseg"
 	"github.com/hookgate/hookgate/internal/problem"
+	"github.com/hookgate/hookgate/internal/route"
 	"github.com/hookgate/hookgate/sender"
 )
 
-// Handler serves the sender's routes of the admin API. Mount it at
-// /hookgate/: it reads the whole path.
+// Handler serves the sender's routes of the admin API, under /hookgate/.
 type Handler struct {
 	ops    *sender.Ops
 	logger *slog.Logger
+	mux    route.Mux
 }
 
-// New returns the handler over ops; a nil ops (no sender runs) answers
-// every route 404 no_sender. A nil logger logs nothing.
+// New returns the handler over ops, its routes registered once; a nil ops
+// (no sender runs) answers every request 404 no_sender. A nil logger logs
+// nothing.
 func New(ops *sender.Ops, logger *slog.Logger) *Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{ops: ops, logger: logger}
+	h := &Handler{ops: ops, logger: logger}
+	h.Register(&h.mux)
+	h.mux.NotFound = h.NotFound
+	return h
 }
 
-// ServeHTTP routes the request and answers its error, if any, as
-// problem+json (see WriteError).
+// ServeHTTP serves the request, as problem+json when no route takes it:
+// 404 not_found, or 405 method_not_allowed with Allow.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if err := h.route(w, r); err != nil {
-		WriteError(w, r, err, h.logger)
+	h.mux.ServeHTTP(w, r)
+}
+
+// Register registers the routes Endpoints lists on mux. Each answers its
+// error, if any, as problem+json (see WriteError).
+func (h *Handler) Register(mux *route.Mux) {
+	for _, e := range endpoints {
+		names := wildcards(e.pattern)
+		mux.HandleFunc(e.pattern, func(w http.ResponseWriter, r *http.Request) {
+			args := make([]string, len(names))
+			for i, n := range names {
+				args[i] = route.Value(r, n)
+			}
+			if err := h.serve(e, w, r, args); err != nil {
+				WriteError(w, r, err, h.logger)
+			}
+		})
 	}
+}
+
+// NotFound answers a request no route takes: 404 not_found, or no_sender
+// when no sender runs.
+func (h *Handler) NotFound(w http.ResponseWriter, r *http.Request) {
+	err := Errorf(http.StatusNotFound, "not_found", "no such endpoint: %s %s", problem.Truncate(r.Method, 40), problem.Truncate(r.URL.Path, 200))
+	if h.ops == nil {
+		err = errNoSender
+	}
+	WriteError(w, r, err, h.logger)
+}
+
+// errNoSender answers every route when no sender runs.
+var errNoSender = Errorf(http.StatusNotFound, "no_sender", "no sender is running: configure a destination in the hookgate global option")
+
+func (h *Handler) serve(e endpoint, w http.ResponseWriter, r *http.Request, args []string) error {
+	if h.ops == nil {
+		return errNoSender
+	}
+	for _, a := range args {
+		if a == "" {
+			// A {name...} wildcard takes an empty rest: no ID, no route.
+			return Errorf(http.StatusNotFound, "not_found", "no such endpoint: %s %s", r.Method, problem.Truncate(r.URL.Path, 200))
+		}
+	}
+	return e.serve(h, w, r, args)
 }
 
 // Error is an admin API failure, answered as problem+json with its status
@@ -113,7 +160,7 @@ func WriteJSON(w http.ResponseWriter, status int, v any) error {
 
 // Endpoints returns the routes Handler serves, in net/http's pattern
 // syntax ("GET /hookgate/dlq/{id}"; a final {name...} is the rest of the
-// path), in the order they are matched.
+// path).
 func Endpoints() []string {
 	out := make([]string, len(endpoints))
 	for i, e := range endpoints {
@@ -123,7 +170,7 @@ func Endpoints() []string {
 }
 
 // endpoint is a route and what serves it; args are the pattern's
-// wildcards, unescaped, in order.
+// wildcards, unescaped (route.Value), in order.
 type endpoint struct {
 	pattern string
 	serve   serveFunc
@@ -131,8 +178,8 @@ type endpoint struct {
 
 type serveFunc func(h *Handler, w http.ResponseWriter, r *http.Request, args []string) error
 
-// endpoints are the sender's routes; the first that matches serves. A new
-// route goes here and into docs/admin-api.yaml, which
+// endpoints are the sender's routes, ServeMux patterns: the most specific
+// that matches serves (dlq/summary before dlq/{id}). A new route goes here and into docs/admin-api.yaml, which
 // integration/openapi_test.go holds to this list.
 var endpoints = []endpoint{
 	{"GET /hookgate/destinations", plain((*Handler).listDestinations)},
@@ -175,49 +222,15 @@ func action(name string) serveFunc {
 	}
 }
 
-// match reports whether a request of method, whose path under /hookgate/
-// is parts (each unescaped), matches the pattern, and its wildcards.
-func (e endpoint) match(method string, parts []string) ([]string, bool) {
-	m, path, _ := strings.Cut(e.pattern, " ")
-	if m != method {
-		return nil, false
-	}
-	segs := strings.Split(strings.TrimPrefix(path, "/hookgate/"), "/")
-	var args []string
-	for i, seg := range segs {
-		switch {
-		case i >= len(parts):
-			return nil, false
-		case strings.HasSuffix(seg, "...}"):
-			return append(args, strings.Join(parts[i:], "/")), true
-		case strings.HasPrefix(seg, "{"):
-			args = append(args, parts[i])
-		case seg != parts[i]:
-			return nil, false
+// wildcards are the names of pattern's wildcards, in order.
+func wildcards(pattern string) []string {
+	var names []string
+	for _, seg := range strings.Split(pattern, "/") {
+		if name, ok := strings.CutPrefix(seg, "{"); ok {
+			names = append(names, strings.TrimSuffix(strings.TrimSuffix(name, "}"), "..."))
 		}
 	}
-	return args, len(parts) == len(segs)
-}
-
-func (h *Handler) route(w http.ResponseWriter, r *http.Request) error {
-	if h.ops == nil {
-		return Errorf(http.StatusNotFound, "no_sender", "no sender is running: configure a destination in the hookgate global option")
-	}
-	// Split the escaped path, then unescape each segment: an ID may hold
-	// a slash, and "." and ".." come escaped (pathseg).
-	rest := strings.TrimPrefix(r.URL.EscapedPath(), "/hookgate/")
-	parts := strings.Split(strings.Trim(rest, "/"), "/")
-	for i, p := range parts {
-		if u, err := pathseg.Unescape(p); err == nil {
-			parts[i] = u
-		}
-	}
-	for _, e := range endpoints {
-		if args, ok := e.match(r.Method, parts); ok {
-			return e.serve(h, w, r, args)
-		}
-	}
-	return Errorf(http.StatusNotFound, "not_found", "no such endpoint: %s %s", r.Method, r.URL.Path)
+	return names
 }
 
 // maxBody bounds a request's body.

@@ -306,7 +306,9 @@ func TestPublish(t *testing.T) {
 	} {
 		refused(t, f.do(t, "POST", path, tc.body), tc.status, tc.reason)
 	}
-	refused(t, f.do(t, "GET", path, ""), 404, "not_found")
+	if w := f.do(t, "GET", path, ""); refused(t, w, 405, "method_not_allowed").Status != 0 && w.Header().Get("Allow") != "POST" {
+		t.Errorf("GET %s: Allow %q, want POST", path, w.Header().Get("Allow"))
+	}
 	for _, d := range []string{"billing", "crm"} {
 		if st, err := f.q.Stats(t.Context(), d, time.Now()); err != nil || st.Queued != 0 {
 			t.Fatalf("%s queued %d after refusals, %v", d, st.Queued, err)
@@ -507,30 +509,42 @@ func TestDeadLetters(t *testing.T) {
 // jsonTime is t as the API writes a stored time: in the local zone.
 func jsonTime(t time.Time) string { return t.Local().Format(time.RFC3339Nano) }
 
-// TestRefusals: an unknown route, a missing sender and a failing store
-// each have their answer.
+// TestRefusals: an unknown route (404), a known route with another
+// method (405 with Allow), a missing sender and a failing store each have
+// their answer.
 func TestRefusals(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	for _, r := range []struct{ method, path string }{
-		{"GET", "/hookgate/"},
-		{"GET", "/hookgate/nope"},
-		{"PUT", "/hookgate/destinations"},
-		{"GET", "/hookgate/destinations/billing/pause"},
-		{"POST", "/hookgate/dlq"},
-		{"PUT", "/hookgate/dlq/x"},
-		{"GET", "/hookgate/dlq/a/b"},
-		{"POST", "/hookgate/redrives/x"},
+	for _, r := range []struct{ method, path, allow string }{
+		{"GET", "/hookgate/", ""},
+		{"GET", "/hookgate/nope", ""},
+		{"GET", "/hookgate/dlq/a/b", ""},
+		{"GET", "/hookgate/dlq/", ""},
+		{"GET", "/hookgate/deliveries/billing", ""},
+		{"PUT", "/hookgate/destinations", "GET, HEAD"},
+		{"GET", "/hookgate/destinations/billing/pause", "POST"},
+		{"POST", "/hookgate/dlq", "GET, HEAD"},
+		{"PUT", "/hookgate/dlq/x", "DELETE, GET, HEAD"},
+		{"POST", "/hookgate/redrives/x", "GET, HEAD"},
 	} {
-		p := refused(t, f.do(t, r.method, r.path, ""), 404, "not_found")
+		status, reason := 404, "not_found"
+		if r.allow != "" {
+			status, reason = 405, "method_not_allowed"
+		}
+		w := f.do(t, r.method, r.path, "")
+		p := refused(t, w, status, reason)
 		if !strings.Contains(p.Detail, r.method+" ") {
 			t.Errorf("%s %s: detail %q does not name the request", r.method, r.path, p.Detail)
 		}
+		if got := w.Header().Get("Allow"); got != r.allow {
+			t.Errorf("%s %s: Allow %q, want %q", r.method, r.path, got, r.allow)
+		}
 	}
-
-	none := httptest.NewRecorder()
-	httpapi.New(nil, nil).ServeHTTP(none, httptest.NewRequest("GET", "/hookgate/destinations", nil))
-	refused(t, none, 404, "no_sender")
+	for _, path := range []string{"/hookgate/destinations", "/hookgate/nope", "/hookgate/dlq/x"} {
+		none := httptest.NewRecorder()
+		httpapi.New(nil, nil).ServeHTTP(none, httptest.NewRequest("GET", path, nil))
+		refused(t, none, 404, "no_sender")
+	}
 
 	if err := f.db.Close(); err != nil {
 		t.Fatal(err)

@@ -6,21 +6,20 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sony/gobreaker/v2"
 
 	"github.com/hookgate/hookgate/sender"
 )
 
 // Breakers is the sender.Remote on Redis: every instance's breakers share
 // their state through it. Each breaker is a HASH under
-// <prefix>:breaker:{<name>}: field "s" holds the shared state, "<gen>
-// <state> <expiry ms> <since ms>", and field "i:<instance>" each
-// instance's report, "<ok ms> <failing ms> <at ms>" (0 for a zero time).
-// The hash expires when no instance has written it for a while
-// (sender.Update.Keep).
+// <prefix>:breaker:{<destination>}: field "s" holds the shared state and
+// field "i:<instance>" each instance's report, each in the sender's own
+// text (sender.Shared and sender.Report's MarshalText): "<gen>
+// open|closed <expiry ms> <since ms>" and "<ok ms> <failing ms> <at ms>"
+// (0 for a zero time). The hash expires when no instance has written it
+// for a while (sender.Update.Keep).
 type Breakers struct {
 	rdb    redis.UniversalClient
 	prefix string
@@ -33,33 +32,6 @@ func NewBreakers(rdb redis.UniversalClient, prefix string) *Breakers {
 
 func (b *Breakers) key(name string) string { return b.prefix + ":breaker:{" + name + "}" }
 
-// msText is t in unix milliseconds, 0 for the zero time.
-func msText(t time.Time) string {
-	if t.IsZero() {
-		return "0"
-	}
-	return strconv.FormatInt(t.UnixMilli(), 10)
-}
-
-// times reads n space-separated unix milliseconds (0: the zero time).
-func times(s string, n int) ([]time.Time, bool) {
-	f := strings.Fields(s)
-	if len(f) != n {
-		return nil, false
-	}
-	out := make([]time.Time, n)
-	for i, v := range f {
-		m, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return nil, false
-		}
-		if m != 0 {
-			out[i] = time.UnixMilli(m)
-		}
-	}
-	return out, true
-}
-
 // Load implements sender.Remote. A field that does not parse is left
 // out: a shared state that does not is the closed first one.
 func (b *Breakers) Load(ctx context.Context, name string) (sender.Board, error) {
@@ -70,18 +42,15 @@ func (b *Breakers) Load(ctx context.Context, name string) (sender.Board, error) 
 	bd := sender.Board{Reports: map[string]sender.Report{}}
 	for k, v := range h {
 		if id, ok := strings.CutPrefix(k, "i:"); ok {
-			if t, ok := times(v, 3); ok {
-				bd.Reports[id] = sender.Report{OK: t[0], Failing: t[1], At: t[2]}
+			var r sender.Report
+			if r.UnmarshalText([]byte(v)) == nil {
+				bd.Reports[id] = r
 			}
 			continue
 		}
-		gen, rest, _ := strings.Cut(v, " ")
-		state, rest, _ := strings.Cut(rest, " ")
-		g, err1 := strconv.ParseUint(gen, 10, 64)
-		st, err2 := strconv.Atoi(state)
-		t, ok := times(rest, 2)
-		if k == "s" && err1 == nil && err2 == nil && ok {
-			bd.Shared = sender.Shared{Gen: g, State: gobreaker.State(st), Expiry: t[0], Since: t[1]}
+		var sh sender.Shared
+		if k == "s" && sh.UnmarshalText([]byte(v)) == nil {
+			bd.Shared = sh
 		}
 	}
 	return bd, nil
@@ -92,7 +61,9 @@ func (b *Breakers) Load(ctx context.Context, name string) (sender.Board, error) 
 //
 //	KEYS[1] the breaker's hash
 //	ARGV    instance, report, keep ms, generation ("" to leave the shared
-//	        state), next shared state, then the instances to forget
+//	        state), next shared state, then the instances to forget; the
+//	        generation of the stored state is the digits its text leads
+//	        with
 //	returns 1 when it stored the shared state, else 0
 var putScript = redis.NewScript(`
 redis.call('HSET', KEYS[1], 'i:' .. ARGV[1], ARGV[2])
@@ -113,11 +84,11 @@ return stored
 
 // Put implements sender.Remote.
 func (b *Breakers) Put(ctx context.Context, name string, u sender.Update) (bool, error) {
-	r := u.Report
-	args := []any{u.Instance, msText(r.OK) + " " + msText(r.Failing) + " " + msText(r.At), u.Keep.Milliseconds(), "", ""}
+	report, _ := u.Report.MarshalText() // never fails
+	args := []any{u.Instance, report, u.Keep.Milliseconds(), "", ""}
 	if n := u.Next; n != nil {
-		args[3] = strconv.FormatUint(u.Gen, 10)
-		args[4] = strconv.FormatUint(n.Gen, 10) + " " + strconv.Itoa(int(n.State)) + " " + msText(n.Expiry) + " " + msText(n.Since)
+		next, _ := n.MarshalText()
+		args[3], args[4] = strconv.FormatUint(u.Gen, 10), next
 	}
 	for _, id := range u.Forget {
 		args = append(args, id)

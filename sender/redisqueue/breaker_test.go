@@ -22,7 +22,8 @@ import (
 
 // TestBreakersPut: a report is kept per instance, a forgotten one goes,
 // and the shared state is replaced only from the generation it was read
-// at; the hash expires after Keep.
+// at; the hash, under the destination's name, holds them in hookgate's
+// text, and expires after Keep.
 func TestBreakersPut(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
@@ -33,7 +34,7 @@ func TestBreakersPut(t *testing.T) {
 	t0 := time.UnixMilli(1_800_000_000_000)
 	r1 := sender.Report{OK: t0, At: t0}
 	r2 := sender.Report{OK: t0.Add(-time.Minute), Failing: t0.Add(-time.Second), At: t0}
-	open := &sender.Shared{Gen: 1, State: gobreaker.StateOpen, Expiry: t0.Add(time.Minute), Since: t0.Add(-time.Second)}
+	open := &sender.Shared{Gen: 1, Open: true, Expiry: t0.Add(time.Minute), Since: t0.Add(-time.Second)}
 	for _, step := range []struct {
 		u    sender.Update
 		want bool
@@ -42,14 +43,14 @@ func TestBreakersPut(t *testing.T) {
 		{sender.Update{Instance: "old", Report: r1, Keep: time.Hour}, false},
 		{sender.Update{Instance: "b", Report: r2, Forget: []string{"old"}, Gen: 0, Next: open, Keep: time.Hour}, true},
 		// Read at generation 0, when another has made it 1: not stored.
-		{sender.Update{Instance: "a", Report: r1, Gen: 0, Next: &sender.Shared{Gen: 1, State: gobreaker.StateClosed}, Keep: time.Hour}, false},
+		{sender.Update{Instance: "a", Report: r1, Gen: 0, Next: &sender.Shared{Gen: 1}, Keep: time.Hour}, false},
 	} {
-		stored, err := b.Put(ctx, "gobreaker:state:d", step.u)
+		stored, err := b.Put(ctx, "d", step.u)
 		if err != nil || stored != step.want {
 			t.Fatalf("Put(%+v) = %v, %v; want %v", step.u, stored, err, step.want)
 		}
 	}
-	got, err := b.Load(ctx, "gobreaker:state:d")
+	got, err := b.Load(ctx, "d")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,10 +58,14 @@ func TestBreakersPut(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Load (-want +got):\n%s", diff)
 	}
-	if ttl := rdb.PTTL(ctx, p+":breaker:{gobreaker:state:d}").Val(); ttl <= 0 || ttl > time.Hour {
+	// The hash is under the destination's name, in hookgate's own text.
+	if h := rdb.HGetAll(ctx, p+":breaker:{d}").Val(); h["s"] != "1 open 1800000060000 1799999999000" || h["i:b"] != "1799999940000 1799999999000 1800000000000" {
+		t.Errorf("the breaker's hash holds %q, want the shared state and the reports in hookgate's text", h)
+	}
+	if ttl := rdb.PTTL(ctx, p+":breaker:{d}").Val(); ttl <= 0 || ttl > time.Hour {
 		t.Errorf("the breaker's hash expires in %s, want within the hour", ttl)
 	}
-	if got, err := b.Load(ctx, "gobreaker:state:none"); err != nil || got.Shared != (sender.Shared{}) || len(got.Reports) != 0 {
+	if got, err := b.Load(ctx, "none"); err != nil || got.Shared != (sender.Shared{}) || len(got.Reports) != 0 {
 		t.Errorf("Load of a breaker never written = %+v, %v; want the zero state", got, err)
 	}
 }
