@@ -19,6 +19,13 @@ type Details struct {
 	Reason string `json:"reason"`
 }
 
+// Reject answers with an application/problem+json rejection for reason,
+// at its status. A positive retryAfter sets Retry-After in whole seconds,
+// rounded up, at least 1. detail must hold no secret, signature or body.
+func Reject(w http.ResponseWriter, reason Reason, detail string, retryAfter time.Duration) {
+	Write(w, reason.Status, reason.Code, detail, retryAfter)
+}
+
 // Write answers with an application/problem+json rejection. A positive
 // retryAfter sets Retry-After in whole seconds, rounded up, at least 1.
 // detail must hold no secret, signature or body.
