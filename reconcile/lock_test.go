@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/dedupe/boltstore"
+	"github.com/hookgate/hookgate/internal/boltfile"
 )
 
 // claimerFake records the claims made and answers with status or err.
@@ -64,7 +65,7 @@ func TestStoreLockerClaim(t *testing.T) {
 // TestStoreLockerOneInstance: over one embedded store, the first instance
 // to claim a slot holds it and another does not; the next slot is free.
 func TestStoreLockerOneInstance(t *testing.T) {
-	db, err := boltstore.OpenFile(filepath.Join(t.TempDir(), "state.db"), time.Second, false, false)
+	db, err := boltfile.OpenFile(filepath.Join(t.TempDir(), "state.db"), time.Second, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,13 +11,14 @@ import (
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/dedupe/boltstore"
+	"github.com/hookgate/hookgate/internal/boltfile"
 )
 
 // TestLookupAndForget: a recorded delivery is shown, forgotten once (its
 // key uncached), then absent; a method or key that is not a route is a
 // precise problem.
 func TestLookupAndForget(t *testing.T) {
-	db, err := boltstore.OpenFile(filepath.Join(t.TempDir(), "state.db"), time.Second, false, false)
+	db, err := boltfile.OpenFile(filepath.Join(t.TempDir(), "state.db"), time.Second, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
