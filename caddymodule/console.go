@@ -118,7 +118,7 @@ func (h *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	// The confirm tokens live in the app's store, so that instances
 	// sharing Redis share them.
 	h.once.Do(func() {
-		h.console = console.New(h.app.ops(), h.app.store, nil)
+		h.console = console.New(h.app.ops(), h.app.store.Claims("console"), nil)
 		h.console.MaxRedrive = h.MaxRedrive
 	})
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)

@@ -204,7 +204,7 @@ func (a *App) startSchedules() {
 		s := &reconcile.Schedule{
 			Job:      j.Job(),
 			Every:    time.Duration(j.Every),
-			Locker:   reconcile.StoreLocker{Store: a.store},
+			Locker:   reconcile.StoreLocker{Store: a.store.Claims("reconcile")},
 			Logger:   zapslogLogger(a.logger),
 			Observer: a.metrics.Reconcile(),
 		}

@@ -17,8 +17,9 @@ import (
 //
 // The tokens live in the gateway's store, as dedupe entries, so that
 // instances sharing Redis share them: a form previewed on one instance
-// and posted to two is still one redrive. A token is one entry under its
-// own key, and the entry's state is the token's:
+// and posted to two is still one redrive. A token is one entry, keyed by
+// the token itself (nobody can guess it) in the store's "console"
+// namespace of claims, and the entry's state is the token's:
 //
 //	issued  a claim whose lease has already ended (the preview writes it)
 //	taken   a live claim: one post is redriving
@@ -32,7 +33,9 @@ import (
 // a token posted with anything else is refused, and nothing moves.
 
 // OnceStore keeps the confirm tokens: the part of dedupe.Store they use.
-// The webhook_console handler hands over the hookgate app's store.
+// The webhook_console handler hands over the hookgate app's store's
+// "console" namespace (store.Lazy.Claims), whose keys no webhook's key
+// meets and whose calls are not counted as webhook claims.
 type OnceStore interface {
 	Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.ClaimResult, error)
 	Record(ctx context.Context, key, token string, rec dedupe.Record, retention time.Duration, now time.Time) error
@@ -53,10 +56,6 @@ const (
 	issuedSlack = time.Minute
 )
 
-// onceKey is the store key of a confirm token: a prefix no webhook key
-// is likely to use, and a token nobody can guess.
-func onceKey(token string) string { return "hookgate-console-confirm:" + token }
-
 // confirmBinding is what a confirm token confirms, as a fingerprint:
 // who may use it (the scope and the browser's CSRF token) and what it
 // moves (the filter and the limit).
@@ -76,7 +75,7 @@ func resendBinding(v View, q sender.HistoryQuery, limit int, csrf string) dedupe
 // issue makes a confirm token bound to fp and keeps it as issued.
 func (c *Console) issue(ctx context.Context, fp dedupe.Fingerprint) (string, error) {
 	token := rand.Text()
-	_, err := c.once.Claim(ctx, onceKey(token), dedupe.Claim{
+	_, err := c.once.Claim(ctx, token, dedupe.Claim{
 		Fingerprint: fp, Token: rand.Text(), Lease: -issuedSlack, Retention: ConfirmTTL, Now: c.now(),
 	})
 	return token, err
@@ -89,14 +88,14 @@ func (c *Console) issue(ctx context.Context, fp dedupe.Fingerprint) (string, err
 // back.
 func (c *Console) take(ctx context.Context, token string, fp dedupe.Fingerprint) (claim string, res dedupe.ClaimResult, err error) {
 	claim = rand.Text()
-	res, err = c.once.Claim(ctx, onceKey(token), dedupe.Claim{
+	res, err = c.once.Claim(ctx, token, dedupe.Claim{
 		// A taken token stays taken until it expires, never taken over:
 		// a post that died mid-redrive must not let the same form move a
 		// second batch.
 		Fingerprint: fp, Token: claim, Lease: ConfirmTTL, Retention: ConfirmTTL, Now: c.now(),
 	})
 	if err == nil && res.Status == dedupe.Claimed {
-		err = c.once.Release(ctx, onceKey(token), claim)
+		err = c.once.Release(ctx, token, claim)
 	}
 	return claim, res, err
 }
@@ -104,16 +103,16 @@ func (c *Console) take(ctx context.Context, token string, fp dedupe.Fingerprint)
 // used records the redrive a taken token made: every later post of the
 // form is shown it.
 func (c *Console) used(ctx context.Context, token, claim, redriveID string) error {
-	return c.once.Record(ctx, onceKey(token), claim, dedupe.Record{Status: 303, Body: []byte(redriveID)}, ConfirmTTL, c.now())
+	return c.once.Record(ctx, token, claim, dedupe.Record{Status: 303, Body: []byte(redriveID)}, ConfirmTTL, c.now())
 }
 
 // giveBack returns a taken token that moved nothing to issued, so the
 // same form can be posted again.
 func (c *Console) giveBack(ctx context.Context, token, claim string, fp dedupe.Fingerprint) error {
-	if err := c.once.Release(ctx, onceKey(token), claim); err != nil {
+	if err := c.once.Release(ctx, token, claim); err != nil {
 		return err
 	}
-	_, err := c.once.Claim(ctx, onceKey(token), dedupe.Claim{
+	_, err := c.once.Claim(ctx, token, dedupe.Claim{
 		Fingerprint: fp, Token: rand.Text(), Lease: -issuedSlack, Retention: ConfirmTTL, Now: c.now(),
 	})
 	return err

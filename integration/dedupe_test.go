@@ -103,7 +103,7 @@ func TestDedupeConcurrentCopiesTwoInstances(t *testing.T) {
 	if !strings.Contains(m, `hookgate_dedupe_requests_total{result="forwarded"} 1`) {
 		t.Errorf("no forwarded count in metrics:\n%s", grepLines(m, "hookgate_dedupe"))
 	}
-	if !strings.Contains(m, `hookgate_store_op_duration_seconds_count{backend="redis",op="claim"}`) {
+	if !strings.Contains(m, `hookgate_store_op_duration_seconds_count{backend="redis",namespace="webhook",op="claim"}`) {
 		t.Errorf("no store latency in metrics:\n%s", grepLines(m, "hookgate_store"))
 	}
 }

@@ -16,16 +16,19 @@ type Locker interface {
 	Lock(ctx context.Context, job string, slot time.Time, lease time.Duration) (bool, error)
 }
 
-// Claimer is the part of a dedupe store a StoreLocker needs.
+// Claimer is the part of a dedupe store a StoreLocker needs: the hookgate
+// app hands over its store's "reconcile" namespace (store.Lazy.Claims),
+// whose keys no webhook's key meets and whose calls are not counted as
+// webhook claims.
 type Claimer interface {
 	Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.ClaimResult, error)
 }
 
 // StoreLocker is a Locker over the state store the instances share. A
-// slot is a dedupe claim under a key no webhook can use,
-// "\x00reconcile/<job>/<the slot's Unix seconds>", leased for the lease
-// and kept for twice that: an instance that dies mid-run leaves the slot
-// to expire, and the next slot runs again.
+// slot is a dedupe claim under the key "<job>/<the slot's Unix seconds>"
+// in the Claimer's namespace, leased for the lease and kept for twice
+// that: an instance that dies mid-run leaves the slot to expire, and the
+// next slot runs again.
 type StoreLocker struct {
 	Store Claimer
 	// Now is the claim's time. Default time.Now.
@@ -38,7 +41,7 @@ func (l StoreLocker) Lock(ctx context.Context, job string, slot time.Time, lease
 	if now == nil {
 		now = time.Now
 	}
-	key := fmt.Sprintf("\x00reconcile/%s/%d", job, slot.Unix())
+	key := fmt.Sprintf("%s/%d", job, slot.Unix())
 	res, err := l.Store.Claim(ctx, key, dedupe.Claim{
 		Fingerprint: dedupe.FingerprintOf([]byte(job)),
 		Token:       rand.Text(), // unique: a claim by the same token is a retry, and wins

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/dedupe/boltstore"
+	"github.com/hookgate/hookgate/internal/boltfile"
 )
 
 // claimerFake records the claims made and answers with status or err.
@@ -26,8 +27,9 @@ func (c *claimerFake) Claim(_ context.Context, key string, cl dedupe.Claim) (ded
 	return dedupe.ClaimResult{Status: c.status}, c.err
 }
 
-// TestStoreLockerClaim: a slot is a claim under a key no webhook can use,
-// the job's and the slot's; instances of every version must agree on it.
+// TestStoreLockerClaim: a slot is a claim under the job's and the slot's
+// key (the store's "reconcile" namespace prefixes it, as "\x00reconcile/"
+// before namespaces); instances of every version must agree on it.
 // The claim is leased for the lease, kept for twice that, under a token of
 // its own; only a fresh claim holds the slot.
 func TestStoreLockerClaim(t *testing.T) {
@@ -44,7 +46,7 @@ func TestStoreLockerClaim(t *testing.T) {
 				t.Errorf("status %d: Lock = %v, %v; want %v", status, got, err, want)
 			}
 		}
-		if diff := cmp.Diff([]string{"\x00reconcile/enrollments/1796040900", "\x00reconcile/enrollments/1796040900"}, c.keys); diff != "" {
+		if diff := cmp.Diff([]string{"enrollments/1796040900", "enrollments/1796040900"}, c.keys); diff != "" {
 			t.Errorf("keys (-want +got):\n%s", diff)
 		}
 		cl := c.claims[0]
@@ -64,7 +66,7 @@ func TestStoreLockerClaim(t *testing.T) {
 // TestStoreLockerOneInstance: over one embedded store, the first instance
 // to claim a slot holds it and another does not; the next slot is free.
 func TestStoreLockerOneInstance(t *testing.T) {
-	db, err := boltstore.OpenFile(filepath.Join(t.TempDir(), "state.db"), time.Second, false, false)
+	db, err := boltfile.OpenFile(filepath.Join(t.TempDir(), "state.db"), time.Second, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/dedupe/boltstore"
 	dedupeapi "github.com/hookgate/hookgate/dedupe/httpapi"
+	"github.com/hookgate/hookgate/internal/boltfile"
 	"github.com/hookgate/hookgate/internal/route"
 )
 
@@ -18,7 +19,7 @@ import (
 // through the admin API, mounted as Caddy's admin mounts it (a ServeMux,
 // which cleans a path's "." and ".." segments away).
 func TestDedupeDotKeys(t *testing.T) {
-	db, err := boltstore.OpenFile(filepath.Join(t.TempDir(), "state.db"), time.Second, false, false)
+	db, err := boltfile.OpenFile(filepath.Join(t.TempDir(), "state.db"), time.Second, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookgate/hookgate/dedupe/boltstore"
+	"github.com/hookgate/hookgate/internal/boltfile"
 	"github.com/hookgate/hookgate/internal/store"
 )
 
@@ -24,7 +24,7 @@ func TestStoreCheck(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(sound), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	db, err := boltstore.OpenFile(sound, time.Second, false, false)
+	db, err := boltfile.OpenFile(sound, time.Second, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}

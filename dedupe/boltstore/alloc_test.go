@@ -9,6 +9,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/boltfile"
 )
 
 // BenchmarkStoreAllocs holds the store's calls to allocation budgets, and
@@ -19,7 +20,7 @@ import (
 // The group commit's own cost is internal/boltcommit's
 // BenchmarkCommitterAllocs.
 func BenchmarkStoreAllocs(b *testing.B) {
-	db, err := OpenFile(filepath.Join(b.TempDir(), "state.db"), time.Second, false, false)
+	db, err := boltfile.OpenFile(filepath.Join(b.TempDir(), "state.db"), time.Second, false, false)
 	if err != nil {
 		b.Fatal(err)
 	}

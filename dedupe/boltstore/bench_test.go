@@ -16,6 +16,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/boltfile"
 )
 
 // BenchmarkClaimRecord is a unique delivery's two store calls, a claim and
@@ -27,14 +28,14 @@ import (
 // and system, so the kernel's share of each fsync'd commit counts), and
 // commits and page writes per pair.
 //
-// The variants are bbolt settings side by side: the file as OpenFile opens
+// The variants are bbolt settings side by side: the file as boltfile.OpenFile opens
 // it (open), and candidates. With -count, a run interleaves them.
 func BenchmarkClaimRecord(b *testing.B) {
 	for _, keys := range []string{"seq", "rand"} {
 		for _, conc := range []int{64, 128} {
 			for _, v := range benchVariants {
 				b.Run(fmt.Sprintf("%s/c%d/%s", keys, conc, v.name), func(b *testing.B) {
-					opts := openOptions(time.Second, false)
+					opts := boltfile.Options(time.Second, false)
 					v.set(opts)
 					db, err := bolt.Open(filepath.Join(b.TempDir(), "state.db"), 0o600, opts)
 					if err != nil {

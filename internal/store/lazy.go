@@ -15,10 +15,11 @@ import (
 // use, never before: `hookgate validate` must not take the bbolt file's
 // lock from a running gateway, and a config without dedupe never opens
 // it. Each call on the request path records its latency in a histogram, labelled with the
-// backend and the operation.
+// backend, the namespace ("webhook": Claims has the others) and the operation.
 type Lazy struct {
 	open     func() (*Conn, error)
 	prefix   string
+	backend  string
 	once     sync.Once
 	conn     *Conn
 	st       State
@@ -47,11 +48,16 @@ var opNames = [numOps]string{"claim", "record", "release", "get", "acquire_entit
 // NewLazy returns the state of the store open opens, on first use;
 // prefix starts its Redis keys, and backend labels its latency.
 func NewLazy(open func() (*Conn, error), prefix, backend string, duration metric.Float64Histogram) *Lazy {
-	l := &Lazy{open: open, prefix: prefix, duration: duration}
+	return &Lazy{open: open, prefix: prefix, backend: backend, duration: duration, attrs: opAttrs(backend, webhookNamespace)}
+}
+
+// opAttrs are the latency's labels of each operation in a namespace.
+func opAttrs(backend, namespace string) (attrs [numOps][]metric.RecordOption) {
 	for o, name := range opNames {
-		l.attrs[o] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("backend", backend), attribute.String("op", name)))}
+		attrs[o] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(
+			attribute.String("backend", backend), attribute.String("namespace", namespace), attribute.String("op", name)))}
 	}
-	return l
+	return attrs
 }
 
 // Conn opens the store on first call, and returns it.

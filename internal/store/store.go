@@ -25,6 +25,7 @@ import (
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/dedupe/boltstore"
 	"github.com/hookgate/hookgate/dedupe/redisstore"
+	"github.com/hookgate/hookgate/internal/boltfile"
 	"github.com/hookgate/hookgate/sender"
 	"github.com/hookgate/hookgate/sender/boltqueue"
 	"github.com/hookgate/hookgate/sender/redisqueue"
@@ -252,21 +253,21 @@ func CheckStateFile(path string, limit time.Duration) error {
 }
 
 // OpenStateFile checks the embedded store's file in a child process
-// (boltstore.CheckInChild, within limit; 0: by its size), then opens it,
+// (boltfile.CheckInChild, within limit; 0: by its size), then opens it,
 // with errors that name the file and the remedy.
 func OpenStateFile(path string, timeout, limit time.Duration, readOnly bool) (*bolt.DB, error) {
-	err := boltstore.CheckInChild(path, timeout, limit)
+	err := boltfile.CheckInChild(path, timeout, limit)
 	var db *bolt.DB
 	if err == nil {
-		db, err = boltstore.OpenFile(path, timeout, readOnly, false)
+		db, err = boltfile.OpenFile(path, timeout, readOnly, false)
 	}
 	switch {
-	case errors.Is(err, boltstore.ErrLocked) && readOnly: // a check
+	case errors.Is(err, boltfile.ErrLocked) && readOnly: // a check
 		return nil, fmt.Errorf("store file %s is held by a running gateway (its lock): a check reads a stopped gateway's file. "+
 			"To check a running one's, back it up and check the copy: `hookgate store backup <file>` (it checks the copy too)", path)
-	case errors.Is(err, boltstore.ErrLocked):
+	case errors.Is(err, boltfile.ErrLocked):
 		return nil, fmt.Errorf("store file %s: still locked after %s: is another hookgate using it? Stop it, or give this one its own store directory", path, timeout)
-	case errors.Is(err, boltstore.ErrCorrupt):
+	case errors.Is(err, boltfile.ErrCorrupt):
 		return nil, fmt.Errorf("store file %s is corrupt (%v). "+
 			"Stop hookgate and move the file aside, or restore it from a backup: a fresh file starts empty, "+
 			"so duplicates of deliveries recorded in it are forwarded again, and the sender's events queued in it are not sent; "+

@@ -1,4 +1,11 @@
-package boltstore
+// Package boltfile opens and checks the one bbolt file the embedded store
+// keeps its state in: the dedupe entries (dedupe/boltstore) and the
+// sender's queue (sender/boltqueue) share it. It opens the file with the
+// options both rely on, finds a truncated or corrupt file before a
+// request reads a broken page (OpenFile, Check), and runs the full check
+// in a child process, where a fault or a loop in bbolt's check ends the
+// child, not the gateway (CheckInChild).
+package boltfile
 
 import (
 	"errors"
@@ -37,7 +44,7 @@ func OpenFile(path string, timeout time.Duration, readOnly, check bool) (*bolt.D
 	// walk of every page on a goroutine of bbolt's own, where a broken
 	// page is a panic no recover reaches. The map free list is faster to
 	// allocate from.
-	db, err := openRecovered(path, openOptions(timeout, readOnly))
+	db, err := openRecovered(path, Options(timeout, readOnly))
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
 		return nil, fmt.Errorf("%w: %v", ErrLocked, err)
@@ -59,8 +66,8 @@ func OpenFile(path string, timeout time.Duration, readOnly, check bool) (*bolt.D
 	return db, nil
 }
 
-// openOptions are the bbolt options of OpenFile.
-func openOptions(timeout time.Duration, readOnly bool) *bolt.Options {
+// Options are the bbolt options of OpenFile.
+func Options(timeout time.Duration, readOnly bool) *bolt.Options {
 	return &bolt.Options{Timeout: timeout, ReadOnly: readOnly, FreelistType: bolt.FreelistMapType, InitialMmapSize: initialMmapSize}
 }
 

@@ -1,4 +1,4 @@
-package boltstore_test
+package boltfile_test
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/hookgate/hookgate/dedupe/boltstore"
+	"github.com/hookgate/hookgate/internal/boltfile"
 )
 
 // TestLongReadHoldsNoWrite: a file opened by OpenFile takes 16 MiB of
@@ -18,7 +18,7 @@ import (
 // a remap would wait for the read to end. The minute is a guard against a
 // hang, not a measure.
 func TestLongReadHoldsNoWrite(t *testing.T) {
-	db, err := boltstore.OpenFile(filepath.Join(t.TempDir(), "state.db"), time.Second, false, false)
+	db, err := boltfile.OpenFile(filepath.Join(t.TempDir(), "state.db"), time.Second, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
