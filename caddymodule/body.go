@@ -124,7 +124,7 @@ func bodyRejection(err error) problem.Reason {
 // returns its reason code.
 func writeBodyRejection(w http.ResponseWriter, err error) (reason string) {
 	rej := bodyRejection(err)
-	problem.Reject(w, rej, err.Error(), 0)
+	problem.Write(w, rej, err.Error(), 0)
 	return rej.Code
 }
 

@@ -264,7 +264,7 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	key, rej, detail := h.key(repl, b.delivery.Key)
 	if rej != (problem.Reason{}) {
 		count(rej.Code)
-		problem.Reject(w, rej, detail, 0)
+		problem.Write(w, rej, detail, 0)
 		return nil
 	}
 	if span.IsRecording() {
@@ -285,7 +285,7 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		if h.OnStoreError == "forward" {
 			return next.ServeHTTP(w, r)
 		}
-		problem.Reject(w, problem.StoreUnavailable, "the dedupe store is unavailable; nothing was forwarded", time.Second)
+		problem.Write(w, problem.StoreUnavailable, "the dedupe store is unavailable; nothing was forwarded", time.Second)
 		return nil
 	}
 	h.storeLog.answered()
@@ -296,10 +296,10 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		return nil
 	case dedupe.Reject:
 		if errors.Is(dec.Err, dedupe.ErrKeyReused) {
-			problem.Reject(w, problem.KeyReusedWithDifferentPayload, dec.Err.Error(), 0)
+			problem.Write(w, problem.KeyReusedWithDifferentPayload, dec.Err.Error(), 0)
 			return nil
 		}
-		problem.Reject(w, problem.InFlight, dec.Err.Error(), max(dec.RetryAfter(h.now()), time.Nanosecond))
+		problem.Write(w, problem.InFlight, dec.Err.Error(), max(dec.RetryAfter(h.now()), time.Nanosecond))
 		return nil
 	}
 	if dec.Result == "lease_expired" {

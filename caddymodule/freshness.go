@@ -156,7 +156,7 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	}
 	reject := func(reason problem.Reason, detail string) error {
 		count(reason.Code)
-		problem.Reject(w, reason, detail, 0)
+		problem.Write(w, reason, detail, 0)
 		return nil
 	}
 
@@ -213,12 +213,12 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		// this event waited for its entity: not applied, retry later.
 		count(dedupe.ResultBusy)
 		forward.MarkNotFinal(ctx)
-		problem.Reject(w, problem.EntityBusy, "the wait for this entity ended", time.Second)
+		problem.Write(w, problem.EntityBusy, "the wait for this entity ended", time.Second)
 		return nil
 	case err != nil:
 		count("store_error")
 		h.storeLog.failed(err, zap.String("entity", entity))
-		problem.Reject(w, problem.StoreUnavailable, "the freshness store is unavailable; nothing was forwarded", time.Second)
+		problem.Write(w, problem.StoreUnavailable, "the freshness store is unavailable; nothing was forwarded", time.Second)
 		return nil
 	}
 	h.storeLog.answered()
@@ -232,7 +232,7 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		}
 		if h.OnStale == "reject" {
 			forward.MarkNotFinal(ctx) // each retry is judged afresh
-			problem.Reject(w, rej, detail, 0)
+			problem.Write(w, rej, detail, 0)
 			return nil
 		}
 		body := fmt.Sprintf(`{"status":"stale","reason":%q}`+"\n", judgement.Result)
@@ -244,7 +244,7 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	case dedupe.ResultBusy:
 		count(judgement.Result)
 		forward.MarkNotFinal(ctx)
-		problem.Reject(w, problem.EntityBusy, "another event of this entity is being applied", max(judgement.LeaseUntil.Sub(h.now()), time.Nanosecond))
+		problem.Write(w, problem.EntityBusy, "another event of this entity is being applied", max(judgement.LeaseUntil.Sub(h.now()), time.Nanosecond))
 		return nil
 	}
 

@@ -180,7 +180,7 @@ func (v *Verify) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		if c := v.logger.Check(zapcore.DebugLevel, "webhook rejected"); c != nil {
 			c.Write(zap.String("reason", result), zap.String("detail", err.Error()), zap.String("remote", r.RemoteAddr))
 		}
-		problem.Reject(w, rej, err.Error(), 0)
+		problem.Write(w, rej, err.Error(), 0)
 		return nil
 	}
 	if span.IsRecording() {

@@ -308,7 +308,7 @@ func (c *Console) failErr(w http.ResponseWriter, r *http.Request, v View, err er
 // anything else. detail must hold no secret.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, v View, reason problem.Reason, detail string) {
 	if !strings.Contains(r.Header.Get("Accept"), "text/html") {
-		problem.Reject(w, reason, detail, 0)
+		problem.Write(w, reason, detail, 0)
 		return
 	}
 	c.render(w, r, v, reason.Status, "error", "Error", map[string]any{"Status": reason.Status, "StatusText": http.StatusText(reason.Status), "Reason": reason.Code, "Detail": detail})
@@ -325,7 +325,7 @@ func (c *Console) renderRefresh(w http.ResponseWriter, r *http.Request, v View, 
 	var buf bytes.Buffer
 	p := page{View: v, Title: title, CSRF: c.token(w, r, v), Refresh: refresh, Data: data}
 	if err := c.pages[name].ExecuteTemplate(&buf, "layout.html", p); err != nil {
-		problem.Reject(w, problem.RenderFailed, "the page could not be rendered", 0)
+		problem.Write(w, problem.RenderFailed, "the page could not be rendered", 0)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")

@@ -87,7 +87,7 @@ func keyOf(r *http.Request, e endpoint) (string, error) {
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, e endpoint) {
 	key, err := keyOf(r, e)
 	if err != nil || key == "" {
-		problem.Reject(w, problem.BadRequest, "a "+e.kind+" needs a key", 0)
+		problem.Write(w, problem.BadRequest, "a "+e.kind+" needs a key", 0)
 		return
 	}
 	now := time.Now
@@ -96,12 +96,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, e endpoint) {
 	}
 	out, err := e.serve(*h, r, key, now())
 	if errors.Is(err, errNotHeld) {
-		problem.Reject(w, problem.NotFound, err.Error(), 0)
+		problem.Write(w, problem.NotFound, err.Error(), 0)
 		return
 	}
 	if err != nil {
 		h.Logger.Error("admin request failed", "path", r.URL.Path, "error", err)
-		problem.Reject(w, problem.StoreUnavailable, err.Error(), time.Second)
+		problem.Write(w, problem.StoreUnavailable, err.Error(), time.Second)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

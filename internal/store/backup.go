@@ -75,24 +75,24 @@ type BackupHandler struct {
 func (h BackupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", http.MethodGet)
-		problem.Reject(w, problem.MethodNotAllowed, r.Method+" is not allowed here: GET the backup", 0)
+		problem.Write(w, problem.MethodNotAllowed, r.Method+" is not allowed here: GET the backup", 0)
 		return
 	}
 	c, err := h.Conn()
 	if err != nil {
 		h.Logger.Error("backup: the store did not open", "error", err)
-		problem.Reject(w, problem.StoreUnavailable, err.Error(), time.Second)
+		problem.Write(w, problem.StoreUnavailable, err.Error(), time.Second)
 		return
 	}
 	began := time.Now()
 	f, size, err := c.Backup()
 	switch {
 	case errors.Is(err, ErrNotFile):
-		problem.Reject(w, problem.StoreNotFile, err.Error(), 0)
+		problem.Write(w, problem.StoreNotFile, err.Error(), 0)
 		return
 	case err != nil:
 		h.Logger.Error("backup failed", "error", err)
-		problem.Reject(w, problem.StoreUnavailable, err.Error(), time.Second)
+		problem.Write(w, problem.StoreUnavailable, err.Error(), time.Second)
 		return
 	}
 	defer func() { _ = f.Close() }() // the copy is unlinked: closing it frees its space

@@ -153,17 +153,17 @@ func WriteEnqueued(w http.ResponseWriter, r *http.Request, enqueue func(context.
 	res, err := enqueue(r.Context(), e)
 	switch {
 	case errors.Is(err, sender.ErrBadID):
-		problem.Reject(w, problem.BadID, err.Error(), 0)
+		problem.Write(w, problem.BadID, err.Error(), 0)
 		return
 	case err != nil:
 		// The store may have applied the enqueue after it stopped waiting
 		// (a hung Redis runs the script when it wakes): the outcome is
 		// unknown, never "nothing was enqueued".
 		logger.Error("enqueue failed: outcome unknown", "destination", e.Destination, "id", e.ID, "error", err)
-		problem.Reject(w, problem.StoreUnavailable, enqueueUnknown, time.Second)
+		problem.Write(w, problem.StoreUnavailable, enqueueUnknown, time.Second)
 		return
 	case res.Mismatch:
-		problem.Reject(w, problem.KeyReusedWithDifferentPayload, "this delivery ID was enqueued with another payload", 0)
+		problem.Write(w, problem.KeyReusedWithDifferentPayload, "this delivery ID was enqueued with another payload", 0)
 		return
 	}
 	writeAccepted(w, enqueueAnswer{ID: e.ID, Destination: e.Destination, State: string(res.State), Duplicate: res.Duplicate})

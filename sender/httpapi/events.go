@@ -40,20 +40,20 @@ func WritePublished(w http.ResponseWriter, r *http.Request, publish func(context
 	res, err := publish(r.Context(), ev)
 	switch {
 	case errors.Is(err, sender.ErrBadID):
-		problem.Reject(w, problem.BadID, err.Error(), 0)
+		problem.Write(w, problem.BadID, err.Error(), 0)
 		return
 	case errors.Is(err, sender.ErrMissingEventType):
-		problem.Reject(w, problem.MissingEventType, "an event without a destination is routed by its type, and it has none: "+
+		problem.Write(w, problem.MissingEventType, "an event without a destination is routed by its type, and it has none: "+
 			"the body's event_type is empty, or webhook_enqueue's event_type placeholder resolved to nothing", 0)
 		return
 	case err != nil:
 		// As an enqueue's: the writes made before the failure stand, and
 		// one the store applied after it stopped waiting may too.
 		logger.Error("fan-out failed: outcome unknown", "event_type", ev.EventType, "id", ev.ID, "error", err)
-		problem.Reject(w, problem.StoreUnavailable, publishUnknown, time.Second)
+		problem.Write(w, problem.StoreUnavailable, publishUnknown, time.Second)
 		return
 	case res.Mismatch:
-		problem.Reject(w, problem.KeyReusedWithDifferentPayload, "this delivery ID was enqueued with another payload", 0)
+		problem.Write(w, problem.KeyReusedWithDifferentPayload, "this delivery ID was enqueued with another payload", 0)
 		return
 	}
 	if res.Deliveries == nil {

@@ -120,24 +120,24 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error, logger *slog.
 	var ae Error
 	switch {
 	case errors.As(err, &ae):
-		problem.Reject(w, ae.Reason, ae.Err.Error(), 0)
+		problem.Write(w, ae.Reason, ae.Err.Error(), 0)
 	case errors.Is(err, sender.ErrBadLimit):
-		problem.Reject(w, problem.BadLimit, err.Error(), 0)
+		problem.Write(w, problem.BadLimit, err.Error(), 0)
 	case errors.Is(err, sender.ErrBadFilter):
-		problem.Reject(w, problem.BadRequest, err.Error(), 0)
+		problem.Write(w, problem.BadRequest, err.Error(), 0)
 	case errors.Is(err, sender.ErrNoFilter):
-		problem.Reject(w, problem.FilterRequired, err.Error(), 0)
+		problem.Write(w, problem.FilterRequired, err.Error(), 0)
 	case errors.Is(err, sender.ErrConfigured):
-		problem.Reject(w, problem.DestinationConfigured, err.Error(), 0)
+		problem.Write(w, problem.DestinationConfigured, err.Error(), 0)
 	case errors.Is(err, sender.ErrOrphaned):
-		problem.Reject(w, problem.DestinationOrphaned, err.Error(), 0)
+		problem.Write(w, problem.DestinationOrphaned, err.Error(), 0)
 	case errors.Is(err, sender.ErrUnknownDestination):
-		problem.Reject(w, problem.UnknownDestination, err.Error(), 0)
+		problem.Write(w, problem.UnknownDestination, err.Error(), 0)
 	case errors.Is(err, sender.ErrNotFound):
-		problem.Reject(w, problem.NotFound, err.Error(), 0)
+		problem.Write(w, problem.NotFound, err.Error(), 0)
 	default:
 		logger.Error("admin request failed", "path", r.URL.Path, "error", err)
-		problem.Reject(w, problem.StoreUnavailable, err.Error(), time.Second)
+		problem.Write(w, problem.StoreUnavailable, err.Error(), time.Second)
 	}
 }
 
