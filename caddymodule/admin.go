@@ -60,7 +60,7 @@ func AdminEndpoints() []string {
 func (a *adminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 	app := runningApp()
 	if app == nil {
-		problem.Write(w, http.StatusNotFound, reasonNoHookgate, "no hookgate app is running: no handler or destination of the running config uses it", 0)
+		problem.Write(w, problem.NoHookgate, "no hookgate app is running: no handler or destination of the running config uses it", 0)
 		return nil
 	}
 	app.admin.ServeHTTP(w, r)
@@ -81,7 +81,7 @@ func (a *App) adminRouter() *route.Mux {
 	if !a.storeUsed {
 		for _, pattern := range append(dedupeapi.Endpoints(), backup) {
 			m.HandleFunc(pattern, func(w http.ResponseWriter, _ *http.Request) {
-				problem.Write(w, http.StatusNotFound, reasonNoStore, "no handler of this config uses the store", 0)
+				problem.Write(w, problem.NoStore, "no handler of this config uses the store", 0)
 			})
 		}
 		return m

@@ -112,20 +112,20 @@ func bufferBody(r *http.Request, limit int64) (*http.Request, []byte, error) {
 	return r, body, nil
 }
 
-// bodyRejection maps a bufferBody error to its reason and status.
-func bodyRejection(err error) (reason string, status int) {
+// bodyRejection maps a bufferBody error to its reason.
+func bodyRejection(err error) problem.Reason {
 	if errors.Is(err, errBodyTooLarge) {
-		return reasonBodyTooLarge, http.StatusRequestEntityTooLarge
+		return problem.BodyTooLarge
 	}
-	return reasonBodyUnreadable, http.StatusBadRequest
+	return problem.BodyUnreadable
 }
 
 // writeBodyRejection answers a bufferBody error as problem+json and
-// returns its reason.
+// returns its reason code.
 func writeBodyRejection(w http.ResponseWriter, err error) (reason string) {
-	reason, status := bodyRejection(err)
-	problem.Write(w, status, reason, err.Error(), 0)
-	return reason
+	rej := bodyRejection(err)
+	problem.Write(w, rej, err.Error(), 0)
+	return rej.Code
 }
 
 // read reads at most limit bytes of r's body, through b's limited reader.

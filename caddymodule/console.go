@@ -111,7 +111,7 @@ func clientChosen(p string) bool {
 // ServeHTTP serves the console's pages; it never calls next.
 func (h *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	if h.app.sender == nil {
-		problem.Write(w, http.StatusServiceUnavailable, reasonSenderNotRunning, "the sender is not running yet", 0)
+		problem.Write(w, problem.SenderNotRunning, "the sender is not running yet", 0)
 		return nil
 	}
 	// The app's service exists once its sender runs, after Provision.
@@ -126,7 +126,7 @@ func (h *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	if h.Destination != "" {
 		v.Scope = repl.ReplaceAll(h.Destination, "")
 		if v.Scope == "" || !h.app.hasDestination(v.Scope) {
-			problem.Write(w, http.StatusForbidden, reasonConsoleScopeUnknown, "this console is scoped to a destination, and this request names none that is configured", 0)
+			problem.Write(w, problem.ConsoleScopeUnknown, "this console is scoped to a destination, and this request names none that is configured", 0)
 			return nil
 		}
 	}

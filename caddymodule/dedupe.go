@@ -195,7 +195,7 @@ const (
 // said to key it by. Every placeholder must resolve to something: an
 // unknown one (no webhook_verify in front) or an empty one would otherwise
 // leave one literal key shared by every request.
-func (h *Dedupe) key(repl *caddy.Replacer, by verify.Key) (key, reason, detail string) {
+func (h *Dedupe) key(repl *caddy.Replacer, by verify.Key) (key string, rej problem.Reason, detail string) {
 	// One placeholder, the default {webhook.id} among them: its value is
 	// the key, without a template's parse and copy. An unknown or empty
 	// one takes the long way, for its error.
@@ -219,11 +219,11 @@ func (h *Dedupe) key(repl *caddy.Replacer, by verify.Key) (key, reason, detail s
 	}
 	switch {
 	case err != nil:
-		return "", reasonMissingIdempotencyKey, "the idempotency key " + tmpl + " resolves to nothing: " + err.Error()
+		return "", problem.MissingIdempotencyKey, "the idempotency key " + tmpl + " resolves to nothing: " + err.Error()
 	case len(key) > dedupe.MaxKeyLen:
-		return "", reasonIdempotencyKeyTooLong, fmt.Sprintf("the idempotency key is %d bytes, over %d", len(key), dedupe.MaxKeyLen)
+		return "", problem.IdempotencyKeyTooLong, fmt.Sprintf("the idempotency key is %d bytes, over %d", len(key), dedupe.MaxKeyLen)
 	}
-	return key, "", ""
+	return key, problem.Reason{}, ""
 }
 
 // placeholderOnly returns the name of the placeholder tmpl is, when tmpl
@@ -261,10 +261,10 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	ctx = r.Context()
 	repl := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	b, _ := bodyOf(r) // bufferBody put it there
-	key, reason, detail := h.key(repl, b.delivery.Key)
-	if reason != "" {
-		count(reason)
-		problem.Write(w, http.StatusBadRequest, reason, detail, 0)
+	key, rej, detail := h.key(repl, b.delivery.Key)
+	if rej != (problem.Reason{}) {
+		count(rej.Code)
+		problem.Write(w, rej, detail, 0)
 		return nil
 	}
 	if span.IsRecording() {
@@ -285,7 +285,7 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		if h.OnStoreError == "forward" {
 			return next.ServeHTTP(w, r)
 		}
-		problem.Write(w, http.StatusServiceUnavailable, reasonStoreUnavailable, "the dedupe store is unavailable; nothing was forwarded", time.Second)
+		problem.Write(w, problem.StoreUnavailable, "the dedupe store is unavailable; nothing was forwarded", time.Second)
 		return nil
 	}
 	h.storeLog.answered()
@@ -296,10 +296,10 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		return nil
 	case dedupe.Reject:
 		if errors.Is(dec.Err, dedupe.ErrKeyReused) {
-			problem.Write(w, http.StatusUnprocessableEntity, reasonKeyReusedWithDifferentPayload, dec.Err.Error(), 0)
+			problem.Write(w, problem.KeyReusedWithDifferentPayload, dec.Err.Error(), 0)
 			return nil
 		}
-		problem.Write(w, http.StatusConflict, reasonInFlight, dec.Err.Error(), max(dec.RetryAfter(h.now()), time.Nanosecond))
+		problem.Write(w, problem.InFlight, dec.Err.Error(), max(dec.RetryAfter(h.now()), time.Nanosecond))
 		return nil
 	}
 	if dec.Result == "lease_expired" {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -29,15 +30,15 @@ func TestDedupeKeyResolves(t *testing.T) {
 				tmpl = defaultKey
 			}
 			want, err := repl.ReplaceOrErr(tmpl, true, true)
-			wantReason := ""
+			var wantReason problem.Reason
 			switch {
 			case err != nil:
-				want, wantReason = "", reasonMissingIdempotencyKey
+				want, wantReason = "", problem.MissingIdempotencyKey
 			case len(want) > 1024:
-				want, wantReason = "", reasonIdempotencyKeyTooLong
+				want, wantReason = "", problem.IdempotencyKeyTooLong
 			}
 			if key != want || reason != wantReason {
-				t.Errorf("key(%q) = %q, %q; want %q, %q", tmpl, key, reason, want, wantReason)
+				t.Errorf("key(%q) = %q, %q; want %q, %q", tmpl, key, reason.Code, want, wantReason.Code)
 			}
 		})
 	}

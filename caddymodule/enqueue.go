@@ -101,7 +101,7 @@ func (h *Enqueue) Provision(ctx caddy.Context) error {
 func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		problem.Write(w, http.StatusMethodNotAllowed, reasonMethodNotAllowed, "webhook_enqueue takes POST, not "+problem.Truncate(r.Method, 40), 0)
+		problem.Write(w, problem.MethodNotAllowed, "webhook_enqueue takes POST, not "+problem.Truncate(r.Method, 40), 0)
 		return nil
 	}
 	r, body, err := bufferBody(r, h.MaxBody)

@@ -154,9 +154,9 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 			span.SetAttributes(attribute.String("hookgate.result", result))
 		}
 	}
-	reject := func(status int, reason, detail string) error {
-		count(reason)
-		problem.Write(w, status, reason, detail, 0)
+	reject := func(reason problem.Reason, detail string) error {
+		count(reason.Code)
+		problem.Write(w, reason, detail, 0)
 		return nil
 	}
 
@@ -173,10 +173,10 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	// one literal entity (or time) shared by every request.
 	entity, err := repl.ReplaceOrErr(h.Entity, true, true)
 	if err != nil {
-		return reject(http.StatusBadRequest, reasonMissingEntity, "the entity "+h.Entity+" resolves to nothing: "+err.Error())
+		return reject(problem.MissingEntity, "the entity "+h.Entity+" resolves to nothing: "+err.Error())
 	}
 	if len(entity) > dedupe.MaxKeyLen {
-		return reject(http.StatusBadRequest, reasonEntityTooLong, fmt.Sprintf("the entity is %d bytes, over %d", len(entity), dedupe.MaxKeyLen))
+		return reject(problem.EntityTooLong, fmt.Sprintf("the entity is %d bytes, over %d", len(entity), dedupe.MaxKeyLen))
 	}
 	var (
 		eventTime time.Time
@@ -186,19 +186,19 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	if h.EventTime != "" {
 		raw, rerr := repl.ReplaceOrErr(h.EventTime, true, true)
 		if rerr != nil {
-			return reject(http.StatusBadRequest, reasonMissingEventTime, "the event time "+h.EventTime+" resolves to nothing: "+rerr.Error())
+			return reject(problem.MissingEventTime, "the event time "+h.EventTime+" resolves to nothing: "+rerr.Error())
 		}
 		if eventTime, err = dedupe.ParseEventTime(raw); err != nil {
-			return reject(http.StatusBadRequest, reasonMalformedEventTime, err.Error())
+			return reject(problem.MalformedEventTime, err.Error())
 		}
 		judgement, err = h.fresh.CheckTime(ctx, entity, eventTime)
 	} else {
 		raw, rerr := repl.ReplaceOrErr(h.Sequence, true, true)
 		if rerr != nil {
-			return reject(http.StatusBadRequest, reasonMissingSequence, "the sequence "+h.Sequence+" resolves to nothing: "+rerr.Error())
+			return reject(problem.MissingSequence, "the sequence "+h.Sequence+" resolves to nothing: "+rerr.Error())
 		}
 		if seq, err = dedupe.ParseSequence(raw); err != nil {
-			return reject(http.StatusBadRequest, reasonMalformedSequence, err.Error())
+			return reject(problem.MalformedSequence, err.Error())
 		}
 		judgement, err = h.fresh.CheckSequence(ctx, entity, seq)
 	}
@@ -207,18 +207,18 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		// Judged by this instance's clock: a copy arriving later may be
 		// judged otherwise, so webhook_dedupe never records this answer.
 		forward.MarkNotFinal(ctx)
-		return reject(http.StatusBadRequest, reasonEventTimeInFuture, err.Error())
+		return reject(problem.EventTimeInFuture, err.Error())
 	case err != nil && ctx.Err() != nil:
 		// The client left, or the enclosing dedupe's lease ended, while
 		// this event waited for its entity: not applied, retry later.
 		count(dedupe.ResultBusy)
 		forward.MarkNotFinal(ctx)
-		problem.Write(w, http.StatusConflict, reasonEntityBusy, "the wait for this entity ended", time.Second)
+		problem.Write(w, problem.EntityBusy, "the wait for this entity ended", time.Second)
 		return nil
 	case err != nil:
 		count("store_error")
 		h.storeLog.failed(err, zap.String("entity", entity))
-		problem.Write(w, http.StatusServiceUnavailable, reasonStoreUnavailable, "the freshness store is unavailable; nothing was forwarded", time.Second)
+		problem.Write(w, problem.StoreUnavailable, "the freshness store is unavailable; nothing was forwarded", time.Second)
 		return nil
 	}
 	h.storeLog.answered()
@@ -226,13 +226,13 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	switch judgement.Result {
 	case dedupe.ResultSuperseded, dedupe.ResultTooOld:
 		count(judgement.Result)
-		detail := "a newer event of this entity was already applied"
+		rej, detail := problem.Superseded, "a newer event of this entity was already applied"
 		if judgement.Result == dedupe.ResultTooOld {
-			detail = "the event is older than max_age " + time.Duration(h.MaxAge).String()
+			rej, detail = problem.TooOld, "the event is older than max_age "+time.Duration(h.MaxAge).String()
 		}
 		if h.OnStale == "reject" {
 			forward.MarkNotFinal(ctx) // each retry is judged afresh
-			problem.Write(w, http.StatusConflict, judgement.Result, detail, 0)
+			problem.Write(w, rej, detail, 0)
 			return nil
 		}
 		body := fmt.Sprintf(`{"status":"stale","reason":%q}`+"\n", judgement.Result)
@@ -244,7 +244,7 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	case dedupe.ResultBusy:
 		count(judgement.Result)
 		forward.MarkNotFinal(ctx)
-		problem.Write(w, http.StatusConflict, reasonEntityBusy, "another event of this entity is being applied", max(judgement.LeaseUntil.Sub(h.now()), time.Nanosecond))
+		problem.Write(w, problem.EntityBusy, "another event of this entity is being applied", max(judgement.LeaseUntil.Sub(h.now()), time.Nanosecond))
 		return nil
 	}
 

@@ -167,7 +167,7 @@ func (v *Verify) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	defer span.End()
 
 	r = withContext(r, ctx)
-	result, status, d, r, err := v.check(w, r)
+	result, rej, d, r, err := v.check(w, r)
 	v.metrics.Verified(ctx, v.Scheme, result)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("hookgate.result", result))
@@ -180,7 +180,7 @@ func (v *Verify) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		if c := v.logger.Check(zapcore.DebugLevel, "webhook rejected"); c != nil {
 			c.Write(zap.String("reason", result), zap.String("detail", err.Error()), zap.String("remote", r.RemoteAddr))
 		}
-		problem.Write(w, status, result, err.Error(), 0)
+		problem.Write(w, rej, err.Error(), 0)
 		return nil
 	}
 	if span.IsRecording() {
@@ -207,13 +207,13 @@ const resultHandshake = "handshake"
 
 // check reads the body and verifies the request, or answers a provider's
 // handshake on w. It returns the metric result (the reason code on
-// failure), the rejection status, the request carrying its buffered body,
-// and the error.
-func (v *Verify) check(w http.ResponseWriter, r *http.Request) (result string, status int, d verify.Delivery, _ *http.Request, err error) {
+// failure), the rejection, the request carrying its buffered body, and the
+// error.
+func (v *Verify) check(w http.ResponseWriter, r *http.Request) (result string, rej problem.Reason, d verify.Delivery, _ *http.Request, err error) {
 	r, body, err := bufferBody(r, v.MaxBody)
 	if err != nil {
-		result, status = bodyRejection(err)
-		return result, status, d, r, err
+		rej = bodyRejection(err)
+		return rej.Code, rej, d, r, err
 	}
 	req := verify.Request{Method: r.Method, Header: r.Header, Body: body}
 	if v.verifier.SignsURL() || r.Method != http.MethodPost {
@@ -224,27 +224,28 @@ func (v *Verify) check(w http.ResponseWriter, r *http.Request) (result string, s
 		req.Method, req.URL = v.arrived(r)
 	}
 	if a, ok := v.verifier.Handshake(req, v.now()); ok {
-		if a.Reason != "" {
-			return a.Reason, a.Status, d, r, errors.New(string(a.Body))
+		if a.Reason != (problem.Reason{}) {
+			return a.Reason.Code, a.Reason, d, r, errors.New(string(a.Body))
 		}
 		maps.Copy(w.Header(), a.Header)
 		w.WriteHeader(a.Status)
 		_, _ = w.Write(a.Body)
-		return resultHandshake, a.Status, d, r, nil
+		return resultHandshake, rej, d, r, nil
 	}
 	d, err = v.verifier.Verify(req, v.now())
 	switch {
 	case err == nil:
-		return "accepted", 0, d, r, nil
+		return "accepted", rej, d, r, nil
 	case errors.Is(err, verify.ErrMissingHeader):
-		return reasonMissingHeader, http.StatusBadRequest, d, r, err
+		rej = problem.MissingHeader
 	case errors.Is(err, verify.ErrMalformedHeader):
-		return reasonMalformedHeader, http.StatusBadRequest, d, r, err
+		rej = problem.MalformedHeader
 	case errors.Is(err, verify.ErrTimestampOutOfTolerance):
-		return reasonTimestampOutOfTolerance, http.StatusUnauthorized, d, r, err
+		rej = problem.TimestampOutOfTolerance
 	default:
-		return reasonBadSignature, http.StatusUnauthorized, d, r, verify.ErrBadSignature
+		rej, err = problem.BadSignature, verify.ErrBadSignature
 	}
+	return rej.Code, rej, d, r, err
 }
 
 // arrived returns the method and the URL the provider called, as twilio

@@ -166,7 +166,7 @@ func (c *Console) Serve(w http.ResponseWriter, r *http.Request, v View) {
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
 	if err := c.cross.Check(r); err != nil {
-		c.fail(w, r, v, http.StatusForbidden, "cross_origin_request", "this console accepts changes only from its own pages")
+		c.fail(w, r, v, problem.CrossOriginRequest, "this console accepts changes only from its own pages")
 		return
 	}
 	if r.Method == http.MethodPost {
@@ -174,14 +174,14 @@ func (c *Console) Serve(w http.ResponseWriter, r *http.Request, v View) {
 		if err := r.ParseForm(); err != nil {
 			var tooBig *http.MaxBytesError
 			if errors.As(err, &tooBig) {
-				c.fail(w, r, v, http.StatusRequestEntityTooLarge, "body_too_large", "a console form is at most 64 KiB")
+				c.fail(w, r, v, problem.BodyTooLarge, "a console form is at most 64 KiB")
 			} else {
-				c.fail(w, r, v, http.StatusBadRequest, "bad_request", "the form did not parse")
+				c.fail(w, r, v, problem.BadRequest, "the form did not parse")
 			}
 			return
 		}
 		if !c.tokenOK(r) {
-			c.fail(w, r, v, http.StatusForbidden, "csrf_token_invalid", "the form's CSRF token is missing or wrong: reload the page and try again")
+			c.fail(w, r, v, problem.CSRFTokenInvalid, "the form's CSRF token is missing or wrong: reload the page and try again")
 			return
 		}
 	}
@@ -245,10 +245,10 @@ func (c *Console) route() {
 	page("POST /destinations/{name}/pause", arg("name", paused(true)))
 	page("POST /destinations/{name}/resume", arg("name", paused(false)))
 	c.mux.NotFound = func(w http.ResponseWriter, r *http.Request) {
-		c.fail(w, r, r.Context().Value(viewKey{}).(View), http.StatusNotFound, "not_found", "no such page")
+		c.fail(w, r, r.Context().Value(viewKey{}).(View), problem.NotFound, "no such page")
 	}
 	c.mux.MethodNotAllowed = func(w http.ResponseWriter, r *http.Request) {
-		c.fail(w, r, r.Context().Value(viewKey{}).(View), http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed here")
+		c.fail(w, r, r.Context().Value(viewKey{}).(View), problem.MethodNotAllowed, r.Method+" is not allowed here")
 	}
 }
 
@@ -268,51 +268,50 @@ func segments(u *url.URL) []string {
 	return parts
 }
 
-// consoleError is a refusal with its status and reason code.
+// consoleError is a refusal with its reason.
 type consoleError struct {
-	status int
-	reason string
+	reason problem.Reason
 	detail string
 }
 
 func (e consoleError) Error() string { return e.detail }
 
-func refuse(status int, reason, format string, args ...any) error {
-	return consoleError{status: status, reason: reason, detail: fmt.Sprintf(format, args...)}
+func refuse(reason problem.Reason, format string, args ...any) error {
+	return consoleError{reason: reason, detail: fmt.Sprintf(format, args...)}
 }
 
 func (c *Console) failErr(w http.ResponseWriter, r *http.Request, v View, err error) {
 	var ce consoleError
 	switch {
 	case errors.As(err, &ce):
-		c.fail(w, r, v, ce.status, ce.reason, ce.detail)
+		c.fail(w, r, v, ce.reason, ce.detail)
 	case errors.Is(err, sender.ErrBadFilter):
-		c.fail(w, r, v, http.StatusBadRequest, "bad_request", err.Error())
+		c.fail(w, r, v, problem.BadRequest, err.Error())
 	case errors.Is(err, sender.ErrBadLimit):
 		// The sender's own bound (its max_redrive).
-		c.fail(w, r, v, http.StatusBadRequest, "bad_limit", err.Error())
+		c.fail(w, r, v, problem.BadLimit, err.Error())
 	case errors.Is(err, sender.ErrOrphaned):
-		c.fail(w, r, v, http.StatusConflict, "destination_orphaned", err.Error())
+		c.fail(w, r, v, problem.DestinationOrphaned, err.Error())
 	case errors.Is(err, sender.ErrNotFound):
-		c.fail(w, r, v, http.StatusNotFound, "not_found", "no such dead letter")
+		c.fail(w, r, v, problem.NotFound, "no such dead letter")
 	case errors.Is(err, sender.ErrUnknownDestination):
-		c.fail(w, r, v, http.StatusNotFound, "unknown_destination", "no such destination")
+		c.fail(w, r, v, problem.UnknownDestination, "no such destination")
 	case errors.Is(err, context.Canceled):
 		// The client left; nobody reads the answer.
 	default:
 		w.Header().Set("Retry-After", "1")
-		c.fail(w, r, v, http.StatusServiceUnavailable, "store_unavailable", "the queue's store did not answer: try again shortly")
+		c.fail(w, r, v, problem.StoreUnavailable, "the queue's store did not answer: try again shortly")
 	}
 }
 
 // fail answers a refusal: an HTML page for a browser, problem+json for
 // anything else. detail must hold no secret.
-func (c *Console) fail(w http.ResponseWriter, r *http.Request, v View, status int, reason, detail string) {
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, v View, reason problem.Reason, detail string) {
 	if !strings.Contains(r.Header.Get("Accept"), "text/html") {
-		problem.Write(w, status, reason, detail, 0)
+		problem.Write(w, reason, detail, 0)
 		return
 	}
-	c.render(w, r, v, status, "error", "Error", map[string]any{"Status": status, "StatusText": http.StatusText(status), "Reason": reason, "Detail": detail})
+	c.render(w, r, v, reason.Status, "error", "Error", map[string]any{"Status": reason.Status, "StatusText": http.StatusText(reason.Status), "Reason": reason.Code, "Detail": detail})
 }
 
 // render executes a page into a buffer, so a template error never sends
@@ -326,7 +325,7 @@ func (c *Console) renderRefresh(w http.ResponseWriter, r *http.Request, v View, 
 	var buf bytes.Buffer
 	p := page{View: v, Title: title, CSRF: c.token(w, r, v), Refresh: refresh, Data: data}
 	if err := c.pages[name].ExecuteTemplate(&buf, "layout.html", p); err != nil {
-		problem.Write(w, http.StatusInternalServerError, "render_failed", "the page could not be rendered", 0)
+		problem.Write(w, problem.RenderFailed, "the page could not be rendered", 0)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -339,7 +338,7 @@ func (c *Console) renderRefresh(w http.ResponseWriter, r *http.Request, v View, 
 func (c *Console) asset(w http.ResponseWriter, r *http.Request, v View, name string) {
 	b, err := assetFS.ReadFile("assets/" + name)
 	if err != nil {
-		c.fail(w, r, v, http.StatusNotFound, "not_found", "no such asset")
+		c.fail(w, r, v, problem.NotFound, "no such asset")
 		return
 	}
 	switch {
@@ -366,7 +365,7 @@ func filterOf(v View, q url.Values) (sender.Filter, error) {
 		}
 		t, err := time.Parse(time.RFC3339, s)
 		if err != nil {
-			return f, refuse(http.StatusBadRequest, "bad_request", "%s: want an RFC 3339 time, got %q", k, s)
+			return f, refuse(problem.BadRequest, "%s: want an RFC 3339 time, got %q", k, s)
 		}
 		if k == "since" {
 			f.Since = t
@@ -554,7 +553,7 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request, v View, id stri
 		dest = v.Scope
 	}
 	if dest == "" {
-		return refuse(http.StatusBadRequest, "bad_request", "a replay names the envelope's destination")
+		return refuse(problem.BadRequest, "a replay names the envelope's destination")
 	}
 	// Detached: a replay runs to its end when the client leaves.
 	rd, err := c.svc.Redrive(context.WithoutCancel(r.Context()), sender.Filter{Destination: dest, IDs: []string{id}}, 1, v.By, false)
@@ -562,7 +561,7 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request, v View, id stri
 		return incomplete(rd, err)
 	}
 	if rd.Moved == 0 {
-		return refuse(http.StatusNotFound, "not_found", "no such dead letter: it may have been replayed or purged already")
+		return refuse(problem.NotFound, "no such dead letter: it may have been replayed or purged already")
 	}
 	http.Redirect(w, r, v.Base+"/redrives/"+url.PathEscape(rd.ID), http.StatusSeeOther)
 	return nil
@@ -598,7 +597,7 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request, v View) error 
 func (c *Console) limitOf(r *http.Request) (int, error) {
 	limit, err := strconv.Atoi(r.PostForm.Get("limit"))
 	if err != nil || limit < 1 || limit > c.MaxRedrive {
-		return 0, refuse(http.StatusBadRequest, "bad_limit", "limit: want a whole number from 1 to %d", c.MaxRedrive)
+		return 0, refuse(problem.BadLimit, "limit: want a whole number from 1 to %d", c.MaxRedrive)
 	}
 	return limit, nil
 }
@@ -645,7 +644,7 @@ type batch struct {
 func (c *Console) confirm(w http.ResponseWriter, r *http.Request, v View, b batch) error {
 	token := r.PostForm.Get("once")
 	if token == "" {
-		return refuse(http.StatusBadRequest, "confirm_token_missing",
+		return refuse(problem.ConfirmTokenMissing,
 			"this confirm form carries no one-time token (a page from an older console?): nothing moved; preview the redrive again")
 	}
 	// Detached from the client: a double click cancels the first post,
@@ -664,12 +663,12 @@ func (c *Console) confirm(w http.ResponseWriter, r *http.Request, v View, b batc
 		case dedupe.Recorded:
 			id := string(res.Record.Body)
 			if id == "" {
-				return refuse(http.StatusNotFound, "not_found", "this form was posted already, and no %s matched then: nothing moved", b.noun)
+				return refuse(problem.NotFound, "this form was posted already, and no %s matched then: nothing moved", b.noun)
 			}
 			http.Redirect(w, r, v.Base+"/redrives/"+url.PathEscape(id)+"?resubmitted=1", http.StatusSeeOther)
 			return nil
 		case dedupe.Mismatch:
-			return refuse(http.StatusConflict, "confirm_token_mismatch",
+			return refuse(problem.ConfirmTokenMismatch,
 				"this confirmation was issued for another filter or limit, or to another browser: nothing moved; preview the redrive again")
 		case dedupe.InFlight:
 			if timeout == nil {
@@ -682,12 +681,12 @@ func (c *Console) confirm(w http.ResponseWriter, r *http.Request, v View, b batc
 				return r.Context().Err()
 			case <-timeout:
 				w.Header().Set("Retry-After", "5")
-				return refuse(http.StatusConflict, "redrive_in_progress",
+				return refuse(problem.RedriveInProgress,
 					"this form was posted already and its redrive is still moving dead letters: reload in a moment to see its outcome (nothing more moves)")
 			case <-time.After(confirmPoll):
 			}
 		default: // Claimed: no such token
-			return refuse(http.StatusConflict, "confirm_token_stale",
+			return refuse(problem.ConfirmTokenStale,
 				"this confirmation is unknown or has expired (a preview is good for %d minutes): nothing moved; preview the redrive again", int(ConfirmTTL.Minutes()))
 		}
 	}
@@ -710,7 +709,7 @@ func (c *Console) confirmed(ctx context.Context, w http.ResponseWriter, r *http.
 	}
 	_ = c.used(ctx, token, claim, rd.ID) // see above: a token left taken is safe
 	if rd.ID == "" {
-		return refuse(http.StatusNotFound, "not_found", "no %s matches any more: nothing moved", b.noun)
+		return refuse(problem.NotFound, "no %s matches any more: nothing moved", b.noun)
 	}
 	http.Redirect(w, r, v.Base+"/redrives/"+url.PathEscape(rd.ID), http.StatusSeeOther)
 	return nil
@@ -721,7 +720,7 @@ func (c *Console) confirmed(ctx context.Context, w http.ResponseWriter, r *http.
 // retries it blindly past its limit.
 func incomplete(rd *sender.Redrive, err error) error {
 	if rd != nil && rd.ID != "" && rd.Moved > 0 {
-		return refuse(http.StatusServiceUnavailable, "redrive_incomplete",
+		return refuse(problem.RedriveIncomplete,
 			"redrive %s moved %d envelopes, then the store failed: open its outcome page before redriving again", rd.ID, rd.Moved)
 	}
 	return err
@@ -732,7 +731,7 @@ func incomplete(rd *sender.Redrive, err error) error {
 func (c *Console) progress(w http.ResponseWriter, r *http.Request, v View, id string) error {
 	rd, err := c.svc.Progress(r.Context(), id, v.Scope)
 	if errors.Is(err, sender.ErrNotFound) {
-		return refuse(http.StatusNotFound, "not_found", "no such redrive")
+		return refuse(problem.NotFound, "no such redrive")
 	}
 	if err != nil {
 		return err
@@ -756,7 +755,7 @@ func (c *Console) progress(w http.ResponseWriter, r *http.Request, v View, id st
 // page.
 func (c *Console) setPaused(w http.ResponseWriter, r *http.Request, v View, name string, paused bool) error {
 	if v.Scope != "" && name != v.Scope {
-		return refuse(http.StatusNotFound, "unknown_destination", "no such destination")
+		return refuse(problem.UnknownDestination, "no such destination")
 	}
 	by := v.By
 	if v.Scope != "" {
@@ -765,7 +764,7 @@ func (c *Console) setPaused(w http.ResponseWriter, r *http.Request, v View, name
 		by = sender.SubscriberPause(v.Scope) + " " + v.By
 	}
 	if _, err := c.svc.SetPaused(r.Context(), name, paused, by); errors.Is(err, sender.ErrPausedByOther) {
-		return refuse(http.StatusForbidden, "resume_not_allowed", "this destination was paused by its operator (or by a 410 Gone answer): ask the operator to resume it")
+		return refuse(problem.ResumeNotAllowed, "this destination was paused by its operator (or by a 410 Gone answer): ask the operator to resume it")
 	} else if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
 )
 
@@ -32,7 +33,7 @@ func historyQueryOf(v View, q url.Values) (sender.HistoryQuery, error) {
 		h.Destination = v.Scope
 	}
 	if h.State != "" && h.State != sender.StateDelivered && h.State != sender.StateDead {
-		return h, refuse(http.StatusBadRequest, "bad_request", "state: want delivered or dead, got %q", h.State)
+		return h, refuse(problem.BadRequest, "state: want delivered or dead, got %q", h.State)
 	}
 	return h, nil
 }
@@ -105,7 +106,7 @@ func (c *Console) delivery(w http.ResponseWriter, r *http.Request, v View, id st
 	}
 	e, state, err := c.svc.Delivery(r.Context(), dest, id)
 	if errors.Is(err, sender.ErrNotFound) {
-		return refuse(http.StatusNotFound, "not_found", "no such delivery: it may be past the history's retention")
+		return refuse(problem.NotFound, "no such delivery: it may be past the history's retention")
 	}
 	if err != nil {
 		return err
@@ -143,7 +144,7 @@ func (c *Console) resend(w http.ResponseWriter, r *http.Request, v View) error {
 		return err
 	}
 	if q.ID == "" && q.Entity == "" {
-		return refuse(http.StatusBadRequest, "bad_request", "a resend from the console names a delivery ID or an entity")
+		return refuse(problem.BadRequest, "a resend from the console names a delivery ID or an entity")
 	}
 	limit, err := c.limitOf(r)
 	if err != nil {

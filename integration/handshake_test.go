@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -72,8 +73,8 @@ func TestHandshakes(t *testing.T) {
 			t.Errorf("answer %d %q, want 200 1158201444", status, got)
 		}
 		status, h, got := send(t, http.MethodGet, g.URL+"/meta?hub.mode=subscribe&hub.verify_token=guess&hub.challenge=1", nil, nil)
-		if status != 403 || problemBody(t, status, h, got) != verify.ReasonBadVerifyToken {
-			t.Errorf("a wrong token: %d %s, want 403 %s", status, got, verify.ReasonBadVerifyToken)
+		if status != 403 || problemBody(t, status, h, got) != problem.BadVerifyToken.Code {
+			t.Errorf("a wrong token: %d %s, want 403 %s", status, got, problem.BadVerifyToken.Code)
 		}
 	})
 	t.Run("zoom", func(t *testing.T) {
@@ -104,8 +105,8 @@ func TestHandshakes(t *testing.T) {
 		}
 		// The gateway must not sign a body of the attacker's choosing.
 		status, h, got := send(t, http.MethodGet, g.URL+`/twitter?crc_token=%7B%22tweet_create_events%22%3A%5B%5D%7D`, nil, nil)
-		if status != 400 || problemBody(t, status, h, got) != verify.ReasonBadCRCToken || strings.Contains(string(got), "sha256=") {
-			t.Errorf("a JSON body as crc_token: %d %s, want 400 %s and no signature", status, got, verify.ReasonBadCRCToken)
+		if status != 400 || problemBody(t, status, h, got) != problem.BadCRCToken.Code || strings.Contains(string(got), "sha256=") {
+			t.Errorf("a JSON body as crc_token: %d %s, want 400 %s and no signature", status, got, problem.BadCRCToken.Code)
 		}
 	})
 	t.Run("cloudevents", func(t *testing.T) {
@@ -114,8 +115,8 @@ func TestHandshakes(t *testing.T) {
 			t.Errorf("answer %d %v", status, h)
 		}
 		status, h, got := send(t, http.MethodOptions, g.URL+"/grid", http.Header{"WebHook-Request-Origin": {"evil.example"}}, nil)
-		if status != 403 || problemBody(t, status, h, got) != verify.ReasonOriginNotAllowed {
-			t.Errorf("another origin: %d %s, want 403 %s", status, got, verify.ReasonOriginNotAllowed)
+		if status != 403 || problemBody(t, status, h, got) != problem.OriginNotAllowed.Code {
+			t.Errorf("another origin: %d %s, want 403 %s", status, got, problem.OriginNotAllowed.Code)
 		}
 	})
 

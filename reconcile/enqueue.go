@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/internal/adminclient"
+	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
 )
 
@@ -48,7 +49,7 @@ func (a *AdminEnqueuer) Enqueue(ctx context.Context, e Event) (Outcome, error) {
 		switch {
 		case ae.Status == http.StatusUnprocessableEntity && ae.Reason == "key_reused_with_different_payload":
 			return AlreadyEnqueued, nil
-		case ae.Status == http.StatusBadRequest && ae.Reason == "bad_id":
+		case ae.Status == problem.BadID.Status && ae.Reason == problem.BadID.Code:
 			return 0, fmt.Errorf("%w: the admin API answered 400 bad_id: %s", sender.ErrBadID, ae.Detail)
 		case ae.Reason != "":
 			return 0, fmt.Errorf("the admin API answered %d %s: %s", ae.Status, ae.Reason, ae.Detail)

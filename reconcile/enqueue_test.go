@@ -45,13 +45,13 @@ func TestAdminEnqueuer(t *testing.T) {
 			_, _ = fmt.Fprint(w, `{"state":"queued","duplicate":true}`)
 		}, want: AlreadyEnqueued},
 		"another payload": {answer: func(w http.ResponseWriter) {
-			problem.Write(w, http.StatusUnprocessableEntity, "key_reused_with_different_payload", "", 0)
+			problem.Write(w, problem.KeyReusedWithDifferentPayload, "", 0)
 		}, want: AlreadyEnqueued},
 		"bad id": {answer: func(w http.ResponseWriter) {
-			problem.Write(w, http.StatusBadRequest, "bad_id", "too long", 0)
+			problem.Write(w, problem.BadID, "too long", 0)
 		}, wantErr: "the admin API answered 400 bad_id: too long", badID: true},
 		"another problem": {answer: func(w http.ResponseWriter) {
-			problem.Write(w, http.StatusNotFound, "unknown_destination", "no such destination", 0)
+			problem.Write(w, problem.UnknownDestination, "no such destination", 0)
 		}, wantErr: "the admin API answered 404 unknown_destination: no such destination"},
 		"no problem": {answer: func(w http.ResponseWriter) { w.WriteHeader(http.StatusBadGateway) },
 			wantErr: "the admin API answered 502 Bad Gateway"},

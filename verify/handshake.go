@@ -13,28 +13,24 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/hookgate/hookgate/internal/problem"
 )
 
 // Answer is the gateway's own answer to a provider's endpoint handshake.
 type Answer struct {
-	// Status is the HTTP status.
+	// Status is the HTTP status of an answer that completes the
+	// handshake; a refusal's is its Reason's.
 	Status int
 	// Header holds the answer's headers, Content-Type among them.
 	Header http.Header
 	// Body is the answer's body; for a refusal (Reason set), the
 	// problem's detail.
 	Body []byte
-	// Reason is the problem+json reason code of a refusal; empty for an
-	// answer that completes the handshake.
-	Reason string
+	// Reason is the problem+json reason of a refusal; the zero Reason for
+	// an answer that completes the handshake.
+	Reason problem.Reason
 }
-
-// The reason codes of refused handshakes.
-const (
-	ReasonBadVerifyToken   = "bad_verify_token"   // 403, meta
-	ReasonBadCRCToken      = "bad_crc_token"      // 400, twitter
-	ReasonOriginNotAllowed = "origin_not_allowed" // 403, CloudEvents
-)
 
 // crcTokenMax is the longest CRC token twitter's handshake answers.
 const crcTokenMax = 128
@@ -97,7 +93,7 @@ func (v *Verifier) verifies(r Request, now time.Time) (key int, ok bool) {
 func (v *Verifier) metaSubscribe(q url.Values) Answer {
 	token := q.Get("hub.verify_token")
 	if v.verifyToken == "" || subtle.ConstantTimeCompare([]byte(token), []byte(v.verifyToken)) != 1 {
-		return refuse(http.StatusForbidden, ReasonBadVerifyToken, "hub.verify_token is not this endpoint's verify_token")
+		return refuse(problem.BadVerifyToken, "hub.verify_token is not this endpoint's verify_token")
 	}
 	return text(q.Get("hub.challenge"))
 }
@@ -107,7 +103,7 @@ func (v *Verifier) metaSubscribe(q url.Values) Answer {
 // no JSON body fits: the gateway must not sign what an attacker chose.
 func (v *Verifier) twitterCRC(token string) Answer {
 	if token == "" || len(token) > crcTokenMax || !crcAlphabet(token) {
-		return refuse(http.StatusBadRequest, ReasonBadCRCToken, "crc_token must be 1 to 128 characters of A-Z, a-z, 0-9, _, = and -")
+		return refuse(problem.BadCRCToken, "crc_token must be 1 to 128 characters of A-Z, a-z, 0-9, _, = and -")
 	}
 	body, _ := json.Marshal(map[string]string{"response_token": "sha256=" + base64.StdEncoding.EncodeToString(hmacSHA256(v.keys[0], []byte(token)))})
 	return Answer{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
@@ -133,7 +129,7 @@ func (v *Verifier) cloudEvents(r Request) (Answer, bool) {
 		return Answer{}, false
 	}
 	if !slices.ContainsFunc(v.ceOrigins, func(o string) bool { return strings.EqualFold(o, origin) }) { // host names: any case
-		return refuse(http.StatusForbidden, ReasonOriginNotAllowed, "WebHook-Request-Origin is not among cloudevents_origins"), true
+		return refuse(problem.OriginNotAllowed, "WebHook-Request-Origin is not among cloudevents_origins"), true
 	}
 	return Answer{Status: http.StatusOK, Header: http.Header{
 		"Allow":                  {http.MethodPost},
@@ -159,6 +155,6 @@ func text(s string) Answer {
 	}, Body: []byte(s)}
 }
 
-func refuse(status int, reason, detail string) Answer {
-	return Answer{Status: status, Reason: reason, Body: []byte(detail)}
+func refuse(reason problem.Reason, detail string) Answer {
+	return Answer{Status: reason.Status, Reason: reason, Body: []byte(detail)}
 }

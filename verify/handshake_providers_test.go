@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/hookgate/hookgate/internal/problem"
 )
 
 func TestMetaSubscribe(t *testing.T) {
@@ -23,8 +25,8 @@ func TestMetaSubscribe(t *testing.T) {
 		t.Errorf("the right token: ok = %v, answer = %+v, want 200 1158201444", ok, a)
 	}
 	for _, q := range []string{"hub.mode=subscribe&hub.verify_token=wrong&hub.challenge=1", "hub.mode=subscribe&hub.challenge=1"} {
-		if a, ok := v.Handshake(get(q), t0); !ok || a.Status != http.StatusForbidden || a.Reason != ReasonBadVerifyToken {
-			t.Errorf("%s: ok = %v, answer = %+v, want 403 %s", q, ok, a, ReasonBadVerifyToken)
+		if a, ok := v.Handshake(get(q), t0); !ok || a.Status != http.StatusForbidden || a.Reason != problem.BadVerifyToken {
+			t.Errorf("%s: ok = %v, answer = %+v, want 403 %s", q, ok, a, problem.BadVerifyToken.Code)
 		}
 	}
 	// Without a verify_token configured, no token is right.
@@ -61,8 +63,8 @@ func TestTwitterCRC(t *testing.T) {
 	// answered, the gateway would sign a body an attacker chose. A JSON
 	// body cannot pass as a token.
 	forged := []byte(`{"for_user_id":"1","tweet_create_events":[]}`)
-	if a, ok := v.Handshake(get(urlEscape(string(forged))), t0); !ok || a.Status != http.StatusBadRequest || a.Reason != ReasonBadCRCToken {
-		t.Fatalf("a JSON body as the token: ok = %v, answer = %+v, want 400 %s", ok, a, ReasonBadCRCToken)
+	if a, ok := v.Handshake(get(urlEscape(string(forged))), t0); !ok || a.Status != http.StatusBadRequest || a.Reason != problem.BadCRCToken {
+		t.Fatalf("a JSON body as the token: ok = %v, answer = %+v, want 400 %s", ok, a, problem.BadCRCToken.Code)
 	}
 	// Nor can any token the CRC does answer pass as a body: X posts JSON
 	// objects only, and every other body is refused, however signed.

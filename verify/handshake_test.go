@@ -3,6 +3,8 @@ package verify
 import (
 	"net/http"
 	"testing"
+
+	"github.com/hookgate/hookgate/internal/problem"
 )
 
 func TestSlackURLVerification(t *testing.T) {
@@ -12,7 +14,7 @@ func TestSlackURLVerification(t *testing.T) {
 	signed := Request{Method: http.MethodPost, Header: v.Sign("", t0, body), Body: body}
 
 	a, ok := v.Handshake(signed, t0)
-	if !ok || a.Status != http.StatusOK || a.Reason != "" {
+	if !ok || a.Status != http.StatusOK || a.Reason != (problem.Reason{}) {
 		t.Fatalf("a signed url_verification: ok = %v, answer = %+v", ok, a)
 	}
 	if string(a.Body) != "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P" || a.Header.Get("Content-Type") != "text/plain; charset=utf-8" {
@@ -58,8 +60,8 @@ func TestCloudEventsHandshake(t *testing.T) {
 	if a, ok := v.Handshake(req("EventGrid.Azure.NET"), t0); !ok || a.Status != http.StatusOK {
 		t.Errorf("the allowed origin in another case: ok = %v, answer = %+v, want 200", ok, a)
 	}
-	if a, ok := v.Handshake(req("evil.example"), t0); !ok || a.Status != http.StatusForbidden || a.Reason != ReasonOriginNotAllowed {
-		t.Errorf("another origin: ok = %v, answer = %+v, want 403 %s", ok, a, ReasonOriginNotAllowed)
+	if a, ok := v.Handshake(req("evil.example"), t0); !ok || a.Status != http.StatusForbidden || a.Reason != problem.OriginNotAllowed {
+		t.Errorf("another origin: ok = %v, answer = %+v, want 403 %s", ok, a, problem.OriginNotAllowed.Code)
 	}
 	if _, ok := v.Handshake(req(""), t0); ok {
 		t.Error("an OPTIONS without WebHook-Request-Origin was answered as the handshake")

@@ -58,7 +58,7 @@ func TestStoreBackupKeepsTheEarlierCopy(t *testing.T) {
 		w.Header().Set("Content-Length", "0")
 	})
 	refused := gatewayStandIn(t, func(w http.ResponseWriter, _ *http.Request, _ <-chan struct{}) {
-		problem.Write(w, http.StatusServiceUnavailable, store.ReasonStoreUnavailable, "the store did not open", time.Second)
+		problem.Write(w, problem.StoreUnavailable, "the store did not open", time.Second)
 	})
 	short := gatewayStandIn(t, func(w http.ResponseWriter, _ *http.Request, _ <-chan struct{}) {
 		w.Header().Set("Content-Length", "100000")

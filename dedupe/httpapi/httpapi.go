@@ -28,14 +28,6 @@ type Store interface {
 	GetEntity(ctx context.Context, entity string, now time.Time) (dedupe.EntityState, error)
 }
 
-// The reason codes of this API's answers.
-const (
-	ReasonBadRequest       = "bad_request"
-	ReasonNotFound         = "not_found"
-	ReasonMethodNotAllowed = "method_not_allowed"
-	ReasonStoreUnavailable = "store_unavailable"
-)
-
 // Handler answers the routes, once registered on a router. Uncache, if set, drops a forgotten key from
 // each deduper's replay cache.
 type Handler struct {
@@ -95,7 +87,7 @@ func keyOf(r *http.Request, e endpoint) (string, error) {
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, e endpoint) {
 	key, err := keyOf(r, e)
 	if err != nil || key == "" {
-		problem.Write(w, http.StatusBadRequest, ReasonBadRequest, "a "+e.kind+" needs a key", 0)
+		problem.Write(w, problem.BadRequest, "a "+e.kind+" needs a key", 0)
 		return
 	}
 	now := time.Now
@@ -104,12 +96,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, e endpoint) {
 	}
 	out, err := e.serve(*h, r, key, now())
 	if errors.Is(err, errNotHeld) {
-		problem.Write(w, http.StatusNotFound, ReasonNotFound, err.Error(), 0)
+		problem.Write(w, problem.NotFound, err.Error(), 0)
 		return
 	}
 	if err != nil {
 		h.Logger.Error("admin request failed", "path", r.URL.Path, "error", err)
-		problem.Write(w, http.StatusServiceUnavailable, ReasonStoreUnavailable, err.Error(), time.Second)
+		problem.Write(w, problem.StoreUnavailable, err.Error(), time.Second)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -12,6 +12,7 @@ import (
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/dedupe/boltstore"
 	"github.com/hookgate/hookgate/internal/boltfile"
+	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/internal/route"
 )
 
@@ -64,7 +65,7 @@ func TestLookupAndForget(t *testing.T) {
 	if !bytes.Contains(logs.Bytes(), []byte("dedupe record forgotten")) {
 		t.Errorf("no audit line: %s", logs.String())
 	}
-	if code, out := do("DELETE", path); code != 404 || out["reason"] != ReasonNotFound {
+	if code, out := do("DELETE", path); code != 404 || out["reason"] != problem.NotFound.Code {
 		t.Errorf("second DELETE: %d %v", code, out)
 	}
 	if code, out := do("GET", path); code != 200 || out["state"] != "absent" {
@@ -78,8 +79,8 @@ func TestLookupAndForget(t *testing.T) {
 		code         int
 		reason       string
 	}{
-		{"POST", path, 405, ReasonMethodNotAllowed},
-		{"GET", "/hookgate/dedupe/", 400, ReasonBadRequest},
+		{"POST", path, 405, problem.MethodNotAllowed.Code},
+		{"GET", "/hookgate/dedupe/", 400, problem.BadRequest.Code},
 	} {
 		if code, out := do(tt.method, tt.path); code != tt.code || out["reason"] != tt.reason {
 			t.Errorf("%s %s: %d %v, want %d %s", tt.method, tt.path, code, out, tt.code, tt.reason)

@@ -64,7 +64,7 @@ func TestCall(t *testing.T) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = fmt.Fprintf(w, `{"method":%q,"type":%q,"body":%s}`, r.Method, r.Header.Get("Content-Type"), b)
 		case "/problem":
-			problem.Write(w, http.StatusConflict, "destination_orphaned", "no destination \"a\" is configured", 0)
+			problem.Write(w, problem.DestinationOrphaned, "no destination \"a\" is configured", 0)
 		case "/slow":
 			<-release
 		default:

@@ -250,10 +250,10 @@ func answerAborted(w http.ResponseWriter, fw *forwardWriter, before http.Header,
 		h[k] = v
 	}
 	if errors.Is(fctx.Err(), context.DeadlineExceeded) {
-		problem.Write(w, http.StatusGatewayTimeout, "upstream_timeout", "the upstream's response outlived the forward's deadline (the lease)", 0)
+		problem.Write(w, problem.UpstreamTimeout, "the upstream's response outlived the forward's deadline (the lease)", 0)
 		return
 	}
-	problem.Write(w, http.StatusBadGateway, "upstream_response_incomplete", "the upstream's response ended before it was complete", 0)
+	problem.Write(w, problem.UpstreamResponseIncomplete, "the upstream's response ended before it was complete", 0)
 }
 
 // oneShot makes r a request the HTTP transport never sends twice on its

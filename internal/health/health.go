@@ -154,7 +154,7 @@ func (c *Checker) timeout() time.Duration {
 func (c *Checker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		problem.Write(w, http.StatusMethodNotAllowed, "method_not_allowed", "readiness takes GET or HEAD, not "+problem.Truncate(r.Method, 40), 0)
+		problem.Write(w, problem.MethodNotAllowed, "readiness takes GET or HEAD, not "+problem.Truncate(r.Method, 40), 0)
 		return
 	}
 	rep := c.Check(r.Context())

@@ -19,10 +19,11 @@ type Details struct {
 	Reason string `json:"reason"`
 }
 
-// Write answers with an application/problem+json rejection. A positive
-// retryAfter sets Retry-After in whole seconds, rounded up, at least 1.
-// detail must hold no secret, signature or body.
-func Write(w http.ResponseWriter, status int, reason, detail string, retryAfter time.Duration) {
+// Write answers with an application/problem+json rejection for reason,
+// at its status. A positive retryAfter sets Retry-After in whole seconds,
+// rounded up, at least 1. detail must hold no secret, signature or body.
+func Write(w http.ResponseWriter, reason Reason, detail string, retryAfter time.Duration) {
+	status := reason.Status
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Cache-Control", "no-store")
@@ -34,7 +35,7 @@ func Write(w http.ResponseWriter, status int, reason, detail string, retryAfter 
 		Title:  http.StatusText(status),
 		Status: status,
 		Detail: detail,
-		Reason: reason,
+		Reason: reason.Code,
 	})
 	h.Set("Content-Length", strconv.Itoa(len(body)+1))
 	w.WriteHeader(status)

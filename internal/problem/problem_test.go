@@ -13,7 +13,7 @@ func TestWrite(t *testing.T) {
 		want  string
 	}{{0, ""}, {time.Millisecond, "1"}, {1500 * time.Millisecond, "2"}, {30 * time.Second, "30"}} {
 		w := httptest.NewRecorder()
-		Write(w, 409, "in_flight", "a copy is in flight", tt.retry)
+		Write(w, InFlight, "a copy is in flight", tt.retry)
 		if w.Header().Get("Retry-After") != tt.want {
 			t.Errorf("retry %s: Retry-After = %q, want %q", tt.retry, w.Header().Get("Retry-After"), tt.want)
 		}

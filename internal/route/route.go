@@ -64,14 +64,14 @@ func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			m.MethodNotAllowed(w, r)
 			return
 		}
-		problem.Write(w, http.StatusMethodNotAllowed, "method_not_allowed", problem.Truncate(r.Method, 40)+" is not allowed here", 0)
+		problem.Write(w, problem.MethodNotAllowed, problem.Truncate(r.Method, 40)+" is not allowed here", 0)
 		return
 	}
 	if m.NotFound != nil {
 		m.NotFound(w, r)
 		return
 	}
-	problem.Write(w, http.StatusNotFound, "not_found", "no such endpoint: "+problem.Truncate(r.Method, 40)+" "+problem.Truncate(r.URL.Path, 200), 0)
+	problem.Write(w, problem.NotFound, "no such endpoint: "+problem.Truncate(r.Method, 40)+" "+problem.Truncate(r.URL.Path, 200), 0)
 }
 
 // catcher is the writer ServeMux is given: a route's handler writes

@@ -19,13 +19,6 @@ import (
 // BackupPath is the admin API's backup route.
 const BackupPath = "/hookgate/store/backup"
 
-// The reason codes of the backup route's refusals.
-const (
-	ReasonStoreNotFile     = "store_not_file"     // 409: the store is Redis
-	ReasonStoreUnavailable = "store_unavailable"  // 503: the store did not open
-	ReasonMethodNotAllowed = "method_not_allowed" // 405
-)
-
 // ErrNotFile is a backup of a store that is not the embedded file.
 var ErrNotFile = errors.New("the store is Redis: back it up with Redis's own persistence (RDB snapshots or AOF), not through hookgate")
 
@@ -82,24 +75,24 @@ type BackupHandler struct {
 func (h BackupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", http.MethodGet)
-		problem.Write(w, http.StatusMethodNotAllowed, ReasonMethodNotAllowed, r.Method+" is not allowed here: GET the backup", 0)
+		problem.Write(w, problem.MethodNotAllowed, r.Method+" is not allowed here: GET the backup", 0)
 		return
 	}
 	c, err := h.Conn()
 	if err != nil {
 		h.Logger.Error("backup: the store did not open", "error", err)
-		problem.Write(w, http.StatusServiceUnavailable, ReasonStoreUnavailable, err.Error(), time.Second)
+		problem.Write(w, problem.StoreUnavailable, err.Error(), time.Second)
 		return
 	}
 	began := time.Now()
 	f, size, err := c.Backup()
 	switch {
 	case errors.Is(err, ErrNotFile):
-		problem.Write(w, http.StatusConflict, ReasonStoreNotFile, err.Error(), 0)
+		problem.Write(w, problem.StoreNotFile, err.Error(), 0)
 		return
 	case err != nil:
 		h.Logger.Error("backup failed", "error", err)
-		problem.Write(w, http.StatusServiceUnavailable, ReasonStoreUnavailable, err.Error(), time.Second)
+		problem.Write(w, problem.StoreUnavailable, err.Error(), time.Second)
 		return
 	}
 	defer func() { _ = f.Close() }() // the copy is unlinked: closing it frees its space

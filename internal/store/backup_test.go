@@ -18,6 +18,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/problem"
 )
 
 // TestBackupWhileWriting: GET /hookgate/store/backup streams a copy of
@@ -112,9 +113,9 @@ func TestBackupRefusals(t *testing.T) {
 		status int
 		reason string
 	}{
-		{"redis", func() (*Conn, error) { return rc, nil }, http.MethodGet, 409, ReasonStoreNotFile},
-		{"post", func() (*Conn, error) { return fc, nil }, http.MethodPost, 405, ReasonMethodNotAllowed},
-		{"unopened", func() (*Conn, error) { return nil, fmt.Errorf("store file: locked") }, http.MethodGet, 503, ReasonStoreUnavailable},
+		{"redis", func() (*Conn, error) { return rc, nil }, http.MethodGet, 409, problem.StoreNotFile.Code},
+		{"post", func() (*Conn, error) { return fc, nil }, http.MethodPost, 405, problem.MethodNotAllowed.Code},
+		{"unopened", func() (*Conn, error) { return nil, fmt.Errorf("store file: locked") }, http.MethodGet, 503, problem.StoreUnavailable.Code},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := httptest.NewRecorder()

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
 )
 
@@ -82,7 +83,7 @@ func (h *Handler) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	limit := 50
 	if s := v.Get("limit"); s != "" {
 		if limit, err = strconv.Atoi(s); err != nil || limit <= 0 || limit > MaxDeliveriesPage {
-			return Errorf(http.StatusBadRequest, "bad_limit", "limit: want 1 to %d, got %q", MaxDeliveriesPage, s)
+			return Errorf(problem.BadLimit, "limit: want 1 to %d, got %q", MaxDeliveriesPage, s)
 		}
 	}
 	page, next, err := h.ops.History(r.Context(), q, v.Get("cursor"), limit)
@@ -152,7 +153,7 @@ func (h *Handler) resend(w http.ResponseWriter, r *http.Request) error {
 			"claimed_by", in.By, "remote_addr", r.RemoteAddr)
 	}
 	if err != nil && rd != nil && rd.ID != "" {
-		return Errorf(http.StatusServiceUnavailable, "store_unavailable",
+		return Errorf(problem.StoreUnavailable,
 			"resend %s moved %d before the store failed (%v): see GET /hookgate/redrives/%s before resending again", rd.ID, rd.Moved, err, rd.ID)
 	}
 	if err != nil {

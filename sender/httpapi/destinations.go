@@ -39,7 +39,7 @@ func (h *Handler) destinationAction(w http.ResponseWriter, r *http.Request, name
 			return err
 		}
 		if in.To == "" {
-			return Errorf(http.StatusBadRequest, "bad_request", "to is required: the configured destination to move the envelopes to")
+			return Errorf(problem.BadRequest, "to is required: the configured destination to move the envelopes to")
 		}
 		moved, kept, err := h.ops.MoveOrphan(r.Context(), name, in.To, by(r))
 		if err != nil {
@@ -54,7 +54,7 @@ func (h *Handler) destinationAction(w http.ResponseWriter, r *http.Request, name
 		return WriteJSON(w, http.StatusOK, map[string]int{"removed": n})
 	}
 	if !h.ops.Configured(name) {
-		return Errorf(http.StatusNotFound, "unknown_destination", "no destination %q", name)
+		return Errorf(problem.UnknownDestination, "no destination %q", name)
 	}
 	switch action {
 	case "pause", "resume":
@@ -71,7 +71,7 @@ func (h *Handler) destinationAction(w http.ResponseWriter, r *http.Request, name
 		h.enqueue(w, r, ev.Envelope(name))
 		return nil
 	}
-	return Errorf(http.StatusNotFound, "not_found", "no such action %q: pause, resume, enqueue, move or purge", action)
+	return Errorf(problem.NotFound, "no such action %q: pause, resume, enqueue, move or purge", action)
 }
 
 // publish serves POST /hookgate/events: the event fanned out to the
@@ -102,26 +102,26 @@ func eventOf(r *http.Request) (*sender.Event, error) {
 	var id string
 	if len(in.ID) > 0 {
 		if v := gjson.ParseBytes(in.ID); v.Type != gjson.String {
-			return nil, Errorf(http.StatusBadRequest, "bad_id", "id must be a string, not %s", JSONKind(v))
+			return nil, Errorf(problem.BadID, "id must be a string, not %s", JSONKind(v))
 		}
 		if err := json.Unmarshal(in.ID, &id); err != nil {
-			return nil, Errorf(http.StatusBadRequest, "bad_id", "id: %v", err)
+			return nil, Errorf(problem.BadID, "id: %v", err)
 		}
 	}
 	if id == "" {
-		return nil, Errorf(http.StatusBadRequest, "missing_idempotency_key", "id is required")
+		return nil, Errorf(problem.MissingIdempotencyKey, "id is required")
 	}
 	if err := sender.CheckID(id); err != nil {
-		return nil, Errorf(http.StatusBadRequest, "bad_id", "id: %v", err)
+		return nil, Errorf(problem.BadID, "id: %v", err)
 	}
 	if len(in.Payload) == 0 {
-		return nil, Errorf(http.StatusBadRequest, "bad_request", "payload is required")
+		return nil, Errorf(problem.BadRequest, "payload is required")
 	}
 	e := &sender.Event{ID: id, EventType: in.EventType, Entity: in.Entity, Payload: in.Payload, ContentType: "application/json"}
 	if in.EventTime != "" {
 		t, err := dedupe.ParseEventTime(in.EventTime)
 		if err != nil {
-			return nil, Errorf(http.StatusBadRequest, "malformed_event_time", "%v", err)
+			return nil, Errorf(problem.MalformedEventTime, "%v", err)
 		}
 		e.EventTime = t
 	}
@@ -153,17 +153,17 @@ func WriteEnqueued(w http.ResponseWriter, r *http.Request, enqueue func(context.
 	res, err := enqueue(r.Context(), e)
 	switch {
 	case errors.Is(err, sender.ErrBadID):
-		problem.Write(w, http.StatusBadRequest, "bad_id", err.Error(), 0)
+		problem.Write(w, problem.BadID, err.Error(), 0)
 		return
 	case err != nil:
 		// The store may have applied the enqueue after it stopped waiting
 		// (a hung Redis runs the script when it wakes): the outcome is
 		// unknown, never "nothing was enqueued".
 		logger.Error("enqueue failed: outcome unknown", "destination", e.Destination, "id", e.ID, "error", err)
-		problem.Write(w, http.StatusServiceUnavailable, "store_unavailable", enqueueUnknown, time.Second)
+		problem.Write(w, problem.StoreUnavailable, enqueueUnknown, time.Second)
 		return
 	case res.Mismatch:
-		problem.Write(w, http.StatusUnprocessableEntity, "key_reused_with_different_payload", "this delivery ID was enqueued with another payload", 0)
+		problem.Write(w, problem.KeyReusedWithDifferentPayload, "this delivery ID was enqueued with another payload", 0)
 		return
 	}
 	writeAccepted(w, enqueueAnswer{ID: e.ID, Destination: e.Destination, State: string(res.State), Duplicate: res.Duplicate})

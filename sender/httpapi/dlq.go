@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
 )
 
@@ -73,7 +74,7 @@ func parseTimeParam(name, v string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339, v)
 	if err != nil {
-		return t, Errorf(http.StatusBadRequest, "bad_request", "%s: want RFC 3339, got %q", name, v)
+		return t, Errorf(problem.BadRequest, "%s: want RFC 3339, got %q", name, v)
 	}
 	return t, nil
 }
@@ -89,7 +90,7 @@ func (h *Handler) listDead(w http.ResponseWriter, r *http.Request) error {
 	limit := 50
 	if v := q.Get("limit"); v != "" {
 		if limit, err = strconv.Atoi(v); err != nil || limit <= 0 || limit > 1000 {
-			return Errorf(http.StatusBadRequest, "bad_request", "limit: want 1 to 1000")
+			return Errorf(problem.BadRequest, "limit: want 1 to 1000")
 		}
 	}
 	page, next, err := h.ops.List(r.Context(), f, limit, q.Get("cursor"))
@@ -167,7 +168,7 @@ func (h *Handler) deleteDead(w http.ResponseWriter, r *http.Request, id string) 
 		return err
 	}
 	if res.Removed == 0 {
-		return Errorf(http.StatusNotFound, "not_found", "no dead letter %q", id)
+		return Errorf(problem.NotFound, "no dead letter %q", id)
 	}
 	return WriteJSON(w, http.StatusOK, map[string]int{"removed": res.Removed})
 }
@@ -193,7 +194,7 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request) error {
 			"claimed_by", in.By, "remote_addr", r.RemoteAddr)
 	}
 	if err != nil && rd != nil && rd.ID != "" {
-		return Errorf(http.StatusServiceUnavailable, "store_unavailable",
+		return Errorf(problem.StoreUnavailable,
 			"redrive %s moved %d before the store failed (%v): see GET /hookgate/redrives/%s before redriving again", rd.ID, rd.Moved, err, rd.ID)
 	}
 	if err != nil {
@@ -207,7 +208,7 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request) error {
 func (h *Handler) progress(w http.ResponseWriter, r *http.Request, id string) error {
 	rd, err := h.ops.Progress(r.Context(), id, "")
 	if errors.Is(err, sender.ErrNotFound) {
-		return Errorf(http.StatusNotFound, "not_found", "no redrive %q", id)
+		return Errorf(problem.NotFound, "no redrive %q", id)
 	}
 	if err != nil {
 		return err

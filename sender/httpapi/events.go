@@ -40,20 +40,20 @@ func WritePublished(w http.ResponseWriter, r *http.Request, publish func(context
 	res, err := publish(r.Context(), ev)
 	switch {
 	case errors.Is(err, sender.ErrBadID):
-		problem.Write(w, http.StatusBadRequest, "bad_id", err.Error(), 0)
+		problem.Write(w, problem.BadID, err.Error(), 0)
 		return
 	case errors.Is(err, sender.ErrMissingEventType):
-		problem.Write(w, http.StatusBadRequest, "missing_event_type", "an event without a destination is routed by its type, and it has none: "+
+		problem.Write(w, problem.MissingEventType, "an event without a destination is routed by its type, and it has none: "+
 			"the body's event_type is empty, or webhook_enqueue's event_type placeholder resolved to nothing", 0)
 		return
 	case err != nil:
 		// As an enqueue's: the writes made before the failure stand, and
 		// one the store applied after it stopped waiting may too.
 		logger.Error("fan-out failed: outcome unknown", "event_type", ev.EventType, "id", ev.ID, "error", err)
-		problem.Write(w, http.StatusServiceUnavailable, "store_unavailable", publishUnknown, time.Second)
+		problem.Write(w, problem.StoreUnavailable, publishUnknown, time.Second)
 		return
 	case res.Mismatch:
-		problem.Write(w, http.StatusUnprocessableEntity, "key_reused_with_different_payload", "this delivery ID was enqueued with another payload", 0)
+		problem.Write(w, problem.KeyReusedWithDifferentPayload, "this delivery ID was enqueued with another payload", 0)
 		return
 	}
 	if res.Deliveries == nil {
@@ -91,34 +91,34 @@ type Inbound struct {
 // ID must be valid JSON.
 func (in *Inbound) Event() (*sender.Event, error) {
 	if len(in.Body) == 0 {
-		return nil, Errorf(http.StatusBadRequest, "empty_payload", "the body is empty: it is the event's payload")
+		return nil, Errorf(problem.EmptyPayload, "the body is empty: it is the event's payload")
 	}
 	contentType := in.ContentType
 	if contentType == "" {
 		contentType = "application/json"
 	}
 	if (in.MustBeJSON || in.IDFromBody || isJSONType(contentType)) && !json.Valid(in.Body) {
-		return nil, Errorf(http.StatusBadRequest, "malformed_json", "the body is not valid JSON (its Content-Type is %s, or the delivery ID is read from it)", problem.Truncate(contentType, 80))
+		return nil, Errorf(problem.MalformedJSON, "the body is not valid JSON (its Content-Type is %s, or the delivery ID is read from it)", problem.Truncate(contentType, 80))
 	}
 	id := in.ID
 	if in.IDFromBody {
 		v := gjson.GetBytes(in.Body, "id")
 		if v.Exists() && v.Type != gjson.String {
-			return nil, Errorf(http.StatusBadRequest, "bad_id", "the body's \"id\" is %s, not a string", JSONKind(v))
+			return nil, Errorf(problem.BadID, "the body's \"id\" is %s, not a string", JSONKind(v))
 		}
 		id = v.String()
 	}
 	if id == "" {
-		return nil, Errorf(http.StatusBadRequest, "missing_idempotency_key", "a delivery ID is required: an Idempotency-Key header, the body's \"id\", or the id placeholder")
+		return nil, Errorf(problem.MissingIdempotencyKey, "a delivery ID is required: an Idempotency-Key header, the body's \"id\", or the id placeholder")
 	}
 	if err := sender.CheckID(id); err != nil {
-		return nil, Errorf(http.StatusBadRequest, "bad_id", "%v", err)
+		return nil, Errorf(problem.BadID, "%v", err)
 	}
 	ev := &sender.Event{ID: id, EventType: in.EventType, Entity: in.Entity, Payload: in.Body, ContentType: contentType}
 	if in.EventTime != "" {
 		t, err := dedupe.ParseEventTime(in.EventTime)
 		if err != nil {
-			return nil, Errorf(http.StatusBadRequest, "malformed_event_time", "%v", err)
+			return nil, Errorf(problem.MalformedEventTime, "%v", err)
 		}
 		ev.EventTime = t
 	}

@@ -74,7 +74,7 @@ func (h *Handler) Register(mux *route.Mux) {
 // NotFound answers a request no route takes: 404 not_found, or no_sender
 // when no sender runs.
 func (h *Handler) NotFound(w http.ResponseWriter, r *http.Request) {
-	err := Errorf(http.StatusNotFound, "not_found", "no such endpoint: %s %s", problem.Truncate(r.Method, 40), problem.Truncate(r.URL.Path, 200))
+	err := Errorf(problem.NotFound, "no such endpoint: %s %s", problem.Truncate(r.Method, 40), problem.Truncate(r.URL.Path, 200))
 	if h.ops == nil {
 		err = errNoSender
 	}
@@ -82,7 +82,7 @@ func (h *Handler) NotFound(w http.ResponseWriter, r *http.Request) {
 }
 
 // errNoSender answers every route when no sender runs.
-var errNoSender = Errorf(http.StatusNotFound, "no_sender", "no sender is running: configure a destination in the hookgate global option")
+var errNoSender = Errorf(problem.NoSender, "no sender is running: configure a destination in the hookgate global option")
 
 func (h *Handler) serve(e endpoint, w http.ResponseWriter, r *http.Request, args []string) error {
 	if h.ops == nil {
@@ -91,7 +91,7 @@ func (h *Handler) serve(e endpoint, w http.ResponseWriter, r *http.Request, args
 	for _, a := range args {
 		if a == "" {
 			// A {name...} wildcard takes an empty rest: no ID, no route.
-			return Errorf(http.StatusNotFound, "not_found", "no such endpoint: %s %s", r.Method, problem.Truncate(r.URL.Path, 200))
+			return Errorf(problem.NotFound, "no such endpoint: %s %s", r.Method, problem.Truncate(r.URL.Path, 200))
 		}
 	}
 	return e.serve(h, w, r, args)
@@ -100,16 +100,15 @@ func (h *Handler) serve(e endpoint, w http.ResponseWriter, r *http.Request, args
 // Error is an admin API failure, answered as problem+json with its status
 // and reason code.
 type Error struct {
-	Status int
-	Reason string
+	Reason problem.Reason
 	Err    error
 }
 
 func (e Error) Error() string { return e.Err.Error() }
 
 // Errorf returns an Error whose detail is formatted as fmt.Errorf does.
-func Errorf(status int, reason string, format string, args ...any) error {
-	return Error{Status: status, Reason: reason, Err: fmt.Errorf(format, args...)}
+func Errorf(reason problem.Reason, format string, args ...any) error {
+	return Error{Reason: reason, Err: fmt.Errorf(format, args...)}
 }
 
 // WriteError answers err as problem+json: an Error as it says, the
@@ -121,24 +120,24 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error, logger *slog.
 	var ae Error
 	switch {
 	case errors.As(err, &ae):
-		problem.Write(w, ae.Status, ae.Reason, ae.Err.Error(), 0)
+		problem.Write(w, ae.Reason, ae.Err.Error(), 0)
 	case errors.Is(err, sender.ErrBadLimit):
-		problem.Write(w, http.StatusBadRequest, "bad_limit", err.Error(), 0)
+		problem.Write(w, problem.BadLimit, err.Error(), 0)
 	case errors.Is(err, sender.ErrBadFilter):
-		problem.Write(w, http.StatusBadRequest, "bad_request", err.Error(), 0)
+		problem.Write(w, problem.BadRequest, err.Error(), 0)
 	case errors.Is(err, sender.ErrNoFilter):
-		problem.Write(w, http.StatusBadRequest, "filter_required", err.Error(), 0)
+		problem.Write(w, problem.FilterRequired, err.Error(), 0)
 	case errors.Is(err, sender.ErrConfigured):
-		problem.Write(w, http.StatusConflict, "destination_configured", err.Error(), 0)
+		problem.Write(w, problem.DestinationConfigured, err.Error(), 0)
 	case errors.Is(err, sender.ErrOrphaned):
-		problem.Write(w, http.StatusConflict, "destination_orphaned", err.Error(), 0)
+		problem.Write(w, problem.DestinationOrphaned, err.Error(), 0)
 	case errors.Is(err, sender.ErrUnknownDestination):
-		problem.Write(w, http.StatusNotFound, "unknown_destination", err.Error(), 0)
+		problem.Write(w, problem.UnknownDestination, err.Error(), 0)
 	case errors.Is(err, sender.ErrNotFound):
-		problem.Write(w, http.StatusNotFound, "not_found", err.Error(), 0)
+		problem.Write(w, problem.NotFound, err.Error(), 0)
 	default:
 		logger.Error("admin request failed", "path", r.URL.Path, "error", err)
-		problem.Write(w, http.StatusServiceUnavailable, "store_unavailable", err.Error(), time.Second)
+		problem.Write(w, problem.StoreUnavailable, err.Error(), time.Second)
 	}
 }
 
@@ -241,7 +240,7 @@ func decodeBody(r *http.Request, v any) error {
 	d := json.NewDecoder(io.LimitReader(r.Body, maxBody))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
-		return Errorf(http.StatusBadRequest, "bad_request", "request body: %v", err)
+		return Errorf(problem.BadRequest, "request body: %v", err)
 	}
 	return nil
 }
