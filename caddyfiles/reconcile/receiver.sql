@@ -1,5 +1,5 @@
 -- What happens at the receiver after `hookgate reconcile --repair`, for the
--- README's walk-through: the stand-in enrollment service applies nothing,
+-- step by step of docs/reconcile.md: the stand-in enrollment service applies nothing,
 -- so play it. The rows are dated five minutes back, out of the job's grace,
 -- so that the next run compares them rather than leaving them out.
 
