@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -168,10 +169,11 @@ var handedOut = struct {
 }{ports: map[int]bool{}}
 
 // FreePort returns a loopback port that was free a moment ago and that it
-// has not returned before in this process (the tests of the hookgate
-// binary use it for their gateways too). The kernel may hand a closed
-// ephemeral port out again, and Caddy listens with SO_REUSEPORT: two
-// gateways given the same port would both bind it and split its
+// has not returned before in this process, nor in any other test process
+// still running (the tests of the hookgate binary use it for their
+// gateways too, and two suites may run at once). The kernel may hand a
+// closed ephemeral port out again, and Caddy listens with SO_REUSEPORT:
+// two gateways given the same port would both bind it and split its
 // connections between them.
 func FreePort(t testing.TB) int {
 	t.Helper()
@@ -184,11 +186,47 @@ func FreePort(t testing.TB) int {
 		}
 		port := l.Addr().(*net.TCPAddr).Port
 		_ = l.Close() // it only found a free port
-		if !handedOut.ports[port] {
+		if !handedOut.ports[port] && reserve(port) {
 			handedOut.ports[port] = true
 			return port
 		}
 	}
+}
+
+// reserve claims port for this process among the test processes of the
+// machine: a file named for the port holds the PID of the process that
+// has it, and a file whose process is gone is taken over. It reports
+// whether this process now holds the port.
+func reserve(port int) bool {
+	dir := filepath.Join(os.TempDir(), "hookgate-test-ports")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return true // no shared reservations: the in-process ones still hold
+	}
+	path := filepath.Join(dir, strconv.Itoa(port))
+	pid := []byte(strconv.Itoa(os.Getpid()))
+	for range 2 {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+		if err == nil {
+			_, err = f.Write(pid)
+			return f.Close() == nil && err == nil
+		}
+		held, err := os.ReadFile(path)
+		if err != nil {
+			return false
+		}
+		owner, err := strconv.Atoi(string(held))
+		if err == nil && (owner == os.Getpid() || processAlive(owner)) {
+			return false
+		}
+		_ = os.Remove(path) // its process is gone (or it was never written whole)
+	}
+	return false
+}
+
+// processAlive reports whether a process of that PID runs.
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || err == syscall.EPERM // EPERM: another user's
 }
 
 // StartSentinel starts a Sentinel monitoring master under the name
