@@ -150,7 +150,7 @@ func until(t *testing.T, what string, cond func() bool) {
 // ctl beside it, a destination of the same receiver with no failing peer.
 // From the first failure, until it has delivered 1,000 more to ctl, it
 // delivers to d at least 90% as many: nothing of the failing instance
-// holds it.
+// holds it. The failing instance keeps making its trials.
 func TestInstanceFailingFastAloneKeepsTheOthersRate(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
@@ -192,9 +192,10 @@ func TestInstanceFailingFastAloneKeepsTheOthersRate(t *testing.T) {
 	if float64(d) < 0.9*float64(ctl) {
 		t.Errorf("the healthy instance delivered %d to d, whose breaker it shares with an instance failing alone, and %d to ctl: %.2f of its rate, want 0.9 at least", d, ctl, float64(d)/float64(ctl))
 	}
-	if refused.Load() < 6 {
-		t.Errorf("the failing instance made %d attempts, want its trials again and again", refused.Load())
-	}
+	// Its own breaker keeps trying: three more trials, each after its
+	// open time (the faster the healthy instance, the fewer fall inside
+	// the window above, so they are awaited, not counted there).
+	until(t, "trying again and again", func() bool { return refused.Load() >= 6 })
 	if st, _ := failing.BreakerState("d"); st == gobreaker.StateClosed {
 		t.Errorf("the failing instance's own breaker is closed, want it open or trying")
 	}
