@@ -375,6 +375,10 @@ type Response struct {
 	// Streamed is set when the body went to the client without being
 	// buffered (it was over the record limit): it is recorded without it.
 	Streamed bool
+	// NotFinal is set when the answer is not the upstream's decision
+	// whatever its status (hookgate's own answers that ask for a retry):
+	// Settle abandons it.
+	NotFinal bool
 }
 
 // releaseLost releases, in the background, a claim whose Claim call
@@ -511,9 +515,39 @@ const cachedOverhead = 256
 // CacheBytes is the replay cache's size, for tests and metrics.
 func (d *Deduper) CacheBytes() int64 { return d.bytes.Load() }
 
-// Abandon releases a claim whose forward produced no response at all.
-func (d *Deduper) Abandon(ctx context.Context, key, token string) error {
-	return d.store.Release(ctx, key, token)
+// Settlement is how Settle ended a forward.
+type Settlement int
+
+// The settlements.
+const (
+	// SettledAbandoned: no response at all (Response.Status 0: upstream down,
+	// the deadline passed, a copy that failed before the status), or one
+	// marked NotFinal. The claim was released, so the next copy is
+	// forwarded.
+	SettledAbandoned Settlement = iota + 1
+	// SettledReleased: a response that is not final (Config.Final). The claim
+	// was released, so the next copy is forwarded.
+	SettledReleased
+	// SettledRecorded: a final response, recorded and replayed to every later
+	// copy.
+	SettledRecorded
+)
+
+// Settle ends a forward, however it ended: it abandons, releases or
+// records, and says which. An abandoned claim is released with one try
+// (a claim left behind ends with its lease); Finish releases or records
+// the others, retried until ctx ends: give ctx the lease's deadline and
+// not the client's cancellation. The error is the store's (ErrClaimLost
+// when another forward holds the key).
+func (d *Deduper) Settle(ctx context.Context, key string, dec Decision, resp Response) (Settlement, error) {
+	if resp.Status == 0 || resp.NotFinal {
+		return SettledAbandoned, d.store.Release(ctx, key, dec.Token)
+	}
+	recorded, err := d.Finish(ctx, key, dec, resp)
+	if !recorded {
+		return SettledReleased, err
+	}
+	return SettledRecorded, err
 }
 
 // hopByHop are the headers a record leaves out: they describe one
