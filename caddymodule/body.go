@@ -72,6 +72,12 @@ func (b *requestBody) sha256() dedupe.Fingerprint {
 	return b.sum
 }
 
+// sha256Hex is the body's SHA-256 in hex, {webhook.body_sha256}.
+func (b *requestBody) sha256Hex() string {
+	sum := b.sha256()
+	return hex.EncodeToString(sum[:])
+}
+
 // getBody is the request's GetBody: a new reader over the body.
 func (b *requestBody) getBody() (io.ReadCloser, error) {
 	r := new(bodyReader)
@@ -165,8 +171,7 @@ func (b *requestBody) read(r *http.Request, limit int64) ([]byte, error) {
 func (b *requestBody) placeholder(key string) (any, bool) {
 	switch key {
 	case "webhook.body_sha256":
-		sum := b.sha256()
-		return hex.EncodeToString(sum[:]), true
+		return b.sha256Hex(), true
 	case "webhook.signature_sha256":
 		return b.delivery.SignatureSHA256, b.delivery.SignatureSHA256 != ""
 	case "webhook.secret_fingerprint":

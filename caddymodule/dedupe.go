@@ -25,7 +25,6 @@ import (
 	"github.com/hookgate/hookgate/internal/forward"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/internal/telemetry"
-	"github.com/hookgate/hookgate/verify"
 )
 
 func init() {
@@ -181,35 +180,22 @@ func (h *Dedupe) validate() error {
 	return nil
 }
 
-// The default keys: by delivery ID; by body, within the scope of the
-// secret that verified it, for a delivery whose ID is not signed; by
-// signature where the body's form varies (twilio) or there is no ID
-// (slack's slash commands).
-const (
-	defaultKey   = "{webhook.id}"
-	bodyKey      = "{webhook.scheme}:{webhook.secret_fingerprint}:{webhook.body_sha256}"
-	signatureKey = "{webhook.scheme}:{webhook.signature_sha256}"
-)
+// defaultKey is the key's placeholder when webhook_verify gave none:
+// {webhook.id}, which another handler may set.
+const defaultKey = "{webhook.id}"
 
-// key resolves the idempotency key of r, whose webhook_verify (if any)
-// said to key it by. Every placeholder must resolve to something: an
-// unknown one (no webhook_verify in front) or an empty one would otherwise
-// leave one literal key shared by every request.
-func (h *Dedupe) key(repl *caddy.Replacer, by verify.Key) (key string, rej problem.Reason, detail string) {
-	// One placeholder, the default {webhook.id} among them: its value is
-	// the key, without a template's parse and copy. An unknown or empty
-	// one takes the long way, for its error.
+// key resolves the idempotency key of r: the template's, or by default
+// the key of the delivery webhook_verify verified (own, "" when none; by
+// its ID, its body or its signature: verify.Delivery.DedupeKey). Every
+// placeholder must resolve to something: an unknown one (no
+// webhook_verify in front) or an empty one would otherwise leave one
+// literal key shared by every request.
+func (h *Dedupe) key(repl *caddy.Replacer, own string) (key string, rej problem.Reason, detail string) {
+	// One placeholder: its value is the key, without a template's parse
+	// and copy. An unknown or empty one takes the long way, for its error.
 	tmpl := h.Key
 	if tmpl == "" {
-		tmpl = defaultKey
-		switch by {
-		case verify.KeyBody:
-			tmpl = bodyKey
-		case verify.KeySignature:
-			tmpl = signatureKey
-		default:
-			key, _ = repl.GetString("webhook.id")
-		}
+		tmpl, key = defaultKey, own
 	} else if name, ok := placeholderOnly(tmpl); ok {
 		key, _ = repl.GetString(name)
 	}
@@ -261,7 +247,7 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	ctx = r.Context()
 	repl := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	b, _ := bodyOf(r) // bufferBody put it there
-	key, rej, detail := h.key(repl, b.delivery.Key)
+	key, rej, detail := h.key(repl, b.delivery.DedupeKey(b.sha256Hex))
 	if rej != (problem.Reason{}) {
 		count(rej.Code)
 		problem.Write(w, rej, detail, 0)
@@ -334,40 +320,35 @@ func (h *Dedupe) forward(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	})
 }
 
-// settle releases the claim when the forward's outcome is not final, and
-// records it when it is (Finish applies the record classes), before the
-// client gets its answer. span is webhook_dedupe's, detached's.
+// settle ends the claim (Deduper.Settle: abandon, release or record)
+// before the client gets its answer, and logs how. span is
+// webhook_dedupe's, detached's.
 func (h *Dedupe) settle(detached context.Context, span trace.Span, key string, dec dedupe.Decision, res *forward.Result) {
-	if res.Status == 0 || res.NotFinal {
-		// No response from upstream (down, timeout, a copy that failed
-		// before the status), or an answer of hookgate's own that asks
-		// for a retry: not final.
-		if rerr := h.deduper.Abandon(detached, key, dec.Token); rerr != nil {
-			h.logger.Error("releasing claim", zap.String("key", key), zap.Error(rerr))
-		}
-	} else {
-		// A status was received: final ones are recorded, without the
-		// body when it streamed or did not arrive whole.
-		rctx, recordSpan := startChildSpan(detached, span, "webhook_dedupe.record")
-		rctx, cancelRecord := context.WithDeadline(rctx, res.SettleDeadline())
-		after, before := res.Headers()
-		recorded, ferr := h.deduper.Finish(rctx, key, dec, dedupe.Response{
-			Status:   res.Status,
-			Header:   after,
-			Before:   before,
-			Body:     res.Body,
-			Streamed: res.Truncated,
-		})
-		cancelRecord()
-		recordSpan.End()
-		switch {
-		case errors.Is(ferr, dedupe.ErrClaimLost):
-			h.logger.Warn("outcome not recorded: the lease expired and another forward took over", zap.String("key", key), zap.Int("status", res.Status))
-		case ferr != nil:
-			// Counted when the retry comes: it finds the claim expired
-			// and is forwarded again as lease_expired.
-			h.logger.Error("recording outcome failed until the lease ended: a retry will be forwarded again", zap.String("key", key), zap.Int("status", res.Status), zap.Error(ferr))
-		}
+	rctx, recordSpan := startChildSpan(detached, span, "webhook_dedupe.record")
+	rctx, cancelRecord := context.WithDeadline(rctx, res.SettleDeadline())
+	after, before := res.Headers()
+	how, err := h.deduper.Settle(rctx, key, dec, dedupe.Response{
+		Status:   res.Status,
+		Header:   after,
+		Before:   before,
+		Body:     res.Body,
+		Streamed: res.Truncated,
+		NotFinal: res.NotFinal,
+	})
+	cancelRecord()
+	recordSpan.End()
+	switch {
+	case how == dedupe.SettledAbandoned && err != nil:
+		h.logger.Error("releasing claim", zap.String("key", key), zap.Error(err))
+	case errors.Is(err, dedupe.ErrClaimLost):
+		h.logger.Warn("outcome not recorded: the lease expired and another forward took over", zap.String("key", key), zap.Int("status", res.Status))
+	case err != nil:
+		// Counted when the retry comes: it finds the claim expired
+		// and is forwarded again as lease_expired.
+		h.logger.Error("recording outcome failed until the lease ended: a retry will be forwarded again", zap.String("key", key), zap.Int("status", res.Status), zap.Error(err))
+	}
+	if how != dedupe.SettledAbandoned {
+		recorded := how == dedupe.SettledRecorded
 		if c := h.logger.Check(zapcore.DebugLevel, "forwarded"); c != nil {
 			c.Write(zap.String("key", key), zap.Int("status", res.Status), zap.Bool("recorded", recorded))
 		}

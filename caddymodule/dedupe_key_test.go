@@ -7,7 +7,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/hookgate/hookgate/internal/problem"
-	"github.com/hookgate/hookgate/verify"
 )
 
 // TestDedupeKeyResolves: a key of one placeholder is read as the
@@ -25,7 +24,7 @@ func TestDedupeKeyResolves(t *testing.T) {
 		"{webhook.empty}", "{n}", "{webhook.long}", "{webhook.id}}", "{{webhook.id}", `{webhook\.id}`, "{}",
 	} {
 		t.Run(tmpl, func(t *testing.T) {
-			key, reason, _ := (&Dedupe{Key: tmpl}).key(repl, verify.KeyID)
+			key, reason, _ := (&Dedupe{Key: tmpl}).key(repl, "")
 			if tmpl == "" {
 				tmpl = defaultKey
 			}

@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap"
 
-	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/dedupe/freshness"
 	"github.com/hookgate/hookgate/internal/forward"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/internal/telemetry"
@@ -72,7 +72,7 @@ type Freshness struct {
 	// moved: longer than any event can be delayed. Default 720h.
 	Retention caddy.Duration `json:"retention,omitempty"`
 
-	fresh    *dedupe.Freshness
+	fresh    *freshness.Freshness
 	now      func() time.Time
 	metrics  *telemetry.Metrics
 	logger   *zap.Logger
@@ -115,12 +115,12 @@ func (h *Freshness) Provision(ctx caddy.Context) error {
 	if h.EntityBusy == "wait" {
 		wait = time.Duration(h.EntityBusyWait)
 	}
-	h.fresh, err = dedupe.NewFreshness(app.entityStore(), dedupe.FreshnessConfig{
+	h.fresh, err = freshness.New(app.entityStore(), freshness.Config{
 		MaxAge:    time.Duration(h.MaxAge),
 		Wait:      wait,
 		Lease:     time.Duration(h.Lease),
 		Retention: time.Duration(h.Retention),
-	}, dedupe.WithClock(h.now))
+	}, freshness.WithClock(h.now))
 	return err
 }
 
@@ -175,35 +175,16 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	if err != nil {
 		return reject(problem.MissingEntity, "the entity "+h.Entity+" resolves to nothing: "+err.Error())
 	}
-	if len(entity) > dedupe.MaxKeyLen {
-		return reject(problem.EntityTooLong, fmt.Sprintf("the entity is %d bytes, over %d", len(entity), dedupe.MaxKeyLen))
+	if len(entity) > freshness.MaxEntityLen {
+		return reject(problem.EntityTooLong, fmt.Sprintf("the entity is %d bytes, over %d", len(entity), freshness.MaxEntityLen))
 	}
-	var (
-		eventTime time.Time
-		seq       int64
-		judgement dedupe.Judgement
-	)
-	if h.EventTime != "" {
-		raw, rerr := repl.ReplaceOrErr(h.EventTime, true, true)
-		if rerr != nil {
-			return reject(problem.MissingEventTime, "the event time "+h.EventTime+" resolves to nothing: "+rerr.Error())
-		}
-		if eventTime, err = dedupe.ParseEventTime(raw); err != nil {
-			return reject(problem.MalformedEventTime, err.Error())
-		}
-		judgement, err = h.fresh.CheckTime(ctx, entity, eventTime)
-	} else {
-		raw, rerr := repl.ReplaceOrErr(h.Sequence, true, true)
-		if rerr != nil {
-			return reject(problem.MissingSequence, "the sequence "+h.Sequence+" resolves to nothing: "+rerr.Error())
-		}
-		if seq, err = dedupe.ParseSequence(raw); err != nil {
-			return reject(problem.MalformedSequence, err.Error())
-		}
-		judgement, err = h.fresh.CheckSequence(ctx, entity, seq)
+	mark, rej, detail := h.mark(repl)
+	if rej != (problem.Reason{}) {
+		return reject(rej, detail)
 	}
+	judgement, err := h.fresh.Check(ctx, entity, mark)
 	switch {
-	case errors.Is(err, dedupe.ErrEventInFuture):
+	case errors.Is(err, freshness.ErrEventInFuture):
 		// Judged by this instance's clock: a copy arriving later may be
 		// judged otherwise, so webhook_dedupe never records this answer.
 		forward.MarkNotFinal(ctx)
@@ -211,7 +192,7 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	case err != nil && ctx.Err() != nil:
 		// The client left, or the enclosing dedupe's lease ended, while
 		// this event waited for its entity: not applied, retry later.
-		count(dedupe.ResultBusy)
+		count(freshness.ResultBusy)
 		forward.MarkNotFinal(ctx)
 		problem.Write(w, problem.EntityBusy, "the wait for this entity ended", time.Second)
 		return nil
@@ -224,10 +205,10 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	h.storeLog.answered()
 
 	switch judgement.Result {
-	case dedupe.ResultSuperseded, dedupe.ResultTooOld:
+	case freshness.ResultSuperseded, freshness.ResultTooOld:
 		count(judgement.Result)
 		rej, detail := problem.Superseded, "a newer event of this entity was already applied"
-		if judgement.Result == dedupe.ResultTooOld {
+		if judgement.Result == freshness.ResultTooOld {
 			rej, detail = problem.TooOld, "the event is older than max_age "+time.Duration(h.MaxAge).String()
 		}
 		if h.OnStale == "reject" {
@@ -241,7 +222,7 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write([]byte(body)) // a client gone away has no one to tell
 		return nil
-	case dedupe.ResultBusy:
+	case freshness.ResultBusy:
 		count(judgement.Result)
 		forward.MarkNotFinal(ctx)
 		problem.Write(w, problem.EntityBusy, "another event of this entity is being applied", max(judgement.LeaseUntil.Sub(h.now()), time.Nanosecond))
@@ -255,31 +236,22 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	// webhook_dedupe, the problem a panic below is answered with is seen
 	// there as a 502 (nothing received: its claim is released); a status
 	// already sent aborts, and dedupe records it.
-	lease := time.Duration(h.Lease)
-	if lease == 0 {
-		lease = dedupe.DefaultLease
-	}
 	return forward.Send(w, r, next, forward.Config{
 		LeaseUntil: judgement.LeaseUntil,
-		Lease:      lease,
+		Lease:      h.fresh.Lease(),
 	}, func(detached context.Context, res *forward.Result) {
 		// A 2xx received is applied, even when the copy of its body failed
 		// afterwards: the upstream decided.
 		applied := res.Status >= 200 && res.Status < 300
 		if applied {
-			count(dedupe.ResultApplied)
+			count(freshness.ResultApplied)
 		} else {
 			count("not_applied")
 		}
 		// The watermark write is retried until the entity's lease ends (and
 		// for a moment at least).
 		done, cancelDone := context.WithDeadline(detached, res.SettleDeadline())
-		var derr error
-		if h.EventTime != "" {
-			derr = h.fresh.DoneTime(done, entity, judgement.Token, eventTime, applied)
-		} else {
-			derr = h.fresh.DoneSequence(done, entity, judgement.Token, seq, applied)
-		}
+		derr := h.fresh.Done(done, entity, judgement.Token, mark, applied)
 		cancelDone()
 		if derr != nil {
 			h.logger.Error("freshness: finishing the event failed until its lease ended",
@@ -288,8 +260,33 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	})
 }
 
+// mark resolves the event's mark, by its time or its sequence number, or
+// the reason it has none.
+func (h *Freshness) mark(repl *caddy.Replacer) (freshness.Mark, problem.Reason, string) {
+	if h.EventTime != "" {
+		raw, err := repl.ReplaceOrErr(h.EventTime, true, true)
+		if err != nil {
+			return freshness.Mark{}, problem.MissingEventTime, "the event time " + h.EventTime + " resolves to nothing: " + err.Error()
+		}
+		t, err := freshness.ParseEventTime(raw)
+		if err != nil {
+			return freshness.Mark{}, problem.MalformedEventTime, err.Error()
+		}
+		return freshness.TimeMark(t), problem.Reason{}, ""
+	}
+	raw, err := repl.ReplaceOrErr(h.Sequence, true, true)
+	if err != nil {
+		return freshness.Mark{}, problem.MissingSequence, "the sequence " + h.Sequence + " resolves to nothing: " + err.Error()
+	}
+	seq, err := freshness.ParseSequence(raw)
+	if err != nil {
+		return freshness.Mark{}, problem.MalformedSequence, err.Error()
+	}
+	return freshness.SequenceMark(seq), problem.Reason{}, ""
+}
+
 // entityStore returns the app's shared store for freshness state.
-func (a *App) entityStore() dedupe.EntityStore {
+func (a *App) entityStore() freshness.EntityStore {
 	a.storeUsed = true
 	return a.store
 }

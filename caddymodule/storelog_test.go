@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/dedupe/freshness"
 	"github.com/hookgate/hookgate/dedupe/redisstore"
 	"github.com/hookgate/hookgate/internal/redistest"
 	"github.com/hookgate/hookgate/internal/telemetry"
@@ -68,7 +69,7 @@ func TestStoreFailuresLoggedOnceAMinute(t *testing.T) {
 	}
 	dd := &Dedupe{deduper: d, now: clock.Now, metrics: metrics, logger: logger, storeLog: newStoreLog(logger, "dedupe", clock.Now),
 		OnStoreError: "reject", bufs: &sync.Pool{New: func() any { return new(bytes.Buffer) }}}
-	fresh, err := dedupe.NewFreshness(st, dedupe.FreshnessConfig{}, dedupe.WithClock(clock.Now))
+	fresh, err := freshness.New(st, freshness.Config{}, freshness.WithClock(clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}

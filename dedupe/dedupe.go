@@ -1,5 +1,5 @@
-// Package dedupe holds the two rules a webhook receiver needs in front of
-// it, and the store interfaces they need.
+// Package dedupe holds the dedupe rule a webhook receiver needs in front
+// of it, and the store interface it needs.
 //
 // [Deduper] runs the claim → forward → record → replay state machine, so
 // that a receiver sees each delivery once: the first copy of a key is
@@ -7,18 +7,9 @@
 // forwarded; its final response is recorded; every later copy gets the
 // record replayed. Its backend is a [Store].
 //
-// [Freshness], the stale-event rule, keeps a receiver from applying an
-// event older than one it already applied to the same entity: per entity,
-// a watermark of the newest applied event (by the event's own time or by a
-// sequence number, never by arrival) and a lease, so that one entity's
-// events are checked and applied one at a time. An event older than the
-// watermark is superseded (an equal one is applied); one whose own time is
-// older than the allowed age ([FreshnessConfig].MaxAge) is too old; and the
-// watermark moves up only when the upstream applied the event (answered
-// 2xx). Its backend is an [EntityStore].
-//
-// The redisstore and boltstore packages implement both interfaces, and
-// pass the one conformance suite in storetest. It imports no Caddy.
+// The stale-event rule is its subpackage freshness. The redisstore and
+// boltstore packages implement both rules' store interfaces, and pass the
+// one conformance suite in storetest. It imports no Caddy.
 package dedupe
 
 import (
@@ -36,6 +27,8 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/hookgate/hookgate/dedupe/internal/lease"
 )
 
 // Defaults of Config.
@@ -134,11 +127,11 @@ type Deduper struct {
 	bytes   atomic.Int64                      // the cache's size
 	// releases bounds the background releases of claims whose reply was
 	// lost (see Begin).
-	releases chan struct{}
+	releases lease.Releases
 }
 
-// deps are what a Deduper or a Freshness takes from outside: clock, token
-// source, and sleep.
+// deps are what a Deduper takes from outside: clock, token source, and
+// sleep.
 type deps struct {
 	now   func() time.Time
 	token func() string
@@ -146,14 +139,14 @@ type deps struct {
 }
 
 func newDeps(opts []Option) deps {
-	d := deps{now: time.Now, token: randomToken, sleep: sleepCtx}
+	d := deps{now: time.Now, token: randomToken, sleep: lease.Sleep}
 	for _, o := range opts {
 		o(&d)
 	}
 	return d
 }
 
-// Option configures a Deduper or a Freshness.
+// Option configures a Deduper.
 type Option func(*deps)
 
 // WithClock sets the clock; the default is time.Now.
@@ -187,32 +180,17 @@ func New(store Store, cfg Config, opts ...Option) (*Deduper, error) {
 	if cfg.ReplayCache == 0 {
 		cfg.ReplayCache = DefaultReplayCache
 	}
-	d := &Deduper{deps: newDeps(opts), store: store, cfg: cfg, releases: make(chan struct{}, maxLostReleases)}
+	d := &Deduper{deps: newDeps(opts), store: store, cfg: cfg, releases: lease.NewReleases()}
 	if cfg.ReplayCache > 0 {
 		d.records, _ = lru.NewWithEvict(cfg.ReplayCache, func(_ string, c *cachedRecord) { d.bytes.Add(-c.size) })
 	}
 	return d, nil
 }
 
-// maxLostReleases bounds the lost claims being released at once; beyond
-// it, a lost claim is left to its lease.
-const maxLostReleases = 1024
-
 func randomToken() string {
 	b := make([]byte, 16)
 	rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // Action says what to do with a copy.
@@ -397,6 +375,10 @@ type Response struct {
 	// Streamed is set when the body went to the client without being
 	// buffered (it was over the record limit): it is recorded without it.
 	Streamed bool
+	// NotFinal is set when the answer is not the upstream's decision
+	// whatever its status (hookgate's own answers that ask for a retry):
+	// Settle abandons it.
+	NotFinal bool
 }
 
 // releaseLost releases, in the background, a claim whose Claim call
@@ -405,41 +387,9 @@ type Response struct {
 func (d *Deduper) releaseLost(key, token string, leaseUntil time.Time) {
 	// The first try waits a moment: a claim still queued in a store that
 	// stalled lands before a release sent after it.
-	d.inBackground(d.releases, leaseUntil, func(ctx context.Context) error {
+	d.releases.Release(d.sleep, leaseUntil, func(ctx context.Context) error {
 		return d.store.Release(ctx, key, token)
 	})
-}
-
-// inBackground runs release on a goroutine of its own, retried until it
-// succeeds or until ends, if one of slots is free; otherwise (too many at
-// once) the lease is left to end by itself.
-func (d deps) inBackground(slots chan struct{}, until time.Time, release func(context.Context) error) {
-	select {
-	case slots <- struct{}{}:
-	default:
-		return
-	}
-	go func() {
-		defer func() { <-slots }()
-		ctx, cancel := context.WithDeadline(context.Background(), until)
-		defer cancel()
-		// Past until the lease ends by itself: the last error has no one to go to.
-		_ = retry(ctx, d.sleep, func() error { return release(ctx) })
-	}()
-}
-
-// retry calls f until it succeeds or ctx ends, with capped exponential
-// backoff, waiting before the first call too; it returns f's last error.
-func retry(ctx context.Context, sleep func(context.Context, time.Duration) error, f func() error) error {
-	backoff := 50 * time.Millisecond
-	err := ctx.Err()
-	for sleep(ctx, backoff) == nil {
-		if err = f(); err == nil {
-			return nil
-		}
-		backoff = min(2*backoff, time.Second)
-	}
-	return err
 }
 
 // Finish ends a forward: a final response is recorded, any other releases
@@ -468,7 +418,7 @@ func (d *Deduper) Finish(ctx context.Context, key string, dec Decision, resp Res
 	err := attempt()
 	if err != nil && !errors.Is(err, ErrClaimLost) {
 		lost := false
-		err = retry(ctx, d.sleep, func() error {
+		err = lease.Retry(ctx, d.sleep, func() error {
 			err := attempt()
 			if errors.Is(err, ErrClaimLost) {
 				lost = true
@@ -565,9 +515,39 @@ const cachedOverhead = 256
 // CacheBytes is the replay cache's size, for tests and metrics.
 func (d *Deduper) CacheBytes() int64 { return d.bytes.Load() }
 
-// Abandon releases a claim whose forward produced no response at all.
-func (d *Deduper) Abandon(ctx context.Context, key, token string) error {
-	return d.store.Release(ctx, key, token)
+// Settlement is how Settle ended a forward.
+type Settlement int
+
+// The settlements.
+const (
+	// SettledAbandoned: no response at all (Response.Status 0: upstream down,
+	// the deadline passed, a copy that failed before the status), or one
+	// marked NotFinal. The claim was released, so the next copy is
+	// forwarded.
+	SettledAbandoned Settlement = iota + 1
+	// SettledReleased: a response that is not final (Config.Final). The claim
+	// was released, so the next copy is forwarded.
+	SettledReleased
+	// SettledRecorded: a final response, recorded and replayed to every later
+	// copy.
+	SettledRecorded
+)
+
+// Settle ends a forward, however it ended: it abandons, releases or
+// records, and says which. An abandoned claim is released with one try
+// (a claim left behind ends with its lease); Finish releases or records
+// the others, retried until ctx ends: give ctx the lease's deadline and
+// not the client's cancellation. The error is the store's (ErrClaimLost
+// when another forward holds the key).
+func (d *Deduper) Settle(ctx context.Context, key string, dec Decision, resp Response) (Settlement, error) {
+	if resp.Status == 0 || resp.NotFinal {
+		return SettledAbandoned, d.store.Release(ctx, key, dec.Token)
+	}
+	recorded, err := d.Finish(ctx, key, dec, resp)
+	if !recorded {
+		return SettledReleased, err
+	}
+	return SettledRecorded, err
 }
 
 // hopByHop are the headers a record leaves out: they describe one

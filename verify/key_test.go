@@ -151,3 +151,26 @@ func TestSecretFingerprint(t *testing.T) {
 		t.Errorf("rfc9421 with a covered ID: %+v, %v; want keyed by ID", d, err)
 	}
 }
+
+// TestDedupeKey: the default key of each key kind, byte for byte the
+// placeholders webhook_dedupe resolved before: {webhook.id};
+// {webhook.scheme}:{webhook.secret_fingerprint}:{webhook.body_sha256};
+// {webhook.scheme}:{webhook.signature_sha256}. A missing part is no key.
+func TestDedupeKey(t *testing.T) {
+	body := func() string { return "b0d7" }
+	for _, tt := range []struct {
+		d    Delivery
+		want string
+	}{
+		{Delivery{Scheme: "standard", ID: "msg_1", Key: KeyID}, "msg_1"},
+		{Delivery{Scheme: "standard", Key: KeyID}, ""},
+		{Delivery{Scheme: "github", ID: "d-1", Key: KeyBody, SecretFingerprint: "f1"}, "github:f1:b0d7"},
+		{Delivery{Scheme: "github", Key: KeyBody}, ""},
+		{Delivery{Scheme: "twilio", Key: KeySignature, SignatureSHA256: "5e"}, "twilio:5e"},
+		{Delivery{Scheme: "twilio", Key: KeySignature}, ""},
+	} {
+		if got := tt.d.DedupeKey(body); got != tt.want {
+			t.Errorf("%+v: DedupeKey = %q, want %q", tt.d, got, tt.want)
+		}
+	}
+}

@@ -43,7 +43,9 @@ type Delivery struct {
 	ID string
 	// Timestamp is the signed timestamp; zero for schemes without one.
 	Timestamp time.Time
-	// Key is what dedupe keys the delivery by, by default.
+	// Scheme names the scheme that verified the delivery.
+	Scheme string
+	// Key is what dedupe keys the delivery by, by default (DedupeKey).
 	Key Key
 	// SignatureSHA256 is the hex SHA-256 of the signature that verified,
 	// when Key is KeySignature; empty otherwise.
@@ -196,7 +198,28 @@ func New(schemeName string, secrets []string, opts Options) (*Verifier, error) {
 // signature against every secret in constant time per comparison.
 func (v *Verifier) Verify(r Request, now time.Time) (Delivery, error) {
 	d, _, err := v.verify(r, now)
+	if err == nil {
+		d.Scheme = v.scheme.name()
+	}
 	return d, err
+}
+
+// DedupeKey is the idempotency key dedupe keys d by, by default, as its
+// Key says: its ID (KeyID); <scheme>:<secret fingerprint>:<body's
+// SHA-256> (KeyBody); <scheme>:<signature's SHA-256> (KeySignature).
+// bodySHA256 returns the body's SHA-256 in hex; it is called for KeyBody
+// only. DedupeKey is "" when the part it needs is empty (a delivery
+// without an ID, or one that did not verify).
+func (d *Delivery) DedupeKey(bodySHA256 func() string) string {
+	switch {
+	case d.Key == KeyBody && d.SecretFingerprint != "":
+		return d.Scheme + ":" + d.SecretFingerprint + ":" + bodySHA256()
+	case d.Key == KeySignature && d.SignatureSHA256 != "":
+		return d.Scheme + ":" + d.SignatureSHA256
+	case d.Key == KeyID:
+		return d.ID
+	}
+	return ""
 }
 
 // verify is Verify, and says which HMAC key matched (an index of keys; -1

@@ -9,7 +9,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/dedupe/freshness"
 )
 
 // Buckets of the freshness state: entities by key, and their expiry index.
@@ -81,8 +81,8 @@ func putEntity(tx *bolt.Tx, key string, old entity, hadOld bool, e entity) error
 
 // judge is what an entity's state means for an event of mark, or 0 when
 // the lease may be taken.
-func judge(e entity, ok bool, mark int64, token string, now time.Time) dedupe.AcquireResult {
-	var res dedupe.AcquireResult
+func judge(e entity, ok bool, mark int64, token string, now time.Time) freshness.AcquireResult {
+	var res freshness.AcquireResult
 	if !ok {
 		return res
 	}
@@ -90,24 +90,24 @@ func judge(e entity, ok bool, mark int64, token string, now time.Time) dedupe.Ac
 		res.Watermark, res.HasWatermark = e.Watermark, true
 	}
 	if e.Token == token && e.LeaseUntil > ms(now) {
-		res.Status = dedupe.Acquired // a retry of this acquire
+		res.Status = freshness.Acquired // a retry of this acquire
 		return res
 	}
 	if res.HasWatermark {
 		if mark < e.Watermark {
-			res.Status = dedupe.Superseded
+			res.Status = freshness.Superseded
 			return res
 		}
 	}
 	if e.Token != "" && e.LeaseUntil > ms(now) {
-		res.Status, res.LeaseUntil = dedupe.Busy, time.UnixMilli(e.LeaseUntil)
+		res.Status, res.LeaseUntil = freshness.Busy, time.UnixMilli(e.LeaseUntil)
 	}
 	return res
 }
 
-// AcquireEntity implements dedupe.EntityStore.
-func (s *Store) AcquireEntity(ctx context.Context, key string, a dedupe.Acquire) (dedupe.AcquireResult, error) {
-	var res dedupe.AcquireResult
+// AcquireEntity implements freshness.EntityStore.
+func (s *Store) AcquireEntity(ctx context.Context, key string, a freshness.Acquire) (freshness.AcquireResult, error) {
+	var res freshness.AcquireResult
 	err := s.db.View(func(tx *bolt.Tx) error {
 		e, ok, err := loadEntity(tx, key)
 		res = judge(e, ok, a.Mark, a.Token, a.Now)
@@ -124,7 +124,7 @@ func (s *Store) AcquireEntity(ctx context.Context, key string, a dedupe.Acquire)
 		if res = judge(e, ok, a.Mark, a.Token, a.Now); res.Status != 0 {
 			return nil
 		}
-		res.Status = dedupe.Acquired
+		res.Status = freshness.Acquired
 		next := e
 		if e.WExpires <= ms(a.Now) {
 			next.Watermark, next.WExpires = 0, 0 // expired: forgotten
@@ -133,13 +133,13 @@ func (s *Store) AcquireEntity(ctx context.Context, key string, a dedupe.Acquire)
 		return putEntity(tx, key, e, ok, next)
 	})
 	if err != nil {
-		return dedupe.AcquireResult{}, fmt.Errorf("bolt acquire: %w", err)
+		return freshness.AcquireResult{}, fmt.Errorf("bolt acquire: %w", err)
 	}
 	return res, nil
 }
 
-// FinishEntity implements dedupe.EntityStore.
-func (s *Store) FinishEntity(ctx context.Context, key, token string, f dedupe.Finish) error {
+// FinishEntity implements freshness.EntityStore.
+func (s *Store) FinishEntity(ctx context.Context, key, token string, f freshness.Finish) error {
 	err := s.commit.Update(func(tx *bolt.Tx) error {
 		e, ok, err := loadEntity(tx, key)
 		if err != nil {
@@ -167,9 +167,9 @@ func (s *Store) FinishEntity(ctx context.Context, key, token string, f dedupe.Fi
 	return nil
 }
 
-// GetEntity implements dedupe.EntityStore.
-func (s *Store) GetEntity(ctx context.Context, key string, now time.Time) (dedupe.EntityState, error) {
-	var st dedupe.EntityState
+// GetEntity implements freshness.EntityStore.
+func (s *Store) GetEntity(ctx context.Context, key string, now time.Time) (freshness.EntityState, error) {
+	var st freshness.EntityState
 	err := s.db.View(func(tx *bolt.Tx) error {
 		e, ok, err := loadEntity(tx, key)
 		if err != nil || !ok {
@@ -184,9 +184,9 @@ func (s *Store) GetEntity(ctx context.Context, key string, now time.Time) (dedup
 		return nil
 	})
 	if err != nil {
-		return dedupe.EntityState{}, fmt.Errorf("bolt get entity: %w", err)
+		return freshness.EntityState{}, fmt.Errorf("bolt get entity: %w", err)
 	}
 	return st, nil
 }
 
-var _ dedupe.EntityStore = (*Store)(nil)
+var _ freshness.EntityStore = (*Store)(nil)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/dedupe/freshness"
 	"github.com/hookgate/hookgate/internal/pathseg"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/internal/route"
@@ -25,7 +26,7 @@ import (
 type Store interface {
 	Get(ctx context.Context, key string, now time.Time) (dedupe.Entry, error)
 	Forget(ctx context.Context, key string) (bool, error)
-	GetEntity(ctx context.Context, entity string, now time.Time) (dedupe.EntityState, error)
+	GetEntity(ctx context.Context, entity string, now time.Time) (freshness.EntityState, error)
 }
 
 // Handler answers the routes, once registered on a router. Uncache, if set, drops a forgotten key from

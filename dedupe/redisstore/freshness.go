@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/dedupe/freshness"
 )
 
 // acquireScript checks an event against the watermark and takes the lease.
@@ -41,28 +41,28 @@ end
 return {1, wm}
 `)
 
-// AcquireEntity implements dedupe.EntityStore.
-func (s *Store) AcquireEntity(ctx context.Context, entity string, a dedupe.Acquire) (dedupe.AcquireResult, error) {
+// AcquireEntity implements freshness.EntityStore.
+func (s *Store) AcquireEntity(ctx context.Context, entity string, a freshness.Acquire) (freshness.AcquireResult, error) {
 	v, err := s.eval(ctx, acquireScript, "evalsha", acquireScript.Hash(), 1, entityKey(s.prefix, entity),
 		a.Mark, a.Token, ms(a.Now), a.Lease.Milliseconds(), gcSlack.Milliseconds()).Slice()
 	if err != nil {
-		return dedupe.AcquireResult{}, fmt.Errorf("redis acquire: %w", err)
+		return freshness.AcquireResult{}, fmt.Errorf("redis acquire: %w", err)
 	}
 	code, _ := v[0].(int64)
-	res := dedupe.AcquireResult{Status: dedupe.AcquireStatus(code)}
+	res := freshness.AcquireResult{Status: freshness.AcquireStatus(code)}
 	var n int64
 	if len(v) > 1 && v[1] != nil {
 		if n, err = strconv.ParseInt(str(v[1]), 10, 64); err != nil {
-			return dedupe.AcquireResult{}, fmt.Errorf("redis acquire: bad answer %v", v)
+			return freshness.AcquireResult{}, fmt.Errorf("redis acquire: bad answer %v", v)
 		}
 	}
 	switch res.Status {
-	case dedupe.Acquired, dedupe.Superseded:
+	case freshness.Acquired, freshness.Superseded:
 		res.Watermark, res.HasWatermark = n, len(v) > 1 && v[1] != nil
-	case dedupe.Busy:
+	case freshness.Busy:
 		res.LeaseUntil = time.UnixMilli(n)
 	default:
-		return dedupe.AcquireResult{}, fmt.Errorf("redis acquire: unexpected answer %v", v)
+		return freshness.AcquireResult{}, fmt.Errorf("redis acquire: unexpected answer %v", v)
 	}
 	return res, nil
 }
@@ -93,8 +93,8 @@ redis.call('HSET', KEYS[1], 'tok', '', 'lu', 0)
 return 1
 `)
 
-// FinishEntity implements dedupe.EntityStore.
-func (s *Store) FinishEntity(ctx context.Context, entity, token string, f dedupe.Finish) error {
+// FinishEntity implements freshness.EntityStore.
+func (s *Store) FinishEntity(ctx context.Context, entity, token string, f freshness.Finish) error {
 	advance := "0"
 	if f.Advance {
 		advance = "1"
@@ -107,13 +107,13 @@ func (s *Store) FinishEntity(ctx context.Context, entity, token string, f dedupe
 	return nil
 }
 
-// GetEntity implements dedupe.EntityStore.
-func (s *Store) GetEntity(ctx context.Context, entity string, now time.Time) (dedupe.EntityState, error) {
+// GetEntity implements freshness.EntityStore.
+func (s *Store) GetEntity(ctx context.Context, entity string, now time.Time) (freshness.EntityState, error) {
 	v, err := s.rdb.HMGet(ctx, entityKey(s.prefix, entity), "wm", "we", "tok", "lu").Result()
 	if err != nil {
-		return dedupe.EntityState{}, fmt.Errorf("redis get entity: %w", err)
+		return freshness.EntityState{}, fmt.Errorf("redis get entity: %w", err)
 	}
-	var st dedupe.EntityState
+	var st freshness.EntityState
 	we, _ := strconv.ParseInt(str(v[1]), 10, 64)
 	if wm, err := strconv.ParseInt(str(v[0]), 10, 64); err == nil && we > ms(now) {
 		st.Watermark, st.HasWatermark, st.WatermarkExpires = wm, true, time.UnixMilli(we)
@@ -124,4 +124,4 @@ func (s *Store) GetEntity(ctx context.Context, entity string, now time.Time) (de
 	return st, nil
 }
 
-var _ dedupe.EntityStore = (*Store)(nil)
+var _ freshness.EntityStore = (*Store)(nil)

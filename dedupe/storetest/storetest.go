@@ -15,12 +15,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/dedupe/freshness"
 )
 
 // Backend is what a backend provides: the dedupe and freshness stores.
 type Backend interface {
 	dedupe.Store
-	dedupe.EntityStore
+	freshness.EntityStore
 }
 
 // NewStore returns a store for one test, isolated from every other test's
@@ -215,11 +216,11 @@ func Run(t *testing.T, newStore NewStore) {
 		}
 		mustClaim(t, s, "k", claim(fpA, "tok2", t0), dedupe.Recorded) // a record is never released
 
-		mustAcquire(t, s, "e", acquire(10, "a", t0), dedupe.Acquired)
-		mustAcquire(t, s, "e", acquire(10, "a", t0), dedupe.Acquired)
+		mustAcquire(t, s, "e", acquire(10, "a", t0), freshness.Acquired)
+		mustAcquire(t, s, "e", acquire(10, "a", t0), freshness.Acquired)
 		mustFinish(t, s, "e", "a", advance(10, t0))
 		mustFinish(t, s, "e", "a", advance(10, t0))
-		mustAcquire(t, s, "e", acquire(11, "b", t0), dedupe.Acquired)
+		mustAcquire(t, s, "e", acquire(11, "b", t0), freshness.Acquired)
 	})
 
 	t.Run("ConcurrentClaimsHaveOneWinner", func(t *testing.T) {

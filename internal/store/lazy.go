@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/dedupe/freshness"
 )
 
 // Lazy is the state as the handlers use it. It opens the store on first
@@ -143,17 +144,17 @@ func (l *Lazy) Forget(ctx context.Context, key string) (bool, error) {
 	return l.st.Forget(ctx, key)
 }
 
-func (l *Lazy) GetEntity(ctx context.Context, entity string, now time.Time) (dedupe.EntityState, error) {
+func (l *Lazy) GetEntity(ctx context.Context, entity string, now time.Time) (freshness.EntityState, error) {
 	if _, err := l.Conn(); err != nil { // an operator's command: not timed
-		return dedupe.EntityState{}, err
+		return freshness.EntityState{}, err
 	}
 	return l.st.GetEntity(ctx, entity, now)
 }
 
-func (l *Lazy) AcquireEntity(ctx context.Context, entity string, a dedupe.Acquire) (dedupe.AcquireResult, error) {
+func (l *Lazy) AcquireEntity(ctx context.Context, entity string, a freshness.Acquire) (freshness.AcquireResult, error) {
 	s, start, err := l.state()
 	if err != nil {
-		return dedupe.AcquireResult{}, err
+		return freshness.AcquireResult{}, err
 	}
 	defer l.done(ctx, opAcquireEntity, start)
 	res, err := s.AcquireEntity(ctx, entity, a)
@@ -161,7 +162,7 @@ func (l *Lazy) AcquireEntity(ctx context.Context, entity string, a dedupe.Acquir
 	return res, err
 }
 
-func (l *Lazy) FinishEntity(ctx context.Context, entity, token string, f dedupe.Finish) error {
+func (l *Lazy) FinishEntity(ctx context.Context, entity, token string, f freshness.Finish) error {
 	s, start, err := l.state()
 	if err != nil {
 		return err

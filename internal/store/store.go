@@ -24,6 +24,7 @@ import (
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/dedupe/boltstore"
+	"github.com/hookgate/hookgate/dedupe/freshness"
 	"github.com/hookgate/hookgate/dedupe/redisstore"
 	"github.com/hookgate/hookgate/internal/boltfile"
 	"github.com/hookgate/hookgate/sender"
@@ -67,7 +68,7 @@ func (c Config) Check() error {
 // State is what the store holds for the receiver: dedupe and freshness.
 type State interface {
 	dedupe.Store
-	dedupe.EntityStore
+	freshness.EntityStore
 }
 
 // Conn is an open store. On Redis, what it hands out takes a key prefix:

@@ -11,7 +11,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/dedupe/freshness"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
 )
@@ -119,7 +119,7 @@ func eventOf(r *http.Request) (*sender.Event, error) {
 	}
 	e := &sender.Event{ID: id, EventType: in.EventType, Entity: in.Entity, Payload: in.Payload, ContentType: "application/json"}
 	if in.EventTime != "" {
-		t, err := dedupe.ParseEventTime(in.EventTime)
+		t, err := freshness.ParseEventTime(in.EventTime)
 		if err != nil {
 			return nil, Errorf(problem.MalformedEventTime, "%v", err)
 		}

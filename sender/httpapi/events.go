@@ -11,7 +11,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/dedupe/freshness"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
 )
@@ -116,7 +116,7 @@ func (in *Inbound) Event() (*sender.Event, error) {
 	}
 	ev := &sender.Event{ID: id, EventType: in.EventType, Entity: in.Entity, Payload: in.Body, ContentType: contentType}
 	if in.EventTime != "" {
-		t, err := dedupe.ParseEventTime(in.EventTime)
+		t, err := freshness.ParseEventTime(in.EventTime)
 		if err != nil {
 			return nil, Errorf(problem.MalformedEventTime, "%v", err)
 		}

@@ -1,7 +1,20 @@
-package dedupe
+// Package freshness holds the stale-event rule, which keeps a receiver
+// from applying an event older than one it already applied to the same
+// entity: per entity, a watermark of the newest applied event (by the
+// event's own time or by a sequence number, never by arrival: a [Mark])
+// and a lease, so that one entity's events are checked and applied one at
+// a time. An event older than the watermark is superseded (an equal one
+// is applied); one whose own time is older than the allowed age
+// ([Config].MaxAge) is too old, whatever its arrival time; and the
+// watermark moves up only when the upstream applied the event (answered
+// 2xx). Its backend is an [EntityStore], which dedupe's redisstore and
+// boltstore implement and dedupe/storetest holds to one suite. It
+// imports no Caddy.
+package freshness
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"math"
@@ -9,16 +22,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookgate/hookgate/dedupe/internal/lease"
 	"github.com/hookgate/hookgate/internal/problem"
 )
-
-// The freshness rule: per entity, a watermark of the newest event applied
-// (by event time or by sequence number), and an entity lease so that the
-// events of one entity are checked and applied one at a time. An event
-// older than the watermark is superseded (an equal one is applied); an
-// event whose own time is older than the allowed age is too old, whatever
-// its arrival time. The watermark moves only when the upstream applied the
-// event (answered 2xx).
 
 // EntityStore keeps the watermarks and entity leases. Each method is atomic.
 type EntityStore interface {
@@ -53,11 +59,34 @@ type EntityState struct {
 // sequence: an operator's view.
 func (f *Freshness) Inspect(ctx context.Context, entity string) (byTime, bySequence EntityState, err error) {
 	now := f.now()
-	if byTime, err = f.store.GetEntity(ctx, "t:"+entity, now); err != nil {
+	if byTime, err = f.store.GetEntity(ctx, Mark{}.key(entity), now); err != nil {
 		return
 	}
-	bySequence, err = f.store.GetEntity(ctx, "s:"+entity, now)
+	bySequence, err = f.store.GetEntity(ctx, Mark{bySequence: true}.key(entity), now)
 	return
+}
+
+// Mark is where an event stands in its entity's order: its own time
+// (TimeMark) or its sequence number (SequenceMark). An entity's marks of
+// the two kinds are watermarks apart.
+type Mark struct {
+	bySequence bool
+	value      int64     // the time in unix µs, or the sequence number
+	time       time.Time // by time
+}
+
+// TimeMark is the mark of an event by its own time.
+func TimeMark(t time.Time) Mark { return Mark{value: t.UnixMicro(), time: t} }
+
+// SequenceMark is the mark of an event by its sequence number.
+func SequenceMark(seq int64) Mark { return Mark{bySequence: true, value: seq} }
+
+// key is the store's key of entity's watermark of m's kind.
+func (m Mark) key(entity string) string {
+	if m.bySequence {
+		return "s:" + entity
+	}
+	return "t:" + entity
 }
 
 // Acquire is what EntityStore.AcquireEntity checks and writes.
@@ -96,6 +125,15 @@ type AcquireResult struct {
 	LeaseUntil time.Time
 }
 
+// Defaults of Config.
+const (
+	DefaultLease     = 30 * time.Second
+	DefaultRetention = 720 * time.Hour
+)
+
+// MaxEntityLen is the longest entity the stores accept, in bytes.
+const MaxEntityLen = 1024
+
 // Freshness outcomes, as metric results and problem reasons.
 const (
 	ResultApplied    = "applied"
@@ -104,7 +142,7 @@ const (
 	ResultBusy       = "entity_busy"
 )
 
-// Errors of Freshness.Check for events that are not judged at all.
+// Errors of Check for events that are not judged at all.
 var (
 	ErrEventInFuture = errors.New("event time is more than 5 minutes in the future")
 )
@@ -113,8 +151,8 @@ var (
 // future-dated event must not freeze its entity for ever.
 const MaxFuture = 5 * time.Minute
 
-// FreshnessConfig tunes a Freshness.
-type FreshnessConfig struct {
+// Config tunes a Freshness.
+type Config struct {
 	// MaxAge makes an event stale when its own time is older (event times
 	// only). Zero: no limit.
 	MaxAge time.Duration
@@ -129,27 +167,41 @@ type FreshnessConfig struct {
 	Retention time.Duration
 }
 
-// Freshness runs the freshness rule over an EntityStore.
+// Freshness runs the freshness rule over an EntityStore. It is safe for
+// concurrent use.
 type Freshness struct {
-	deps
 	store    EntityStore
-	cfg      FreshnessConfig
-	releases chan struct{} // the lost leases being released (maxLostReleases)
+	cfg      Config
+	now      func() time.Time
+	releases lease.Releases // the lost leases being released
 }
 
-// NewFreshness returns a Freshness over store.
-func NewFreshness(store EntityStore, cfg FreshnessConfig, opts ...Option) (*Freshness, error) {
+// Option configures a Freshness.
+type Option func(*Freshness)
+
+// WithClock sets the clock; the default is time.Now.
+func WithClock(now func() time.Time) Option { return func(f *Freshness) { f.now = now } }
+
+// New returns a Freshness over store.
+func New(store EntityStore, cfg Config, opts ...Option) (*Freshness, error) {
 	if cfg.Lease == 0 {
 		cfg.Lease = DefaultLease
 	}
 	if cfg.Retention == 0 {
-		cfg.Retention = 720 * time.Hour
+		cfg.Retention = DefaultRetention
 	}
 	if cfg.Lease < time.Second || cfg.MaxAge < 0 || cfg.Wait < 0 || cfg.Retention < cfg.Lease {
 		return nil, fmt.Errorf("freshness: lease must be at least 1s, retention at least the lease, max_age and wait not negative")
 	}
-	return &Freshness{deps: newDeps(opts), store: store, cfg: cfg, releases: make(chan struct{}, maxLostReleases)}, nil
+	f := &Freshness{store: store, cfg: cfg, now: time.Now, releases: lease.NewReleases()}
+	for _, o := range opts {
+		o(f)
+	}
+	return f, nil
 }
+
+// Lease returns the configured lease.
+func (f *Freshness) Lease() time.Duration { return f.cfg.Lease }
 
 // Judgement is Check's answer.
 type Judgement struct {
@@ -163,30 +215,26 @@ type Judgement struct {
 	LeaseUntil time.Time
 }
 
-// CheckTime judges an event by its time. An event time more than
-// MaxFuture ahead fails with ErrEventInFuture.
-func (f *Freshness) CheckTime(ctx context.Context, entity string, eventTime time.Time) (Judgement, error) {
-	now := f.now()
-	if eventTime.Sub(now) > MaxFuture {
-		return Judgement{}, ErrEventInFuture
+// Check judges an event of entity at mark. An event time more than
+// MaxFuture ahead fails with ErrEventInFuture; MaxAge judges event times
+// only.
+func (f *Freshness) Check(ctx context.Context, entity string, mark Mark) (Judgement, error) {
+	if !mark.bySequence {
+		now := f.now()
+		if mark.time.Sub(now) > MaxFuture {
+			return Judgement{}, ErrEventInFuture
+		}
+		if f.cfg.MaxAge > 0 && now.Sub(mark.time) > f.cfg.MaxAge {
+			return Judgement{Result: ResultTooOld}, nil
+		}
 	}
-	if f.cfg.MaxAge > 0 && now.Sub(eventTime) > f.cfg.MaxAge {
-		return Judgement{Result: ResultTooOld}, nil
-	}
-	return f.check(ctx, "t:"+entity, eventTime.UnixMicro())
-}
+	key := mark.key(entity)
 
-// CheckSequence judges an event by its sequence number.
-func (f *Freshness) CheckSequence(ctx context.Context, entity string, seq int64) (Judgement, error) {
-	return f.check(ctx, "s:"+entity, seq)
-}
-
-func (f *Freshness) check(ctx context.Context, key string, mark int64) (Judgement, error) {
 	deadline := f.now().Add(f.cfg.Wait)
 	poll := 5 * time.Millisecond
 	for {
-		token, now := f.token(), f.now()
-		res, err := f.store.AcquireEntity(ctx, key, Acquire{Mark: mark, Token: token, Lease: f.cfg.Lease, Now: now})
+		token, now := rand.Text(), f.now()
+		res, err := f.store.AcquireEntity(ctx, key, Acquire{Mark: mark.value, Token: token, Lease: f.cfg.Lease, Now: now})
 		if err != nil {
 			// The lease may have been taken although the reply was lost
 			// (a timeout, the client leaving): it would hold back every
@@ -205,7 +253,7 @@ func (f *Freshness) check(ctx context.Context, key string, mark int64) (Judgemen
 			if !now.Before(deadline) {
 				return Judgement{Result: ResultBusy, LeaseUntil: res.LeaseUntil}, nil
 			}
-			if err := f.sleep(ctx, min(poll, deadline.Sub(now))); err != nil {
+			if err := lease.Sleep(ctx, min(poll, deadline.Sub(now))); err != nil {
 				return Judgement{}, err
 			}
 			poll = min(poll*2, 50*time.Millisecond)
@@ -218,32 +266,24 @@ func (f *Freshness) check(ctx context.Context, key string, mark int64) (Judgemen
 // releaseLost frees, in the background, an entity lease whose acquire
 // failed, if it holds it; the watermark is left as it is.
 func (f *Freshness) releaseLost(key, token string, leaseUntil time.Time) {
-	f.inBackground(f.releases, leaseUntil, func(ctx context.Context) error {
+	f.releases.Release(lease.Sleep, leaseUntil, func(ctx context.Context) error {
 		return f.store.FinishEntity(ctx, key, token, Finish{Retention: f.cfg.Retention, Now: f.now()})
 	})
 }
 
-// DoneTime ends an applied event judged by CheckTime: the watermark moves
-// to eventTime when the upstream applied it (applied), and the entity's
-// lease is released either way. A store failure is retried until ctx ends.
-func (f *Freshness) DoneTime(ctx context.Context, entity, token string, eventTime time.Time, applied bool) error {
-	return f.done(ctx, "t:"+entity, token, eventTime.UnixMicro(), applied)
-}
-
-// DoneSequence ends an applied event judged by CheckSequence.
-func (f *Freshness) DoneSequence(ctx context.Context, entity, token string, seq int64, applied bool) error {
-	return f.done(ctx, "s:"+entity, token, seq, applied)
-}
-
-// done finishes the event, retrying a store failure until ctx ends: give
-// ctx the entity lease's deadline, not the client's cancellation.
-func (f *Freshness) done(ctx context.Context, key, token string, mark int64, applied bool) error {
+// Done ends an event of entity at mark that Check judged applied, under
+// the lease token: the watermark moves to mark when the upstream applied
+// it (applied), and the entity's lease is released either way. A store
+// failure is retried until ctx ends: give ctx the entity lease's
+// deadline, not the client's cancellation.
+func (f *Freshness) Done(ctx context.Context, entity, token string, mark Mark, applied bool) error {
+	key := mark.key(entity)
 	finish := func() error {
-		return f.store.FinishEntity(ctx, key, token, Finish{Advance: applied, Mark: mark, Retention: f.cfg.Retention, Now: f.now()})
+		return f.store.FinishEntity(ctx, key, token, Finish{Advance: applied, Mark: mark.value, Retention: f.cfg.Retention, Now: f.now()})
 	}
 	err := finish()
 	if err != nil {
-		err = retry(ctx, f.sleep, finish)
+		err = lease.Retry(ctx, lease.Sleep, finish)
 	}
 	return err
 }
