@@ -116,7 +116,7 @@ func newConsoleFixture(t *testing.T) *consoleFixture {
 			url %s
 			secret %s
 		}
-	}`, srv.URL(), randomID("it"), f.up.URL, devSecret, f.up.URL, devSecret, lossy.URL, devSecret)
+	}`, srv.URL(), redistest.Prefix("it"), f.up.URL, devSecret, f.up.URL, devSecret, lossy.URL, devSecret)
 	site := fmt.Sprintf(`handle_path /console/* {
 		webhook_console
 	}
