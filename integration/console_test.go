@@ -268,7 +268,7 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 }
 
 // screenshot takes a full-page PNG of the current page and checks it;
-// with -update it is kept as docs/console/<name>.png for the README.
+// with -update it is kept as docs/console/<name>.png for docs/sending.md.
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
 	buf := value(t, ctx, chromedp.FullScreenshot(100))
