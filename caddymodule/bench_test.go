@@ -22,6 +22,7 @@ import (
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/dedupe/redisstore"
+	"github.com/hookgate/hookgate/internal/cputime"
 	"github.com/hookgate/hookgate/internal/redistest"
 	"github.com/hookgate/hookgate/internal/store"
 	"github.com/hookgate/hookgate/internal/telemetry"
@@ -264,19 +265,19 @@ func BenchmarkReplay(b *testing.B) {
 		const chunk = 64
 		var tReplay, tRespond, tVerify time.Duration
 		for b.Loop() {
-			t0 := threadCPU(b)
+			t0 := cputime.Thread(b)
 			for range chunk {
 				serve(b, respond, q, w, http.StatusOK)
 			}
-			t1 := threadCPU(b)
+			t1 := cputime.Thread(b)
 			for range chunk {
 				serve(b, replay, q, w, http.StatusOK)
 			}
-			t2 := threadCPU(b)
+			t2 := cputime.Thread(b)
 			for range chunk {
 				serve(b, verifyRespond, q, w, http.StatusOK)
 			}
-			t3 := threadCPU(b)
+			t3 := cputime.Thread(b)
 			tRespond += t1 - t0
 			tReplay += t2 - t1
 			tVerify += t3 - t2
@@ -326,13 +327,13 @@ func BenchmarkForwardUnique(b *testing.B) {
 			for i := range reqs {
 				reqs[i] = q.next()
 			}
-			t0 := threadCPU(b)
+			t0 := cputime.Thread(b)
 			for _, r := range reqs {
 				if err := h.ServeHTTP(w.reset(), r); err != nil || w.status != http.StatusOK {
 					b.Fatalf("%d %v", w.status, err)
 				}
 			}
-			return threadCPU(b) - t0
+			return cputime.Thread(b) - t0
 		}
 		var tUnique, tVerify, tRespond time.Duration
 		for b.Loop() {

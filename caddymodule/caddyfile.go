@@ -54,8 +54,8 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 //	}
 //
 // The store defaults to file in caddy.AppDataDir()/hookgate, key_prefix to
-// hookgate. destination and reconcile repeat, one block per name; the
-// README's "The sender" and "Reconcile" give their blocks. Repeated
+// hookgate. destination and reconcile repeat, one block per name;
+// docs/sending.md ("The sender") and docs/reconcile.md give their blocks. Repeated
 // hookgate blocks merge; a subdirective or a name given twice is an error.
 func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // consume option name

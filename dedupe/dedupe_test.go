@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/dedupe/boltstore"
+	"github.com/hookgate/hookgate/internal/bolttest"
 )
 
 // newStore returns a real embedded store on a temp file.
@@ -23,15 +23,12 @@ func newStore(t *testing.T) dedupe.Store { return newStoreWith(t, nil) }
 
 func newStoreWith(t *testing.T, opts *bolt.Options) dedupe.Store {
 	t.Helper()
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := bolttest.Open(t, opts)
 	s, err := boltstore.New(db, boltstore.Options{PurgeEvery: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.Close(); _ = db.Close() })
+	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
 

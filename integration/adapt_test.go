@@ -107,7 +107,7 @@ func TestAdaptExamples(t *testing.T) {
 }
 
 // TestExamplesMountHealth: every example with a site mounts webhook_health
-// at /healthz, as the README's "Readiness" says: a top-level route of a
+// at /healthz, as docs/deploy.md's "Readiness" says: a top-level route of a
 // server that matches the path /healthz and holds the handler, with no
 // route before it that runs webhook_verify (which would ask the probe for
 // a signature).

@@ -116,7 +116,7 @@ func newConsoleFixture(t *testing.T) *consoleFixture {
 			url %s
 			secret %s
 		}
-	}`, srv.URL(), randomID("it"), f.up.URL, devSecret, f.up.URL, devSecret, lossy.URL, devSecret)
+	}`, srv.URL(), redistest.Prefix("it"), f.up.URL, devSecret, f.up.URL, devSecret, lossy.URL, devSecret)
 	site := fmt.Sprintf(`handle_path /console/* {
 		webhook_console
 	}
@@ -268,7 +268,7 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 }
 
 // screenshot takes a full-page PNG of the current page and checks it;
-// with -update it is kept as docs/console/<name>.png for the README.
+// with -update it is kept as docs/console/<name>.png for docs/sending.md.
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
 	buf := value(t, ctx, chromedp.FullScreenshot(100))

@@ -240,7 +240,7 @@ func TestDedupeRedisStoppedUnderLoad(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		_, _ = fmt.Fprint(w, `{"ok":true}`)
 	})
-	prefix := randomID("it")
+	prefix := redistest.Prefix("it")
 	global := fmt.Sprintf("hookgate {\n\t\tstore redis %s\n\t\tkey_prefix %s\n\t}", srv.URL(), prefix)
 	g := startGateway(t, dedupeSite(up.Addr(), "lease 3s"), gatewayOptions{Global: global})
 	s := signer(t, "standard", devSecret)

@@ -23,7 +23,7 @@ func randomID(prefix string) string {
 // redisGlobal is the hookgate global option for a Redis store with a key
 // prefix of its own.
 func redisGlobal(url string) string {
-	return fmt.Sprintf("hookgate {\n\t\tstore redis %s\n\t\tkey_prefix %s\n\t}", url, randomID("it"))
+	return fmt.Sprintf("hookgate {\n\t\tstore redis %s\n\t\tkey_prefix %s\n\t}", url, redistest.Prefix("it"))
 }
 
 // dedupeSite is a verify + dedupe + reverse_proxy chain.

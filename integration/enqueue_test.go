@@ -159,7 +159,7 @@ func TestEnqueueRetryAfterRedisHung(t *testing.T) {
 		delivered[r.Header.Get("Webhook-Id")]++
 		mu.Unlock()
 	})
-	global := senderGlobal(fmt.Sprintf("store redis %s\n\t\tkey_prefix %s", srv.URL(), randomID("it")), "http://"+up.Addr(), "")
+	global := senderGlobal(fmt.Sprintf("store redis %s\n\t\tkey_prefix %s", srv.URL(), redistest.Prefix("it")), "http://"+up.Addr(), "")
 	g := startGateway(t, "webhook_enqueue enrollment", gatewayOptions{Global: global})
 	// A first enqueue loads the script: those sent while Redis hangs are
 	// EVALSHAs that run when it wakes.

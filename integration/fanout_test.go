@@ -350,7 +350,7 @@ func TestFanOutCompletesAfterSIGKILL(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
-	prefix := randomID("fan")
+	prefix := redistest.Prefix("fan")
 	const n = 200
 	// The subscribers' port takes no connection until the restart: every
 	// attempt before it fails (transient), so none is delivered before the

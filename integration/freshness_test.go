@@ -49,7 +49,7 @@ func eventTimes(t *testing.T, rs []recorded) []time.Time {
 	return out
 }
 
-// TestFreshnessStory is the README's story: the seat's hold expires at
+// TestFreshnessStory is docs/receiving.md's story: the seat's hold expires at
 // 10:00, the payment confirms it at 10:05, and the delayed
 // reservation.expired (event time 10:00) arrives at 10:12. It must not be
 // applied, and its duplicate must get the same answer.

@@ -25,7 +25,7 @@ func TestHealthRedisOutage(t *testing.T) {
 			url http://%s/
 			secret %s
 		}
-	}`, srv.URL(), randomID("it"), up.Addr(), devSecret)
+	}`, srv.URL(), redistest.Prefix("it"), up.Addr(), devSecret)
 	site := `handle /healthz {
 		webhook_health
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/hookgate/hookgate/verify"
 )
 
-// The README's Box example: Box signs the body and the timestamp, not
+// docs/receiving.md's Box example: Box signs the body and the timestamp, not
 // BOX-DELIVERY-ID.
 var boxHMAC = verify.HMAC{
 	IDHeader: "BOX-DELIVERY-ID", TimestampHeader: "BOX-DELIVERY-TIMESTAMP", SignatureHeader: "BOX-SIGNATURE-PRIMARY",

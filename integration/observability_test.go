@@ -118,7 +118,7 @@ func TestSLIMetricsAndDashboard(t *testing.T) {
 			secret %s
 			workers 1
 		}
-	}`, srv.URL(), randomID("it"), receiver, devSecret, bad.Addr(), devSecret, down.Addr(), devSecret)
+	}`, srv.URL(), redistest.Prefix("it"), receiver, devSecret, bad.Addr(), devSecret, down.Addr(), devSecret)
 	site := fmt.Sprintf(`
 	route /enqueue/ok {
 		webhook_enqueue ok

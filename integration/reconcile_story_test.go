@@ -19,11 +19,11 @@ import (
 	"github.com/hookgate/hookgate/verify"
 )
 
-// reconcileExample is the example the README's walk-through runs.
+// reconcileExample is the example docs/reconcile.md's step by step runs.
 const reconcileExample = "../caddyfiles/reconcile.Caddyfile"
 
-// execSQLFile runs one of caddyfiles/reconcile/'s SQL files, as the
-// README's psql -f does.
+// execSQLFile runs one of caddyfiles/reconcile/'s SQL files, as
+// docs/reconcile.md's psql -f does.
 func execSQLFile(t *testing.T, conn *pgx.Conn, name string) {
 	t.Helper()
 	sql, err := os.ReadFile(filepath.Join("../caddyfiles/reconcile", name))
@@ -35,7 +35,7 @@ func execSQLFile(t *testing.T, conn *pgx.Conn, name string) {
 	}
 }
 
-// TestReconcileStory runs the README's "Reconcile, step by step" against
+// TestReconcileStory runs docs/reconcile.md's "Reconcile, step by step" against
 // caddyfiles/reconcile/'s schema.sql and seed.sql, with a real PostgreSQL
 // and caddyfiles/reconcile.Caddyfile run as it is (on the embedded store:
 // no Redis): the report of one drift of each kind and exit 1, the row
@@ -49,7 +49,7 @@ func TestReconcileStory(t *testing.T) {
 	execSQLFile(t, conn, "seed.sql")
 
 	// The enrollment service: it records the events (the test applies
-	// them with receiver.sql, as the README does).
+	// them with receiver.sql, as docs/reconcile.md does).
 	enroll := newUpstream(t, nil)
 	admin := freePort(t)
 	dir := t.TempDir()
@@ -136,7 +136,7 @@ func TestReconcileStory(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("the enrollment service got %q; want the two repairs, once each", got)
 	}
-	// The README shows them in the gateway's delivery history.
+	// docs/reconcile.md shows them in the gateway's delivery history.
 	list := exec.Command(binary, "deliveries", "list", "--destination", "enrollment", "--address", fmt.Sprintf("127.0.0.1:%d", admin))
 	if b, err := list.CombinedOutput(); err != nil || !strings.Contains(string(b), "reconcile:r-1002:confirmed:1") || !strings.Contains(string(b), "reconcile:r-1003:expired:2") {
 		t.Errorf("deliveries list: %v\n%s", err, b)

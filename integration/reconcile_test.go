@@ -301,7 +301,7 @@ func TestReconcileSchedule(t *testing.T) {
 	recv := startGateway(t, dedupeSite(up.Addr(), ""), gatewayOptions{})
 
 	rd := redistest.Start(t)
-	store := fmt.Sprintf("store redis %s\n\t\tkey_prefix %s", rd.URL(), randomID("it"))
+	store := fmt.Sprintf("store redis %s\n\t\tkey_prefix %s", rd.URL(), redistest.Prefix("it"))
 	global := strings.TrimSuffix(senderGlobal(store, recv.URL, ""), "}") + `
 		reconcile enrollments {
 			truth    postgres {env.TRUTH_DSN} "SELECT id, status, version, updated_at FROM reservations"

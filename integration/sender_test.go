@@ -548,7 +548,7 @@ func TestBreakerOpensOnEveryInstance(t *testing.T) {
 			url http://%s
 			secret %s
 		}
-	}`, srv.URL(), randomID("it"), downURL.Addr(), devSecret, healthy.Addr(), devSecret)
+	}`, srv.URL(), redistest.Prefix("it"), downURL.Addr(), devSecret, healthy.Addr(), devSecret)
 	site := "route /down {\n\t\twebhook_enqueue down\n\t}\n\troute /healthy {\n\t\twebhook_enqueue healthy\n\t}"
 	// The first instance meets the outage and opens the breaker; the
 	// second starts after, and finds it open in the shared state: it never
@@ -626,7 +626,7 @@ func TestSenderRecoversFromARedisRestart(t *testing.T) {
 	srv := redistest.StartWith(t, "--appendonly", "yes", "--appendfsync", "always")
 	up := newApplier(t, 1500*time.Millisecond)
 	recv := startGateway(t, dedupeSite(up.Listener.Addr().String(), "in_flight wait 3s"), gatewayOptions{})
-	global := senderGlobal(fmt.Sprintf("store redis %s\n\t\tkey_prefix %s", srv.URL(), randomID("it")), recv.URL, "")
+	global := senderGlobal(fmt.Sprintf("store redis %s\n\t\tkey_prefix %s", srv.URL(), redistest.Prefix("it")), recv.URL, "")
 	g := startGateway(t, "webhook_enqueue enrollment", gatewayOptions{Global: global})
 	const n = 500
 	enqueueEvents(t, g.URL, "restart", n)

@@ -90,7 +90,7 @@ func TestHealthWhenRedisRefusesWrites(t *testing.T) {
 
 // TestStopWaitsForTheExit: `hookgate stop` returns once the gateway's
 // process has exited (gone, or a zombie its parent has not reaped yet),
-// so the README's restore recipe (stop, then put the backup in place)
+// so docs/operations.md's restore recipe (stop, then put the backup in place)
 // never races it. An admin request in flight (here an upload that stalls,
 // as a stalled backup download would) holds the exit back until Caddy's
 // admin server gives up on it, 10 s later: Caddy's own stop returned at

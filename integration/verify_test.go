@@ -49,7 +49,7 @@ func problemBody(t testing.TB, status int, h http.Header, body []byte) string {
 	return p.Reason
 }
 
-// TestVerifyStatusTable sends each row of the README's webhook_verify rejection table
+// TestVerifyStatusTable sends each row of docs/receiving.md's webhook_verify rejection table
 // through a real hookgate and checks the answer and what reached upstream.
 func TestVerifyStatusTable(t *testing.T) {
 	up := newUpstream(t, nil)

@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/dedupe/boltstore"
 	"github.com/hookgate/hookgate/internal/boltfile"
+	"github.com/hookgate/hookgate/internal/bolttest"
 )
 
 // claimerFake records the claims made and answers with status or err.
@@ -66,11 +66,7 @@ func TestStoreLockerClaim(t *testing.T) {
 // TestStoreLockerOneInstance: over one embedded store, the first instance
 // to claim a slot holds it and another does not; the next slot is free.
 func TestStoreLockerOneInstance(t *testing.T) {
-	db, err := boltfile.OpenFile(filepath.Join(t.TempDir(), "state.db"), time.Second, false, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db := bolttest.Open(t, boltfile.Options(time.Second, false))
 	store, err := boltstore.New(db, boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)

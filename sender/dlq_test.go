@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/hookgate/hookgate/internal/bolttest"
 	"github.com/hookgate/hookgate/sender"
 	"github.com/hookgate/hookgate/sender/boltqueue"
 )
@@ -137,11 +137,7 @@ func TestDeadLetterKeepsWhatTheReceiverSaid(t *testing.T) {
 // through the queue's own calls: letter i dead at base plus i minutes.
 func deadAt(t *testing.T, n int, base time.Time) sender.AuditedQueue {
 	t.Helper()
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, &bolt.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db := bolttest.Open(t, &bolt.Options{NoSync: true})
 	q, err := boltqueue.New(db, 24*time.Hour)
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package sender_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/hookgate/hookgate/internal/bolttest"
 	"github.com/hookgate/hookgate/sender"
 	"github.com/hookgate/hookgate/sender/boltqueue"
 )
@@ -20,11 +20,7 @@ import (
 // seconds (k its index), so that the three interleave.
 func settledQueue(t *testing.T, n int, base time.Time) sender.AuditedQueue {
 	t.Helper()
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, &bolt.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db := bolttest.Open(t, &bolt.Options{NoSync: true})
 	q, err := boltqueue.New(db, 24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -254,11 +250,7 @@ func TestResendByIDsLooksThemUp(t *testing.T) {
 // answered "none" with a cursor (issue 29).
 func TestHistoryScansOnWhileNothingMatches(t *testing.T) {
 	base := time.UnixMilli(1_800_000_000_000)
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, &bolt.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db := bolttest.Open(t, &bolt.Options{NoSync: true})
 	q, err := boltqueue.New(db, 24*time.Hour)
 	if err != nil {
 		t.Fatal(err)

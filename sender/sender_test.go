@@ -15,6 +15,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/hookgate/hookgate/internal/bolttest"
 	"github.com/hookgate/hookgate/sender"
 	"github.com/hookgate/hookgate/sender/boltqueue"
 	"github.com/hookgate/hookgate/verify"
@@ -69,11 +70,7 @@ func (r *receiver) count(id string) int {
 
 func newQueue(t *testing.T) sender.Queue {
 	t.Helper()
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db := bolttest.Open(t, nil)
 	q, err := boltqueue.New(db, time.Hour)
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// boxHMAC is the README's Box example: Box signs the body and the
+// boxHMAC is docs/receiving.md's Box example: Box signs the body and the
 // timestamp, not BOX-DELIVERY-ID.
 var boxHMAC = HMAC{
 	IDHeader: "BOX-DELIVERY-ID", TimestampHeader: "BOX-DELIVERY-TIMESTAMP", SignatureHeader: "BOX-SIGNATURE-PRIMARY",

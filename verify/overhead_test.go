@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/hookgate/hookgate/internal/cputime"
 )
 
 // BenchmarkHMACOverhead compares one verification with one secret, for
@@ -53,36 +53,26 @@ func BenchmarkHMACOverhead(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				start := threadCPU(b)
+				start := cputime.Thread(b)
 				for range chunk {
 					bare()
 				}
-				mid := threadCPU(b)
+				mid := cputime.Thread(b)
 				for range chunk {
 					if _, err := v.Verify(r, t0); err != nil {
 						b.Fatal(err)
 					}
 				}
-				end := threadCPU(b)
+				end := cputime.Thread(b)
 				for range chunk {
 					fresh()
 				}
 				bareTime += mid - start
 				schemeTime += end - mid
-				freshTime += threadCPU(b) - end
+				freshTime += cputime.Thread(b) - end
 			}
 			b.ReportMetric(float64(schemeTime)/float64(bareTime), "x_bare")
 			b.ReportMetric(float64(schemeTime)/float64(freshTime), "x_hmac_new")
 		})
 	}
-}
-
-// threadCPU is the CPU time the calling thread has used: unlike the wall
-// clock, it does not count the time other processes hold the cores.
-func threadCPU(b *testing.B) time.Duration {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ts.Nano())
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/hookgate/hookgate/internal/cputime"
 )
 
 // BenchmarkUnsigned1MiB compares, in the same run, the rejection of an
@@ -66,12 +68,12 @@ func BenchmarkUnsigned1MiB(b *testing.B) {
 			var stdTime, twTime int64
 			b.SetBytes(int64(len(c.body)))
 			for b.Loop() {
-				start := threadCPU(b)
+				start := cputime.Thread(b)
 				verifyStd()
-				mid := threadCPU(b)
+				mid := cputime.Thread(b)
 				verifyTwilio()
 				stdTime += int64(mid - start)
-				twTime += int64(threadCPU(b) - mid)
+				twTime += int64(cputime.Thread(b) - mid)
 			}
 			b.ReportMetric(float64(twTime)/float64(stdTime), "x_standard")
 			b.ReportMetric(twBytes, "twilio_B/op")

@@ -3,7 +3,6 @@ package cli
 import (
 	"log/slog"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/hookgate/hookgate/dedupe/boltstore"
 	dedupeapi "github.com/hookgate/hookgate/dedupe/httpapi"
 	"github.com/hookgate/hookgate/internal/boltfile"
+	"github.com/hookgate/hookgate/internal/bolttest"
 	"github.com/hookgate/hookgate/internal/route"
 )
 
@@ -19,15 +19,12 @@ import (
 // through the admin API, mounted as Caddy's admin mounts it (a ServeMux,
 // which cleans a path's "." and ".." segments away).
 func TestDedupeDotKeys(t *testing.T) {
-	db, err := boltfile.OpenFile(filepath.Join(t.TempDir(), "state.db"), time.Second, false, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := bolttest.Open(t, boltfile.Options(time.Second, false))
 	s, err := boltstore.New(db, boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.Close(); _ = db.Close() })
+	t.Cleanup(func() { _ = s.Close() })
 	now := time.Now()
 	for _, key := range []string{".", ".."} {
 		if _, err := s.Claim(t.Context(), key, dedupe.Claim{Token: "t", Lease: time.Minute, Retention: time.Hour, Now: now}); err != nil {

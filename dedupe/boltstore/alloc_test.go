@@ -1,7 +1,6 @@
 package boltstore
 
 import (
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/boltfile"
+	"github.com/hookgate/hookgate/internal/bolttest"
 )
 
 // BenchmarkStoreAllocs holds the store's calls to allocation budgets, and
@@ -20,11 +20,7 @@ import (
 // The group commit's own cost is internal/boltcommit's
 // BenchmarkCommitterAllocs.
 func BenchmarkStoreAllocs(b *testing.B) {
-	db, err := boltfile.OpenFile(filepath.Join(b.TempDir(), "state.db"), time.Second, false, false)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = db.Close() }()
+	db := bolttest.Open(b, boltfile.Options(time.Second, false))
 	s, err := New(db, Options{PurgeEvery: time.Hour})
 	if err != nil {
 		b.Fatal(err)

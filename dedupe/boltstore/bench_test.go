@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/boltfile"
+	"github.com/hookgate/hookgate/internal/bolttest"
 )
 
 // BenchmarkClaimRecord is a unique delivery's two store calls, a claim and
@@ -37,11 +37,7 @@ func BenchmarkClaimRecord(b *testing.B) {
 				b.Run(fmt.Sprintf("%s/c%d/%s", keys, conc, v.name), func(b *testing.B) {
 					opts := boltfile.Options(time.Second, false)
 					v.set(opts)
-					db, err := bolt.Open(filepath.Join(b.TempDir(), "state.db"), 0o600, opts)
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer func() { _ = db.Close() }()
+					db := bolttest.Open(b, opts)
 					s, err := New(db, Options{PurgeEvery: time.Hour})
 					if err != nil {
 						b.Fatal(err)

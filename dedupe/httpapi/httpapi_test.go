@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/dedupe/boltstore"
 	"github.com/hookgate/hookgate/internal/boltfile"
+	"github.com/hookgate/hookgate/internal/bolttest"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/internal/route"
 )
@@ -20,15 +20,12 @@ import (
 // key uncached), then absent; a method or key that is not a route is a
 // precise problem.
 func TestLookupAndForget(t *testing.T) {
-	db, err := boltfile.OpenFile(filepath.Join(t.TempDir(), "state.db"), time.Second, false, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := bolttest.Open(t, boltfile.Options(time.Second, false))
 	s, err := boltstore.New(db, boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.Close(); _ = db.Close() })
+	t.Cleanup(func() { _ = s.Close() })
 	now := time.Now()
 	ctx := t.Context()
 	key := "evt/1 ü"
@@ -94,15 +91,12 @@ func TestLookupAndForget(t *testing.T) {
 // TestDotKeys: the keys "." and ".." come escaped as pathseg writes them
 // ("%20." and "%20.."), since a server's path cleaning drops them bare.
 func TestDotKeys(t *testing.T) {
-	db, err := boltfile.OpenFile(filepath.Join(t.TempDir(), "state.db"), time.Second, false, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := bolttest.Open(t, boltfile.Options(time.Second, false))
 	s, err := boltstore.New(db, boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.Close(); _ = db.Close() })
+	t.Cleanup(func() { _ = s.Close() })
 	now := time.Now()
 	h := Handler{Store: s, Logger: slog.New(slog.DiscardHandler)}
 	var mux route.Mux

@@ -36,7 +36,7 @@ func TestBatchedRequestsWithRedisStoppedMidway(t *testing.T) {
 	srv := redistest.StartWith(t, "--appendonly", "yes", "--appendfsync", "always")
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: 1, DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
 	t.Cleanup(func() { _ = rdb.Close() })
-	pfx := prefix()
+	pfx := redistest.Prefix("test")
 	store := redisstore.New(rdb, pfx)
 	t0 := time.Now()
 	d, err := dedupe.New(store, dedupe.Config{}, dedupe.WithClock(func() time.Time { return t0 }))
@@ -149,7 +149,7 @@ func TestClaimsOnCluster(t *testing.T) {
 	addrs := redistest.StartCluster(t)
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	t.Cleanup(func() { _ = rdb.Close() })
-	pfx := prefix()
+	pfx := redistest.Prefix("test")
 	store := redisstore.New(rdb, pfx)
 	now := time.Now()
 	const n = 300
@@ -192,7 +192,7 @@ func TestClusterSlowMasterHoldsOnlyItsKeys(t *testing.T) {
 	addrs := redistest.StartCluster(t)
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	t.Cleanup(func() { _ = rdb.Close() })
-	store := redisstore.New(rdb, prefix())
+	store := redisstore.New(rdb, redistest.Prefix("test"))
 	ctx := t.Context()
 	claim := func(ctx context.Context, key string) error {
 		_, err := store.Claim(ctx, key, dedupe.Claim{Fingerprint: dedupe.FingerprintOf([]byte(key)), Token: "t", Lease: time.Minute, Retention: time.Hour, Now: time.Now()})
@@ -237,7 +237,7 @@ func TestScriptsReloadAfterFlush(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
-	store := redisstore.New(rdb, prefix())
+	store := redisstore.New(rdb, redistest.Prefix("test"))
 	now := time.Now()
 	fp := dedupe.FingerprintOf([]byte("x"))
 	claim := dedupe.Claim{Fingerprint: fp, Token: "t1", Lease: time.Minute, Retention: time.Hour, Now: now}
@@ -269,7 +269,7 @@ func BenchmarkDeduperUnique(b *testing.B) {
 	srv := redistest.Start(b)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	b.Cleanup(func() { _ = rdb.Close() })
-	store := redisstore.New(rdb, prefix())
+	store := redisstore.New(rdb, redistest.Prefix("test"))
 	d, err := dedupe.New(store, dedupe.Config{ReplayCache: -1})
 	if err != nil {
 		b.Fatal(err)

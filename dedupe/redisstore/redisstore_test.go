@@ -1,8 +1,6 @@
 package redisstore_test
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -12,17 +10,11 @@ import (
 	"github.com/hookgate/hookgate/internal/redistest"
 )
 
-func prefix() string {
-	b := make([]byte, 6)
-	rand.Read(b)
-	return "test" + hex.EncodeToString(b)
-}
-
 func TestConformanceSingleNode(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr()}})
 	t.Cleanup(func() { _ = rdb.Close() })
-	storetest.Run(t, func(t *testing.T) storetest.Backend { return redisstore.New(rdb, prefix()) })
+	storetest.Run(t, func(t *testing.T) storetest.Backend { return redisstore.New(rdb, redistest.Prefix("test")) })
 }
 
 // TestConformanceCluster runs the suite against a real three-master
@@ -31,5 +23,5 @@ func TestConformanceCluster(t *testing.T) {
 	addrs := redistest.StartCluster(t)
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs, IsClusterMode: true})
 	t.Cleanup(func() { _ = rdb.Close() })
-	storetest.Run(t, func(t *testing.T) storetest.Backend { return redisstore.New(rdb, prefix()) })
+	storetest.Run(t, func(t *testing.T) storetest.Backend { return redisstore.New(rdb, redistest.Prefix("test")) })
 }

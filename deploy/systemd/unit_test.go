@@ -1,5 +1,5 @@
 // Package systemd holds the test of hookgate's systemd unit: installed into
-// a scratch root as the README says, systemd-analyze verifies it without a
+// a scratch root as docs/deploy.md says, systemd-analyze verifies it without a
 // warning and rates its exposure, and its command line loads the config.
 package systemd
 
@@ -24,7 +24,7 @@ const maxExposure = "20"
 var unitDirs = []string{"/usr/lib/systemd/system", "/lib/systemd/system"}
 
 // TestUnit installs the unit, its sysusers file, the binary and the
-// image's Caddyfile into a scratch root, as the README's steps do, then
+// image's Caddyfile into a scratch root, as docs/deploy.md's steps do, then
 // runs systemd-analyze verify (any warning fails) and security (the
 // exposure at most maxExposure) on it, checks the settings the
 // deployment relies on, and validates the config with ExecStart's flags.

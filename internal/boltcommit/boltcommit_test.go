@@ -3,22 +3,19 @@ package boltcommit
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/hookgate/hookgate/internal/bolttest"
 )
 
 func openDB(tb testing.TB) *bolt.DB {
 	tb.Helper()
-	db, err := bolt.Open(filepath.Join(tb.TempDir(), "state.db"), 0o600, &bolt.Options{Timeout: time.Second})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = db.Close() })
+	db := bolttest.Open(tb, &bolt.Options{Timeout: time.Second})
 	if err := db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket([]byte("b")); return err }); err != nil {
 		tb.Fatal(err)
 	}

@@ -8,6 +8,8 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -35,6 +37,14 @@ func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.Port) }
 
 // URL is the server's redis:// URL.
 func (s *Server) URL() string { return "redis://" + s.Addr() }
+
+// Prefix is a key prefix of a test's own: name and 12 random hex digits,
+// so that tests sharing a server never meet in its keys.
+func Prefix(name string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return name + hex.EncodeToString(b)
+}
 
 // Start starts a single redis-server, without persistence, stopped when the
 // test ends.

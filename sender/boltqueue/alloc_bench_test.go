@@ -1,12 +1,12 @@
 package boltqueue_test
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/hookgate/hookgate/internal/bolttest"
 	"github.com/hookgate/hookgate/sender/boltqueue"
 	"github.com/hookgate/hookgate/sender/queuetest"
 )
@@ -22,11 +22,7 @@ const cycleAllocs = 310
 // leases and settles them: its enqueue, its lease, and its settlement as
 // delivered. It fails when an envelope allocates more than cycleAllocs.
 func BenchmarkDeliveryCycle(b *testing.B) {
-	db, err := bolt.Open(filepath.Join(b.TempDir(), "state.db"), 0o600, &bolt.Options{NoSync: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = db.Close() })
+	db := bolttest.Open(b, &bolt.Options{NoSync: true})
 	q, err := boltqueue.New(db, time.Hour)
 	if err != nil {
 		b.Fatal(err)

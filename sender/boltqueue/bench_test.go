@@ -2,23 +2,17 @@ package boltqueue_test
 
 import (
 	"fmt"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/hookgate/hookgate/internal/bolttest"
 	"github.com/hookgate/hookgate/sender"
 	"github.com/hookgate/hookgate/sender/boltqueue"
 )
 
 func benchQueue(b *testing.B) *boltqueue.Queue {
-	db, err := bolt.Open(filepath.Join(b.TempDir(), "state.db"), 0o600, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = db.Close() })
+	db := bolttest.Open(b, nil)
 	q, err := boltqueue.New(db, time.Hour)
 	if err != nil {
 		b.Fatal(err)

@@ -1,12 +1,12 @@
 package boltqueue_test
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/hookgate/hookgate/internal/bolttest"
 	"github.com/hookgate/hookgate/sender"
 	"github.com/hookgate/hookgate/sender/boltqueue"
 	"github.com/hookgate/hookgate/sender/queuetest"
@@ -15,11 +15,7 @@ import (
 // openQueue opens a queue on a new file, closed when the test ends.
 func openQueue(t *testing.T, retention time.Duration) (*bolt.DB, *boltqueue.Queue) {
 	t.Helper()
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db := bolttest.Open(t, nil)
 	q, err := boltqueue.New(db, retention)
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package boltqueue_test
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/hookgate/hookgate/internal/bolttest"
 	"github.com/hookgate/hookgate/sender"
 	"github.com/hookgate/hookgate/sender/boltqueue"
 )
@@ -62,11 +62,7 @@ func keys(t *testing.T, db *bolt.DB, dest string, names ...string) []int {
 // TestHistoryLooksAtABoundedNumberPerCall: a filter that matches nothing
 // answers an empty page and where it stopped, not a walk of everything.
 func TestHistoryLooksAtABoundedNumberPerCall(t *testing.T) {
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, &bolt.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db := bolttest.Open(t, &bolt.Options{NoSync: true})
 	q, err := boltqueue.New(db, time.Hour)
 	if err != nil {
 		t.Fatal(err)

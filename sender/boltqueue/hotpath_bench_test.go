@@ -3,12 +3,12 @@ package boltqueue_test
 import (
 	"encoding/binary"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/hookgate/hookgate/internal/bolttest"
 	"github.com/hookgate/hookgate/sender"
 	"github.com/hookgate/hookgate/sender/boltqueue"
 )
@@ -22,11 +22,7 @@ import (
 func BenchmarkHotPathBesideRedrives(b *testing.B) {
 	for _, redrives := range []int{0, 10000} {
 		b.Run(fmt.Sprintf("redrives=%d", redrives), func(b *testing.B) {
-			db, err := bolt.Open(filepath.Join(b.TempDir(), "state.db"), 0o600, &bolt.Options{NoSync: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = db.Close() })
+			db := bolttest.Open(b, &bolt.Options{NoSync: true})
 			q, err := boltqueue.New(db, 24*time.Hour)
 			if err != nil {
 				b.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/hookgate/hookgate/internal/bolttest"
 	"github.com/hookgate/hookgate/sender/boltqueue"
 )
 
@@ -71,11 +72,7 @@ func TestAnotherLayoutIsRefused(t *testing.T) {
 	}
 
 	t.Run("fresh", func(t *testing.T) {
-		db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = db.Close() })
+		db := bolttest.Open(t, nil)
 		for range 2 { // recorded, then read
 			if _, err := boltqueue.New(db, time.Hour); err != nil {
 				t.Fatalf("New on a fresh file: %v", err)

@@ -2,12 +2,12 @@ package boltqueue
 
 import (
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/hookgate/hookgate/internal/bolttest"
 	"github.com/hookgate/hookgate/sender"
 )
 
@@ -16,11 +16,7 @@ import (
 // bbolt's own count), not all in one: a batch held up to 500 payloads,
 // 300 of 1 MiB took 884 MiB of heap (issue 29, item 7).
 func TestMoveIsBounded(t *testing.T) {
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, &bolt.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db := bolttest.Open(t, &bolt.Options{NoSync: true})
 	q, err := New(db, time.Hour)
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/hookgate/hookgate/internal/bolttest"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
 	"github.com/hookgate/hookgate/sender/boltqueue"
@@ -39,11 +39,7 @@ type fixture struct {
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db := bolttest.Open(t, nil)
 	q, err := boltqueue.New(db, time.Hour)
 	if err != nil {
 		t.Fatal(err)

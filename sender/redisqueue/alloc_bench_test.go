@@ -27,7 +27,7 @@ func BenchmarkDeliveryCycle(b *testing.B) {
 	srv := redistest.Start(b)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	b.Cleanup(func() { _ = rdb.Close() })
-	q := redisqueue.New(rdb, prefix(), time.Hour)
+	q := redisqueue.New(rdb, redistest.Prefix("test"), time.Hour)
 	ctx := b.Context()
 	now := time.Now()
 	next := 0

@@ -28,7 +28,7 @@ func TestBreakersPut(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
-	p := prefix()
+	p := redistest.Prefix("test")
 	b := redisqueue.NewBreakers(rdb, p)
 	ctx := t.Context()
 	t0 := time.UnixMilli(1_800_000_000_000)
@@ -106,7 +106,7 @@ func newCounting(t *testing.T) (*counting, string) {
 // on rdb under bp.
 func instance(t *testing.T, rdb redis.UniversalClient, bp string, cfg sender.Config, dests []sender.Destination) *sender.Sender {
 	t.Helper()
-	s, err := sender.New(redisqueue.New(rdb, prefix(), time.Hour), cfg, dests, sender.Options{Breakers: redisqueue.NewBreakers(rdb, bp)})
+	s, err := sender.New(redisqueue.New(rdb, redistest.Prefix("test"), time.Hour), cfg, dests, sender.Options{Breakers: redisqueue.NewBreakers(rdb, bp)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestInstanceFailingFastAloneKeepsTheOthersRate(t *testing.T) {
 	}()
 	cfg := sender.Config{Workers: 4, Attempts: 1000, Backoff: sender.Backoff{Base: time.Millisecond, Cap: time.Millisecond},
 		Poll: 10 * time.Millisecond, Breaker: sender.BreakerConfig{Failures: 3, Open: 200 * time.Millisecond}}
-	bp := prefix()
+	bp := redistest.Prefix("test")
 	failing := instance(t, rdb, bp, cfg, []sender.Destination{{Name: "d", URL: "http://" + ln.Addr().String() + "/d", Workers: 2}})
 	healthy := instance(t, rdb, bp, cfg, []sender.Destination{{Name: "d", URL: url + "/d", Workers: 2}, {Name: "ctl", URL: url + "/ctl", Workers: 2}})
 	enqueue(t, healthy, "d", 2500)
@@ -212,7 +212,7 @@ func TestDestinationDownForAllOpensEverywhere(t *testing.T) {
 	rcv, url := newCounting(t)
 	cfg := sender.Config{Workers: 2, Attempts: 1000, Backoff: sender.Backoff{Base: time.Millisecond, Cap: time.Millisecond},
 		Poll: 10 * time.Millisecond, Breaker: sender.BreakerConfig{Failures: 4, Open: time.Hour}}
-	bp := prefix()
+	bp := redistest.Prefix("test")
 	x := instance(t, rdb, bp, cfg, []sender.Destination{{Name: "d", URL: url + "/x", Workers: 1}})
 	y := instance(t, rdb, bp, cfg, []sender.Destination{{Name: "d", URL: url + "/y", Workers: 1}})
 	observer := instance(t, rdb, bp, cfg, []sender.Destination{{Name: "d", URL: url + "/o", Workers: 1}})

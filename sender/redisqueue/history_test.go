@@ -20,7 +20,7 @@ func TestTrimHistoryWritesNothingWhenNothingIsDue(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
-	q := redisqueue.New(rdb, prefix(), time.Hour).WithCallerClock()
+	q := redisqueue.New(rdb, redistest.Prefix("test"), time.Hour).WithCallerClock()
 	q.KeepHistory(sender.History{Keep: time.Hour, Payload: time.Minute})
 	t0 := time.UnixMilli(1_800_000_000_000)
 	if _, err := q.Enqueue(t.Context(), &sender.Envelope{ID: "p1", Destination: "d", CreatedAt: t0, NextAt: t0, Payload: []byte("{}")}); err != nil {

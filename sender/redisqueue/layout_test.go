@@ -34,7 +34,7 @@ func TestAnotherLayoutIsRefused(t *testing.T) {
 		{"none recorded", func(p string) { rdb.SAdd(ctx, p+":q:dests", "d") }, "1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := prefix()
+			p := redistest.Prefix("test")
 			tc.prepare(p)
 			q := redisqueue.New(rdb, p, time.Hour).WithCallerClock()
 			check := func(what string, err error) {
@@ -60,7 +60,7 @@ func TestAnotherLayoutIsRefused(t *testing.T) {
 	}
 
 	t.Run("fresh", func(t *testing.T) {
-		p := prefix()
+		p := redistest.Prefix("test")
 		q := redisqueue.New(rdb, p, time.Hour).WithCallerClock()
 		if _, err := q.Enqueue(ctx, &sender.Envelope{ID: "a", Destination: "d", CreatedAt: t0, NextAt: t0, Payload: []byte("{}")}); err != nil {
 			t.Fatalf("Enqueue on a fresh store: %v", err)

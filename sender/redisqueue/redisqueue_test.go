@@ -1,8 +1,6 @@
 package redisqueue_test
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"testing"
 	"time"
 
@@ -14,18 +12,12 @@ import (
 	"github.com/hookgate/hookgate/sender/redisqueue"
 )
 
-func prefix() string {
-	b := make([]byte, 6)
-	rand.Read(b)
-	return "test" + hex.EncodeToString(b)
-}
-
 func TestConformanceSingleNode(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewUniversalClient(suiteOptions([]string{srv.Addr()}, false))
 	t.Cleanup(func() { _ = rdb.Close() })
 	queuetest.Run(t, func(t *testing.T, retention time.Duration) sender.Queue {
-		return redisqueue.New(rdb, prefix(), retention).WithCallerClock()
+		return redisqueue.New(rdb, redistest.Prefix("test"), retention).WithCallerClock()
 	})
 }
 
@@ -47,7 +39,7 @@ func TestConformanceCluster(t *testing.T) {
 	rdb := redis.NewUniversalClient(suiteOptions(addrs, true))
 	t.Cleanup(func() { _ = rdb.Close() })
 	queuetest.Run(t, func(t *testing.T, retention time.Duration) sender.Queue {
-		return redisqueue.New(rdb, prefix(), retention).WithCallerClock()
+		return redisqueue.New(rdb, redistest.Prefix("test"), retention).WithCallerClock()
 	})
 }
 
@@ -57,7 +49,7 @@ func TestCorruptEntryIsSetAside(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
-	p := prefix()
+	p := redistest.Prefix("test")
 	q := redisqueue.New(rdb, p, time.Hour).WithCallerClock()
 	t0 := time.UnixMilli(1_800_000_000_000)
 	for _, id := range []string{"a", "b"} {
@@ -88,7 +80,7 @@ func TestLeasesAreJudgedByRedisClock(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
-	p := prefix()
+	p := redistest.Prefix("test")
 	honest, ahead := redisqueue.New(rdb, p, time.Hour), redisqueue.New(rdb, p, time.Hour)
 	now := time.Now()
 	if _, err := honest.Enqueue(t.Context(), &sender.Envelope{ID: "a", Destination: "d", CreatedAt: now, NextAt: now, Payload: []byte("{}")}); err != nil {

@@ -1,0 +1,2 @@
+// Package cputime measures CPU time for benchmarks on a shared machine.
+package cputime
