@@ -113,7 +113,7 @@ func (s *Sender) Publish(ctx context.Context, ev *Event) (PublishResult, error) 
 	// event's creation, whatever their state.
 	held := map[string]*Meta{}
 	var created time.Time
-	fp := Fingerprint(ev.Payload)
+	fp := PayloadFingerprint(ev.Payload)
 	for _, d := range subs {
 		ms, err := s.queue.Metas(ctx, d, []string{ev.ID})
 		if err != nil {

@@ -75,7 +75,7 @@ func MetaOf(e *Envelope) *Meta {
 		ID: e.ID, Destination: e.Destination, EventType: e.EventType, Entity: e.Entity, ContentType: e.ContentType,
 		EventTime: e.EventTime, CreatedAt: e.CreatedAt, NextAt: e.NextAt, DeadAt: e.DeadAt,
 		Tried: len(e.Log), LastStatus: e.LastStatus, LastError: e.LastError, Class: e.Class, RedriveID: e.RedriveID,
-		TraceParent: e.TraceParent, TraceState: e.TraceState, Size: len(e.Payload), Fingerprint: Fingerprint(e.Payload),
+		TraceParent: e.TraceParent, TraceState: e.TraceState, Size: len(e.Payload), Fingerprint: PayloadFingerprint(e.Payload),
 	}
 }
 
@@ -310,10 +310,10 @@ func CheckID(id string) error {
 	return nil
 }
 
-// Fingerprint is the first 8 bytes of a payload's SHA-256: enough to tell
+// PayloadFingerprint is the first 8 bytes of a payload's SHA-256: enough to tell
 // a reused delivery ID's payload from the original (enqueuers are
 // trusted).
-func Fingerprint(payload []byte) [8]byte {
+func PayloadFingerprint(payload []byte) [8]byte {
 	s := sha256.Sum256(payload)
 	return [8]byte(s[:8])
 }
