@@ -219,6 +219,30 @@ func readAttempt(d *wire.Decoder) Attempt {
 	return a
 }
 
+// Event is one event as it comes in (package intake makes it), before it
+// is an envelope: for one named destination (Envelope, then
+// Sender.Enqueue), or for every destination that subscribes to its type
+// (Destination.Events), each under the event's one ID (Sender.Publish).
+type Event struct {
+	ID          string
+	EventType   string
+	Entity      string
+	EventTime   time.Time
+	Payload     []byte
+	ContentType string
+	TraceParent string
+	TraceState  string
+}
+
+// Envelope is ev's envelope for dest, as Publish enqueues it: also what
+// an enqueue to one named destination makes of an event.
+func (ev *Event) Envelope(dest string) *Envelope {
+	return &Envelope{
+		ID: ev.ID, Destination: dest, EventType: ev.EventType, Entity: ev.Entity, EventTime: ev.EventTime,
+		Payload: ev.Payload, ContentType: ev.ContentType, TraceParent: ev.TraceParent, TraceState: ev.TraceState,
+	}
+}
+
 // Envelope is one event on its way to one destination.
 type Envelope struct {
 	ID          string // the delivery ID, unique per destination
