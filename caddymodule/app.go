@@ -64,7 +64,7 @@ type App struct {
 	poolKey       string      // the open store's key in connections
 	destinations  []sender.Destination
 	sender        *sender.Sender
-	dlq           *sender.DLQ
+	settled       *sender.Settled
 	dedupers      []*dedupe.Deduper // this config's, whose caches a forget clears
 	stopSender    context.CancelFunc
 	senderDone    *sync.WaitGroup

@@ -78,7 +78,7 @@ func (h *Console) Provision(ctx caddy.Context) error {
 		senderMax = app.Sender.MaxRedrive
 	}
 	if h.MaxRedrive == 0 {
-		h.MaxRedrive = min(console.DefaultMaxRedrive, senderMax)
+		h.MaxRedrive = min(console.DefaultRedriveBatch, senderMax)
 	}
 	if h.MaxRedrive > senderMax {
 		return fmt.Errorf("webhook_console: max_redrive %d is over the sender's max_redrive %d, which would refuse such a redrive", h.MaxRedrive, senderMax)

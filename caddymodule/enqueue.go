@@ -13,12 +13,11 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"go.opentelemetry.io/otel/propagation"
 	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
-	"github.com/hookgate/hookgate/sender/httpapi"
+	"github.com/hookgate/hookgate/sender/intake"
 )
 
 func init() {
@@ -94,10 +93,10 @@ func (h *Enqueue) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// ServeHTTP queues the event. It answers 405 to any method but POST, 400
-// to an empty body, to a body that must be JSON and is not, and to a
-// missing or bad delivery ID (see httpapi.Inbound), and enqueues nothing
-// then.
+// ServeHTTP queues the event through package intake. It answers 405 to
+// any method but POST, 400 to an empty body, to a body that must be JSON
+// and is not, and to a missing or bad delivery ID (see intake.Inbound),
+// and enqueues nothing then.
 func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -109,28 +108,20 @@ func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		writeBodyRejection(w, err)
 		return nil
 	}
+	s := h.app.sender
+	if s == nil {
+		problem.Write(w, problem.StoreUnavailable, "the sender is not running", time.Second)
+		return nil
+	}
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	in := httpapi.Inbound{Body: body, ContentType: r.Header.Get("Content-Type"), ID: r.Header.Get("Idempotency-Key"),
+	in := intake.Inbound{Body: body, ContentType: r.Header.Get("Content-Type"), ID: r.Header.Get("Idempotency-Key"),
 		MustBeJSON: strings.Contains(h.ID, "{webhook.json."), EventType: repl.ReplaceKnown(h.EventType, ""),
 		Entity: repl.ReplaceKnown(h.Entity, ""), EventTime: repl.ReplaceKnown(h.EventTime, "")}
 	if h.ID != "" { // an unknown or empty placeholder is no ID, never a literal one
 		in.ID, _ = repl.ReplaceOrErr(h.ID, true, true)
 	}
 	in.IDFromBody = h.ID == "" && in.ID == ""
-	logger := zapslogLogger(h.logger)
-	e, err := in.Event()
-	if err != nil {
-		httpapi.WriteError(w, r, err, logger)
-		return nil
-	}
-	carrier := propagation.MapCarrier{}
-	propagation.TraceContext{}.Inject(r.Context(), carrier)
-	e.TraceParent, e.TraceState = carrier["traceparent"], carrier["tracestate"]
-	if h.Destination == "" { // an event type that resolves to nothing is 400 missing_event_type
-		httpapi.WritePublished(w, r, h.app.Publish, e, logger)
-		return nil
-	}
-	httpapi.WriteEnqueued(w, r, h.app.Enqueue, e.Envelope(h.Destination), logger)
+	intake.Serve(w, r, s, &in, h.Destination, zapslogLogger(h.logger))
 	return nil
 }
 
@@ -140,9 +131,6 @@ func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 // wraps sender.ErrBadID. An error otherwise leaves the outcome unknown
 // (the store may have applied it): retry with the same ID.
 func (a *App) Enqueue(ctx context.Context, e *sender.Envelope) (sender.EnqueueResult, error) {
-	if err := sender.CheckID(e.ID); err != nil {
-		return sender.EnqueueResult{}, err
-	}
 	if a.sender == nil {
 		return sender.EnqueueResult{}, errors.New("the sender is not running")
 	}

@@ -398,3 +398,16 @@ func TestAppPublishRefuses(t *testing.T) {
 		t.Errorf("Publish without a sender = %v, want: the sender is not running", err)
 	}
 }
+
+// TestEnqueueWithoutSenderSaysSo: before the sender runs, webhook_enqueue
+// answers 503 store_unavailable saying so: nothing was enqueued, the
+// outcome is known.
+func TestEnqueueWithoutSenderSaysSo(t *testing.T) {
+	f := newEnqueueFixture(t)
+	f.app.sender = nil
+	w := f.serve(t, http.MethodPost, key("evt_1"), `{"a":1}`)
+	p := reasonOf(t, w)
+	if w.Code != 503 || p.Reason != "store_unavailable" || !strings.Contains(p.Detail, "not running") || strings.Contains(p.Detail, "unknown") {
+		t.Errorf("answer %d %q %q; want 503 store_unavailable: the sender is not running", w.Code, p.Reason, p.Detail)
+	}
+}

@@ -203,7 +203,7 @@ func (a *App) startSender() error {
 	if a.Sender != nil {
 		maxRedrive = a.Sender.MaxRedrive
 	}
-	a.dlq = sender.NewDLQ(q, s.Destinations(), maxRedrive, nil)
+	a.settled = sender.NewSettled(q, s.Destinations(), maxRedrive, nil)
 	a.senderDone.Go(func() { s.Run(ctx) })
 	a.logger.Info("sender started", zap.Strings("destinations", s.Destinations()))
 	s.WarnOrphans(ctx)
@@ -217,7 +217,7 @@ func (a *App) ops() *sender.Ops {
 	if a.sender == nil {
 		return nil
 	}
-	return sender.NewOps(a.sender, a.dlq, sender.OpsOptions{
+	return sender.NewOps(a.sender, a.settled, sender.OpsOptions{
 		Logger:   zapslogLogger(a.logger),
 		Redriven: a.metrics.Redriven,
 	})

@@ -100,8 +100,10 @@ type Console struct {
 	confirmWait time.Duration
 }
 
-// DefaultMaxRedrive is the most one redrive moves unless configured.
-const DefaultMaxRedrive = 100
+// DefaultRedriveBatch is the most one redrive or resend from the page
+// moves unless configured (Console.MaxRedrive): the batch an operator
+// confirms at once, below the sender's own bound (sender.DefaultMaxRedrive).
+const DefaultRedriveBatch = 100
 
 // countCap bounds the count a list page makes: past it the page says
 // "more than". summaryCap bounds the dead letters the overview groups.
@@ -123,7 +125,7 @@ func New(svc Service, once OnceStore, now func() time.Time) *Console {
 	if now == nil {
 		now = time.Now
 	}
-	c := &Console{svc: svc, MaxRedrive: DefaultMaxRedrive, PageSize: 50, now: now, pages: map[string]*template.Template{},
+	c := &Console{svc: svc, MaxRedrive: DefaultRedriveBatch, PageSize: 50, now: now, pages: map[string]*template.Template{},
 		cross: http.NewCrossOriginProtection(), once: once, confirmWait: confirmWait}
 	funcs := template.FuncMap{
 		"age":    func(t time.Time) string { return age(c.now(), t) },

@@ -12,8 +12,9 @@ import (
 	"time"
 )
 
-// The dead-letter service: one implementation behind the admin API and
-// the CLI. A dead letter is a state change its receiver never got; an
+// The dead letters of the settled envelopes' service (Settled; history.go
+// holds the rest): one implementation behind the admin API, the CLI and
+// the console. A dead letter is a state change its receiver never got; an
 // operator lists and groups them, inspects one, and redrives a bounded
 // batch (with a redrive ID and an audit record), or purges.
 
@@ -106,31 +107,34 @@ type AuditedQueue interface {
 // DefaultMaxRedrive is the largest redrive one request may ask for.
 const DefaultMaxRedrive = 10000
 
-// DLQ is the dead-letter service.
-type DLQ struct {
+// Settled is the service over the settled envelopes: the dead letters
+// (list, group, inspect, redrive, purge) and the delivery history (list,
+// read, resend), which a redrive and a resend move back to the queue under
+// one audit record. Ops wraps it for the doors.
+type Settled struct {
 	queue      AuditedQueue
 	dests      []string // configured
 	maxRedrive int
 	now        func() time.Time
 }
 
-// NewDLQ returns the service over q for the configured destinations
+// NewSettled returns the service over q for the configured destinations
 // dests; a redrive moves at most maxRedrive letters (0: the default).
 // Dead letters of a destination the store holds but the configuration
 // does not (an orphan: renamed, removed) stay readable and purgeable;
 // they cannot be redriven.
-func NewDLQ(q AuditedQueue, dests []string, maxRedrive int, now func() time.Time) *DLQ {
+func NewSettled(q AuditedQueue, dests []string, maxRedrive int, now func() time.Time) *Settled {
 	if now == nil {
 		now = time.Now
 	}
 	if maxRedrive <= 0 {
 		maxRedrive = DefaultMaxRedrive
 	}
-	return &DLQ{queue: q, dests: dests, maxRedrive: maxRedrive, now: now}
+	return &Settled{queue: q, dests: dests, maxRedrive: maxRedrive, now: now}
 }
 
 // MaxRedrive is the largest limit a redrive may ask for.
-func (s *DLQ) MaxRedrive() int { return s.maxRedrive }
+func (s *Settled) MaxRedrive() int { return s.maxRedrive }
 
 // ErrBadFilter means a filter names an unknown destination or class.
 var ErrBadFilter = errors.New("bad filter")
@@ -146,7 +150,7 @@ var ErrOrphaned = errors.New("destination is not configured")
 // check resolves f's destinations: the named one, or every destination
 // the store holds (configured first, in configuration order, then the
 // orphans); configured only (redrive) limits them to the configured.
-func (s *DLQ) check(ctx context.Context, f Filter, configuredOnly bool) ([]string, error) {
+func (s *Settled) check(ctx context.Context, f Filter, configuredOnly bool) ([]string, error) {
 	if f.Class != "" {
 		if _, err := ParseClass(f.Class); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrBadFilter, err)
@@ -195,7 +199,7 @@ const scanPage = 500
 
 // each calls fn for the record of every dead letter of dests that f
 // matches, in dead-at order per destination, until fn returns false.
-func (s *DLQ) each(ctx context.Context, dests []string, f Filter, fn func(*Meta) bool) error {
+func (s *Settled) each(ctx context.Context, dests []string, f Filter, fn func(*Meta) bool) error {
 	if len(f.IDs) > 0 {
 		return s.eachID(ctx, dests, f, fn)
 	}
@@ -222,7 +226,7 @@ func (s *DLQ) each(ctx context.Context, dests []string, f Filter, fn func(*Meta)
 
 // eachID is each for a filter that names its IDs: their records are
 // read, not every dead letter's.
-func (s *DLQ) eachID(ctx context.Context, dests []string, f Filter, fn func(*Meta) bool) error {
+func (s *Settled) eachID(ctx context.Context, dests []string, f Filter, fn func(*Meta) bool) error {
 	ids := slices.Compact(slices.Sorted(slices.Values(f.IDs)))
 	for _, dest := range dests {
 		var found []*Meta
@@ -250,7 +254,7 @@ func (s *DLQ) eachID(ctx context.Context, dests []string, f Filter, fn func(*Met
 // Summary groups the dead letters by destination and class. With upTo
 // above 0 it groups at most that many, the oldest of each destination
 // first, and more reports that there are others.
-func (s *DLQ) Summary(ctx context.Context, f Filter, upTo int) (groups []Group, total int, more bool, err error) {
+func (s *Settled) Summary(ctx context.Context, f Filter, upTo int) (groups []Group, total int, more bool, err error) {
 	dests, err := s.check(ctx, f, false)
 	if err != nil {
 		return nil, 0, false, err
@@ -283,7 +287,7 @@ func (s *DLQ) Summary(ctx context.Context, f Filter, upTo int) (groups []Group, 
 
 // Count counts the dead letters f matches, stopping at upTo: more reports
 // that there are more than upTo.
-func (s *DLQ) Count(ctx context.Context, f Filter, upTo int) (n int, more bool, err error) {
+func (s *Settled) Count(ctx context.Context, f Filter, upTo int) (n int, more bool, err error) {
 	dests, err := s.check(ctx, f, false)
 	if err != nil {
 		return 0, false, err
@@ -302,7 +306,7 @@ func (s *DLQ) Count(ctx context.Context, f Filter, upTo int) (n int, more bool, 
 // List pages through the records of the dead letters f matches: up to
 // limit from after the cursor ("" for the first page); next is "" after
 // the last.
-func (s *DLQ) List(ctx context.Context, f Filter, limit int, cursor string) ([]*Meta, string, error) {
+func (s *Settled) List(ctx context.Context, f Filter, limit int, cursor string) ([]*Meta, string, error) {
 	dests, err := s.check(ctx, f, false)
 	if err != nil {
 		return nil, "", err
@@ -352,7 +356,7 @@ func (s *DLQ) List(ctx context.Context, f Filter, limit int, cursor string) ([]*
 // Get reads one envelope the queue holds, dead or not (a delivered one is
 // the history's: ErrNotFound here): from dest, or from the first
 // destination that holds the ID when dest is empty.
-func (s *DLQ) Get(ctx context.Context, dest, id string) (*Envelope, State, error) {
+func (s *Settled) Get(ctx context.Context, dest, id string) (*Envelope, State, error) {
 	dests, err := s.check(ctx, Filter{Destination: dest}, false)
 	if err != nil {
 		return nil, "", err
@@ -369,7 +373,7 @@ func (s *DLQ) Get(ctx context.Context, dest, id string) (*Envelope, State, error
 
 // orphansMatch is ErrOrphaned, naming them, when f matches dead letters
 // of orphaned destinations.
-func (s *DLQ) orphansMatch(ctx context.Context, f Filter) error {
+func (s *Settled) orphansMatch(ctx context.Context, f Filter) error {
 	orphans, err := Orphans(ctx, s.queue, s.dests)
 	if err != nil {
 		return err
@@ -403,7 +407,7 @@ const redriveBatch = 200
 // record ends with the true count moved. A store error part-way returns
 // the record (its ID, what moved) with the error, and keeps that on
 // record too.
-func (s *DLQ) Redrive(ctx context.Context, f Filter, limit int, by string, dryRun bool) (*Redrive, error) {
+func (s *Settled) Redrive(ctx context.Context, f Filter, limit int, by string, dryRun bool) (*Redrive, error) {
 	if limit <= 0 || limit > s.maxRedrive {
 		return nil, fmt.Errorf("%w: %d; want 1 to %d (max_redrive)", ErrBadLimit, limit, s.maxRedrive)
 	}
@@ -452,7 +456,7 @@ func (s *DLQ) Redrive(ctx context.Context, f Filter, limit int, by string, dryRu
 // its end even when ctx is cancelled (the client left), and the record
 // ends with what moved (a letter purged or moved meanwhile is not this
 // one's). A store error part-way is kept on record and returned, with r.
-func (s *DLQ) move(ctx context.Context, r *Redrive, dests []string, picked []Letter, what string,
+func (s *Settled) move(ctx context.Context, r *Redrive, dests []string, picked []Letter, what string,
 	moveFn func(ctx context.Context, dest string, ids []string, redriveID string, now time.Time) ([]string, error)) error {
 	r.ID = newRedriveID()
 	if err := s.queue.PutRedrive(ctx, r); err != nil {
@@ -503,7 +507,7 @@ const progressLetters = 100
 // pending; and the outcome of the first letters, for a page to show. With
 // a scope, a record of a redrive that was not confined to that
 // destination is ErrNotFound, before anything else is read.
-func (s *DLQ) Progress(ctx context.Context, id, scope string) (*Redrive, error) {
+func (s *Settled) Progress(ctx context.Context, id, scope string) (*Redrive, error) {
 	r, err := s.queue.GetRedrive(ctx, id)
 	if err != nil {
 		return nil, err
@@ -601,7 +605,7 @@ func (f Filter) IsZero() bool {
 // removes nothing. An empty filter without o.All is ErrNoFilter, o.All
 // with a filter ErrBadFilter, and a limit out of range ErrBadLimit:
 // nothing is removed.
-func (s *DLQ) Purge(ctx context.Context, f Filter, o PurgeOptions) (PurgeResult, error) {
+func (s *Settled) Purge(ctx context.Context, f Filter, o PurgeOptions) (PurgeResult, error) {
 	var r PurgeResult
 	switch {
 	case f.IsZero() && !o.All:

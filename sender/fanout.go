@@ -8,29 +8,6 @@ import (
 	"time"
 )
 
-// Event is one event for every destination that subscribes to its type
-// (Destination.Events): Publish makes an envelope of it for each, all
-// under the event's one ID.
-type Event struct {
-	ID          string
-	EventType   string
-	Entity      string
-	EventTime   time.Time
-	Payload     []byte
-	ContentType string
-	TraceParent string
-	TraceState  string
-}
-
-// Envelope is ev's envelope for dest, as Publish enqueues it: also what
-// an enqueue to one named destination makes of an event.
-func (ev *Event) Envelope(dest string) *Envelope {
-	return &Envelope{
-		ID: ev.ID, Destination: dest, EventType: ev.EventType, Entity: ev.Entity, EventTime: ev.EventTime,
-		Payload: ev.Payload, ContentType: ev.ContentType, TraceParent: ev.TraceParent, TraceState: ev.TraceState,
-	}
-}
-
 // Delivery is one destination's envelope of a published event.
 type Delivery struct {
 	Destination string `json:"destination"`
@@ -113,7 +90,7 @@ func (s *Sender) Publish(ctx context.Context, ev *Event) (PublishResult, error) 
 	// event's creation, whatever their state.
 	held := map[string]*Meta{}
 	var created time.Time
-	fp := Fingerprint(ev.Payload)
+	fp := PayloadFingerprint(ev.Payload)
 	for _, d := range subs {
 		ms, err := s.queue.Metas(ctx, d, []string{ev.ID})
 		if err != nil {

@@ -47,7 +47,7 @@ func (q HistoryQuery) check() error {
 // historyDests are the destinations a query reads: its own (configured,
 // or one the store holds: an orphan's history stays readable), or every
 // configured one.
-func (s *DLQ) historyDests(ctx context.Context, q HistoryQuery) ([]string, error) {
+func (s *Settled) historyDests(ctx context.Context, q HistoryQuery) ([]string, error) {
 	if q.Destination == "" {
 		return s.dests, nil
 	}
@@ -75,7 +75,7 @@ func (s *DLQ) historyDests(ctx context.Context, q HistoryQuery) ([]string, error
 // may hold fewer than limit, even none, with more to come, and then its
 // next is where to go on. Paging is stable while envelopes settle. It
 // reads no payload.
-func (s *DLQ) History(ctx context.Context, q HistoryQuery, cursor string, limit int) ([]*Meta, string, error) {
+func (s *Settled) History(ctx context.Context, q HistoryQuery, cursor string, limit int) ([]*Meta, string, error) {
 	if err := q.check(); err != nil {
 		return nil, "", err
 	}
@@ -204,7 +204,7 @@ const historyReads = 16
 // Delivery reads dest's envelope id in whatever state it is: queued,
 // leased, dead, or delivered (from the history: its payload while it is
 // kept, else PayloadExpired). dest may be an orphan the store holds.
-func (s *DLQ) Delivery(ctx context.Context, dest, id string) (*Envelope, State, error) {
+func (s *Settled) Delivery(ctx context.Context, dest, id string) (*Envelope, State, error) {
 	if dest == "" {
 		return nil, "", fmt.Errorf("%w: a delivery is read by destination and ID", ErrBadFilter)
 	}
@@ -283,7 +283,7 @@ const historyPage = 500
 // limit, and More says that others match beyond it. A dry run moves
 // nothing and counts up to the maximum (max_redrive), the most one resend
 // may send.
-func (s *DLQ) Resend(ctx context.Context, q HistoryQuery, limit int, by string, dryRun bool) (*Redrive, error) {
+func (s *Settled) Resend(ctx context.Context, q HistoryQuery, limit int, by string, dryRun bool) (*Redrive, error) {
 	if limit <= 0 || limit > s.maxRedrive {
 		return nil, fmt.Errorf("%w: %d; want 1 to %d (max_redrive)", ErrBadLimit, limit, s.maxRedrive)
 	}

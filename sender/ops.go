@@ -13,10 +13,10 @@ import (
 // through it, so each is logged, counted and followed by the same wake-up
 // whichever door it came in by.
 type Ops struct {
-	sender *Sender
-	dlq    *DLQ
-	logger *slog.Logger
-	opts   OpsOptions
+	sender  *Sender
+	settled *Settled
+	logger  *slog.Logger
+	opts    OpsOptions
 }
 
 // OpsOptions are an Ops's dependencies beyond the sender; the zero value
@@ -27,13 +27,13 @@ type OpsOptions struct {
 	Redriven func(ctx context.Context, letters []Letter)
 }
 
-// NewOps returns the service over s and its dead letters dlq.
-func NewOps(s *Sender, dlq *DLQ, opts OpsOptions) *Ops {
+// NewOps returns the service over s and its settled envelopes (dead letters and history).
+func NewOps(s *Sender, settled *Settled, opts OpsOptions) *Ops {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Ops{sender: s, dlq: dlq, logger: logger, opts: opts}
+	return &Ops{sender: s, settled: settled, logger: logger, opts: opts}
 }
 
 // Configured reports whether name is a configured destination.
@@ -119,9 +119,6 @@ func (o *Ops) SetPaused(ctx context.Context, name string, paused bool, by string
 // refused with an error that wraps ErrBadID; another error leaves the
 // outcome unknown (the store may have applied it).
 func (o *Ops) Enqueue(ctx context.Context, e *Envelope) (EnqueueResult, error) {
-	if err := CheckID(e.ID); err != nil {
-		return EnqueueResult{}, err
-	}
 	return o.sender.Enqueue(ctx, e)
 }
 
@@ -137,22 +134,22 @@ func (o *Ops) Publish(ctx context.Context, ev *Event) (PublishResult, error) {
 // Summary groups the dead letters f matches by destination and class, at
 // most upTo of them when upTo is above 0.
 func (o *Ops) Summary(ctx context.Context, f Filter, upTo int) ([]Group, int, bool, error) {
-	return o.dlq.Summary(ctx, f, upTo)
+	return o.settled.Summary(ctx, f, upTo)
 }
 
 // Count counts the dead letters f matches, up to upTo.
 func (o *Ops) Count(ctx context.Context, f Filter, upTo int) (int, bool, error) {
-	return o.dlq.Count(ctx, f, upTo)
+	return o.settled.Count(ctx, f, upTo)
 }
 
 // List pages through the dead letters f matches.
 func (o *Ops) List(ctx context.Context, f Filter, limit int, cursor string) ([]*Meta, string, error) {
-	return o.dlq.List(ctx, f, limit, cursor)
+	return o.settled.List(ctx, f, limit, cursor)
 }
 
 // Get reads one envelope of dest ("" for any destination).
 func (o *Ops) Get(ctx context.Context, dest, id string) (*Envelope, State, error) {
-	return o.dlq.Get(ctx, dest, id)
+	return o.settled.Get(ctx, dest, id)
 }
 
 // HeaderSent is the header e's next attempt carries, secrets redacted.
@@ -164,7 +161,7 @@ func (o *Ops) HeaderSent(e *Envelope) (http.Header, error) {
 // queue under a new redrive ID (a dry run only counts), then wakes the
 // workers.
 func (o *Ops) Redrive(ctx context.Context, f Filter, limit int, by string, dryRun bool) (*Redrive, error) {
-	rd, err := o.dlq.Redrive(ctx, f, limit, by, dryRun)
+	rd, err := o.settled.Redrive(ctx, f, limit, by, dryRun)
 	if rd != nil && rd.Moved > 0 {
 		if o.opts.Redriven != nil {
 			o.opts.Redriven(ctx, rd.Letters)
@@ -179,21 +176,21 @@ func (o *Ops) Redrive(ctx context.Context, f Filter, limit int, by string, dryRu
 }
 
 // History pages through the settled envelopes q matches, newest first
-// across destinations (see DLQ.History). It reads no payload.
+// across destinations (see Settled.History). It reads no payload.
 func (o *Ops) History(ctx context.Context, q HistoryQuery, cursor string, limit int) ([]*Meta, string, error) {
-	return o.dlq.History(ctx, q, cursor, limit)
+	return o.settled.History(ctx, q, cursor, limit)
 }
 
-// Delivery reads dest's envelope id in any state (see DLQ.Delivery).
+// Delivery reads dest's envelope id in any state (see Settled.Delivery).
 func (o *Ops) Delivery(ctx context.Context, dest, id string) (*Envelope, State, error) {
-	return o.dlq.Delivery(ctx, dest, id)
+	return o.settled.Delivery(ctx, dest, id)
 }
 
 // Resend sends again up to limit of the settled envelopes q matches, under
 // a new redrive ID (a dry run only counts), then wakes the workers; its
 // audit record and progress are a redrive's (Progress).
 func (o *Ops) Resend(ctx context.Context, q HistoryQuery, limit int, by string, dryRun bool) (*Redrive, error) {
-	rd, err := o.dlq.Resend(ctx, q, limit, by, dryRun)
+	rd, err := o.settled.Resend(ctx, q, limit, by, dryRun)
 	if rd != nil && rd.Moved > 0 {
 		if o.opts.Redriven != nil {
 			o.opts.Redriven(ctx, rd.Letters)
@@ -210,13 +207,13 @@ func (o *Ops) Resend(ctx context.Context, q HistoryQuery, limit int, by string, 
 // Progress reads a redrive's audit record and what became of its letters;
 // with a scope, only a redrive confined to that destination.
 func (o *Ops) Progress(ctx context.Context, id, scope string) (*Redrive, error) {
-	return o.dlq.Progress(ctx, id, scope)
+	return o.settled.Progress(ctx, id, scope)
 }
 
 // Purge deletes the dead letters f matches, bounded by opts (see
-// DLQ.Purge; a dry run only counts); by names who asked.
+// Settled.Purge; a dry run only counts); by names who asked.
 func (o *Ops) Purge(ctx context.Context, f Filter, opts PurgeOptions, by string) (PurgeResult, error) {
-	r, err := o.dlq.Purge(ctx, f, opts)
+	r, err := o.settled.Purge(ctx, f, opts)
 	if r.Removed > 0 {
 		o.logger.Info("dead letters purged", withError([]any{"matched", r.Matched, "removed", r.Removed,
 			"limit", opts.Limit, "ids", f.IDs, "by", by}, err)...)

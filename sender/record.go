@@ -75,7 +75,7 @@ func MetaOf(e *Envelope) *Meta {
 		ID: e.ID, Destination: e.Destination, EventType: e.EventType, Entity: e.Entity, ContentType: e.ContentType,
 		EventTime: e.EventTime, CreatedAt: e.CreatedAt, NextAt: e.NextAt, DeadAt: e.DeadAt,
 		Tried: len(e.Log), LastStatus: e.LastStatus, LastError: e.LastError, Class: e.Class, RedriveID: e.RedriveID,
-		TraceParent: e.TraceParent, TraceState: e.TraceState, Size: len(e.Payload), Fingerprint: Fingerprint(e.Payload),
+		TraceParent: e.TraceParent, TraceState: e.TraceState, Size: len(e.Payload), Fingerprint: PayloadFingerprint(e.Payload),
 	}
 }
 
@@ -219,6 +219,30 @@ func readAttempt(d *wire.Decoder) Attempt {
 	return a
 }
 
+// Event is one event as it comes in (package intake makes it), before it
+// is an envelope: for one named destination (Envelope, then
+// Sender.Enqueue), or for every destination that subscribes to its type
+// (Destination.Events), each under the event's one ID (Sender.Publish).
+type Event struct {
+	ID          string
+	EventType   string
+	Entity      string
+	EventTime   time.Time
+	Payload     []byte
+	ContentType string
+	TraceParent string
+	TraceState  string
+}
+
+// Envelope is ev's envelope for dest, as Publish enqueues it: also what
+// an enqueue to one named destination makes of an event.
+func (ev *Event) Envelope(dest string) *Envelope {
+	return &Envelope{
+		ID: ev.ID, Destination: dest, EventType: ev.EventType, Entity: ev.Entity, EventTime: ev.EventTime,
+		Payload: ev.Payload, ContentType: ev.ContentType, TraceParent: ev.TraceParent, TraceState: ev.TraceState,
+	}
+}
+
 // Envelope is one event on its way to one destination.
 type Envelope struct {
 	ID          string // the delivery ID, unique per destination
@@ -310,10 +334,10 @@ func CheckID(id string) error {
 	return nil
 }
 
-// Fingerprint is the first 8 bytes of a payload's SHA-256: enough to tell
+// PayloadFingerprint is the first 8 bytes of a payload's SHA-256: enough to tell
 // a reused delivery ID's payload from the original (enqueuers are
 // trusted).
-func Fingerprint(payload []byte) [8]byte {
+func PayloadFingerprint(payload []byte) [8]byte {
 	s := sha256.Sum256(payload)
 	return [8]byte(s[:8])
 }

@@ -5,11 +5,11 @@
 // transient failures, dead-lettered on permanent ones or when its attempts
 // run out, and redriven by an operator. [Classify] names an attempt's
 // failure class, and a circuit breaker per destination holds attempts to a
-// destination that keeps failing. [DLQ] is the dead-letter service: list,
-// group, inspect, redrive and purge. [Ops] is the one service behind every
-// door to the sender's state, the admin API (package httpapi, which the
-// hookgate commands speak to) and the console: each state change goes
-// through it.
+// destination that keeps failing. [Settled] serves the settled envelopes:
+// the dead letters and the delivery history. [Ops] is the one service
+// behind every door to the sender's state, the admin API (package
+// httpapi, which the hookgate commands speak to) and the console: each
+// state change goes through it. Events come in through package intake.
 //
 // The [Queue] interface is what it needs of a store; the redisqueue and
 // boltqueue packages implement it and pass the one conformance suite in
@@ -392,11 +392,15 @@ func (d *destination) state() gobreaker.State { return d.shared.state(d.Name) }
 var ErrUnknownDestination = errors.New("unknown destination")
 
 // Enqueue queues e for delivery: idempotent by e.ID within its
-// destination. CreatedAt and NextAt default to now. Callers check the ID
-// first (CheckID): a request that cannot carry it is dead on its first
-// attempt. An error leaves the outcome unknown (the store may have
+// destination. CreatedAt and NextAt default to now. An ID that is not 1
+// to 1024 bytes of visible ASCII (CheckID) is refused with an error that
+// wraps ErrBadID, and nothing is written: every door relies on this one
+// check. Another error leaves the outcome unknown (the store may have
 // applied it). The Observer is told of each enqueue applied.
 func (s *Sender) Enqueue(ctx context.Context, e *Envelope) (EnqueueResult, error) {
+	if err := CheckID(e.ID); err != nil {
+		return EnqueueResult{}, err
+	}
 	d, ok := s.dests[e.Destination]
 	if !ok {
 		return EnqueueResult{}, fmt.Errorf("%w %q", ErrUnknownDestination, e.Destination)

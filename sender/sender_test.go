@@ -2,11 +2,13 @@ package sender_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -592,5 +594,26 @@ func TestRateHoldsAfterSlotsWereScarce(t *testing.T) {
 		if in > 5 {
 			t.Fatalf("%d requests within one second of request %d: the rate (2/s) did not hold", in, i)
 		}
+	}
+}
+
+// TestEnqueueAndPublishRefuseBadIDs: the sender checks a delivery ID
+// itself, whichever door the envelope came in by, and writes nothing.
+func TestEnqueueAndPublishRefuseBadIDs(t *testing.T) {
+	q := newQueue(t)
+	s, err := sender.New(q, fast, []sender.Destination{{Name: "d", URL: "http://127.0.0.1:1/", Events: []string{"*"}}}, sender.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"", "has space", strings.Repeat("x", sender.MaxIDLen+1), "caf\u00e9"} {
+		if _, err := s.Enqueue(t.Context(), &sender.Envelope{ID: id, Destination: "d", Payload: []byte(`{}`)}); !errors.Is(err, sender.ErrBadID) {
+			t.Errorf("Enqueue(%.20q) = %v, want ErrBadID", id, err)
+		}
+		if _, err := s.Publish(t.Context(), &sender.Event{ID: id, EventType: "a", Payload: []byte(`{}`)}); !errors.Is(err, sender.ErrBadID) {
+			t.Errorf("Publish(%.20q) = %v, want ErrBadID", id, err)
+		}
+	}
+	if st, err := q.Stats(t.Context(), "d", time.Now()); err != nil || st.Queued != 0 {
+		t.Errorf("after bad IDs the queue holds %+v, %v; want nothing", st, err)
 	}
 }

@@ -2,7 +2,8 @@
 // sender's destinations, events, dead letters and delivery history, under
 // /hookgate/. JSON
 // in and out; every error is problem+json (RFC 9457) with a reason code.
-// WriteEnqueued and WritePublished answer for webhook_enqueue too.
+// An event enqueued or published comes in through package intake, as
+// webhook_enqueue's do: this package routes to it.
 //
 // The package imports no Caddy: the hookgate app registers a Handler's
 // routes on its admin router (package route) at Start, and the

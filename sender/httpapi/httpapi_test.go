@@ -53,7 +53,7 @@ func setup(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.ops = sender.NewOps(s, sender.NewDLQ(q, s.Destinations(), 10, nil), sender.OpsOptions{
+	f.ops = sender.NewOps(s, sender.NewSettled(q, s.Destinations(), 10, nil), sender.OpsOptions{
 		Redriven: func(_ context.Context, letters []sender.Letter) {
 			f.mu.Lock()
 			defer f.mu.Unlock()

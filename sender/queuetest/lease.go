@@ -95,7 +95,7 @@ func runLease(t *testing.T, newQueue NewQueue) {
 			t.Fatalf("Metas = %v, %v", ms, err)
 		}
 		if m := ms[0]; m.ID != "m1" || m.State != sender.StateDelivered || !m.SettledAt.Equal(t0) ||
-			m.Fingerprint != sender.Fingerprint(env("d", "m1", t0).Payload) {
+			m.Fingerprint != sender.PayloadFingerprint(env("d", "m1", t0).Payload) {
 			t.Errorf("Metas of a delivered ID = %+v", m)
 		}
 		// After the retention the ID is forgotten: a new envelope.
@@ -322,11 +322,11 @@ func runLease(t *testing.T, newQueue NewQueue) {
 		}
 		want := []*sender.Meta{
 			{ID: "m2", Destination: "d", EventType: "reservation.confirmed", Entity: "r-1", EventTime: t0.Add(-time.Second),
-				CreatedAt: t0, NextAt: t0, TraceParent: e.TraceParent, Size: len(e.Payload), Fingerprint: sender.Fingerprint(env("d", "m2", t0).Payload), State: sender.StateQueued},
+				CreatedAt: t0, NextAt: t0, TraceParent: e.TraceParent, Size: len(e.Payload), Fingerprint: sender.PayloadFingerprint(env("d", "m2", t0).Payload), State: sender.StateQueued},
 			{ID: "m1", Destination: "d", EventType: "reservation.confirmed", Entity: "r-1", ContentType: "application/cloudevents+json",
 				EventTime: t0.Add(-time.Second), CreatedAt: t0, NextAt: t0, DeadAt: t0.Add(time.Second), Tried: 1, LastStatus: 400,
 				LastError: "Bad Request: no", Class: sender.ClassHTTP4xx, TraceParent: e.TraceParent, Size: len(e.Payload),
-				Fingerprint: sender.Fingerprint(e.Payload), State: sender.StateDead},
+				Fingerprint: sender.PayloadFingerprint(e.Payload), State: sender.StateDead},
 		}
 		if diff := cmp.Diff(want, got, cmpopts.EquateApproxTime(time.Millisecond)); diff != "" {
 			t.Errorf("Metas (-want +got):\n%s", diff)
