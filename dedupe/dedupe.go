@@ -152,9 +152,6 @@ type Option func(*deps)
 // WithClock sets the clock; the default is time.Now.
 func WithClock(now func() time.Time) Option { return func(d *deps) { d.now = now } }
 
-// WithTokens sets the fencing-token source; the default is 128 random bits.
-func WithTokens(token func() string) Option { return func(d *deps) { d.token = token } }
-
 // New returns a Deduper over store.
 func New(store Store, cfg Config, opts ...Option) (*Deduper, error) {
 	if cfg.Lease == 0 {
@@ -696,13 +693,3 @@ func FingerprintOf(body []byte) Fingerprint { return sha256.Sum256(body) }
 
 // String returns the fingerprint in hex.
 func (f Fingerprint) String() string { return hex.EncodeToString(f[:]) }
-
-// ParseFingerprint parses a hex fingerprint.
-func ParseFingerprint(s string) (Fingerprint, bool) {
-	var f Fingerprint
-	if hex.DecodedLen(len(s)) != len(f) {
-		return f, false
-	}
-	_, err := hex.Decode(f[:], []byte(s))
-	return f, err == nil
-}
