@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -39,8 +40,7 @@ func TestReasonsInTheManual(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, m := range readmeStatusCode.FindAllStringSubmatch(string(b), -1) {
-			var n int
-			fmt.Sscan(m[1], &n)
+			n, _ := strconv.Atoi(m[1]) // three digits, by the pattern
 			if want, ok := status[m[2]]; ok && n != want && n != 200 {
 				t.Errorf("%s: %d `%s`, but the registry answers it with %d", path, n, m[2], want)
 			}

@@ -12,8 +12,8 @@ import (
 // whose process is gone is taken over, and one this process holds is not
 // handed out again.
 func TestReserve(t *testing.T) {
-	dir := filepath.Join(os.TempDir(), "hookgate-test-ports")
-	if err := os.MkdirAll(dir, 0o777); err != nil {
+	dir := portsDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	// Ports no test binds: reservations only.
@@ -23,7 +23,7 @@ func TestReserve(t *testing.T) {
 		t.Fatal(err)
 	}
 	for port, pid := range map[int]int{live: os.Getppid(), gone: dead.Process.Pid} {
-		if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(port)), []byte(strconv.Itoa(pid)), 0o666); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(port)), []byte(strconv.Itoa(pid)), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}

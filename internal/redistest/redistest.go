@@ -10,7 +10,9 @@ import (
 	"bufio"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -204,21 +206,25 @@ func FreePort(t testing.TB) int {
 }
 
 // reserve claims port for this process among the test processes of the
-// machine: a file named for the port holds the PID of the process that
-// has it, and a file whose process is gone is taken over. It reports
-// whether this process now holds the port.
+// machine's user: a file named for the port holds the PID of the process
+// that has it, and a file whose process is gone is taken over. It reports
+// whether this process now holds the port; without a usable directory of
+// reservations, only the in-process ones hold, and it says yes.
 func reserve(port int) bool {
-	dir := filepath.Join(os.TempDir(), "hookgate-test-ports")
-	if err := os.MkdirAll(dir, 0o777); err != nil {
-		return true // no shared reservations: the in-process ones still hold
+	dir := portsDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return true
 	}
 	path := filepath.Join(dir, strconv.Itoa(port))
 	pid := []byte(strconv.Itoa(os.Getpid()))
 	for range 2 {
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err == nil {
 			_, err = f.Write(pid)
 			return f.Close() == nil && err == nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return true
 		}
 		held, err := os.ReadFile(path)
 		if err != nil {
@@ -231,6 +237,11 @@ func reserve(port int) bool {
 		_ = os.Remove(path) // its process is gone (or it was never written whole)
 	}
 	return false
+}
+
+// portsDir is where the machine's user's test processes reserve ports.
+func portsDir() string {
+	return filepath.Join(os.TempDir(), "hookgate-test-ports-"+strconv.Itoa(os.Getuid()))
 }
 
 // processAlive reports whether a process of that PID runs.
