@@ -26,13 +26,9 @@ type observedQueue struct {
 	done func(error)
 }
 
-// Enqueue reports a failure, and a success unless it was a duplicate,
-// which wrote nothing (see Lease).
 func (q observedQueue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.EnqueueResult, error) {
 	res, err := q.AuditedQueue.Enqueue(ctx, e)
-	if err != nil || !res.Duplicate {
-		q.done(err)
-	}
+	q.done(err)
 	return res, err
 }
 
