@@ -194,24 +194,3 @@ func breakerReport(s *Sender, dest string) Report {
 	}
 	return Report{}
 }
-
-// states records the breaker states an observer is told of.
-type states struct {
-	nopObserver
-	mu  sync.Mutex
-	got []gobreaker.State
-}
-
-func (o *states) Enqueued(string, string) {}
-
-func (o *states) BreakerState(_ string, st gobreaker.State) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.got = append(o.got, st)
-}
-
-func (o *states) all() []gobreaker.State {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return append([]gobreaker.State(nil), o.got...)
-}

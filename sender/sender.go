@@ -148,8 +148,6 @@ type Observer interface {
 	// Dead is an envelope dead-lettered, quarantined after its first
 	// failed attempt.
 	Dead(dest string, quarantined time.Duration)
-	// BreakerState is a destination's breaker changing state.
-	BreakerState(dest string, state gobreaker.State)
 	// StoreError is a failed queue operation: op is lease, settle, pause
 	// (writing a 410's pause), paused (reading the pause) or trim (the
 	// history's, TrimHistory).
@@ -278,7 +276,6 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 		name := d.Name
 		ds.breaker = newBreaker(name, cfg.Breaker, func(from, to gobreaker.State) {
 			s.logger.Info("destination breaker", "destination", name, "from", from.String(), "to", to.String())
-			s.obs.BreakerState(name, to)
 			if to != gobreaker.StateHalfOpen {
 				s.shared.transition(name, to == gobreaker.StateOpen, time.Now().Add(cfg.Breaker.Open))
 			}
@@ -478,7 +475,6 @@ type nopObserver struct{}
 func (nopObserver) Attempt(string, string, time.Duration) {}
 func (nopObserver) Delivered(string, time.Duration)       {}
 func (nopObserver) Dead(string, time.Duration)            {}
-func (nopObserver) BreakerState(string, gobreaker.State)  {}
 func (nopObserver) StoreError(string, string)             {}
 func (nopObserver) Enqueued(string, string)               {}
 

@@ -261,11 +261,10 @@ func TestGonePausesTheDestination(t *testing.T) {
 	eventually(t, "delivered after resume", func() bool { return rcv.count("kept") == 1 })
 }
 
-// recordingObserver counts attempts and breaker states.
+// recordingObserver counts attempts.
 type recordingObserver struct {
 	mu       sync.Mutex
 	attempts map[string]int
-	states   []gobreaker.State
 }
 
 func (o *recordingObserver) Attempt(dest, _ string, _ time.Duration) {
@@ -277,12 +276,6 @@ func (o *recordingObserver) Delivered(string, time.Duration) {}
 func (o *recordingObserver) StoreError(string, string)       {}
 func (o *recordingObserver) Dead(string, time.Duration)      {}
 func (o *recordingObserver) Enqueued(string, string)         {}
-
-func (o *recordingObserver) BreakerState(_ string, s gobreaker.State) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.states = append(o.states, s)
-}
 
 // TestBreakerStopsAttempts: a destination that is down opens its breaker
 // after the configured failures; while open it gets no attempts and none

@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -10,13 +12,16 @@ import (
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/dedupe/freshness"
+	"github.com/hookgate/hookgate/sender"
 )
 
 // Lazy is the state as the handlers use it. It opens the store on first
 // use, never before: `hookgate validate` must not take the bbolt file's
 // lock from a running gateway, and a config without dedupe never opens
-// it. Each call on the request path records its latency in a histogram, labelled with the
-// backend, the namespace ("webhook": Claims has the others) and the operation.
+// it. Each call on the request path records its latency in a histogram,
+// labelled with the backend, the namespace ("webhook": Claims has the
+// others) and the operation, and what its write did, as does each write
+// of the sender's queue (ObserveWrites): readiness reads it (Ready).
 type Lazy struct {
 	open     func() (*Conn, error)
 	prefix   string
@@ -69,15 +74,6 @@ func (l *Lazy) Conn() (*Conn, error) {
 		}
 	})
 	return l.conn, l.err
-}
-
-// Unwrap returns the state l decorates, opening the store if need be;
-// nil if it does not open.
-func (l *Lazy) Unwrap() State {
-	if _, err := l.Conn(); err != nil {
-		return nil
-	}
-	return l.st
 }
 
 // state returns the open state, and when the operation starts: done
@@ -174,3 +170,71 @@ func (l *Lazy) FinishEntity(ctx context.Context, entity, token string, f freshne
 }
 
 var _ State = (*Lazy)(nil)
+
+// writes is what the latest write to the store did. Only the store's own
+// failures count: a caller gone (context.Canceled) is no verdict, and a
+// claim lost to an expired lease is the store answering.
+type writes struct {
+	failing atomic.Bool // the latest write failed
+}
+
+// done records a write's outcome.
+func (w *writes) done(err error) {
+	switch {
+	case err == nil || errors.Is(err, dedupe.ErrClaimLost):
+		if w.failing.Load() { // a load, not a store, on the hot path
+			w.failing.Store(false)
+		}
+	case errors.Is(err, context.Canceled):
+	default:
+		w.failing.Store(true)
+	}
+}
+
+// WriteDone records what a write to the store that does not go through l
+// did: the sender's queue's (ObserveWrites). Ready judges by the latest
+// write, the handlers' and these alike, so an instance that only sends is
+// not ready while its queue's writes fail.
+func (l *Lazy) WriteDone(err error) { l.writes.done(err) }
+
+// ObserveWrites returns q, its writes on the sender's hot path (Enqueue,
+// Lease when it moves leases, and Settle) reporting their outcome to done
+// (Lazy.WriteDone). The rest, an operator's commands, report nothing.
+func ObserveWrites(q sender.AuditedQueue, done func(error)) sender.AuditedQueue {
+	return observedQueue{q, done}
+}
+
+// observedQueue is a queue whose hot-path writes report to done.
+type observedQueue struct {
+	sender.AuditedQueue
+	done func(error)
+}
+
+// Enqueue reports a failure, and a success unless it was a duplicate,
+// which wrote nothing (see Lease).
+func (q observedQueue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.EnqueueResult, error) {
+	res, err := q.AuditedQueue.Enqueue(ctx, e)
+	if err != nil || !res.Duplicate {
+		q.done(err)
+	}
+	return res, err
+}
+
+// Lease reports a failure, and a success only when it leased something:
+// an empty lease wrote nothing, and Redis out of memory under noeviction
+// runs it all the same, so the worker's idle polls would otherwise mark
+// the store ready again a second after an enqueue was refused. Ready's
+// own probe write is what finds a recovered store.
+func (q observedQueue) Lease(ctx context.Context, dest string, n int, now time.Time, lease time.Duration) ([]sender.Leased, error) {
+	leased, err := q.AuditedQueue.Lease(ctx, dest, n, now, lease)
+	if err != nil || len(leased) > 0 {
+		q.done(err)
+	}
+	return leased, err
+}
+
+func (q observedQueue) Settle(ctx context.Context, dest string, outcomes []sender.Outcome, now time.Time) (int, error) {
+	skipped, err := q.AuditedQueue.Settle(ctx, dest, outcomes, now)
+	q.done(err)
+	return skipped, err
+}

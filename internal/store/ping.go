@@ -3,9 +3,7 @@ package store
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -61,24 +59,4 @@ func (l *Lazy) Ready(ctx context.Context) error {
 	}
 	_ = l.Release(ctx, key, token) // the claim succeeded: writes work
 	return nil
-}
-
-// writes is what the latest write to the store did. Only the store's own
-// failures count: a caller gone (context.Canceled) is no verdict, and a
-// claim lost to an expired lease is the store answering.
-type writes struct {
-	failing atomic.Bool // the latest write failed
-}
-
-// done records a write's outcome.
-func (w *writes) done(err error) {
-	switch {
-	case err == nil || errors.Is(err, dedupe.ErrClaimLost):
-		if w.failing.Load() { // a load, not a store, on the hot path
-			w.failing.Store(false)
-		}
-	case errors.Is(err, context.Canceled):
-	default:
-		w.failing.Store(true)
-	}
 }

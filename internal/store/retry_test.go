@@ -20,23 +20,8 @@ import (
 // Redis ran it once.
 func TestLateScriptNotResent(t *testing.T) {
 	srv := redistest.StartWith(t, "--enable-debug-command", "yes")
-	c, err := Open(Config{Backend: "redis", URLs: []string{srv.URL()}}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Destruct() })
-	q, err := c.Queue("late", time.Hour, sender.History{Keep: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q, now := fourDue(t, srv.URL())
 	ctx := t.Context()
-	now := time.Now()
-	for i := range 4 {
-		e := &sender.Envelope{ID: fmt.Sprintf("evt_%d", i), Destination: "d", Payload: []byte(`{}`), CreatedAt: now, NextAt: now}
-		if _, err := q.Enqueue(ctx, e); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if _, err := q.Lease(ctx, "warm", 1, now, time.Minute); err != nil { // the script is loaded: one EVALSHA from here
 		t.Fatal(err)
 	}
@@ -80,23 +65,8 @@ func TestLateScriptNotResentCluster(t *testing.T) {
 	for _, a := range addrs {
 		urls = append(urls, "redis://"+a)
 	}
-	c, err := Open(Config{Backend: "redis", URLs: urls}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Destruct() })
-	q, err := c.Queue("late", time.Hour, sender.History{Keep: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q, now := fourDue(t, urls...)
 	ctx := t.Context()
-	now := time.Now()
-	for i := range 4 {
-		e := &sender.Envelope{ID: fmt.Sprintf("evt_%d", i), Destination: "d", Payload: []byte(`{}`), CreatedAt: now, NextAt: now}
-		if _, err := q.Enqueue(ctx, e); err != nil {
-			t.Fatal(err)
-		}
-	}
 	warm, err := q.Lease(ctx, "d", 1, now, time.Minute) // the script is loaded on d's node
 	if err != nil || len(warm) != 1 {
 		t.Fatal(warm, err)
@@ -123,4 +93,27 @@ func TestLateScriptNotResentCluster(t *testing.T) {
 		t.Errorf("Lease of 2 while the node was busy past the read timeout: %d returned, error %v; Redis holds %d leased (%d stranded), want the error and 2 leased (the script ran once)",
 			len(leased), err, st.Leased, st.Leased-len(leased))
 	}
+}
+
+// fourDue opens the sender's queue on the Redis at urls, holding four
+// envelopes for destination d, due at the now it returns.
+func fourDue(t *testing.T, urls ...string) (sender.AuditedQueue, time.Time) {
+	t.Helper()
+	c, err := Open(Config{Backend: "redis", URLs: urls}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Destruct() })
+	q, err := c.Queue("late", time.Hour, sender.History{Keep: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for i := range 4 {
+		e := &sender.Envelope{ID: fmt.Sprintf("evt_%d", i), Destination: "d", Payload: []byte(`{}`), CreatedAt: now, NextAt: now}
+		if _, err := q.Enqueue(t.Context(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return q, now
 }

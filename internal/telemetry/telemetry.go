@@ -261,9 +261,6 @@ func (o observer) StoreError(dest, op string) {
 	o.m.storeErrors.Add(context.Background(), 1, o.m.labels("destination", dest, "op", op))
 }
 
-// BreakerState is read from the sender at each scrape instead.
-func (o observer) BreakerState(string, gobreaker.State) {}
-
 // Redriven counts the dead letters a redrive moved.
 func (m *Metrics) Redriven(ctx context.Context, letters []sender.Letter) {
 	for _, l := range letters {
