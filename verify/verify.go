@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"hash"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -73,7 +74,10 @@ type Verifier struct {
 	// path through Verify and SignRequest (rfc9421.go).
 	rfc *rfc9421
 
-	// The handshakes' settings (handshake.go).
+	// The handshakes' settings (handshake.go). handshakes is whether
+	// the scheme or the options take part in any: most take part in none,
+	// and Handshake answers them at once.
+	handshakes  bool
 	verifyToken string
 	ceOrigins   []string
 	ceRate      string
@@ -144,6 +148,7 @@ func New(schemeName string, secrets []string, opts Options) (*Verifier, error) {
 	if v.ceRate == "" {
 		v.ceRate = "*"
 	}
+	v.handshakes = len(v.ceOrigins) > 0 || slices.Contains(handshakeSchemes, s.name())
 	if opts.VerifyToken != "" && schemeName != "meta" {
 		return nil, fmt.Errorf("verify_token is Meta's handshake token: it needs scheme meta, not %s", schemeName)
 	}
@@ -191,6 +196,18 @@ func New(schemeName string, secrets []string, opts Options) (*Verifier, error) {
 		v.scheme = standardScheme{ed25519: len(v.publics) > 0}
 	}
 	return v, nil
+}
+
+// Handshake answers r when it is an endpoint handshake this Verifier's
+// scheme and options take part in; ok is false for any other request,
+// which Verify then judges. The signed handshakes (slack, zoom) are
+// answered only when their signature verifies at now; r.URL must be set
+// for the ones that read the query (meta, twitter) and for OPTIONS.
+func (v *Verifier) Handshake(r Request, now time.Time) (a Answer, ok bool) {
+	if !v.handshakes {
+		return Answer{}, false
+	}
+	return v.handshake(r, now)
 }
 
 // Verify checks the request headers and raw body at time now. On success it
