@@ -504,9 +504,6 @@ func (d *Deduper) remember(key string, cp *copyOf, rec *Record, expires time.Tim
 // record, its header map.
 const cachedOverhead = 256
 
-// CacheBytes is the replay cache's size, for tests and metrics.
-func (d *Deduper) CacheBytes() int64 { return d.bytes.Load() }
-
 // Settlement is how Settle ended a forward.
 type Settlement int
 
