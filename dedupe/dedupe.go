@@ -126,7 +126,7 @@ type Deduper struct {
 	records *lru.Cache[string, *cachedRecord] // nil when disabled
 	bytes   atomic.Int64                      // the cache's size
 	// releases bounds the background releases of claims whose reply was
-	// lost (see Begin).
+	// lost (see BeginBody).
 	releases lease.Releases
 }
 
@@ -200,7 +200,7 @@ const (
 	Reject                    // answer with Decision.Err
 )
 
-// Decision is Begin's answer for one copy.
+// Decision is BeginBody's answer for one copy.
 type Decision struct {
 	Action Action
 	// Result names the outcome for metrics: forwarded, lease_expired
@@ -247,17 +247,12 @@ func (d Decision) RetryAfter(now time.Time) time.Duration {
 // Lease returns the configured lease.
 func (d *Deduper) Lease() time.Duration { return d.cfg.Lease }
 
-// Begin decides what to do with a copy of key whose body has fingerprint
-// fp. With Config.Wait set, a copy that finds another in flight waits for
-// its record (or for its claim to go) up to Wait. A non-nil error is a
-// store failure: nothing was claimed.
-func (d *Deduper) Begin(ctx context.Context, key string, fp Fingerprint) (Decision, error) {
-	return d.begin(ctx, key, &copyOf{fp: fp, known: true}, nil)
-}
-
-// BeginBody is Begin for a copy whose body is at hand: a copy replayed
-// from the replay cache is compared with the body kept there, byte for
-// byte, and its own fingerprint is not computed at all. sum returns the
+// BeginBody decides what to do with a copy of key whose body is body.
+// With Config.Wait set, a copy that finds another in flight waits for its
+// record (or for its claim to go) up to Wait. A non-nil error is a store
+// failure: nothing was claimed. A copy replayed from the replay cache is
+// compared with the body kept there, byte for byte, and its own
+// fingerprint is not computed at all. sum returns the
 // body's fingerprint (FingerprintOf(body)), for a caller that may have it
 // already (the SHA-256 of a placeholder); it is called at most once, and
 // when nil the fingerprint is computed here.
@@ -265,7 +260,7 @@ func (d *Deduper) BeginBody(ctx context.Context, key string, body []byte, sum fu
 	return d.begin(ctx, key, &copyOf{body: body, hasBody: true}, sum)
 }
 
-// copyOf is the copy Begin decides about: its fingerprint, computed once
+// copyOf is the copy BeginBody decides about: its fingerprint, computed once
 // when first needed, and its body when at hand.
 type copyOf struct {
 	body    []byte
@@ -508,9 +503,6 @@ func (d *Deduper) remember(key string, cp *copyOf, rec *Record, expires time.Tim
 // cachedOverhead approximates a cached record's fixed cost: the entry, the
 // record, its header map.
 const cachedOverhead = 256
-
-// CacheBytes is the replay cache's size, for tests and metrics.
-func (d *Deduper) CacheBytes() int64 { return d.bytes.Load() }
 
 // Settlement is how Settle ended a forward.
 type Settlement int

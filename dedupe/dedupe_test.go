@@ -32,12 +32,12 @@ func newStoreWith(t *testing.T, opts *bolt.Options) dedupe.Store {
 	return s
 }
 
-// mustBegin and mustFinish are Begin and Finish where a test only sets
+// mustBegin and mustFinish are BeginBody and Finish where a test only sets
 // the stage: an error fails it.
 func mustBegin(t *testing.T, d *dedupe.Deduper, key string) {
 	t.Helper()
-	if _, err := d.Begin(t.Context(), key, fp); err != nil {
-		t.Fatalf("Begin(%q): %v", key, err)
+	if _, err := d.BeginBody(t.Context(), key, payload, nil); err != nil {
+		t.Fatalf("BeginBody(%q): %v", key, err)
 	}
 }
 
@@ -57,18 +57,22 @@ func newDeduper(t *testing.T, store dedupe.Store, cfg dedupe.Config) *dedupe.Ded
 	return d
 }
 
-var fp = dedupe.FingerprintOf([]byte(`{"type":"reservation.confirmed"}`))
+// payload is the body of the tests' copies, and fp its fingerprint.
+var (
+	payload = []byte(`{"type":"reservation.confirmed"}`)
+	fp      = dedupe.FingerprintOf(payload)
+)
 
 func TestWaiterGetsTheRecord(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := newDeduper(t, newStore(t), dedupe.Config{Lease: 10 * time.Second, Wait: 5 * time.Second})
-		first, err := d.Begin(t.Context(), "k", fp)
+		first, err := d.BeginBody(t.Context(), "k", payload, nil)
 		if err != nil || first.Action != dedupe.Forward || first.Result != "forwarded" {
 			t.Fatalf("first = %+v, %v; want forwarded", first, err)
 		}
 		got := make(chan dedupe.Decision)
 		go func() {
-			dec, err := d.Begin(t.Context(), "k", fp)
+			dec, err := d.BeginBody(t.Context(), "k", payload, nil)
 			if err != nil {
 				t.Error(err)
 			}
@@ -88,12 +92,12 @@ func TestWaiterGetsTheRecord(t *testing.T) {
 func TestWaiterGivesUpWithTheLeaseRemaining(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := newDeduper(t, newStore(t), dedupe.Config{Lease: 10 * time.Second, Wait: 3 * time.Second})
-		first, err := d.Begin(t.Context(), "k", fp)
+		first, err := d.BeginBody(t.Context(), "k", payload, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		dec, err := d.Begin(t.Context(), "k", fp)
+		dec, err := d.BeginBody(t.Context(), "k", payload, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,10 +116,10 @@ func TestWaiterGivesUpWithTheLeaseRemaining(t *testing.T) {
 func TestWaiterForwardsWhenTheFirstIsReleased(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := newDeduper(t, newStore(t), dedupe.Config{Lease: 10 * time.Second, Wait: 5 * time.Second})
-		first, _ := d.Begin(t.Context(), "k", fp)
+		first, _ := d.BeginBody(t.Context(), "k", payload, nil)
 		got := make(chan dedupe.Decision)
 		go func() {
-			dec, _ := d.Begin(t.Context(), "k", fp)
+			dec, _ := d.BeginBody(t.Context(), "k", payload, nil)
 			got <- dec
 		}()
 		time.Sleep(time.Second)
@@ -134,12 +138,12 @@ func TestRejectAtOnceWithoutWait(t *testing.T) {
 		d := newDeduper(t, newStore(t), dedupe.Config{})
 		mustBegin(t, d, "k")
 		start := time.Now()
-		dec, _ := d.Begin(t.Context(), "k", fp)
+		dec, _ := d.BeginBody(t.Context(), "k", payload, nil)
 		if dec.Result != "in_flight" || time.Since(start) != 0 {
 			t.Fatalf("got %+v after %s, want in_flight at once", dec, time.Since(start))
 		}
-		other := dedupe.FingerprintOf([]byte("other"))
-		if dec, _ := d.Begin(t.Context(), "k", other); dec.Result != "mismatch" || !errors.Is(dec.Err, dedupe.ErrKeyReused) {
+		other := []byte("other")
+		if dec, _ := d.BeginBody(t.Context(), "k", other, nil); dec.Result != "mismatch" || !errors.Is(dec.Err, dedupe.ErrKeyReused) {
 			t.Fatalf("other body: %+v, want mismatch", dec)
 		}
 	})
@@ -148,9 +152,9 @@ func TestRejectAtOnceWithoutWait(t *testing.T) {
 func TestLeaseExpiredForwardsAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := newDeduper(t, newStore(t), dedupe.Config{Lease: 5 * time.Second})
-		first, _ := d.Begin(t.Context(), "k", fp)
+		first, _ := d.BeginBody(t.Context(), "k", payload, nil)
 		time.Sleep(5 * time.Second)
-		second, _ := d.Begin(t.Context(), "k", fp)
+		second, _ := d.BeginBody(t.Context(), "k", payload, nil)
 		if second.Result != "lease_expired" || second.Action != dedupe.Forward {
 			t.Fatalf("after the lease: %+v, want lease_expired forward", second)
 		}
@@ -166,11 +170,11 @@ func TestFinalClassesAndMaxRecord(t *testing.T) {
 			Final:     func(s int) bool { return s/100 == 2 || s/100 == 4 },
 			MaxRecord: 4,
 		})
-		dec, _ := d.Begin(t.Context(), "k", fp)
+		dec, _ := d.BeginBody(t.Context(), "k", payload, nil)
 		if ok, err := d.Finish(t.Context(), "k", dec, dedupe.Response{Status: 422, Body: []byte("too long")}); !ok || err != nil {
 			t.Fatalf("Finish(422) = %v, %v; want recorded", ok, err)
 		}
-		rep, _ := d.Begin(t.Context(), "k", fp)
+		rep, _ := d.BeginBody(t.Context(), "k", payload, nil)
 		if rep.Record.Status != 422 || !rep.Record.BodyOmitted || rep.Record.Body != nil {
 			t.Errorf("replay = %+v, want 422 with the body omitted", rep.Record)
 		}
@@ -221,13 +225,13 @@ func TestFinishRetriesAStoreFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &flakyStore{Store: newStore(t), n: 2}
 		d := newDeduper(t, store, dedupe.Config{})
-		dec, _ := d.Begin(t.Context(), "k", fp)
+		dec, _ := d.BeginBody(t.Context(), "k", payload, nil)
 		ok, err := d.Finish(t.Context(), "k", dec, dedupe.Response{Status: 200})
 		if !ok || err != nil {
 			t.Fatalf("Finish after two failures = %v, %v; want recorded", ok, err)
 		}
 		store.n = 10
-		dec, _ = d.Begin(t.Context(), "k2", fp)
+		dec, _ = d.BeginBody(t.Context(), "k2", payload, nil)
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		if ok, err := d.Finish(ctx, "k2", dec, dedupe.Response{Status: 200}); ok || err == nil {
@@ -253,29 +257,29 @@ func TestReplayCache(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &countingStore{Store: newStore(t)}
 		d := newDeduper(t, store, dedupe.Config{Retention: time.Hour})
-		dec, _ := d.Begin(t.Context(), "k", fp)
+		dec, _ := d.BeginBody(t.Context(), "k", payload, nil)
 		mustFinish(t, d, "k", dec, dedupe.Response{Status: 201, Body: []byte("ok")})
 		claims := store.claims
 		for range 3 {
-			rep, _ := d.Begin(t.Context(), "k", fp)
+			rep, _ := d.BeginBody(t.Context(), "k", payload, nil)
 			if rep.Action != dedupe.Replay || rep.Record.Status != 201 {
 				t.Fatalf("replay = %+v", rep)
 			}
 		}
-		if other, _ := d.Begin(t.Context(), "k", dedupe.FingerprintOf([]byte("x"))); other.Result != "mismatch" {
+		if other, _ := d.BeginBody(t.Context(), "k", []byte("x"), nil); other.Result != "mismatch" {
 			t.Errorf("other body: %+v, want mismatch", other)
 		}
 		if store.claims != claims {
 			t.Errorf("%d store claims for cached replays, want 0", store.claims-claims)
 		}
 		time.Sleep(time.Hour)
-		if dec, _ := d.Begin(t.Context(), "k", fp); dec.Action != dedupe.Forward || store.claims != claims+1 {
+		if dec, _ := d.BeginBody(t.Context(), "k", payload, nil); dec.Action != dedupe.Forward || store.claims != claims+1 {
 			t.Errorf("after retention: %+v (claims +%d), want a fresh forward from the store", dec, store.claims-claims)
 		}
 
 		// Another instance's record is cached when first replayed.
 		other := newDeduper(t, store, dedupe.Config{Retention: time.Hour})
-		dec, _ = d.Begin(t.Context(), "j", fp)
+		dec, _ = d.BeginBody(t.Context(), "j", payload, nil)
 		mustFinish(t, d, "j", dec, dedupe.Response{Status: 200})
 		claims = store.claims
 		mustBegin(t, other, "j")
@@ -307,13 +311,13 @@ func TestFinishRetriesUntilTheLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &downStore{Store: newStore(t), up: time.Now().Add(1500 * time.Millisecond)}
 		d := newDeduper(t, store, dedupe.Config{Lease: 10 * time.Second})
-		dec, _ := d.Begin(t.Context(), "k", fp)
+		dec, _ := d.BeginBody(t.Context(), "k", payload, nil)
 		ctx, cancel := context.WithDeadline(t.Context(), dec.LeaseUntil)
 		defer cancel()
 		if ok, err := d.Finish(ctx, "k", dec, dedupe.Response{Status: 200}); !ok || err != nil {
 			t.Fatalf("Finish with writes refused for 1.5s = %v, %v; want recorded", ok, err)
 		}
-		if rep, _ := d.Begin(t.Context(), "k", fp); rep.Action != dedupe.Replay {
+		if rep, _ := d.BeginBody(t.Context(), "k", payload, nil); rep.Action != dedupe.Replay {
 			t.Errorf("after the record: %+v, want a replay", rep)
 		}
 	})
@@ -335,18 +339,18 @@ func (s *lostReplyStore) Claim(ctx context.Context, key string, c dedupe.Claim) 
 	return res, err
 }
 
-// TestLostClaimIsReleased: a claim that landed although Begin failed is
+// TestLostClaimIsReleased: a claim that landed although BeginBody failed is
 // let go, so the retry is forwarded, as the first forward it is, and not
 // held back with in_flight until the lease ends.
 func TestLostClaimIsReleased(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &lostReplyStore{Store: newStore(t), lose: true}
 		d := newDeduper(t, store, dedupe.Config{Lease: 30 * time.Second})
-		if _, err := d.Begin(t.Context(), "k", fp); err == nil {
-			t.Fatal("Begin with a lost reply succeeded")
+		if _, err := d.BeginBody(t.Context(), "k", payload, nil); err == nil {
+			t.Fatal("BeginBody with a lost reply succeeded")
 		}
 		time.Sleep(time.Second)
-		dec, err := d.Begin(t.Context(), "k", fp)
+		dec, err := d.BeginBody(t.Context(), "k", payload, nil)
 		if err != nil || dec.Action != dedupe.Forward || dec.Result != "forwarded" {
 			t.Fatalf("retry a second later = %+v, %v; want forwarded", dec, err)
 		}
@@ -366,7 +370,7 @@ func TestReplayCacheBounds(t *testing.T) {
 		body := bytes.Repeat([]byte("x"), 4<<10)
 		for i := range 10000 {
 			key := fmt.Sprintf("%01024d", i)
-			dec, err := d.Begin(t.Context(), key, fp)
+			dec, err := d.BeginBody(t.Context(), key, payload, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -376,7 +380,7 @@ func TestReplayCacheBounds(t *testing.T) {
 			t.Errorf("cache holds %d bytes, want at most %d and near it", got, dedupe.ReplayCacheBytes)
 		}
 
-		dec, _ := d.Begin(t.Context(), "k", fp)
+		dec, _ := d.BeginBody(t.Context(), "k", payload, nil)
 		mustFinish(t, d, "k", dec, dedupe.Response{Status: 200})
 		claims := store.claims
 		mustBegin(t, d, "k")
@@ -384,7 +388,7 @@ func TestReplayCacheBounds(t *testing.T) {
 			t.Fatalf("a fresh record was not replayed from memory")
 		}
 		time.Sleep(dedupe.ReplayCacheTTL)
-		if rep, _ := d.Begin(t.Context(), "k", fp); rep.Action != dedupe.Replay || store.claims != claims+1 {
+		if rep, _ := d.BeginBody(t.Context(), "k", payload, nil); rep.Action != dedupe.Replay || store.claims != claims+1 {
 			t.Errorf("after ReplayCacheTTL: %+v, %d claims; want a replay read from the store", rep, store.claims-claims)
 		}
 	})
@@ -398,12 +402,12 @@ func TestForgetReachesEveryInstance(t *testing.T) {
 		store := newStore(t)
 		a := newDeduper(t, store, dedupe.Config{Retention: 24 * time.Hour})
 		b := newDeduper(t, store, dedupe.Config{Retention: 24 * time.Hour})
-		dec, err := a.Begin(t.Context(), "k", fp)
+		dec, err := a.BeginBody(t.Context(), "k", payload, nil)
 		if err != nil || dec.Action != dedupe.Forward {
 			t.Fatalf("first copy: %+v, %v", dec, err)
 		}
 		mustFinish(t, a, "k", dec, dedupe.Response{Status: 200, Body: []byte("applied")})
-		if dec, _ := b.Begin(t.Context(), "k", fp); dec.Action != dedupe.Replay {
+		if dec, _ := b.BeginBody(t.Context(), "k", payload, nil); dec.Action != dedupe.Replay {
 			t.Fatalf("b, before the forget: %+v, want a replay (now in b's cache)", dec)
 		}
 
@@ -413,18 +417,18 @@ func TestForgetReachesEveryInstance(t *testing.T) {
 		// Within the bound b may still replay from memory; the store is
 		// not asked.
 		time.Sleep(dedupe.ReplayCacheTTL - time.Second)
-		if dec, _ := b.Begin(t.Context(), "k", fp); dec.Action != dedupe.Replay {
+		if dec, _ := b.BeginBody(t.Context(), "k", payload, nil); dec.Action != dedupe.Replay {
 			t.Fatalf("b, within ReplayCacheTTL: %+v, want its cached replay", dec)
 		}
 		time.Sleep(time.Second)
 		// Past it, b has let it go: b forwards it, and nobody again.
-		dec, err = b.Begin(t.Context(), "k", fp)
+		dec, err = b.BeginBody(t.Context(), "k", payload, nil)
 		if err != nil || dec.Action != dedupe.Forward {
 			t.Fatalf("b, past ReplayCacheTTL: %+v, %v; want a forward", dec, err)
 		}
 		mustFinish(t, b, "k", dec, dedupe.Response{Status: 200})
 		for _, d := range []*dedupe.Deduper{a, b} {
-			if dec, _ := d.Begin(t.Context(), "k", fp); dec.Action != dedupe.Replay {
+			if dec, _ := d.BeginBody(t.Context(), "k", payload, nil); dec.Action != dedupe.Replay {
 				t.Errorf("after the new forward: %+v, want a replay", dec)
 			}
 		}

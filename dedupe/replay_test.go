@@ -1,6 +1,7 @@
 package dedupe_test
 
 import (
+	"bytes"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -14,8 +15,8 @@ import (
 // TestBeginBodyComparesCachedBodies: a copy replayed from the replay cache
 // is told a duplicate by its body, compared with the one kept there,
 // without computing its fingerprint; a copy of another body is a mismatch,
-// as its fingerprint would say. A record cached without its body (by
-// Begin) is compared by fingerprint.
+// as its fingerprint would say. A record cached without its body (one
+// over 4 KiB) is compared by fingerprint.
 func TestBeginBodyComparesCachedBodies(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &countingStore{Store: newStore(t)}
@@ -44,14 +45,14 @@ func TestBeginBodyComparesCachedBodies(t *testing.T) {
 		if rep, _ := d.BeginBody(t.Context(), "k", []byte(`{"id":"evt_2"}`), nil); rep.Result != "mismatch" {
 			t.Errorf("another body: %+v, want mismatch", rep)
 		}
-		if rep, _ := d.Begin(t.Context(), "k", dedupe.FingerprintOf(body)); rep.Action != dedupe.Replay {
-			t.Errorf("Begin with the fingerprint: %+v, want a replay", rep)
-		}
 
-		// Cached by Begin, without a body: compared by fingerprint.
-		dec, _ = d.Begin(t.Context(), "j", dedupe.FingerprintOf(body))
+		// A body larger than the cache keeps is cached without it:
+		// compared by fingerprint.
+		large := bytes.Repeat([]byte("x"), 4<<10+1)
+		dec, _ = d.BeginBody(t.Context(), "j", large, nil)
 		mustFinish(t, d, "j", dec, dedupe.Response{Status: 200})
-		if rep, _ := d.BeginBody(t.Context(), "j", body, sum); rep.Action != dedupe.Replay || sums != 1 {
+		sumLarge := func() dedupe.Fingerprint { sums++; return dedupe.FingerprintOf(large) }
+		if rep, _ := d.BeginBody(t.Context(), "j", large, sumLarge); rep.Action != dedupe.Replay || sums != 1 {
 			t.Errorf("record cached without its body: %+v after %d sums, want a replay after 1", rep, sums)
 		}
 		if rep, _ := d.BeginBody(t.Context(), "j", []byte("other"), nil); rep.Result != "mismatch" {
@@ -129,10 +130,10 @@ func TestFinishLeavesOutTheGatewaysHeaders(t *testing.T) {
 			"Content-Type": {"application/json"},
 		}
 		before := http.Header{"Server": {"Caddy"}, "Vary": {"Accept"}, "Content-Type": {"text/plain"}}
-		dec, _ := d.Begin(t.Context(), "k", fp)
+		dec, _ := d.BeginBody(t.Context(), "k", payload, nil)
 		mustFinish(t, d, "k", dec, dedupe.Response{Status: 200, Header: after, Before: before})
 		after["X-Upstream"][0] = "changed after the record"
-		rep, _ := d.Begin(t.Context(), "k", fp)
+		rep, _ := d.BeginBody(t.Context(), "k", payload, nil)
 		want := http.Header{"Vary": {"Origin"}, "X-Upstream": {"a", "b"}, "Content-Type": {"application/json"}}
 		if diff := cmp.Diff(want, rep.Record.Header); diff != "" {
 			t.Errorf("recorded header (-want +got):\n%s", diff)

@@ -35,12 +35,14 @@ type Answer struct {
 // crcTokenMax is the longest CRC token twitter's handshake answers.
 const crcTokenMax = 128
 
-// Handshake answers r when it is an endpoint handshake this Verifier's
-// scheme and options take part in; ok is false for any other request,
-// which Verify then judges. The signed handshakes (slack, zoom) are
-// answered only when their signature verifies at now; r.URL must be set
-// for the ones that read the query (meta, twitter) and for OPTIONS.
-func (v *Verifier) Handshake(r Request, now time.Time) (a Answer, ok bool) {
+// handshakeSchemes are the schemes with a handshake of their own
+// (handshake's switch); the CloudEvents one is any scheme's, when origins
+// are configured. New reads them to know whether a Verifier takes part in
+// any handshake at all.
+var handshakeSchemes = []string{"meta", "twitter", "slack", "zoom"}
+
+// handshake is Handshake, for a Verifier that takes part in one.
+func (v *Verifier) handshake(r Request, now time.Time) (a Answer, ok bool) {
 	switch r.Method {
 	case http.MethodOptions:
 		return v.cloudEvents(r)

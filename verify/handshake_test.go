@@ -79,3 +79,49 @@ func TestVerifyTokenNeedsMeta(t *testing.T) {
 		t.Error("verify_token under github: no error")
 	}
 }
+
+// TestHandshakesOfEachScheme: each scheme answers its own handshake and
+// no other, and the CloudEvents one only with origins configured; a
+// Verifier that takes part in none is known to at New, so Handshake
+// answers it at once.
+func TestHandshakesOfEachScheme(t *testing.T) {
+	t.Parallel()
+	get := func(query string) func(*Verifier) Request {
+		return func(*Verifier) Request {
+			return Request{Method: http.MethodGet, URL: "https://gw.example/hooks?" + query, Header: http.Header{}}
+		}
+	}
+	signed := func(body string) func(*Verifier) Request {
+		return func(v *Verifier) Request {
+			return Request{Method: http.MethodPost, URL: "https://gw.example/hooks", Header: v.Sign("", t0, []byte(body)), Body: []byte(body)}
+		}
+	}
+	handshakes := []struct {
+		name    string // the scheme it is the handshake of; "cloudevents" for any scheme's
+		request func(*Verifier) Request
+	}{
+		{"meta", get("hub.mode=subscribe&hub.verify_token=t&hub.challenge=1")},
+		{"twitter", get("crc_token=abc")},
+		{"slack", signed(`{"token":"x","challenge":"c","type":"url_verification"}`)},
+		{"zoom", signed(`{"payload":{"plainToken":"p"},"event":"endpoint.url_validation"}`)},
+		{"cloudevents", func(*Verifier) Request {
+			return Request{Method: http.MethodOptions, URL: "https://gw.example/hooks", Header: http.Header{"Webhook-Request-Origin": {"a.example"}}}
+		}},
+	}
+	for _, scheme := range Schemes() {
+		for _, origins := range [][]string{nil, {"a.example"}} {
+			v := mustNew(t, scheme, []string{testSecret(scheme, 0)}, Options{CloudEventsOrigins: origins})
+			takesPart := false
+			for _, hs := range handshakes {
+				want := hs.name == scheme || hs.name == "cloudevents" && origins != nil
+				takesPart = takesPart || want
+				if _, ok := v.Handshake(hs.request(v), t0); ok != want {
+					t.Errorf("%s, origins %v: %s handshake answered = %v, want %v", scheme, origins, hs.name, ok, want)
+				}
+			}
+			if v.handshakes != takesPart {
+				t.Errorf("%s, origins %v: takes part in a handshake = %v, want %v", scheme, origins, v.handshakes, takesPart)
+			}
+		}
+	}
+}

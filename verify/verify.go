@@ -14,7 +14,9 @@ import (
 	"fmt"
 	"hash"
 	"net/http"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -61,7 +63,7 @@ type Delivery struct {
 type Verifier struct {
 	scheme scheme
 	keys   [][]byte  // HMAC keys
-	macs   []*macKey // the same keys, keyed once (mackey.go)
+	macs   []*macKey // the same keys, keyed once (macKey)
 	// Ed25519 keys (standard's v1a): public keys verify; a private key
 	// (from a whsk_ secret) also signs.
 	publics  []ed25519.PublicKey
@@ -73,7 +75,10 @@ type Verifier struct {
 	// path through Verify and SignRequest (rfc9421.go).
 	rfc *rfc9421
 
-	// The handshakes' settings (handshake.go).
+	// The handshakes' settings (handshake.go). handshakes is whether
+	// the scheme or the options take part in any: most take part in none,
+	// and Handshake answers them at once.
+	handshakes  bool
 	verifyToken string
 	ceOrigins   []string
 	ceRate      string
@@ -144,6 +149,7 @@ func New(schemeName string, secrets []string, opts Options) (*Verifier, error) {
 	if v.ceRate == "" {
 		v.ceRate = "*"
 	}
+	v.handshakes = len(v.ceOrigins) > 0 || slices.Contains(handshakeSchemes, s.name())
 	if opts.VerifyToken != "" && schemeName != "meta" {
 		return nil, fmt.Errorf("verify_token is Meta's handshake token: it needs scheme meta, not %s", schemeName)
 	}
@@ -191,6 +197,18 @@ func New(schemeName string, secrets []string, opts Options) (*Verifier, error) {
 		v.scheme = standardScheme{ed25519: len(v.publics) > 0}
 	}
 	return v, nil
+}
+
+// Handshake answers r when it is an endpoint handshake this Verifier's
+// scheme and options take part in; ok is false for any other request,
+// which Verify then judges. The signed handshakes (slack, zoom) are
+// answered only when their signature verifies at now; r.URL must be set
+// for the ones that read the query (meta, twitter) and for OPTIONS.
+func (v *Verifier) Handshake(r Request, now time.Time) (a Answer, ok bool) {
+	if !v.handshakes {
+		return Answer{}, false
+	}
+	return v.handshake(r, now)
 }
 
 // Verify checks the request headers and raw body at time now. On success it
@@ -412,6 +430,61 @@ func lookup(name string) (scheme, error) {
 		}
 	}
 	return nil, fmt.Errorf("unknown scheme %q (want one of %v)", name, Schemes())
+}
+
+// macKey is one secret's HMAC, keyed once. hmac.New hashes the key into
+// its inner and outer pads, two compressions and five allocations; each
+// verification instead takes a keyed state from the pool, whose Reset
+// restores the pads without rehashing them. A state never leaves the
+// goroutine that took it until it is put back.
+type macKey struct {
+	raw   []byte
+	pool  sync.Pool // of *keyedMAC
+	scope *scope    // the secret's fingerprint (scope.go)
+}
+
+// keyedMAC is a keyed HMAC state, with room for its sum.
+type keyedMAC struct {
+	hash.Hash
+	sum []byte
+}
+
+func newMACKey(newHash func() hash.Hash, raw []byte) *macKey {
+	k := &macKey{raw: raw, scope: newScope(raw)}
+	k.pool.New = func() any {
+		m := hmac.New(newHash, raw)
+		return &keyedMAC{Hash: m, sum: make([]byte, 0, m.Size())}
+	}
+	return k
+}
+
+// get takes a keyed state, reset to the key alone.
+func (k *macKey) get() *keyedMAC {
+	m := k.pool.Get().(*keyedMAC)
+	m.Reset()
+	return m
+}
+
+// mac is the sum of what m was written, in m's own buffer: valid until m
+// is put back.
+func (m *keyedMAC) mac() []byte {
+	m.sum = m.Sum(m.sum[:0])
+	return m.sum
+}
+
+// put gives m back; neither m nor its sum may be used after.
+func (k *macKey) put(m *keyedMAC) { k.pool.Put(m) }
+
+// hasher is a scheme whose HMAC is not HMAC-SHA256.
+type hasher interface {
+	newHash() hash.Hash
+}
+
+func newHashOf(s scheme) func() hash.Hash {
+	if h, ok := s.(hasher); ok {
+		return h.newHash
+	}
+	return sha256.New
 }
 
 // parseUnix parses a unix-seconds timestamp header value. Only the

@@ -46,7 +46,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -108,25 +107,11 @@ type Result struct {
 	w          http.ResponseWriter
 }
 
-// Header returns the headers the handlers below set: those of the
-// response that did not hold the same values before the forward (Server,
-// a header directive's are this gateway's, not the upstream's).
-func (r *Result) Header() http.Header {
-	after := r.w.Header()
-	out := make(http.Header, len(after))
-	for k, v := range after {
-		if !slices.Equal(r.before[k], v) {
-			out[k] = v
-		}
-	}
-	return out
-}
-
 // Headers returns the response's header as it is after the forward, and
-// as it was before it: what Header compares, for a caller that copies the
-// header anyway and leaves out the fields whose values did not change as
-// it copies (without Header's copy first). Neither is the caller's to
-// change.
+// as it was before it, for a caller that copies the headers the handlers
+// below set: the fields whose values did not change (Server, a header
+// directive's) are this gateway's, not the upstream's. Neither is the
+// caller's to change.
 func (r *Result) Headers() (after, before http.Header) {
 	return r.w.Header(), r.before
 }

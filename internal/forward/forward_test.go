@@ -93,8 +93,12 @@ func TestSendAnswersAfterSettle(t *testing.T) {
 		if diff := cmp.Diff(want, outcomeOf(res)); diff != "" {
 			t.Errorf("outcome (-want +got):\n%s", diff)
 		}
-		if diff := cmp.Diff(http.Header{"X-Upstream": {"yes"}}, res.Header()); diff != "" {
-			t.Errorf("Header() (-want +got):\n%s", diff)
+		after, before := res.Headers()
+		if diff := cmp.Diff(http.Header{"Server": {"hookgate"}, "X-Upstream": {"yes"}}, after); diff != "" {
+			t.Errorf("Headers() after (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(http.Header{"Server": {"hookgate"}}, before); diff != "" {
+			t.Errorf("Headers() before (-want +got):\n%s", diff)
 		}
 		if client.Code != http.StatusOK || client.Body.Len() != 0 {
 			t.Errorf("the client got %d %q before the outcome was settled", client.Code, client.Body)
