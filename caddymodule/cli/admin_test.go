@@ -122,7 +122,7 @@ func TestAdminCommands(t *testing.T) {
 		},
 		{
 			args:   []string{"dlq", "purge", "--id", "e1", addr},
-			sent:   []string{`POST /hookgate/dlq/purge {"destination":"","class":"","since":"","until":"","ids":["e1"],"all":false,"limit":0,"dry_run":false,"by":"cli: tester"}`},
+			sent:   []string{`POST /hookgate/dlq/purge {"destination":"","class":"","since":"","until":"","ids":["e1"],"limit":0,"dry_run":false,"by":"cli: tester","all":false}`},
 			stdout: "7 dead letters removed\n",
 		},
 		{

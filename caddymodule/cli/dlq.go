@@ -164,10 +164,7 @@ func cmdDLQ(cmd *cobra.Command, args []string) error {
 		if named, err := c.redriveStatus(cmd); named {
 			return err
 		}
-		in, err := redriveBody(cmd)
-		if err != nil {
-			return err
-		}
+		in := redriveBody(cmd)
 		return c.batch("/hookgate/dlq/redrive", &in, &in.Limit, in.DryRun, batchWords{
 			name: "redrive", noLimit: "release a bounded batch, then watch it",
 			matchOne: "dead letter matches", matchMany: "dead letters match", untouched: "nothing moved",
@@ -217,21 +214,14 @@ func (c *adminClient) purge(in httpapi.PurgeRequest) error {
 	return nil
 }
 
+// purgeBody is a redrive's body and --all.
 func purgeBody(cmd *cobra.Command) httpapi.PurgeRequest {
-	var in httpapi.PurgeRequest
-	in.Destination, _ = cmd.Flags().GetString("destination")
-	in.Class, _ = cmd.Flags().GetString("class")
-	in.Since, _ = cmd.Flags().GetString("since")
-	in.Until, _ = cmd.Flags().GetString("until")
-	in.IDs, _ = cmd.Flags().GetStringArray("id")
-	in.Limit, _ = cmd.Flags().GetInt("limit")
-	in.DryRun, _ = cmd.Flags().GetBool("dry-run")
+	in := httpapi.PurgeRequest{RedriveRequest: redriveBody(cmd)}
 	in.All, _ = cmd.Flags().GetBool("all")
-	in.By = "cli: " + cliUser()
 	return in
 }
 
-func redriveBody(cmd *cobra.Command) (httpapi.RedriveRequest, error) {
+func redriveBody(cmd *cobra.Command) httpapi.RedriveRequest {
 	var in httpapi.RedriveRequest
 	in.Destination, _ = cmd.Flags().GetString("destination")
 	in.Class, _ = cmd.Flags().GetString("class")
@@ -241,7 +231,7 @@ func redriveBody(cmd *cobra.Command) (httpapi.RedriveRequest, error) {
 	in.Limit, _ = cmd.Flags().GetInt("limit")
 	in.DryRun, _ = cmd.Flags().GetBool("dry-run")
 	in.By = "cli: " + cliUser()
-	return in, nil
+	return in
 }
 
 // cliUser names who runs the command, for an audit record.

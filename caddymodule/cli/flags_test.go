@@ -169,17 +169,17 @@ func TestPurgeCommand(t *testing.T) {
 		},
 		{
 			args:   []string{"dlq", "purge", "--dry-run", "--id", "bad_3"},
-			sent:   []string{`POST /hookgate/dlq/purge {"destination":"","class":"","since":"","until":"","ids":["bad_3"],"all":false,"limit":0,"dry_run":true,"by":"cli: tester"}`},
+			sent:   []string{`POST /hookgate/dlq/purge {"destination":"","class":"","since":"","until":"","ids":["bad_3"],"limit":0,"dry_run":true,"by":"cli: tester","all":false}`},
 			stdout: "dry run: 5 dead letters match; nothing removed\n",
 		},
 		{
 			args:   []string{"dlq", "purge", "--all", "--dry-run"},
-			sent:   []string{`POST /hookgate/dlq/purge {"destination":"","class":"","since":"","until":"","ids":[],"all":true,"limit":0,"dry_run":true,"by":"cli: tester"}`},
+			sent:   []string{`POST /hookgate/dlq/purge {"destination":"","class":"","since":"","until":"","ids":[],"limit":0,"dry_run":true,"by":"cli: tester","all":true}`},
 			stdout: "dry run: 5 dead letters match; nothing removed\n",
 		},
 		{
 			args:   []string{"dlq", "purge", "--class", "gone", "--limit", "2"},
-			sent:   []string{`POST /hookgate/dlq/purge {"destination":"","class":"gone","since":"","until":"","ids":[],"all":false,"limit":2,"dry_run":false,"by":"cli: tester"}`},
+			sent:   []string{`POST /hookgate/dlq/purge {"destination":"","class":"gone","since":"","until":"","ids":[],"limit":2,"dry_run":false,"by":"cli: tester","all":false}`},
 			stdout: "2 dead letters removed; 3 more match\n",
 		},
 	} {

@@ -223,17 +223,8 @@ func (h *Handler) progress(w http.ResponseWriter, r *http.Request, id string) er
 // (1 to max_redrive; it may be left out when IDs are named, or on a dry
 // run); a dry run only counts.
 type PurgeRequest struct {
-	Destination string   `json:"destination"`
-	Class       string   `json:"class"`
-	Since       string   `json:"since"`
-	Until       string   `json:"until"`
-	IDs         []string `json:"ids"`
-	All         bool     `json:"all"`
-	Limit       int      `json:"limit"`
-	DryRun      bool     `json:"dry_run"`
-	// By is who the caller says it is, for the log; default "admin api
-	// from <address>".
-	By string `json:"by"`
+	RedriveRequest      // its fields, at the top level of the JSON
+	All            bool `json:"all"`
 }
 
 // purge serves POST /hookgate/dlq/purge: {"matched","removed"}.
@@ -242,7 +233,7 @@ func (h *Handler) purge(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &in); err != nil {
 		return err
 	}
-	f, err := RedriveRequest{Destination: in.Destination, Class: in.Class, Since: in.Since, Until: in.Until, IDs: in.IDs}.Filter()
+	f, err := in.Filter()
 	if err != nil {
 		return err
 	}
