@@ -23,6 +23,7 @@ import (
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/forward"
+	"github.com/hookgate/hookgate/internal/outage"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/internal/telemetry"
 )
@@ -87,7 +88,7 @@ type Dedupe struct {
 	now      func() time.Time
 	metrics  *telemetry.Metrics
 	logger   *zap.Logger
-	storeLog *storeLog
+	storeLog *outage.Log
 	bufs     *sync.Pool
 }
 
@@ -118,7 +119,7 @@ func (h *Dedupe) Provision(ctx caddy.Context) error {
 		h.now = time.Now
 	}
 	h.bufs = &sync.Pool{New: func() any { return new(bytes.Buffer) }}
-	h.storeLog = newStoreLog(h.logger, "dedupe", h.now)
+	h.storeLog = outage.NewLog(h.logger, "dedupe", h.now)
 	if err := h.validate(); err != nil {
 		return err
 	}
@@ -267,14 +268,14 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	if err != nil {
 		count("store_error")
 		span.SetStatus(codes.Error, "store error")
-		h.storeLog.failed(err, zap.String("key", key), zap.String("on_store_error", h.OnStoreError))
+		h.storeLog.Failed(err, zap.String("key", key), zap.String("on_store_error", h.OnStoreError))
 		if h.OnStoreError == "forward" {
 			return next.ServeHTTP(w, r)
 		}
 		problem.Write(w, problem.StoreUnavailable, "the dedupe store is unavailable; nothing was forwarded", time.Second)
 		return nil
 	}
-	h.storeLog.answered()
+	h.storeLog.Answered()
 	count(dec.Result)
 	switch dec.Action {
 	case dedupe.Replay:

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hookgate/hookgate/dedupe/freshness"
 	"github.com/hookgate/hookgate/internal/forward"
+	"github.com/hookgate/hookgate/internal/outage"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/internal/telemetry"
 )
@@ -76,7 +77,7 @@ type Freshness struct {
 	now      func() time.Time
 	metrics  *telemetry.Metrics
 	logger   *zap.Logger
-	storeLog *storeLog
+	storeLog *outage.Log
 }
 
 // CaddyModule returns the Caddy module information.
@@ -102,7 +103,7 @@ func (h *Freshness) Provision(ctx caddy.Context) error {
 	if h.now == nil {
 		h.now = time.Now
 	}
-	h.storeLog = newStoreLog(h.logger, "freshness", h.now)
+	h.storeLog = outage.NewLog(h.logger, "freshness", h.now)
 	if err := h.validate(); err != nil {
 		return err
 	}
@@ -198,11 +199,11 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		return nil
 	case err != nil:
 		count("store_error")
-		h.storeLog.failed(err, zap.String("entity", entity))
+		h.storeLog.Failed(err, zap.String("entity", entity))
 		problem.Write(w, problem.StoreUnavailable, "the freshness store is unavailable; nothing was forwarded", time.Second)
 		return nil
 	}
-	h.storeLog.answered()
+	h.storeLog.Answered()
 
 	switch judgement.Result {
 	case freshness.ResultSuperseded, freshness.ResultTooOld:
