@@ -229,7 +229,7 @@ func placeholderOnly(tmpl string) (string, bool) {
 
 // ServeHTTP dedupes the request.
 func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	ctx, span := startSpan(r.Context(), "webhook_dedupe")
+	ctx, span := telemetry.StartSpan(r.Context(), "webhook_dedupe")
 	defer span.End()
 	count := func(result string) {
 		h.metrics.DedupeResult(ctx, result)
@@ -258,7 +258,7 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		span.SetAttributes(attribute.String("webhook.id", key))
 	}
 
-	cctx, claimSpan := startSpan(ctx, "webhook_dedupe.claim")
+	cctx, claimSpan := telemetry.StartSpan(ctx, "webhook_dedupe.claim")
 	// The fingerprint is shared with {webhook.body_sha256}: computed once.
 	dec, err := h.deduper.BeginBody(cctx, key, body, b.sha256)
 	claimSpan.End()
@@ -325,7 +325,7 @@ func (h *Dedupe) forward(w http.ResponseWriter, r *http.Request, next caddyhttp.
 // before the client gets its answer, and logs how. span is
 // webhook_dedupe's, detached's.
 func (h *Dedupe) settle(detached context.Context, span trace.Span, key string, dec dedupe.Decision, res *forward.Result) {
-	rctx, recordSpan := startChildSpan(detached, span, "webhook_dedupe.record")
+	rctx, recordSpan := telemetry.StartChildSpan(detached, span, "webhook_dedupe.record")
 	rctx, cancelRecord := context.WithDeadline(rctx, res.SettleDeadline())
 	after, before := res.Headers()
 	how, err := h.deduper.Settle(rctx, key, dec, dedupe.Response{

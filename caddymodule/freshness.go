@@ -147,7 +147,7 @@ func (h *Freshness) validate() error {
 
 // ServeHTTP judges the event and forwards it, or answers it as stale.
 func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	ctx, span := startSpan(r.Context(), "webhook_freshness")
+	ctx, span := telemetry.StartSpan(r.Context(), "webhook_freshness")
 	defer span.End()
 	count := func(result string) {
 		h.metrics.FreshnessResult(ctx, result)
@@ -188,13 +188,13 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	case errors.Is(err, freshness.ErrEventInFuture):
 		// Judged by this instance's clock: a copy arriving later may be
 		// judged otherwise, so webhook_dedupe never records this answer.
-		forward.MarkNotFinal(ctx)
+		forward.MarkNotFinal(w)
 		return reject(problem.EventTimeInFuture, err.Error())
 	case err != nil && ctx.Err() != nil:
 		// The client left, or the enclosing dedupe's lease ended, while
 		// this event waited for its entity: not applied, retry later.
 		count(freshness.ResultBusy)
-		forward.MarkNotFinal(ctx)
+		forward.MarkNotFinal(w)
 		problem.Write(w, problem.EntityBusy, "the wait for this entity ended", time.Second)
 		return nil
 	case err != nil:
@@ -213,7 +213,7 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 			rej, detail = problem.TooOld, "the event is older than max_age "+time.Duration(h.MaxAge).String()
 		}
 		if h.OnStale == "reject" {
-			forward.MarkNotFinal(ctx) // each retry is judged afresh
+			forward.MarkNotFinal(w) // each retry is judged afresh
 			problem.Write(w, rej, detail, 0)
 			return nil
 		}
@@ -225,7 +225,7 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		return nil
 	case freshness.ResultBusy:
 		count(judgement.Result)
-		forward.MarkNotFinal(ctx)
+		forward.MarkNotFinal(w)
 		problem.Write(w, problem.EntityBusy, "another event of this entity is being applied", max(judgement.LeaseUntil.Sub(h.now()), time.Nanosecond))
 		return nil
 	}

@@ -162,7 +162,7 @@ func (v *Verify) Provision(ctx caddy.Context) error {
 
 // ServeHTTP verifies the request and hands it on, or rejects it.
 func (v *Verify) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	ctx, span := startSpan(r.Context(), "webhook_verify",
+	ctx, span := telemetry.StartSpan(r.Context(), "webhook_verify",
 		trace.WithAttributes(attribute.String("hookgate.scheme", v.Scheme)))
 	defer span.End()
 
