@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/internal/problem"
+	"github.com/hookgate/hookgate/internal/zaplog"
 	"github.com/hookgate/hookgate/sender"
 	"github.com/hookgate/hookgate/sender/intake"
 )
@@ -121,7 +122,7 @@ func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		in.ID, _ = repl.ReplaceOrErr(h.ID, true, true)
 	}
 	in.IDFromBody = h.ID == "" && in.ID == ""
-	intake.Serve(w, r, s, &in, h.Destination, zapslogLogger(h.logger))
+	intake.Serve(w, r, s, &in, h.Destination, zaplog.Slog(h.logger))
 	return nil
 }
 

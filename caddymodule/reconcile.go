@@ -7,6 +7,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/hookgate/hookgate/internal/zaplog"
 	"github.com/hookgate/hookgate/reconcile"
 )
 
@@ -205,7 +206,7 @@ func (a *App) startSchedules() {
 			Job:      j.Job(),
 			Every:    time.Duration(j.Every),
 			Locker:   reconcile.StoreLocker{Store: a.store.Claims("reconcile")},
-			Logger:   zapslogLogger(a.logger),
+			Logger:   zaplog.Slog(a.logger),
 			Observer: a.metrics.Reconcile(),
 		}
 		if j.Repair != nil {

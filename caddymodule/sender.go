@@ -12,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/hookgate/hookgate/internal/store"
+	"github.com/hookgate/hookgate/internal/zaplog"
 	"github.com/hookgate/hookgate/sender"
 	"github.com/hookgate/hookgate/verify"
 )
@@ -186,7 +187,7 @@ func (a *App) startSender() error {
 	// Readiness judges the store by its latest write: the queue's count.
 	q = store.ObserveWrites(q, a.store.WriteDone)
 	s, err := sender.New(q, a.senderConfig(), a.destinations, sender.Options{
-		Logger:   zapslogLogger(a.logger.Named("sender")),
+		Logger:   zaplog.Slog(a.logger.Named("sender")),
 		Observer: a.metrics.SenderObserver(),
 		Breakers: conn.Breakers(a.KeyPrefix),
 	})
@@ -218,7 +219,7 @@ func (a *App) ops() *sender.Ops {
 		return nil
 	}
 	return sender.NewOps(a.sender, a.settled, sender.OpsOptions{
-		Logger:   zapslogLogger(a.logger),
+		Logger:   zaplog.Slog(a.logger),
 		Redriven: a.metrics.Redriven,
 	})
 }
