@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,39 +11,6 @@ import (
 
 	"github.com/hookgate/hookgate/reconcile"
 )
-
-// TestReconcileJobValidate: a JSON config gets the checks the Caddyfile
-// parser makes, so a scheduled job cannot start without its sources.
-func TestReconcileJobValidate(t *testing.T) {
-	good := func() *ReconcileJob {
-		return &ReconcileJob{
-			Name:     "j",
-			Truth:    &ReconcileSource{Kind: "postgres", DSN: "postgres://x", Query: "SELECT 1"},
-			Receiver: &ReconcileSource{Kind: "http", URL: "http://x"},
-			Expect:   map[string]string{"a": "b"},
-		}
-	}
-	if err := good().validate(); err != nil {
-		t.Fatalf("a good job: %v", err)
-	}
-	for want, mutate := range map[string]func(j *ReconcileJob){
-		"needs a truth":          func(j *ReconcileJob) { j.Truth = nil },
-		"needs at least one":     func(j *ReconcileJob) { j.Expect = nil },
-		"want at least 1s":       func(j *ReconcileJob) { j.Every = -1 },
-		"repair needs":           func(j *ReconcileJob) { j.Repair = &ReconcileRepair{} },
-		"receiver: http needs":   func(j *ReconcileJob) { j.Receiver.URL = "" },
-		"truth: unknown source":  func(j *ReconcileJob) { j.Truth.Kind = "mysql" },
-		"postgres needs a DSN":   func(j *ReconcileJob) { j.Truth.Query = "" },
-		"a job needs a name":     func(j *ReconcileJob) { j.Name = "" },
-		"want a positive durati": func(j *ReconcileJob) { j.Grace = -1 },
-	} {
-		j := good()
-		mutate(j)
-		if err := j.validate(); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: err = %v", want, err)
-		}
-	}
-}
 
 // TestScheduledRunIsBounded: a scheduled run ends with its period; a
 // source that hangs does not hold it longer (it held it for the HTTP
