@@ -231,12 +231,7 @@ func placeholderOnly(tmpl string) (string, bool) {
 func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	ctx, span := telemetry.StartSpan(r.Context(), "webhook_dedupe")
 	defer span.End()
-	count := func(result string) {
-		h.metrics.DedupeResult(ctx, result)
-		if span.IsRecording() {
-			span.SetAttributes(attribute.String("hookgate.result", result))
-		}
-	}
+	count := func(result string) { h.metrics.DedupeResult(span, result) }
 
 	// The body webhook_verify read (within its max_body) is used as is;
 	// without verify, dedupe reads at most DefaultMaxBody itself.

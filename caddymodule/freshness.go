@@ -12,7 +12,6 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/dedupe/freshness"
@@ -149,12 +148,7 @@ func (h *Freshness) validate() error {
 func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	ctx, span := telemetry.StartSpan(r.Context(), "webhook_freshness")
 	defer span.End()
-	count := func(result string) {
-		h.metrics.FreshnessResult(ctx, result)
-		if span.IsRecording() {
-			span.SetAttributes(attribute.String("hookgate.result", result))
-		}
-	}
+	count := func(result string) { h.metrics.FreshnessResult(span, result) }
 	reject := func(reason problem.Reason, detail string) error {
 		count(reason.Code)
 		problem.Write(w, reason, detail, 0)

@@ -168,10 +168,7 @@ func (v *Verify) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 
 	r = withContext(r, ctx)
 	result, rej, d, r, err := v.check(w, r)
-	v.metrics.Verified(ctx, v.Scheme, result)
-	if span.IsRecording() {
-		span.SetAttributes(attribute.String("hookgate.result", result))
-	}
+	v.metrics.Verified(span, v.Scheme, result)
 	if result == resultHandshake {
 		return nil // answered by check, never forwarded
 	}

@@ -78,21 +78,35 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// Verified counts one webhook_verify result.
-func (m *Metrics) Verified(_ context.Context, scheme, result string) {
+// Verified counts one webhook_verify result, and sets it as the
+// handler's span's hookgate.result (SpanResult).
+func (m *Metrics) Verified(span trace.Span, scheme, result string) {
 	m.verifyRequests.add(scheme+"\x00"+result, func() attribute.Set {
 		return attribute.NewSet(attribute.String("scheme", scheme), attribute.String("result", result))
 	})
+	SpanResult(span, result)
 }
 
-// DedupeResult counts one webhook_dedupe outcome.
-func (m *Metrics) DedupeResult(_ context.Context, result string) {
+// DedupeResult counts one webhook_dedupe outcome, and sets it as the
+// handler's span's hookgate.result.
+func (m *Metrics) DedupeResult(span trace.Span, result string) {
 	m.dedupeRequests.add(result, func() attribute.Set { return attribute.NewSet(attribute.String("result", result)) })
+	SpanResult(span, result)
 }
 
-// FreshnessResult counts one webhook_freshness outcome.
-func (m *Metrics) FreshnessResult(_ context.Context, result string) {
+// FreshnessResult counts one webhook_freshness outcome, and sets it as
+// the handler's span's hookgate.result.
+func (m *Metrics) FreshnessResult(span trace.Span, result string) {
 	m.freshness.add(result, func() attribute.Set { return attribute.NewSet(attribute.String("result", result)) })
+	SpanResult(span, result)
+}
+
+// SpanResult sets a receiver handler's result (its metric's result label)
+// as its span's hookgate.result attribute, when the span records.
+func SpanResult(span trace.Span, result string) {
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("hookgate.result", result))
+	}
 }
 
 // counts is a counter of the receiver's results, counted on every
