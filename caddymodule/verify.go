@@ -229,20 +229,11 @@ func (v *Verify) check(w http.ResponseWriter, r *http.Request) (result string, r
 		_, _ = w.Write(a.Body)
 		return resultHandshake, rej, d, r, nil
 	}
-	d, err = v.verifier.Verify(req, v.now())
-	switch {
-	case err == nil:
-		return "accepted", rej, d, r, nil
-	case errors.Is(err, verify.ErrMissingHeader):
-		rej = problem.MissingHeader
-	case errors.Is(err, verify.ErrMalformedHeader):
-		rej = problem.MalformedHeader
-	case errors.Is(err, verify.ErrTimestampOutOfTolerance):
-		rej = problem.TimestampOutOfTolerance
-	default:
-		rej, err = problem.BadSignature, verify.ErrBadSignature
+	if d, err = v.verifier.Verify(req, v.now()); err != nil {
+		rej, err = verify.Rejection(err)
+		return rej.Code, rej, d, r, err
 	}
-	return rej.Code, rej, d, r, err
+	return "accepted", rej, d, r, nil
 }
 
 // arrived returns the method and the URL the provider called, as twilio
