@@ -123,12 +123,7 @@ func (h *Dedupe) Provision(ctx caddy.Context) error {
 	if err := h.validate(); err != nil {
 		return err
 	}
-	final := map[int]bool{}
-	for _, class := range h.Record {
-		final[int(class[0]-'0')] = true
-	}
-	// Timeouts and rate limits ask for a retry: never final.
-	transient := map[int]bool{http.StatusRequestTimeout: true, http.StatusTooEarly: true, http.StatusTooManyRequests: true}
+	final, _ := dedupe.FinalClasses(h.Record) // checked by validate
 	app, err := appFrom(ctx)
 	if err != nil {
 		return err
@@ -143,7 +138,7 @@ func (h *Dedupe) Provision(ctx caddy.Context) error {
 		Lease:       time.Duration(h.Lease),
 		Retention:   time.Duration(h.Retention),
 		Wait:        wait,
-		Final:       func(status int) bool { return final[status/100] && !transient[status] },
+		Final:       final,
 		MaxRecord:   int(h.MaxRecord),
 		ReplayCache: h.ReplayCache,
 	}, dedupe.WithClock(h.now))
@@ -163,14 +158,8 @@ func (h *Dedupe) validate() error {
 	if h.OnStoreError != "" && h.OnStoreError != "reject" && h.OnStoreError != "forward" {
 		return fmt.Errorf("on_store_error %q: want reject or forward", h.OnStoreError)
 	}
-	for _, class := range h.Record {
-		switch class {
-		case "2xx", "3xx", "4xx":
-		case "5xx":
-			return fmt.Errorf("record 5xx: a server error is never final, the sender must retry it")
-		default:
-			return fmt.Errorf("record %q: want status classes 2xx, 3xx or 4xx", class)
-		}
+	if _, err := dedupe.FinalClasses(h.Record); err != nil {
+		return err
 	}
 	if h.MaxRecord < 0 {
 		return fmt.Errorf("max_record must not be negative")
@@ -310,7 +299,7 @@ func (h *Dedupe) forward(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		LeaseUntil: dec.LeaseUntil,
 		Lease:      h.deduper.Lease(),
 		Buffer:     buf,
-		MaxRecord:  h.maxRecord(),
+		MaxRecord:  h.deduper.MaxRecord(),
 	}, func(detached context.Context, res *forward.Result) {
 		h.settle(detached, span, key, dec, res)
 	})
@@ -355,13 +344,6 @@ func (h *Dedupe) settle(detached context.Context, span trace.Span, key string, d
 	if res.ClientErr != nil {
 		h.logger.Debug("the client left before the response ended; the forward ran to its end", zap.String("key", key), zap.Error(res.ClientErr))
 	}
-}
-
-func (h *Dedupe) maxRecord() int64 {
-	if h.MaxRecord == 0 {
-		return dedupe.DefaultMaxRecord
-	}
-	return h.MaxRecord
 }
 
 // dedupeStore returns the app's shared store, opened when the app starts.
