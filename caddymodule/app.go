@@ -296,6 +296,13 @@ func (a *App) Cleanup() error {
 	return nil
 }
 
+// useStore returns the app's shared store, opened when the app starts,
+// for a handler that keeps its state in it.
+func (a *App) useStore() *store.Lazy {
+	a.storeUsed = true
+	return a.store
+}
+
 // appFrom returns the hookgate app of ctx's config, provisioning it with
 // defaults when no global option configured it.
 func appFrom(ctx caddy.Context) (*App, error) {

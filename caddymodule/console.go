@@ -125,11 +125,7 @@ func (h *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 //		max_redrive <n>
 //	}
 func (h *Console) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next()
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	return parseBlock(d, "webhook_console", block{
+	return parseDirective(d, nil, "webhook_console", block{
 		{"destination", stringArg(&h.Destination)},
 		{"max_redrive", intArg(&h.MaxRedrive)},
 	})

@@ -106,9 +106,6 @@ func (h *Dedupe) Provision(ctx caddy.Context) error {
 	if h.InFlight == "" {
 		h.InFlight = "reject"
 	}
-	if h.InFlight == "wait" && h.InFlightWait == 0 {
-		h.InFlightWait = caddy.Duration(5 * time.Second)
-	}
 	if len(h.Record) == 0 {
 		h.Record = []string{"2xx"}
 	}
@@ -129,15 +126,10 @@ func (h *Dedupe) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.metrics = app.metrics
-	store := app.dedupeStore()
-	wait := time.Duration(0)
-	if h.InFlight == "wait" {
-		wait = time.Duration(h.InFlightWait)
-	}
-	h.deduper, err = dedupe.New(store, dedupe.Config{
+	h.deduper, err = dedupe.New(app.useStore(), dedupe.Config{
 		Lease:       time.Duration(h.Lease),
 		Retention:   time.Duration(h.Retention),
-		Wait:        wait,
+		Wait:        waitFor(h.InFlight, &h.InFlightWait),
 		Final:       final,
 		MaxRecord:   int(h.MaxRecord),
 		ReplayCache: h.ReplayCache,
@@ -346,12 +338,6 @@ func (h *Dedupe) settle(detached context.Context, span trace.Span, key string, d
 	}
 }
 
-// dedupeStore returns the app's shared store, opened when the app starts.
-func (a *App) dedupeStore() dedupe.Store {
-	a.storeUsed = true
-	return a.store
-}
-
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
 //	webhook_dedupe {
@@ -365,11 +351,7 @@ func (a *App) dedupeStore() dedupe.Store {
 //		replay_cache   <entries>|off
 //	}
 func (h *Dedupe) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // consume directive name
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	err := parseBlock(d, "webhook_dedupe", block{
+	err := parseDirective(d, nil, "webhook_dedupe", block{
 		{"key", stringArg(&h.Key)},
 		{"retention", durationArg(&h.Retention)},
 		{"lease", durationArg(&h.Lease)},

@@ -163,14 +163,7 @@ func (a *App) Publish(ctx context.Context, ev *sender.Event) (sender.PublishResu
 // Without a destination the event fans out by its type: event_type is
 // required.
 func (h *Enqueue) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next()
-	if d.NextArg() {
-		h.Destination = d.Val()
-	}
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	return parseBlock(d, "webhook_enqueue", block{
+	return parseDirective(d, &h.Destination, "webhook_enqueue", block{
 		{"id", stringArg(&h.ID)},
 		{"event_type", stringArg(&h.EventType)},
 		{"entity", stringArg(&h.Entity)},

@@ -96,9 +96,6 @@ func (h *Freshness) Provision(ctx caddy.Context) error {
 	if h.EntityBusy == "" {
 		h.EntityBusy = "wait"
 	}
-	if h.EntityBusy == "wait" && h.EntityBusyWait == 0 {
-		h.EntityBusyWait = caddy.Duration(5 * time.Second)
-	}
 	if h.now == nil {
 		h.now = time.Now
 	}
@@ -111,13 +108,9 @@ func (h *Freshness) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.metrics = app.metrics
-	wait := time.Duration(0)
-	if h.EntityBusy == "wait" {
-		wait = time.Duration(h.EntityBusyWait)
-	}
-	h.fresh, err = freshness.New(app.entityStore(), freshness.Config{
+	h.fresh, err = freshness.New(app.useStore(), freshness.Config{
 		MaxAge:    time.Duration(h.MaxAge),
-		Wait:      wait,
+		Wait:      waitFor(h.EntityBusy, &h.EntityBusyWait),
 		Lease:     time.Duration(h.Lease),
 		Retention: time.Duration(h.Retention),
 	}, freshness.WithClock(h.now))
@@ -280,12 +273,6 @@ func (h *Freshness) mark(repl *caddy.Replacer) (freshness.Mark, problem.Reason, 
 	return freshness.SequenceMark(seq), problem.Reason{}, ""
 }
 
-// entityStore returns the app's shared store for freshness state.
-func (a *App) entityStore() freshness.EntityStore {
-	a.storeUsed = true
-	return a.store
-}
-
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
 //	webhook_freshness {
@@ -301,11 +288,7 @@ func (a *App) entityStore() freshness.EntityStore {
 //
 // entity and one of event_time and sequence are required.
 func (h *Freshness) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // consume directive name
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	err := parseBlock(d, "webhook_freshness", block{
+	err := parseDirective(d, nil, "webhook_freshness", block{
 		{"entity", stringArg(&h.Entity)},
 		{"event_time", stringArg(&h.EventTime)},
 		{"sequence", stringArg(&h.Sequence)},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -235,10 +236,5 @@ func (a *App) stopSenderAndWait() {
 
 // hasDestination reports whether name is a configured destination.
 func (a *App) hasDestination(name string) bool {
-	for _, d := range a.destinations {
-		if d.Name == name {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(a.destinations, func(d sender.Destination) bool { return d.Name == name })
 }

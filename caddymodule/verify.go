@@ -281,14 +281,7 @@ func (v *Verify) arrived(r *http.Request) (method, url string) {
 // secret is repeatable; any one may match. One tolerance value applies in
 // both directions; two are past, then future.
 func (v *Verify) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // consume directive name
-	if d.NextArg() {
-		v.Scheme = d.Val()
-		if d.NextArg() {
-			return d.ArgErr()
-		}
-	}
-	return parseBlock(d, "webhook_verify", block{
+	return parseDirective(d, &v.Scheme, "webhook_verify", block{
 		{"scheme", func(d *caddyfile.Dispenser) error {
 			scheme, err := oneArg(d)
 			switch {
