@@ -108,25 +108,15 @@ func (a *App) provisionSender() error {
 		if err := sender.CheckDestinations(append(a.destinations, d)); err != nil {
 			return err
 		}
-		scheme := dc.Scheme
-		if scheme == "" {
-			scheme = "standard"
-		}
 		secret, err := resolveSecret(repl, fmt.Sprintf("destination %q: secret", dc.Name), dc.Secret)
 		if err != nil {
 			return err
 		}
-		var keyIDs []string
-		if dc.KeyID != "" {
-			keyIDs = []string{dc.KeyID}
-		}
-		signer, err := verify.New(scheme, []string{secret}, verify.Options{KeyIDs: keyIDs})
+		signer, err := verify.NewSigner(dc.Scheme, secret, dc.KeyID)
 		if err != nil {
 			return fmt.Errorf("destination %q: %w", dc.Name, err)
 		}
-		if d.Signer = signer; !signer.CanSign() {
-			return fmt.Errorf("destination %q: a whpk_ public key only verifies: sign with the whsk_ key", dc.Name)
-		}
+		d.Signer = signer
 		if secret == DevSecret {
 			a.logger.Warn("destination signs with the public development secret: set HOOKGATE_SECRET to a secret of your own", zap.String("destination", dc.Name))
 		}
