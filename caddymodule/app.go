@@ -26,6 +26,7 @@ import (
 	"github.com/hookgate/hookgate/internal/store"
 	"github.com/hookgate/hookgate/internal/telemetry"
 	"github.com/hookgate/hookgate/internal/zaplog"
+	"github.com/hookgate/hookgate/reconcile"
 	"github.com/hookgate/hookgate/sender"
 )
 
@@ -182,20 +183,11 @@ func (a *App) Validate() error {
 	if _, err := a.storeConfig(); err != nil {
 		return err
 	}
-	names := map[string]bool{}
-	for _, j := range a.Reconcile {
-		if err := j.validate(); err != nil {
-			return fmt.Errorf("reconcile %s: %w", j.Name, err)
-		}
-		if names[j.Name] {
-			return fmt.Errorf("reconcile %s given twice", j.Name)
-		}
-		names[j.Name] = true
-		if j.Every > 0 && j.Repair != nil && !a.hasDestination(j.Repair.Destination) {
-			return fmt.Errorf("reconcile %s: repair destination %q is not configured", j.Name, j.Repair.Destination)
-		}
+	jobs := make([]*reconcile.JobSpec, len(a.Reconcile))
+	for i, j := range a.Reconcile {
+		jobs[i] = j.spec()
 	}
-	return nil
+	return reconcile.CheckJobs(jobs, a.hasDestination)
 }
 
 // Start refuses an address another process serves, opens the store when

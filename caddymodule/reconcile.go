@@ -137,9 +137,6 @@ func (j *ReconcileJob) spec() *reconcile.JobSpec {
 		Grace: time.Duration(j.Grace), Every: time.Duration(j.Every), Repair: j.Repair}
 }
 
-// validate checks what the Caddyfile parser checks, for JSON configs.
-func (j *ReconcileJob) validate() error { return j.spec().Check() }
-
 // Job is j as a reconcile.Job. At each run it checks j (a JSON config
 // gets the Caddyfile parser's checks) and builds the sources, resolving
 // their placeholders.

@@ -56,6 +56,26 @@ func (j *JobSpec) Check() error {
 	return j.Receiver.Check("receiver")
 }
 
+// CheckJobs checks the jobs of one config: each (Check), their names
+// unique, and each scheduled repair's destination known to
+// hasDestination (one run on demand names its own).
+func CheckJobs(jobs []*JobSpec, hasDestination func(name string) bool) error {
+	names := map[string]bool{}
+	for _, j := range jobs {
+		if err := j.Check(); err != nil {
+			return fmt.Errorf("reconcile %s: %w", j.Name, err)
+		}
+		if names[j.Name] {
+			return fmt.Errorf("reconcile %s given twice", j.Name)
+		}
+		names[j.Name] = true
+		if j.Every > 0 && j.Repair != nil && !hasDestination(j.Repair.Destination) {
+			return fmt.Errorf("reconcile %s: repair destination %q is not configured", j.Name, j.Repair.Destination)
+		}
+	}
+	return nil
+}
+
 // Job is the Job of j. At each run it checks j and builds the sources,
 // their placeholders resolved by resolve.
 func (j *JobSpec) Job(resolve func(string) (string, error)) *Job {

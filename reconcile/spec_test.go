@@ -1,8 +1,10 @@
 package reconcile
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestJobSpecCheck: a JSON config gets the checks the Caddyfile
@@ -34,6 +36,34 @@ func TestJobSpecCheck(t *testing.T) {
 		mutate(j)
 		if err := j.Check(); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err = %v", want, err)
+		}
+	}
+}
+
+// TestCheckJobs: a config's jobs each pass Check, have names of their
+// own, and a scheduled repair names a configured destination.
+func TestCheckJobs(t *testing.T) {
+	job := func(name string, every time.Duration, dest string) *JobSpec {
+		j := &JobSpec{Name: name, Every: every, Expect: map[string]string{"a": "b"},
+			Truth: &SourceSpec{Kind: "http", URL: "http://t"}, Receiver: &SourceSpec{Kind: "http", URL: "http://r"}}
+		if dest != "" {
+			j.Repair = &RepairSpec{Destination: dest}
+		}
+		return j
+	}
+	known := func(name string) bool { return name == "crm" }
+	for _, tt := range []struct {
+		jobs []*JobSpec
+		want string
+	}{
+		{[]*JobSpec{job("a", time.Minute, "crm"), job("b", 0, "elsewhere")}, ""},
+		{[]*JobSpec{job("a", 0, ""), job("a", 0, "")}, "reconcile a given twice"},
+		{[]*JobSpec{job("a", time.Minute, "elsewhere")}, `reconcile a: repair destination "elsewhere" is not configured`},
+		{[]*JobSpec{job("a", time.Millisecond, "")}, "reconcile a: every 1ms: want at least 1s"},
+	} {
+		err := CheckJobs(tt.jobs, known)
+		if got := fmt.Sprint(err); (tt.want == "" && err != nil) || (tt.want != "" && got != tt.want) {
+			t.Errorf("CheckJobs: %v, want %q", err, tt.want)
 		}
 	}
 }
