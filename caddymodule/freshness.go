@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -195,20 +194,13 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	switch judgement.Result {
 	case freshness.ResultSuperseded, freshness.ResultTooOld:
 		count(judgement.Result)
-		rej, detail := problem.Superseded, "a newer event of this entity was already applied"
-		if judgement.Result == freshness.ResultTooOld {
-			rej, detail = problem.TooOld, "the event is older than max_age "+time.Duration(h.MaxAge).String()
-		}
 		if h.OnStale == "reject" {
+			rej, detail := h.fresh.Stale(judgement)
 			forward.MarkNotFinal(w) // each retry is judged afresh
 			problem.Write(w, rej, detail, 0)
 			return nil
 		}
-		body := fmt.Sprintf(`{"status":"stale","reason":%q}`+"\n", judgement.Result)
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write([]byte(body)) // a client gone away has no one to tell
+		freshness.WriteStaleAck(w, judgement.Result)
 		return nil
 	case freshness.ResultBusy:
 		count(judgement.Result)
