@@ -55,7 +55,6 @@ type Enqueue struct {
 	MaxBody int64 `json:"max_body,omitempty"`
 
 	app    *App
-	now    func() time.Time
 	logger *zap.Logger
 }
 
@@ -75,9 +74,6 @@ func (h *Enqueue) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.MaxBody = maxBody
-	if h.now == nil {
-		h.now = time.Now
-	}
 	app, err := appFrom(ctx)
 	if err != nil {
 		return err
