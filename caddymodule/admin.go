@@ -10,6 +10,7 @@ import (
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/internal/route"
 	"github.com/hookgate/hookgate/internal/store"
+	"github.com/hookgate/hookgate/internal/zaplog"
 	"github.com/hookgate/hookgate/sender/httpapi"
 )
 
@@ -73,7 +74,7 @@ func (a *adminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 // sender runs). Without the store, its routes answer 404 no_store. Its
 // log lines are the app's logger's, named hookgate.admin.
 func (a *App) adminRouter() *route.Mux {
-	logger := zapslogLogger(a.logger.Named("admin"))
+	logger := zaplog.Slog(a.logger.Named("admin"))
 	senderAPI := httpapi.New(a.ops(), logger)
 	m := &route.Mux{NotFound: senderAPI.NotFound}
 	senderAPI.Register(m)

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"path/filepath"
 	"slices"
@@ -20,13 +19,14 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
-	"go.uber.org/zap/exp/zapslog"
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/portcheck"
 	"github.com/hookgate/hookgate/internal/route"
 	"github.com/hookgate/hookgate/internal/store"
 	"github.com/hookgate/hookgate/internal/telemetry"
+	"github.com/hookgate/hookgate/internal/zaplog"
+	"github.com/hookgate/hookgate/reconcile"
 	"github.com/hookgate/hookgate/sender"
 )
 
@@ -103,11 +103,13 @@ func (a *App) openStore() (*store.Conn, error) {
 		return nil, err
 	}
 	if cfg.Backend == "redis" {
-		setRedisLogger.Do(func() { redis.SetLogger(redisLogger{}) })
+		setRedisLogger.Do(func() {
+			redis.SetLogger(zaplog.Redis{Logger: func() *zap.Logger { return caddy.Log().Named("redis") }})
+		})
 	}
 	key, _ := json.Marshal(cfg)
 	v, _, err := connections.LoadOrNew(string(key), func() (caddy.Destructor, error) {
-		return store.Open(cfg, zapslogLogger(a.logger))
+		return store.Open(cfg, zaplog.Slog(a.logger))
 	})
 	if err != nil {
 		return nil, err
@@ -132,26 +134,9 @@ func (a *App) storeConfig() (store.Config, error) {
 	return cfg, cfg.Check()
 }
 
-// redisLogger sends go-redis's own log lines through Caddy's logger, as
-// JSON like every other line, instead of plain text on stderr.
-type redisLogger struct{}
-
-func (redisLogger) Printf(_ context.Context, format string, v ...any) {
-	if strings.HasPrefix(format, "redis: connection pool: failed to dial") {
-		return // the store logs an outage, once a minute at most
-	}
-	caddy.Log().Named("redis").Warn(fmt.Sprintf(format, v...))
-}
-
+// setRedisLogger sends go-redis's own log lines through Caddy's logger,
+// once per process.
 var setRedisLogger sync.Once
-
-// zapslogLogger adapts Caddy's zap logger for the domain packages' slog,
-// so that a line reads as one of l's own: under l's name, and without the
-// stack trace zapslog adds to every error by default (Caddy's logs carry
-// none unless configured to).
-func zapslogLogger(l *zap.Logger) *slog.Logger {
-	return slog.New(zapslog.NewHandler(l.Core(), zapslog.WithName(l.Name()), zapslog.AddStacktraceAt(slog.Level(math.MaxInt))))
-}
 
 // CaddyModule returns the Caddy module information.
 func (App) CaddyModule() caddy.ModuleInfo {
@@ -198,20 +183,11 @@ func (a *App) Validate() error {
 	if _, err := a.storeConfig(); err != nil {
 		return err
 	}
-	names := map[string]bool{}
-	for _, j := range a.Reconcile {
-		if err := j.validate(); err != nil {
-			return fmt.Errorf("reconcile %s: %w", j.Name, err)
-		}
-		if names[j.Name] {
-			return fmt.Errorf("reconcile %s given twice", j.Name)
-		}
-		names[j.Name] = true
-		if j.Every > 0 && j.Repair != nil && !a.hasDestination(j.Repair.Destination) {
-			return fmt.Errorf("reconcile %s: repair destination %q is not configured", j.Name, j.Repair.Destination)
-		}
+	jobs := make([]*reconcile.JobSpec, len(a.Reconcile))
+	for i, j := range a.Reconcile {
+		jobs[i] = j.spec()
 	}
-	return nil
+	return reconcile.CheckJobs(jobs, a.hasDestination)
 }
 
 // Start refuses an address another process serves, opens the store when
@@ -310,6 +286,13 @@ func (a *App) Cleanup() error {
 		return a.metrics.Shutdown()
 	}
 	return nil
+}
+
+// useStore returns the app's shared store, opened when the app starts,
+// for a handler that keeps its state in it.
+func (a *App) useStore() *store.Lazy {
+	a.storeUsed = true
+	return a.store
 }
 
 // appFrom returns the hookgate app of ctx's config, provisioning it with

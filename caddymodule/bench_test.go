@@ -22,6 +22,7 @@ import (
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/cputime"
+	"github.com/hookgate/hookgate/internal/outage"
 	"github.com/hookgate/hookgate/internal/redistest"
 	"github.com/hookgate/hookgate/internal/store"
 	"github.com/hookgate/hookgate/internal/telemetry"
@@ -90,7 +91,7 @@ func newBenchDedupe(b *testing.B, m *telemetry.Metrics, st dedupe.Store, replayC
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &Dedupe{deduper: d, now: time.Now, metrics: m, logger: zap.NewNop(), storeLog: newStoreLog(zap.NewNop(), "dedupe", time.Now),
+	return &Dedupe{deduper: d, now: time.Now, metrics: m, logger: zap.NewNop(), storeLog: outage.NewLog(zap.NewNop(), "dedupe", time.Now),
 		bufs: &sync.Pool{New: func() any { return new(bytes.Buffer) }}}
 }
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/tidwall/gjson"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/problem"
@@ -182,24 +181,6 @@ func (b *requestBody) placeholder(key string) (any, bool) {
 		return nil, false
 	}
 	return gjson.GetBytes(b.bytes, path).String(), true
-}
-
-// startSpan starts a child span of ctx's with hookgate's tracer from the
-// span's provider: Caddy does not set a global provider, its tracing
-// handler puts the span in the context. Without tracing (no span in
-// ctx, so its provider is the no-op one) it returns ctx and its no-op span
-// as they are: a no-op child would record nothing either, and would cost
-// a context and a request copy per handler.
-func startSpan(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
-	return startChildSpan(ctx, trace.SpanFromContext(ctx), name, opts...)
-}
-
-// startChildSpan is startSpan where the caller has ctx's span at hand.
-func startChildSpan(ctx context.Context, parent trace.Span, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
-	if !parent.SpanContext().IsValid() && !parent.IsRecording() {
-		return ctx, parent
-	}
-	return parent.TracerProvider().Tracer("github.com/hookgate/hookgate").Start(ctx, name, opts...)
 }
 
 // withContext is r.WithContext, without the copy when ctx is r's already.

@@ -58,10 +58,6 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 // docs/sending.md ("The sender") and docs/reconcile.md give their blocks. Repeated
 // hookgate blocks merge; a subdirective or a name given twice is an error.
 func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // consume option name
-	if d.NextArg() {
-		return d.ArgErr()
-	}
 	// What an earlier hookgate block set counts as given.
 	once := func(given bool, parse subdirective) subdirective {
 		if given {
@@ -69,7 +65,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 		return parse
 	}
-	return parseBlock(d, "hookgate", block{
+	return parseDirective(d, nil, "hookgate", block{
 		{"store", once(a.Store != nil, func(d *caddyfile.Dispenser) error {
 			a.Store = new(StoreConfig)
 			return a.Store.unmarshalCaddyfile(d)
@@ -271,6 +267,20 @@ func parseHandler[T any, PT interface {
 	return m, m.UnmarshalCaddyfile(h.Dispenser)
 }
 
+// parseDirective parses a directive (or a global option), d before its
+// name: the one argument its line may have, into *arg (nil: it takes
+// none), then its block.
+func parseDirective(d *caddyfile.Dispenser, arg *string, name string, subs block, repeats ...string) error {
+	d.Next() // consume the directive's name
+	if arg != nil && d.NextArg() {
+		*arg = d.Val()
+	}
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return parseBlock(d, name, subs, repeats...)
+}
+
 // A subdirective parses one line of a block, d on its name: it reads the
 // line's arguments, and its own block if it has one.
 type subdirective func(d *caddyfile.Dispenser) error
@@ -423,6 +433,18 @@ func waitOr(alt string, mode *string, wait *caddy.Duration) subdirective {
 		}
 		return err
 	}
+}
+
+// waitFor is how long a mode that waitOr parses waits: 0 unless it is
+// wait, whose duration defaults to 5s (set in *wait).
+func waitFor(mode string, wait *caddy.Duration) time.Duration {
+	if mode != "wait" {
+		return 0
+	}
+	if *wait == 0 {
+		*wait = caddy.Duration(5 * time.Second)
+	}
+	return time.Duration(*wait)
 }
 
 // Interface guards

@@ -3,10 +3,7 @@ package caddymodule
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"path"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -64,24 +61,16 @@ func (Console) CaddyModule() caddy.ModuleInfo {
 
 // Provision sets up the handler.
 func (h *Console) Provision(ctx caddy.Context) error {
-	if h.MaxRedrive < 0 {
-		return errors.New("webhook_console: max_redrive must be positive")
-	}
 	app, err := appFrom(ctx)
 	if err != nil {
 		return err
 	}
-	// The sender refuses a redrive over its own bound: the page must not
-	// offer one.
 	senderMax := sender.DefaultMaxRedrive
 	if app.Sender != nil && app.Sender.MaxRedrive > 0 {
 		senderMax = app.Sender.MaxRedrive
 	}
-	if h.MaxRedrive == 0 {
-		h.MaxRedrive = min(console.DefaultRedriveBatch, senderMax)
-	}
-	if h.MaxRedrive > senderMax {
-		return fmt.Errorf("webhook_console: max_redrive %d is over the sender's max_redrive %d, which would refuse such a redrive", h.MaxRedrive, senderMax)
+	if h.MaxRedrive, err = console.MaxRedriveFor(h.MaxRedrive, senderMax); err != nil {
+		return fmt.Errorf("webhook_console: %w", err)
 	}
 	if len(app.Destinations) == 0 {
 		return errors.New("webhook_console: no sender to show: configure a destination in the hookgate global option")
@@ -89,23 +78,12 @@ func (h *Console) Provision(ctx caddy.Context) error {
 	if h.Destination != "" && !strings.Contains(h.Destination, "{") && !app.hasDestination(h.Destination) {
 		return fmt.Errorf("webhook_console: destination %q is not configured in the hookgate global option", h.Destination)
 	}
-	if clientChosen(h.Destination) {
+	if console.ClientChosen(h.Destination) {
 		ctx.Logger().Warn("webhook_console is scoped by a placeholder the client chooses: anyone can name any destination; scope by an authenticated identity such as {http.auth.user.id}",
 			zap.String("destination", h.Destination))
 	}
 	h.app, h.once = app, new(sync.Once)
 	return nil
-}
-
-// clientChosen reports a scope placeholder whose value the client sets:
-// a header, the query, a cookie or the path.
-func clientChosen(p string) bool {
-	for _, prefix := range []string{"{http.request.header.", "{http.request.uri", "{http.request.cookie.", "{query.", "{header.", "{cookie.", "{path", "{http.request.orig_uri"} {
-		if strings.Contains(p, prefix) {
-			return true
-		}
-	}
-	return false
 }
 
 // ServeHTTP serves the console's pages; it never calls next.
@@ -122,7 +100,11 @@ func (h *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		h.console.MaxRedrive = h.MaxRedrive
 	})
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	v := console.View{Base: mountPath(r)}
+	v := console.View{}
+	// The prefix handle_path stripped.
+	if orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok {
+		v.Base = console.MountBase(orig.URL.EscapedPath(), r.URL.EscapedPath())
+	}
 	if h.Destination != "" {
 		v.Scope = repl.ReplaceAll(h.Destination, "")
 		if v.Scope == "" || !h.app.hasDestination(v.Scope) {
@@ -130,32 +112,10 @@ func (h *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			return nil
 		}
 	}
-	v.By = "console"
-	if user, _ := repl.GetString("http.auth.user.id"); user != "" {
-		v.By += " user " + strconv.Quote(user)
-	}
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		v.By += " from " + host
-	}
+	user, _ := repl.GetString("http.auth.user.id")
+	v.By = console.By(user, r.RemoteAddr)
 	h.console.Serve(w, r, v)
 	return nil
-}
-
-// mountPath is the prefix handle_path stripped from the request's path:
-// the original path less the path left, both cleaned as Caddy's matchers
-// clean them. It always starts with exactly one slash, or is "" (the
-// root): links and redirects built on it never leave the host.
-func mountPath(r *http.Request) string {
-	orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request)
-	if !ok {
-		return ""
-	}
-	clean := func(p string) string { return strings.TrimSuffix(path.Clean("/"+p), "/") }
-	base, found := strings.CutSuffix(clean(orig.URL.EscapedPath()), clean(r.URL.EscapedPath()))
-	if !found || strings.HasPrefix(base, "//") || (base != "" && base[0] != '/') {
-		return ""
-	}
-	return base
 }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
@@ -165,11 +125,7 @@ func mountPath(r *http.Request) string {
 //		max_redrive <n>
 //	}
 func (h *Console) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next()
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	return parseBlock(d, "webhook_console", block{
+	return parseDirective(d, nil, "webhook_console", block{
 		{"destination", stringArg(&h.Destination)},
 		{"max_redrive", intArg(&h.MaxRedrive)},
 	})

@@ -23,6 +23,7 @@ import (
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/forward"
+	"github.com/hookgate/hookgate/internal/outage"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/internal/telemetry"
 )
@@ -87,7 +88,7 @@ type Dedupe struct {
 	now      func() time.Time
 	metrics  *telemetry.Metrics
 	logger   *zap.Logger
-	storeLog *storeLog
+	storeLog *outage.Log
 	bufs     *sync.Pool
 }
 
@@ -105,9 +106,6 @@ func (h *Dedupe) Provision(ctx caddy.Context) error {
 	if h.InFlight == "" {
 		h.InFlight = "reject"
 	}
-	if h.InFlight == "wait" && h.InFlightWait == 0 {
-		h.InFlightWait = caddy.Duration(5 * time.Second)
-	}
 	if len(h.Record) == 0 {
 		h.Record = []string{"2xx"}
 	}
@@ -118,31 +116,21 @@ func (h *Dedupe) Provision(ctx caddy.Context) error {
 		h.now = time.Now
 	}
 	h.bufs = &sync.Pool{New: func() any { return new(bytes.Buffer) }}
-	h.storeLog = newStoreLog(h.logger, "dedupe", h.now)
+	h.storeLog = outage.NewLog(h.logger, "dedupe", h.now)
 	if err := h.validate(); err != nil {
 		return err
 	}
-	final := map[int]bool{}
-	for _, class := range h.Record {
-		final[int(class[0]-'0')] = true
-	}
-	// Timeouts and rate limits ask for a retry: never final.
-	transient := map[int]bool{http.StatusRequestTimeout: true, http.StatusTooEarly: true, http.StatusTooManyRequests: true}
+	final, _ := dedupe.FinalClasses(h.Record) // checked by validate
 	app, err := appFrom(ctx)
 	if err != nil {
 		return err
 	}
 	h.metrics = app.metrics
-	store := app.dedupeStore()
-	wait := time.Duration(0)
-	if h.InFlight == "wait" {
-		wait = time.Duration(h.InFlightWait)
-	}
-	h.deduper, err = dedupe.New(store, dedupe.Config{
+	h.deduper, err = dedupe.New(app.useStore(), dedupe.Config{
 		Lease:       time.Duration(h.Lease),
 		Retention:   time.Duration(h.Retention),
-		Wait:        wait,
-		Final:       func(status int) bool { return final[status/100] && !transient[status] },
+		Wait:        waitFor(h.InFlight, &h.InFlightWait),
+		Final:       final,
 		MaxRecord:   int(h.MaxRecord),
 		ReplayCache: h.ReplayCache,
 	}, dedupe.WithClock(h.now))
@@ -162,14 +150,8 @@ func (h *Dedupe) validate() error {
 	if h.OnStoreError != "" && h.OnStoreError != "reject" && h.OnStoreError != "forward" {
 		return fmt.Errorf("on_store_error %q: want reject or forward", h.OnStoreError)
 	}
-	for _, class := range h.Record {
-		switch class {
-		case "2xx", "3xx", "4xx":
-		case "5xx":
-			return fmt.Errorf("record 5xx: a server error is never final, the sender must retry it")
-		default:
-			return fmt.Errorf("record %q: want status classes 2xx, 3xx or 4xx", class)
-		}
+	if _, err := dedupe.FinalClasses(h.Record); err != nil {
+		return err
 	}
 	if h.MaxRecord < 0 {
 		return fmt.Errorf("max_record must not be negative")
@@ -228,14 +210,9 @@ func placeholderOnly(tmpl string) (string, bool) {
 
 // ServeHTTP dedupes the request.
 func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	ctx, span := startSpan(r.Context(), "webhook_dedupe")
+	ctx, span := telemetry.StartSpan(r.Context(), "webhook_dedupe")
 	defer span.End()
-	count := func(result string) {
-		h.metrics.DedupeResult(ctx, result)
-		if span.IsRecording() {
-			span.SetAttributes(attribute.String("hookgate.result", result))
-		}
-	}
+	count := func(result string) { h.metrics.DedupeResult(span, result) }
 
 	// The body webhook_verify read (within its max_body) is used as is;
 	// without verify, dedupe reads at most DefaultMaxBody itself.
@@ -257,7 +234,7 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		span.SetAttributes(attribute.String("webhook.id", key))
 	}
 
-	cctx, claimSpan := startSpan(ctx, "webhook_dedupe.claim")
+	cctx, claimSpan := telemetry.StartSpan(ctx, "webhook_dedupe.claim")
 	// The fingerprint is shared with {webhook.body_sha256}: computed once.
 	dec, err := h.deduper.BeginBody(cctx, key, body, b.sha256)
 	claimSpan.End()
@@ -267,14 +244,14 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	if err != nil {
 		count("store_error")
 		span.SetStatus(codes.Error, "store error")
-		h.storeLog.failed(err, zap.String("key", key), zap.String("on_store_error", h.OnStoreError))
+		h.storeLog.Failed(err, zap.String("key", key), zap.String("on_store_error", h.OnStoreError))
 		if h.OnStoreError == "forward" {
 			return next.ServeHTTP(w, r)
 		}
 		problem.Write(w, problem.StoreUnavailable, "the dedupe store is unavailable; nothing was forwarded", time.Second)
 		return nil
 	}
-	h.storeLog.answered()
+	h.storeLog.Answered()
 	count(dec.Result)
 	switch dec.Action {
 	case dedupe.Replay:
@@ -314,7 +291,7 @@ func (h *Dedupe) forward(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		LeaseUntil: dec.LeaseUntil,
 		Lease:      h.deduper.Lease(),
 		Buffer:     buf,
-		MaxRecord:  h.maxRecord(),
+		MaxRecord:  h.deduper.MaxRecord(),
 	}, func(detached context.Context, res *forward.Result) {
 		h.settle(detached, span, key, dec, res)
 	})
@@ -324,7 +301,7 @@ func (h *Dedupe) forward(w http.ResponseWriter, r *http.Request, next caddyhttp.
 // before the client gets its answer, and logs how. span is
 // webhook_dedupe's, detached's.
 func (h *Dedupe) settle(detached context.Context, span trace.Span, key string, dec dedupe.Decision, res *forward.Result) {
-	rctx, recordSpan := startChildSpan(detached, span, "webhook_dedupe.record")
+	rctx, recordSpan := telemetry.StartChildSpan(detached, span, "webhook_dedupe.record")
 	rctx, cancelRecord := context.WithDeadline(rctx, res.SettleDeadline())
 	after, before := res.Headers()
 	how, err := h.deduper.Settle(rctx, key, dec, dedupe.Response{
@@ -361,19 +338,6 @@ func (h *Dedupe) settle(detached context.Context, span trace.Span, key string, d
 	}
 }
 
-func (h *Dedupe) maxRecord() int64 {
-	if h.MaxRecord == 0 {
-		return dedupe.DefaultMaxRecord
-	}
-	return h.MaxRecord
-}
-
-// dedupeStore returns the app's shared store, opened when the app starts.
-func (a *App) dedupeStore() dedupe.Store {
-	a.storeUsed = true
-	return a.store
-}
-
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
 //	webhook_dedupe {
@@ -387,11 +351,7 @@ func (a *App) dedupeStore() dedupe.Store {
 //		replay_cache   <entries>|off
 //	}
 func (h *Dedupe) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // consume directive name
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	err := parseBlock(d, "webhook_dedupe", block{
+	err := parseDirective(d, nil, "webhook_dedupe", block{
 		{"key", stringArg(&h.Key)},
 		{"retention", durationArg(&h.Retention)},
 		{"lease", durationArg(&h.Lease)},

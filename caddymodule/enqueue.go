@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/internal/problem"
+	"github.com/hookgate/hookgate/internal/zaplog"
 	"github.com/hookgate/hookgate/sender"
 	"github.com/hookgate/hookgate/sender/intake"
 )
@@ -54,7 +55,6 @@ type Enqueue struct {
 	MaxBody int64 `json:"max_body,omitempty"`
 
 	app    *App
-	now    func() time.Time
 	logger *zap.Logger
 }
 
@@ -74,9 +74,6 @@ func (h *Enqueue) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.MaxBody = maxBody
-	if h.now == nil {
-		h.now = time.Now
-	}
 	app, err := appFrom(ctx)
 	if err != nil {
 		return err
@@ -121,7 +118,7 @@ func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		in.ID, _ = repl.ReplaceOrErr(h.ID, true, true)
 	}
 	in.IDFromBody = h.ID == "" && in.ID == ""
-	intake.Serve(w, r, s, &in, h.Destination, zapslogLogger(h.logger))
+	intake.Serve(w, r, s, &in, h.Destination, zaplog.Slog(h.logger))
 	return nil
 }
 
@@ -162,14 +159,7 @@ func (a *App) Publish(ctx context.Context, ev *sender.Event) (sender.PublishResu
 // Without a destination the event fans out by its type: event_type is
 // required.
 func (h *Enqueue) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next()
-	if d.NextArg() {
-		h.Destination = d.Val()
-	}
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	return parseBlock(d, "webhook_enqueue", block{
+	return parseDirective(d, &h.Destination, "webhook_enqueue", block{
 		{"id", stringArg(&h.ID)},
 		{"event_type", stringArg(&h.EventType)},
 		{"entity", stringArg(&h.Entity)},

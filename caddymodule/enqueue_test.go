@@ -91,7 +91,7 @@ func newEnqueueFixture(t *testing.T) *enqueueFixture {
 		t.Fatal(err)
 	}
 	app := &App{sender: s, destinations: dests, metrics: m, logger: zap.NewNop()}
-	h := &Enqueue{Destination: "billing", MaxBody: 1 << 10, app: app, now: time.Now, logger: zap.NewNop()}
+	h := &Enqueue{Destination: "billing", MaxBody: 1 << 10, app: app, logger: zap.NewNop()}
 	return &enqueueFixture{app: app, queue: q, handler: h}
 }
 

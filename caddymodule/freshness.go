@@ -5,18 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/dedupe/freshness"
 	"github.com/hookgate/hookgate/internal/forward"
+	"github.com/hookgate/hookgate/internal/outage"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/internal/telemetry"
 )
@@ -76,7 +75,7 @@ type Freshness struct {
 	now      func() time.Time
 	metrics  *telemetry.Metrics
 	logger   *zap.Logger
-	storeLog *storeLog
+	storeLog *outage.Log
 }
 
 // CaddyModule returns the Caddy module information.
@@ -96,13 +95,10 @@ func (h *Freshness) Provision(ctx caddy.Context) error {
 	if h.EntityBusy == "" {
 		h.EntityBusy = "wait"
 	}
-	if h.EntityBusy == "wait" && h.EntityBusyWait == 0 {
-		h.EntityBusyWait = caddy.Duration(5 * time.Second)
-	}
 	if h.now == nil {
 		h.now = time.Now
 	}
-	h.storeLog = newStoreLog(h.logger, "freshness", h.now)
+	h.storeLog = outage.NewLog(h.logger, "freshness", h.now)
 	if err := h.validate(); err != nil {
 		return err
 	}
@@ -111,13 +107,9 @@ func (h *Freshness) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.metrics = app.metrics
-	wait := time.Duration(0)
-	if h.EntityBusy == "wait" {
-		wait = time.Duration(h.EntityBusyWait)
-	}
-	h.fresh, err = freshness.New(app.entityStore(), freshness.Config{
+	h.fresh, err = freshness.New(app.useStore(), freshness.Config{
 		MaxAge:    time.Duration(h.MaxAge),
-		Wait:      wait,
+		Wait:      waitFor(h.EntityBusy, &h.EntityBusyWait),
 		Lease:     time.Duration(h.Lease),
 		Retention: time.Duration(h.Retention),
 	}, freshness.WithClock(h.now))
@@ -146,14 +138,9 @@ func (h *Freshness) validate() error {
 
 // ServeHTTP judges the event and forwards it, or answers it as stale.
 func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	ctx, span := startSpan(r.Context(), "webhook_freshness")
+	ctx, span := telemetry.StartSpan(r.Context(), "webhook_freshness")
 	defer span.End()
-	count := func(result string) {
-		h.metrics.FreshnessResult(ctx, result)
-		if span.IsRecording() {
-			span.SetAttributes(attribute.String("hookgate.result", result))
-		}
-	}
+	count := func(result string) { h.metrics.FreshnessResult(span, result) }
 	reject := func(reason problem.Reason, detail string) error {
 		count(reason.Code)
 		problem.Write(w, reason, detail, 0)
@@ -187,44 +174,37 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	case errors.Is(err, freshness.ErrEventInFuture):
 		// Judged by this instance's clock: a copy arriving later may be
 		// judged otherwise, so webhook_dedupe never records this answer.
-		forward.MarkNotFinal(ctx)
+		forward.MarkNotFinal(w)
 		return reject(problem.EventTimeInFuture, err.Error())
 	case err != nil && ctx.Err() != nil:
 		// The client left, or the enclosing dedupe's lease ended, while
 		// this event waited for its entity: not applied, retry later.
 		count(freshness.ResultBusy)
-		forward.MarkNotFinal(ctx)
+		forward.MarkNotFinal(w)
 		problem.Write(w, problem.EntityBusy, "the wait for this entity ended", time.Second)
 		return nil
 	case err != nil:
 		count("store_error")
-		h.storeLog.failed(err, zap.String("entity", entity))
+		h.storeLog.Failed(err, zap.String("entity", entity))
 		problem.Write(w, problem.StoreUnavailable, "the freshness store is unavailable; nothing was forwarded", time.Second)
 		return nil
 	}
-	h.storeLog.answered()
+	h.storeLog.Answered()
 
 	switch judgement.Result {
 	case freshness.ResultSuperseded, freshness.ResultTooOld:
 		count(judgement.Result)
-		rej, detail := problem.Superseded, "a newer event of this entity was already applied"
-		if judgement.Result == freshness.ResultTooOld {
-			rej, detail = problem.TooOld, "the event is older than max_age "+time.Duration(h.MaxAge).String()
-		}
 		if h.OnStale == "reject" {
-			forward.MarkNotFinal(ctx) // each retry is judged afresh
+			rej, detail := h.fresh.Stale(judgement)
+			forward.MarkNotFinal(w) // each retry is judged afresh
 			problem.Write(w, rej, detail, 0)
 			return nil
 		}
-		body := fmt.Sprintf(`{"status":"stale","reason":%q}`+"\n", judgement.Result)
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write([]byte(body)) // a client gone away has no one to tell
+		freshness.WriteStaleAck(w, judgement.Result)
 		return nil
 	case freshness.ResultBusy:
 		count(judgement.Result)
-		forward.MarkNotFinal(ctx)
+		forward.MarkNotFinal(w)
 		problem.Write(w, problem.EntityBusy, "another event of this entity is being applied", max(judgement.LeaseUntil.Sub(h.now()), time.Nanosecond))
 		return nil
 	}
@@ -285,12 +265,6 @@ func (h *Freshness) mark(repl *caddy.Replacer) (freshness.Mark, problem.Reason, 
 	return freshness.SequenceMark(seq), problem.Reason{}, ""
 }
 
-// entityStore returns the app's shared store for freshness state.
-func (a *App) entityStore() freshness.EntityStore {
-	a.storeUsed = true
-	return a.store
-}
-
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
 //	webhook_freshness {
@@ -306,11 +280,7 @@ func (a *App) entityStore() freshness.EntityStore {
 //
 // entity and one of event_time and sequence are required.
 func (h *Freshness) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // consume directive name
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	err := parseBlock(d, "webhook_freshness", block{
+	err := parseDirective(d, nil, "webhook_freshness", block{
 		{"entity", stringArg(&h.Entity)},
 		{"event_time", stringArg(&h.EventTime)},
 		{"sequence", stringArg(&h.Sequence)},

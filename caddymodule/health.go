@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/hookgate/hookgate/internal/health"
+	"github.com/hookgate/hookgate/internal/zaplog"
 )
 
 func init() {
@@ -43,7 +44,7 @@ func (h *Health) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	h.checker = &health.Checker{Logger: zapslogLogger(ctx.Logger()), Store: func(ctx context.Context) error {
+	h.checker = &health.Checker{Logger: zaplog.Slog(ctx.Logger()), Store: func(ctx context.Context) error {
 		if !app.storeUsed { // set by the handlers' Provision, before any request
 			return health.ErrOff
 		}

@@ -1,12 +1,12 @@
 package caddymodule
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/hookgate/hookgate/internal/zaplog"
 	"github.com/hookgate/hookgate/reconcile"
 )
 
@@ -31,14 +31,7 @@ type ReconcileJob struct {
 
 // ReconcileRepair enqueues a corrective event per missing or mismatched
 // key, through the sender.
-type ReconcileRepair struct {
-	Destination string `json:"destination"`
-	// EventType is the event's type; {state} is the truth state. Default
-	// "{state}".
-	EventType string `json:"event_type,omitempty"`
-	// Limit bounds the events a scheduled run newly enqueues. Default 1000.
-	Limit int `json:"limit,omitempty"`
-}
+type ReconcileRepair = reconcile.RepairSpec
 
 // ReconcileSource is one side of a job: a PostgreSQL query, or an HTTP
 // JSON endpoint. The DSN, URL and header values may be {env.*}
@@ -138,56 +131,18 @@ func (j *ReconcileJob) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return nil
 }
 
-// validate checks what the Caddyfile parser checks, for JSON configs.
-func (j *ReconcileJob) validate() error {
-	switch {
-	case j.Name == "":
-		return fmt.Errorf("a job needs a name")
-	case j.Truth == nil || j.Receiver == nil:
-		return fmt.Errorf("needs a truth and a receiver")
-	case len(j.Expect) == 0:
-		return fmt.Errorf("needs at least one expect")
-	case j.Every < 0 || (j.Every > 0 && time.Duration(j.Every) < time.Second):
-		return fmt.Errorf("every %s: want at least 1s", time.Duration(j.Every))
-	case j.Grace < 0:
-		return fmt.Errorf("grace %s: want a positive duration", time.Duration(j.Grace))
-	case j.Repair != nil && j.Repair.Destination == "":
-		return fmt.Errorf("repair needs a destination")
-	case j.Repair != nil && j.Repair.Limit < 0:
-		return fmt.Errorf("repair limit %d: want a positive integer", j.Repair.Limit)
-	}
-	if err := j.Truth.Check("truth"); err != nil {
-		return err
-	}
-	if err := j.Receiver.Check("receiver"); err != nil {
-		return err
-	}
-	return nil
+// spec is j as a reconcile.JobSpec.
+func (j *ReconcileJob) spec() *reconcile.JobSpec {
+	return &reconcile.JobSpec{Name: j.Name, Truth: j.Truth, Receiver: j.Receiver, Expect: j.Expect,
+		Grace: time.Duration(j.Grace), Every: time.Duration(j.Every), Repair: j.Repair}
 }
 
 // Job is j as a reconcile.Job. At each run it checks j (a JSON config
 // gets the Caddyfile parser's checks) and builds the sources, resolving
 // their placeholders.
 func (j *ReconcileJob) Job() *reconcile.Job {
-	rj := &reconcile.Job{Name: j.Name, Expect: j.Expect, Grace: time.Duration(j.Grace)}
-	if j.Repair != nil {
-		rj.EventType = j.Repair.EventType
-	}
 	repl := caddy.NewReplacer()
-	resolve := func(v string) (string, error) { return repl.ReplaceOrErr(v, true, true) }
-	rj.Sources = func() (truth, receiver reconcile.Source, err error) {
-		if err := j.validate(); err != nil {
-			return nil, nil, err
-		}
-		if truth, err = j.Truth.Source(resolve); err != nil {
-			return nil, nil, fmt.Errorf("truth: %w", err)
-		}
-		if receiver, err = j.Receiver.Source(resolve); err != nil {
-			return nil, nil, fmt.Errorf("receiver: %w", err)
-		}
-		return truth, receiver, nil
-	}
-	return rj
+	return j.spec().Job(func(v string) (string, error) { return repl.ReplaceOrErr(v, true, true) })
 }
 
 // Scheduled reconcile runs (reconcile.Schedule): each job with `every`
@@ -205,7 +160,7 @@ func (a *App) startSchedules() {
 			Job:      j.Job(),
 			Every:    time.Duration(j.Every),
 			Locker:   reconcile.StoreLocker{Store: a.store.Claims("reconcile")},
-			Logger:   zapslogLogger(a.logger),
+			Logger:   zaplog.Slog(a.logger),
 			Observer: a.metrics.Reconcile(),
 		}
 		if j.Repair != nil {

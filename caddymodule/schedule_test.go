@@ -2,81 +2,15 @@ package caddymodule
 
 import (
 	"encoding/json"
-	"errors"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/google/go-cmp/cmp"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/hookgate/hookgate/reconcile"
 )
-
-// TestSlogLoggerKeepsTheZapLog: the scheduled runs log through slog; an
-// entry reaches Caddy's log as the zap logger wrote it: the logger's
-// name, the level, the fields encoded as zap encodes them, and no stack
-// trace.
-func TestSlogLoggerKeepsTheZapLog(t *testing.T) {
-	var buf strings.Builder
-	enc := zap.NewProductionEncoderConfig()
-	enc.TimeKey = "" // the two entries' times differ
-	logger := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(&buf), zapcore.DebugLevel)).Named("hookgate")
-	slot := time.Date(2026, 11, 30, 12, 15, 0, 0, time.UTC)
-	err := errors.New("store down")
-	logger.With(zap.String("job", "j"), zap.Time("slot", slot)).Error("reconcile run failed",
-		zap.Error(err), zap.Int("truth", 3), zap.Duration("took", 1500*time.Millisecond), zap.Strings("keys", []string{"a b"}))
-	zapslogLogger(logger).With(slog.String("job", "j"), slog.Time("slot", slot)).Error("reconcile run failed",
-		slog.Any("error", err), slog.Int("truth", 3), slog.Duration("took", 1500*time.Millisecond), slog.Any("keys", []string{"a b"}))
-	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
-	if len(lines) != 2 {
-		t.Fatalf("%d lines, want 2:\n%s", len(lines), buf.String())
-	}
-	if diff := cmp.Diff(lines[0], lines[1]); diff != "" {
-		t.Errorf("zap (-) and slog (+) lines differ:\n%s", diff)
-	}
-	if !strings.Contains(lines[1], `"logger":"hookgate"`) || strings.Contains(lines[1], "stacktrace") {
-		t.Errorf("the slog line: %s", lines[1])
-	}
-}
-
-// TestReconcileJobValidate: a JSON config gets the checks the Caddyfile
-// parser makes, so a scheduled job cannot start without its sources.
-func TestReconcileJobValidate(t *testing.T) {
-	good := func() *ReconcileJob {
-		return &ReconcileJob{
-			Name:     "j",
-			Truth:    &ReconcileSource{Kind: "postgres", DSN: "postgres://x", Query: "SELECT 1"},
-			Receiver: &ReconcileSource{Kind: "http", URL: "http://x"},
-			Expect:   map[string]string{"a": "b"},
-		}
-	}
-	if err := good().validate(); err != nil {
-		t.Fatalf("a good job: %v", err)
-	}
-	for want, mutate := range map[string]func(j *ReconcileJob){
-		"needs a truth":          func(j *ReconcileJob) { j.Truth = nil },
-		"needs at least one":     func(j *ReconcileJob) { j.Expect = nil },
-		"want at least 1s":       func(j *ReconcileJob) { j.Every = -1 },
-		"repair needs":           func(j *ReconcileJob) { j.Repair = &ReconcileRepair{} },
-		"receiver: http needs":   func(j *ReconcileJob) { j.Receiver.URL = "" },
-		"truth: unknown source":  func(j *ReconcileJob) { j.Truth.Kind = "mysql" },
-		"postgres needs a DSN":   func(j *ReconcileJob) { j.Truth.Query = "" },
-		"a job needs a name":     func(j *ReconcileJob) { j.Name = "" },
-		"want a positive durati": func(j *ReconcileJob) { j.Grace = -1 },
-	} {
-		j := good()
-		mutate(j)
-		if err := j.validate(); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: err = %v", want, err)
-		}
-	}
-}
 
 // TestScheduledRunIsBounded: a scheduled run ends with its period; a
 // source that hangs does not hold it longer (it held it for the HTTP

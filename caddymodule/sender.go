@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/hookgate/hookgate/internal/store"
+	"github.com/hookgate/hookgate/internal/zaplog"
 	"github.com/hookgate/hookgate/sender"
 	"github.com/hookgate/hookgate/verify"
 )
@@ -106,25 +108,15 @@ func (a *App) provisionSender() error {
 		if err := sender.CheckDestinations(append(a.destinations, d)); err != nil {
 			return err
 		}
-		scheme := dc.Scheme
-		if scheme == "" {
-			scheme = "standard"
-		}
 		secret, err := resolveSecret(repl, fmt.Sprintf("destination %q: secret", dc.Name), dc.Secret)
 		if err != nil {
 			return err
 		}
-		var keyIDs []string
-		if dc.KeyID != "" {
-			keyIDs = []string{dc.KeyID}
-		}
-		signer, err := verify.New(scheme, []string{secret}, verify.Options{KeyIDs: keyIDs})
+		signer, err := verify.NewSigner(dc.Scheme, secret, dc.KeyID)
 		if err != nil {
 			return fmt.Errorf("destination %q: %w", dc.Name, err)
 		}
-		if d.Signer = signer; !signer.CanSign() {
-			return fmt.Errorf("destination %q: a whpk_ public key only verifies: sign with the whsk_ key", dc.Name)
-		}
+		d.Signer = signer
 		if secret == DevSecret {
 			a.logger.Warn("destination signs with the public development secret: set HOOKGATE_SECRET to a secret of your own", zap.String("destination", dc.Name))
 		}
@@ -186,7 +178,7 @@ func (a *App) startSender() error {
 	// Readiness judges the store by its latest write: the queue's count.
 	q = store.ObserveWrites(q, a.store.WriteDone)
 	s, err := sender.New(q, a.senderConfig(), a.destinations, sender.Options{
-		Logger:   zapslogLogger(a.logger.Named("sender")),
+		Logger:   zaplog.Slog(a.logger.Named("sender")),
 		Observer: a.metrics.SenderObserver(),
 		Breakers: conn.Breakers(a.KeyPrefix),
 	})
@@ -218,7 +210,7 @@ func (a *App) ops() *sender.Ops {
 		return nil
 	}
 	return sender.NewOps(a.sender, a.settled, sender.OpsOptions{
-		Logger:   zapslogLogger(a.logger),
+		Logger:   zaplog.Slog(a.logger),
 		Redriven: a.metrics.Redriven,
 	})
 }
@@ -234,10 +226,5 @@ func (a *App) stopSenderAndWait() {
 
 // hasDestination reports whether name is a configured destination.
 func (a *App) hasDestination(name string) bool {
-	for _, d := range a.destinations {
-		if d.Name == name {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(a.destinations, func(d sender.Destination) bool { return d.Name == name })
 }

@@ -8,9 +8,8 @@ import (
 )
 
 // maxLines bounds the package's own code. Issue 30 sets the bound at
-// 3,000 lines: maxLines comes down to it as the admin router and the
-// reason codes move out, and never goes up.
-const maxLines = 3260
+// 3,000 lines, where it now is: it never goes up.
+const maxLines = 3000
 
 // TestPackageSize holds the adapters thin, the logic in the domain
 // packages: the package's own code, its subfolders and tests aside, stays

@@ -162,16 +162,13 @@ func (v *Verify) Provision(ctx caddy.Context) error {
 
 // ServeHTTP verifies the request and hands it on, or rejects it.
 func (v *Verify) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	ctx, span := startSpan(r.Context(), "webhook_verify",
+	ctx, span := telemetry.StartSpan(r.Context(), "webhook_verify",
 		trace.WithAttributes(attribute.String("hookgate.scheme", v.Scheme)))
 	defer span.End()
 
 	r = withContext(r, ctx)
 	result, rej, d, r, err := v.check(w, r)
-	v.metrics.Verified(ctx, v.Scheme, result)
-	if span.IsRecording() {
-		span.SetAttributes(attribute.String("hookgate.result", result))
-	}
+	v.metrics.Verified(span, v.Scheme, result)
 	if result == resultHandshake {
 		return nil // answered by check, never forwarded
 	}
@@ -232,20 +229,11 @@ func (v *Verify) check(w http.ResponseWriter, r *http.Request) (result string, r
 		_, _ = w.Write(a.Body)
 		return resultHandshake, rej, d, r, nil
 	}
-	d, err = v.verifier.Verify(req, v.now())
-	switch {
-	case err == nil:
-		return "accepted", rej, d, r, nil
-	case errors.Is(err, verify.ErrMissingHeader):
-		rej = problem.MissingHeader
-	case errors.Is(err, verify.ErrMalformedHeader):
-		rej = problem.MalformedHeader
-	case errors.Is(err, verify.ErrTimestampOutOfTolerance):
-		rej = problem.TimestampOutOfTolerance
-	default:
-		rej, err = problem.BadSignature, verify.ErrBadSignature
+	if d, err = v.verifier.Verify(req, v.now()); err != nil {
+		rej, err = verify.Rejection(err)
+		return rej.Code, rej, d, r, err
 	}
-	return rej.Code, rej, d, r, err
+	return "accepted", rej, d, r, nil
 }
 
 // arrived returns the method and the URL the provider called, as twilio
@@ -293,14 +281,7 @@ func (v *Verify) arrived(r *http.Request) (method, url string) {
 // secret is repeatable; any one may match. One tolerance value applies in
 // both directions; two are past, then future.
 func (v *Verify) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // consume directive name
-	if d.NextArg() {
-		v.Scheme = d.Val()
-		if d.NextArg() {
-			return d.ArgErr()
-		}
-	}
-	return parseBlock(d, "webhook_verify", block{
+	return parseDirective(d, &v.Scheme, "webhook_verify", block{
 		{"scheme", func(d *caddyfile.Dispenser) error {
 			scheme, err := oneArg(d)
 			switch {

@@ -95,16 +95,9 @@ func cmdSign(cmd *cobra.Command, args []string) (int, error) {
 	case scheme == "rfc9421" && fl.String("key-id") == "":
 		return 1, fmt.Errorf("scheme rfc9421 names the key it signs with: pass --key-id <keyid>, the keyid the receiver's secret line gives it")
 	}
-	var keyIDs []string
-	if k := fl.String("key-id"); k != "" {
-		keyIDs = []string{k}
-	}
-	v, err := verify.New(fl.String("scheme"), []string{secret}, verify.Options{KeyIDs: keyIDs})
+	v, err := verify.NewSigner(scheme, secret, fl.String("key-id"))
 	if err != nil {
 		return 1, err
-	}
-	if !v.CanSign() {
-		return 1, fmt.Errorf("a whpk_ public key only verifies: sign with the whsk_ key")
 	}
 	id := fl.String("id")
 	if id == "" {

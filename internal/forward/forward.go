@@ -37,7 +37,8 @@
 // instead of forwarding it again. No status at all (upstream down, the
 // deadline passed, a copy that failed before the status) is never final,
 // nor is an answer that a handler below marked with MarkNotFinal (hookgate's
-// own answers that ask for a retry). Which received statuses are final
+// own answers that ask for a retry): the mark travels on the response
+// writer, as Caddy's own wrappers pass a writer down. Which received statuses are final
 // beyond that is the caller's rule (webhook_dedupe's record classes).
 package forward
 
@@ -71,8 +72,8 @@ type Config struct {
 	// Buffer, when set, makes the outcome one to record: the answer's body
 	// is buffered in it, up to MaxRecord bytes (past that it streams), and
 	// a handler below may mark its answer not final (MarkNotFinal). When
-	// nil, the body streams from the start and such marks go to an
-	// enclosing forward. The caller owns the buffer; Send resets it.
+	// nil, the body streams from the start and such marks pass through,
+	// to an enclosing forward. The caller owns the buffer; Send resets it.
 	Buffer *bytes.Buffer
 
 	// MaxRecord is the largest body buffered, with Buffer.
@@ -159,15 +160,13 @@ func Send(w http.ResponseWriter, r *http.Request, next Handler, c Config, settle
 	fctx, cancel := context.WithDeadline(detached, c.LeaseUntil.Add(-margin(c.Lease)))
 	defer cancel()
 
-	// The writer, the result and the note in one allocation.
+	// The writer and the result in one allocation.
 	st := &struct {
-		fw   forwardWriter
-		res  Result
-		note note
-	}{fw: forwardWriter{w: w, buf: c.Buffer, limit: c.MaxRecord}}
+		fw  forwardWriter
+		res Result
+	}{fw: forwardWriter{w: w, buf: c.Buffer, limit: c.MaxRecord, records: c.Buffer != nil}}
 	fw, res := &st.fw, &st.res
 	if c.Buffer != nil {
-		fctx = context.WithValue(fctx, noteKey{}, &st.note)
 		c.Buffer.Reset()
 	}
 	// Headers set before the forward (Server, a header directive's) are
@@ -182,7 +181,7 @@ func Send(w http.ResponseWriter, r *http.Request, next Handler, c Config, settle
 		Body:       fw.Body(),
 		Truncated:  fw.Streamed() || panicked != nil || err != nil,
 		ClientErr:  fw.clientErr,
-		NotFinal:   c.Buffer != nil && st.note.notFinal,
+		NotFinal:   fw.notFinal,
 		leaseUntil: c.LeaseUntil,
 		before:     before,
 		w:          w,
@@ -263,28 +262,30 @@ func oneShot(r *http.Request) {
 	}
 }
 
-// note is where a handler below a recording forward says that its answer
-// is not final.
-type note struct{ notFinal bool }
-
-type noteKey struct{}
-
 // MarkNotFinal tells the nearest enclosing forward that records its
-// outcome (one with a Config.Buffer: webhook_dedupe's) that the answer being written
-// is not final, whatever its status: hookgate's own answers that ask for a
-// retry (webhook_freshness's entity_busy, a stale event under on_stale
-// reject, an event time in the future). Outside such a forward it does
-// nothing. ctx is the context of the request the handler was given.
+// outcome (one with a Config.Buffer: webhook_dedupe's) that the answer
+// being written to w is not final, whatever its status: hookgate's own
+// answers that ask for a retry (webhook_freshness's entity_busy, a stale
+// event under on_stale reject, an event time in the future). w is the
+// writer the handler was given.
 //
-// The mark travels in the request's context because nothing else reaches
-// the forward in every configuration: Caddy passes a handler only the
-// writer and the request, and takes back an error that it would handle
-// itself (logging it, running handle_errors) when no forward encloses the
-// handler; and the writer may be wrapped by a writer that does not unwrap
-// (the tracing handler's), which would hide the forward's writer.
-func MarkNotFinal(ctx context.Context) {
-	if n, ok := ctx.Value(noteKey{}).(*note); ok {
-		n.notFinal = true
+// The mark travels on the writer: MarkNotFinal follows w's Unwrap chain,
+// as http.ResponseController does, past the writers of the handlers in
+// between (Caddy's wrappers unwrap, and so does the tracing handler's) and
+// of forwards that do not record, to the first forward that records.
+// Outside such a forward, or behind a writer that does not unwrap, it
+// does nothing.
+func MarkNotFinal(w http.ResponseWriter) {
+	for {
+		if fw, ok := w.(*forwardWriter); ok && fw.records {
+			fw.notFinal = true
+			return
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return
+		}
+		w = u.Unwrap()
 	}
 }
 
@@ -305,6 +306,8 @@ type forwardWriter struct {
 	status    int
 	sent      bool  // the status line went to the client
 	clientErr error // the first failed write to the client
+	records   bool  // the forward records its outcome (Config.Buffer)
+	notFinal  bool  // a handler below marked its answer (MarkNotFinal)
 }
 
 func (f *forwardWriter) Header() http.Header { return f.w.Header() }

@@ -466,13 +466,19 @@ func TestSendOneShot(t *testing.T) {
 	}
 }
 
+// wrapper wraps a writer as Caddy's handlers do (caddyhttp.
+// ResponseWriterWrapper): it unwraps.
+type wrapper struct{ http.ResponseWriter }
+
+func (w wrapper) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // TestMarkNotFinal: a mark reaches the nearest enclosing forward that
-// records (one with a Buffer), through any forward that does not, and
-// nothing else.
+// records (one with a Buffer), through the writers of the handlers in
+// between and any forward that does not record, and nothing else.
 func TestMarkNotFinal(t *testing.T) {
 	t.Parallel()
 	marking := func(w http.ResponseWriter, r *http.Request) error {
-		MarkNotFinal(r.Context())
+		MarkNotFinal(w)
 		w.WriteHeader(http.StatusConflict)
 		return nil
 	}
@@ -500,6 +506,36 @@ func TestMarkNotFinal(t *testing.T) {
 			t.Error("a forward that does not record reports a mark")
 		}
 	})
+	t.Run("through wrapping writers", func(t *testing.T) {
+		t.Parallel()
+		// Two handlers in between wrap the writer, as encode or a
+		// deferred header does between webhook_dedupe and
+		// webhook_freshness.
+		wrapped := func(w http.ResponseWriter, r *http.Request) error {
+			return marking(wrapper{wrapper{w}}, r)
+		}
+		got, _, _ := send(t, httptest.NewRecorder(), httptest.NewRequest("POST", "/", nil), recording(), wrapped)
+		if !got.NotFinal {
+			t.Error("the mark did not reach the forward through the wrapping writers")
+		}
+		if got.Status != http.StatusConflict {
+			t.Errorf("status %d, want 409", got.Status)
+		}
+	})
+	t.Run("a streamed answer", func(t *testing.T) {
+		t.Parallel()
+		// Past MaxRecord the body streams; the mark still reaches the
+		// forward, which records the outcome without its body.
+		long := func(w http.ResponseWriter, r *http.Request) error {
+			MarkNotFinal(wrapper{w})
+			_, err := w.Write(bytes.Repeat([]byte("x"), 100))
+			return err
+		}
+		got, _, _ := send(t, httptest.NewRecorder(), httptest.NewRequest("POST", "/", nil), recording(), long)
+		if !got.NotFinal || !got.Truncated {
+			t.Errorf("NotFinal %v, Truncated %v; want both", got.NotFinal, got.Truncated)
+		}
+	})
 	t.Run("through a forward that does not record", func(t *testing.T) {
 		t.Parallel()
 		var inner outcome
@@ -518,6 +554,6 @@ func TestMarkNotFinal(t *testing.T) {
 	})
 	t.Run("no forward", func(t *testing.T) {
 		t.Parallel()
-		MarkNotFinal(t.Context()) // nothing to mark: no panic
+		MarkNotFinal(wrapper{httptest.NewRecorder()}) // nothing to mark: no panic
 	})
 }

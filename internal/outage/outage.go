@@ -2,13 +2,15 @@
 // first failure at once, then at most one line a period with the count of
 // failures since the last line, and the end of the run once. The store
 // tells of Redis refusing connections so, and the receiver's handlers of
-// requests their store failed.
+// requests their store failed (Log).
 package outage
 
 import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // Every is how often a run that lasts is told again.
@@ -77,3 +79,44 @@ func (t *Tracker) Recovered() (Line, bool) {
 
 // Down reports whether a run of failures is on.
 func (t *Tracker) Down() bool { return t.down.Load() }
+
+// Log logs the store failures a receiver handler meets as the store logs
+// an outage: the first failure of a run at once, then at most one line a
+// minute with the count of failures since the last, and the run's end
+// once. Without it, every request rejected during an outage logged a line
+// of its own.
+type Log struct {
+	logger *zap.Logger
+	what   string // the handler's store: "dedupe" or "freshness"
+	run    *Tracker
+}
+
+// NewLog returns a Log of the failures of what's store ("dedupe",
+// "freshness"), to logger, reading time from now.
+func NewLog(logger *zap.Logger, what string, now func() time.Time) *Log {
+	return &Log{logger: logger, what: what, run: New(now)}
+}
+
+// Failed logs err, a failure of the store, when a line is due; fields say
+// which request met it.
+func (l *Log) Failed(err error, fields ...zap.Field) {
+	line, ok := l.run.Failed()
+	switch {
+	case !ok:
+	case line.First:
+		l.logger.Error(l.what+" store failed; until it answers, further failures are logged once a minute with their count",
+			append(fields, zap.Error(err))...)
+	default:
+		l.logger.Error(l.what+" store still failing",
+			append(fields, zap.Int("failures", line.Failures), zap.String("down_for", line.DownFor.String()), zap.Error(err))...)
+	}
+}
+
+// Answered records a request the store answered: the end of a run of
+// failures, if one was on. It costs an atomic load otherwise.
+func (l *Log) Answered() {
+	if line, ok := l.run.Recovered(); ok {
+		l.logger.Info(l.what+" store answers again",
+			zap.Int("failures", line.Failures), zap.String("down_for", line.DownFor.String()))
+	}
+}

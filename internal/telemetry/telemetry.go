@@ -1,6 +1,7 @@
 // Package telemetry holds hookgate's OpenTelemetry instruments: the
 // receiver's results, the store's latency, the sender's deliveries and
-// queues, and the scheduled reconcile runs. They are exported through a
+// queues, and the scheduled reconcile runs; and the receiver's spans
+// (StartSpan). They are exported through a
 // Prometheus registry (Caddy's, new at each config load), so each load
 // builds its own provider; names are exact (no suffixes added).
 package telemetry
@@ -19,6 +20,7 @@ import (
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookgate/hookgate/reconcile"
 	"github.com/hookgate/hookgate/sender"
@@ -76,21 +78,35 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// Verified counts one webhook_verify result.
-func (m *Metrics) Verified(_ context.Context, scheme, result string) {
+// Verified counts one webhook_verify result, and sets it as the
+// handler's span's hookgate.result (SpanResult).
+func (m *Metrics) Verified(span trace.Span, scheme, result string) {
 	m.verifyRequests.add(scheme+"\x00"+result, func() attribute.Set {
 		return attribute.NewSet(attribute.String("scheme", scheme), attribute.String("result", result))
 	})
+	SpanResult(span, result)
 }
 
-// DedupeResult counts one webhook_dedupe outcome.
-func (m *Metrics) DedupeResult(_ context.Context, result string) {
+// DedupeResult counts one webhook_dedupe outcome, and sets it as the
+// handler's span's hookgate.result.
+func (m *Metrics) DedupeResult(span trace.Span, result string) {
 	m.dedupeRequests.add(result, func() attribute.Set { return attribute.NewSet(attribute.String("result", result)) })
+	SpanResult(span, result)
 }
 
-// FreshnessResult counts one webhook_freshness outcome.
-func (m *Metrics) FreshnessResult(_ context.Context, result string) {
+// FreshnessResult counts one webhook_freshness outcome, and sets it as
+// the handler's span's hookgate.result.
+func (m *Metrics) FreshnessResult(span trace.Span, result string) {
 	m.freshness.add(result, func() attribute.Set { return attribute.NewSet(attribute.String("result", result)) })
+	SpanResult(span, result)
+}
+
+// SpanResult sets a receiver handler's result (its metric's result label)
+// as its span's hookgate.result attribute, when the span records.
+func SpanResult(span trace.Span, result string) {
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("hookgate.result", result))
+	}
 }
 
 // counts is a counter of the receiver's results, counted on every
@@ -418,4 +434,22 @@ func (m *reconcileMetrics) Found(job string, slot time.Time, r *reconcile.Report
 // Ended implements reconcile.Observer.
 func (m *reconcileMetrics) Ended(job string, result reconcile.Result) {
 	m.runs.Add(context.Background(), 1, metric.WithAttributes(attribute.String("job", job), attribute.String("result", string(result))))
+}
+
+// StartSpan starts a child span of ctx's with hookgate's tracer from the
+// span's provider: Caddy does not set a global provider, its tracing
+// handler puts the span in the context. Without tracing (no span in
+// ctx, so its provider is the no-op one) it returns ctx and its no-op span
+// as they are: a no-op child would record nothing either, and would cost
+// a context and a request copy per handler.
+func StartSpan(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	return StartChildSpan(ctx, trace.SpanFromContext(ctx), name, opts...)
+}
+
+// StartChildSpan is StartSpan where the caller has ctx's span at hand.
+func StartChildSpan(ctx context.Context, parent trace.Span, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if !parent.SpanContext().IsValid() && !parent.IsRecording() {
+		return ctx, parent
+	}
+	return parent.TracerProvider().Tracer("github.com/hookgate/hookgate").Start(ctx, name, opts...)
 }

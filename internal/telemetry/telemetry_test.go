@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // TestResultCounters: the receiver's results are exported under their
@@ -18,15 +19,15 @@ func TestResultCounters(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Shutdown() })
-	ctx := context.Background()
+	noop := trace.SpanFromContext(context.Background()) // no tracing
 	for range 3 {
-		m.Verified(ctx, "standard", "accepted")
-		m.DedupeResult(ctx, "replayed")
+		m.Verified(noop, "standard", "accepted")
+		m.DedupeResult(noop, "replayed")
 	}
-	m.Verified(ctx, "standard", "bad_signature")
-	m.Verified(ctx, "github", "accepted")
-	m.DedupeResult(ctx, "forwarded")
-	m.FreshnessResult(ctx, "applied")
+	m.Verified(noop, "standard", "bad_signature")
+	m.Verified(noop, "github", "accepted")
+	m.DedupeResult(noop, "forwarded")
+	m.FreshnessResult(noop, "applied")
 	want := map[string]float64{
 		`hookgate_verify_requests_total{result="accepted",scheme="standard"}`:      3,
 		`hookgate_verify_requests_total{result="bad_signature",scheme="standard"}`: 1,
@@ -39,9 +40,9 @@ func TestResultCounters(t *testing.T) {
 		t.Errorf("exported counters (-want +got):\n%s", diff)
 	}
 	if n := testing.AllocsPerRun(100, func() {
-		m.Verified(ctx, "standard", "accepted")
-		m.DedupeResult(ctx, "replayed")
-		m.FreshnessResult(ctx, "applied")
+		m.Verified(noop, "standard", "accepted")
+		m.DedupeResult(noop, "replayed")
+		m.FreshnessResult(noop, "applied")
 	}); n != 0 {
 		t.Errorf("counting known results allocates %v times, want 0", n)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/dedupe/freshness"
 	"github.com/hookgate/hookgate/dedupe/redisstore"
+	"github.com/hookgate/hookgate/internal/outage"
 	"github.com/hookgate/hookgate/internal/redistest"
 	"github.com/hookgate/hookgate/internal/telemetry"
 )
@@ -67,14 +68,14 @@ func TestStoreFailuresLoggedOnceAMinute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dd := &Dedupe{deduper: d, now: clock.Now, metrics: metrics, logger: logger, storeLog: newStoreLog(logger, "dedupe", clock.Now),
+	dd := &Dedupe{deduper: d, now: clock.Now, metrics: metrics, logger: logger, storeLog: outage.NewLog(logger, "dedupe", clock.Now),
 		OnStoreError: "reject", bufs: &sync.Pool{New: func() any { return new(bytes.Buffer) }}}
 	fresh, err := freshness.New(st, freshness.Config{}, freshness.WithClock(clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
 	fr := &Freshness{Entity: "{test.entity}", Sequence: "{test.seq}", OnStale: "ack", EntityBusy: "reject",
-		fresh: fresh, now: clock.Now, metrics: metrics, logger: logger, storeLog: newStoreLog(logger, "freshness", clock.Now)}
+		fresh: fresh, now: clock.Now, metrics: metrics, logger: logger, storeLog: outage.NewLog(logger, "freshness", clock.Now)}
 	upstream := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusOK)
 		return nil

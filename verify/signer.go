@@ -1,0 +1,25 @@
+package verify
+
+import "errors"
+
+// NewSigner returns the Verifier that signs a destination's deliveries:
+// scheme ("" is standard) with its one secret and, for rfc9421, the keyid
+// the signature names ("" for the other schemes, which refuse one). A
+// whpk_ public key only verifies: it is refused.
+func NewSigner(scheme, secret, keyID string) (*Verifier, error) {
+	if scheme == "" {
+		scheme = "standard"
+	}
+	var keyIDs []string
+	if keyID != "" {
+		keyIDs = []string{keyID}
+	}
+	v, err := New(scheme, []string{secret}, Options{KeyIDs: keyIDs})
+	if err != nil {
+		return nil, err
+	}
+	if !v.CanSign() {
+		return nil, errors.New("a whpk_ public key only verifies: sign with the whsk_ key")
+	}
+	return v, nil
+}
