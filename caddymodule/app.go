@@ -1,7 +1,8 @@
 // Package caddymodule holds hookgate's Caddy adapters: the webhook_* HTTP
-// handlers, the hookgate app and its global option, metrics wiring and the
-// CLI commands. The logic lives in the domain packages (verify, dedupe);
-// this package parses, defaults, validates and maps results to HTTP.
+// handlers (verify, dedupe, freshness, enqueue, health, console), the
+// hookgate app (its store, sender, reconcile jobs and admin routes) and
+// their Caddyfile. The logic lives in the domain packages; this package
+// parses, defaults and maps results to HTTP. The CLI is its package cli.
 package caddymodule
 
 import (
