@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
 	"github.com/hookgate/hookgate/internal/problem"
 )
@@ -520,6 +521,22 @@ func TestMarkNotFinal(t *testing.T) {
 		}
 		if got.Status != http.StatusConflict {
 			t.Errorf("status %d, want 409", got.Status)
+		}
+	})
+	t.Run("through the tracing handler", func(t *testing.T) {
+		t.Parallel()
+		// Caddy's tracing directive runs the handlers below it inside
+		// otelhttp's handler, which hands them a writer of its own.
+		traced := func(w http.ResponseWriter, r *http.Request) error {
+			var err error
+			otelhttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				err = marking(w, r)
+			}), "webhook").ServeHTTP(w, r)
+			return err
+		}
+		got, _, _ := send(t, httptest.NewRecorder(), httptest.NewRequest("POST", "/", nil), recording(), traced)
+		if !got.NotFinal {
+			t.Error("the mark did not reach the forward through the tracing handler's writer")
 		}
 	})
 	t.Run("a streamed answer", func(t *testing.T) {
