@@ -57,11 +57,8 @@ func newDeduper(t *testing.T, store dedupe.Store, cfg dedupe.Config) *dedupe.Ded
 	return d
 }
 
-// payload is the body of the tests' copies, and fp its fingerprint.
-var (
-	payload = []byte(`{"type":"reservation.confirmed"}`)
-	fp      = dedupe.FingerprintOf(payload)
-)
+// payload is the body of the tests' copies.
+var payload = []byte(`{"type":"reservation.confirmed"}`)
 
 func TestWaiterGetsTheRecord(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
