@@ -96,3 +96,81 @@ func TestReadySenderOnly(t *testing.T) {
 		t.Errorf("healthz once Redis takes writes: %d %s, want 200", code, body)
 	}
 }
+
+// TestReadyAfterReadOnlyAnswers: on a Redis out of memory under
+// noeviction, a superseded event is answered by a script that only reads,
+// which Redis runs all the same. Its success made /healthz 200 again
+// while every write was still refused; it is no verdict now, and
+// readiness stays 503 until a write of its own succeeds.
+func TestReadyAfterReadOnlyAnswers(t *testing.T) {
+	srv := redistest.StartWith(t, "--maxmemory-policy", "noeviction")
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	cfg, err := json.Marshal(map[string]any{
+		"admin": map[string]any{"disabled": true},
+		"apps": map[string]any{
+			"hookgate": map[string]any{"key_prefix": "readyro", "store": map[string]any{"backend": "redis", "urls": []string{srv.URL()}}},
+			"http": map[string]any{"servers": map[string]any{"s": map[string]any{"listen": []string{addr}, "routes": []map[string]any{
+				{"match": []map[string]any{{"path": []string{"/fresh"}}}, "handle": []map[string]any{
+					{"handler": "webhook_freshness", "entity": "{webhook.json.e}", "sequence": "{webhook.json.seq}"},
+					{"handler": "static_response", "status_code": 200}}},
+				{"match": []map[string]any{{"path": []string{"/healthz"}}}, "handle": []map[string]any{{"handler": "webhook_health"}}},
+			}}}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := caddy.Load(cfg, true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = caddy.Stop() })
+	do := func(path, body string) (int, string) {
+		t.Helper()
+		method, r := http.MethodGet, io.Reader(nil)
+		if body != "" {
+			method, r = http.MethodPost, strings.NewReader(body)
+		}
+		req, err := http.NewRequestWithContext(t.Context(), method, fmt.Sprintf("http://%s%s", addr, path), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	if code, body := do("/fresh", `{"e":"a","seq":5}`); code != 200 {
+		t.Fatalf("first event: %d %s", code, body)
+	}
+	if err := rdb.ConfigSet(t.Context(), "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := do("/fresh", `{"e":"b","seq":1}`); code != http.StatusServiceUnavailable {
+		t.Fatalf("an event while writes are refused: %d %s, want 503", code, body)
+	}
+	if code, body := do("/healthz", ""); code != http.StatusServiceUnavailable {
+		t.Fatalf("healthz after a refused write: %d %s, want 503", code, body)
+	}
+	if code, body := do("/fresh", `{"e":"a","seq":1}`); code == http.StatusServiceUnavailable {
+		t.Fatalf("a superseded event: %d %s, want it answered (the script only reads)", code, body)
+	}
+	if code, body := do("/healthz", ""); code != http.StatusServiceUnavailable {
+		t.Errorf("healthz after a superseded event, every write still refused: %d %s, want 503", code, body)
+	}
+	if err := rdb.ConfigSet(t.Context(), "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := do("/healthz", ""); code != 200 {
+		t.Errorf("healthz once Redis takes writes: %d %s, want 200", code, body)
+	}
+}

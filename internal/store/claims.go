@@ -54,7 +54,7 @@ func (c *Claims) Claim(ctx context.Context, key string, cl dedupe.Claim) (dedupe
 	}
 	defer c.done(ctx, opClaim, start)
 	res, err := s.Claim(ctx, c.prefix+key, cl)
-	c.l.writes.done(err)
+	c.l.writes.report(err, claimed(res))
 	return res, err
 }
 
@@ -66,7 +66,7 @@ func (c *Claims) Record(ctx context.Context, key, token string, rec dedupe.Recor
 	}
 	defer c.done(ctx, opRecord, start)
 	err = s.Record(ctx, c.prefix+key, token, rec, retention, now)
-	c.l.writes.done(err)
+	c.l.writes.report(err, true)
 	return err
 }
 
@@ -78,6 +78,6 @@ func (c *Claims) Release(ctx context.Context, key, token string) error {
 	}
 	defer c.done(ctx, opRelease, start)
 	err = s.Release(ctx, c.prefix+key, token)
-	c.l.writes.done(err)
+	c.l.writes.report(err, false)
 	return err
 }

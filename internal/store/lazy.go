@@ -98,7 +98,7 @@ func (l *Lazy) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.Cl
 	}
 	defer l.done(ctx, opClaim, start)
 	res, err := s.Claim(ctx, key, c)
-	l.writes.done(err)
+	l.writes.report(err, claimed(res))
 	return res, err
 }
 
@@ -109,7 +109,7 @@ func (l *Lazy) Record(ctx context.Context, key, token string, rec dedupe.Record,
 	}
 	defer l.done(ctx, opRecord, start)
 	err = s.Record(ctx, key, token, rec, retention, now)
-	l.writes.done(err)
+	l.writes.report(err, true)
 	return err
 }
 
@@ -120,7 +120,7 @@ func (l *Lazy) Release(ctx context.Context, key, token string) error {
 	}
 	defer l.done(ctx, opRelease, start)
 	err = s.Release(ctx, key, token)
-	l.writes.done(err)
+	l.writes.report(err, false) // it may have found another's claim, and written nothing
 	return err
 }
 
@@ -154,7 +154,7 @@ func (l *Lazy) AcquireEntity(ctx context.Context, entity string, a freshness.Acq
 	}
 	defer l.done(ctx, opAcquireEntity, start)
 	res, err := s.AcquireEntity(ctx, entity, a)
-	l.writes.done(err)
+	l.writes.report(err, res.Status == freshness.Acquired)
 	return res, err
 }
 
@@ -165,37 +165,48 @@ func (l *Lazy) FinishEntity(ctx context.Context, entity, token string, f freshne
 	}
 	defer l.done(ctx, opFinishEntity, start)
 	err = s.FinishEntity(ctx, entity, token, f)
-	l.writes.done(err)
+	l.writes.report(err, false) // a watermark not raised and a lease not held write nothing
 	return err
 }
 
 var _ State = (*Lazy)(nil)
 
 // writes is what the latest write to the store did. Only the store's own
-// failures count: a caller gone (context.Canceled) is no verdict, and a
-// claim lost to an expired lease is the store answering.
+// failures count: a caller gone (context.Canceled) is no verdict. Nor is a
+// call that answered without writing (a duplicate's claim, a claim lost, a
+// superseded event, an empty lease): Redis out of memory under noeviction
+// runs such a script all the same, so its success says nothing of the
+// writes, and counting it would make a store that refuses every write
+// ready again at the next duplicate.
 type writes struct {
 	failing atomic.Bool // the latest write failed
 }
 
-// done records a write's outcome.
-func (w *writes) done(err error) {
+// report records a call's outcome: its failure, or its success when it
+// wrote (wrote), else nothing.
+func (w *writes) report(err error, wrote bool) {
 	switch {
-	case err == nil || errors.Is(err, dedupe.ErrClaimLost):
-		if w.failing.Load() { // a load, not a store, on the hot path
+	case err == nil:
+		if wrote && w.failing.Load() { // a load, not a store, on the hot path
 			w.failing.Store(false)
 		}
-	case errors.Is(err, context.Canceled):
+	case errors.Is(err, context.Canceled), errors.Is(err, dedupe.ErrClaimLost):
 	default:
 		w.failing.Store(true)
 	}
+}
+
+// claimed reports whether a claim was written: the others found the key
+// held or recorded.
+func claimed(res dedupe.ClaimResult) bool {
+	return res.Status == dedupe.Claimed || res.Status == dedupe.TookOver
 }
 
 // WriteDone records what a write to the store that does not go through l
 // did: the sender's queue's (ObserveWrites). Ready judges by the latest
 // write, the handlers' and these alike, so an instance that only sends is
 // not ready while its queue's writes fail.
-func (l *Lazy) WriteDone(err error) { l.writes.done(err) }
+func (l *Lazy) WriteDone(err error) { l.writes.report(err, true) }
 
 // ObserveWrites returns q, its writes on the sender's hot path (Enqueue,
 // Lease when it moves leases, and Settle) reporting their outcome to done
@@ -233,8 +244,12 @@ func (q observedQueue) Lease(ctx context.Context, dest string, n int, now time.T
 	return leased, err
 }
 
+// Settle reports a failure, and a success unless it skipped every
+// outcome (their leases lost), which wrote nothing.
 func (q observedQueue) Settle(ctx context.Context, dest string, outcomes []sender.Outcome, now time.Time) (int, error) {
 	skipped, err := q.AuditedQueue.Settle(ctx, dest, outcomes, now)
-	q.done(err)
+	if err != nil || skipped < len(outcomes) {
+		q.done(err)
+	}
 	return skipped, err
 }

@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/dedupe/freshness"
 	"github.com/hookgate/hookgate/sender"
+	"go.opentelemetry.io/otel/metric/noop"
 )
 
 // leaseOnly is a queue whose Lease answers what it is told and whose
@@ -46,6 +49,79 @@ func TestObservedLease(t *testing.T) {
 		_, _ = q.Enqueue(t.Context(), &sender.Envelope{}) // a duplicate: no verdict either
 		if len(got) != len(tc.report) || (len(got) == 1 && !errors.Is(got[0], tc.report[0])) {
 			t.Errorf("%s: reported %v, want %v", tc.name, got, tc.report)
+		}
+	}
+}
+
+// answers is a state whose writes answer what it is told: a claim's
+// status, an entity's status, or err. The rest is never called.
+type answers struct {
+	State
+	claim   dedupe.ClaimStatus
+	acquire freshness.AcquireStatus
+	err     error
+}
+
+func (a answers) Claim(context.Context, string, dedupe.Claim) (dedupe.ClaimResult, error) {
+	return dedupe.ClaimResult{Status: a.claim}, a.err
+}
+
+func (a answers) Release(context.Context, string, string) error { return a.err }
+
+func (a answers) Record(context.Context, string, string, dedupe.Record, time.Duration, time.Time) error {
+	return a.err
+}
+
+func (a answers) AcquireEntity(context.Context, string, freshness.Acquire) (freshness.AcquireResult, error) {
+	return freshness.AcquireResult{Status: a.acquire}, a.err
+}
+
+func (a answers) FinishEntity(context.Context, string, string, freshness.Finish) error { return a.err }
+
+// TestWritesVerdicts: after a refused write, only a call that wrote marks
+// the store's writes as working again. A duplicate's claim, a superseded
+// or busy entity, a release or a finish may have written nothing, and a
+// Redis out of memory under noeviction answers them all the same, so they
+// left /healthz ready while every write was refused (a superseded event
+// did, through the real gateway: TestReadyAfterReadOnlyAnswers).
+func TestWritesVerdicts(t *testing.T) {
+	hist, err := noop.NewMeterProvider().Meter("t").Float64Histogram("d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := errors.New("OOM command not allowed")
+	ctx, now := t.Context(), time.Now()
+	for _, tc := range []struct {
+		name  string
+		state answers
+		call  func(l *Lazy)
+		ready bool // the call is a verdict that writes work
+	}{
+		{"claimed", answers{claim: dedupe.Claimed}, func(l *Lazy) { _, _ = l.Claim(ctx, "k", dedupe.Claim{}) }, true},
+		{"took over", answers{claim: dedupe.TookOver}, func(l *Lazy) { _, _ = l.Claim(ctx, "k", dedupe.Claim{}) }, true},
+		{"recorded", answers{}, func(l *Lazy) { _ = l.Record(ctx, "k", "t", dedupe.Record{}, time.Hour, now) }, true},
+		{"acquired", answers{acquire: freshness.Acquired}, func(l *Lazy) { _, _ = l.AcquireEntity(ctx, "e", freshness.Acquire{}) }, true},
+		{"a duplicate in flight", answers{claim: dedupe.InFlight}, func(l *Lazy) { _, _ = l.Claim(ctx, "k", dedupe.Claim{}) }, false},
+		{"a duplicate recorded", answers{claim: dedupe.Recorded}, func(l *Lazy) { _, _ = l.Claim(ctx, "k", dedupe.Claim{}) }, false},
+		{"superseded", answers{acquire: freshness.Superseded}, func(l *Lazy) { _, _ = l.AcquireEntity(ctx, "e", freshness.Acquire{}) }, false},
+		{"busy", answers{acquire: freshness.Busy}, func(l *Lazy) { _, _ = l.AcquireEntity(ctx, "e", freshness.Acquire{}) }, false},
+		{"released", answers{}, func(l *Lazy) { _ = l.Release(ctx, "k", "t") }, false},
+		{"finished", answers{}, func(l *Lazy) { _ = l.FinishEntity(ctx, "e", "t", freshness.Finish{}) }, false},
+		{"claim lost", answers{err: dedupe.ErrClaimLost}, func(l *Lazy) { _ = l.Record(ctx, "k", "t", dedupe.Record{}, time.Hour, now) }, false},
+	} {
+		l := &Lazy{duration: hist, attrs: opAttrs("fake", webhookNamespace), st: tc.state}
+		l.once.Do(func() {}) // open: the state is tc.state
+		l.writes.report(refused, true)
+		tc.call(l)
+		if got := !l.writes.failing.Load(); got != tc.ready {
+			t.Errorf("%s after a refused write: writes work %v, want %v", tc.name, got, tc.ready)
+		}
+		l.writes.report(refused, true)
+		tc.state.err = refused
+		l.st = tc.state
+		tc.call(l)
+		if !l.writes.failing.Load() {
+			t.Errorf("%s refused: writes work", tc.name)
 		}
 	}
 }

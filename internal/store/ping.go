@@ -33,9 +33,10 @@ func (c *Conn) Ping(ctx context.Context) error {
 // Ready reports whether the store works: it answers (Conn.Ping), and
 // its writes succeed. The handlers' writes through l (claims, records,
 // releases, entity leases) and the sender queue's (enqueues, leases,
-// settles: ObserveWrites) report what they did; when the latest of them
-// failed (a Redis out of memory under noeviction answers PING but refuses
-// every write), Ready tries one write of its own, a claim on a key of its
+// settles: ObserveWrites) report what they did, a call that wrote nothing
+// reporting only a failure (writes); when the latest verdict was a failure
+// (a Redis out of memory under noeviction answers PING but refuses every
+// write), Ready tries one write of its own, a claim on a key of its
 // own released at once, and fails unless it succeeds. So a store whose
 // writes work costs Ready no write, idle or not, and a store that has
 // recovered is ready again at the next call, with no request needed.
