@@ -22,55 +22,18 @@ import (
 // queue writes now count: an enqueue refused makes /healthz 503, and once
 // Redis takes writes again /healthz is 200 with no request in between.
 func TestReadySenderOnly(t *testing.T) {
-	srv := redistest.StartWith(t, "--maxmemory-policy", "noeviction")
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
 	upstream := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	t.Cleanup(upstream.Close)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	cfg, err := json.Marshal(map[string]any{
-		"admin": map[string]any{"disabled": true},
-		"apps": map[string]any{
-			"hookgate": map[string]any{
-				"key_prefix":   "readysender",
-				"store":        map[string]any{"backend": "redis", "urls": []string{srv.URL()}},
-				"destinations": []map[string]any{{"name": "billing", "url": upstream.URL, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}},
-			},
-			"http": map[string]any{"servers": map[string]any{"s": map[string]any{"listen": []string{addr}, "routes": []map[string]any{
-				{"match": []map[string]any{{"path": []string{"/enqueue"}}}, "handle": []map[string]any{{"handler": "webhook_enqueue", "destination": "billing"}}},
-				{"match": []map[string]any{{"path": []string{"/healthz"}}}, "handle": []map[string]any{{"handler": "webhook_health"}}},
-			}}}},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := caddy.Load(cfg, true); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = caddy.Stop() })
+	rdb, do := readyGateway(t, map[string]any{
+		"key_prefix":   "readysender",
+		"destinations": []map[string]any{{"name": "billing", "url": upstream.URL, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}},
+	}, map[string]any{"match": []map[string]any{{"path": []string{"/enqueue"}}}, "handle": []map[string]any{{"handler": "webhook_enqueue", "destination": "billing"}}})
 	get := func(path, id string) (int, string) {
 		t.Helper()
-		method, body := http.MethodGet, io.Reader(nil)
-		if id != "" {
-			method, body = http.MethodPost, strings.NewReader(`{"id":"`+id+`"}`)
+		if id == "" {
+			return do(path, "")
 		}
-		req, err := http.NewRequestWithContext(t.Context(), method, fmt.Sprintf("http://%s%s", addr, path), body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		return resp.StatusCode, string(b)
+		return do(path, `{"id":"`+id+`"}`)
 	}
 	if code, body := get("/enqueue", "evt_1"); code != http.StatusAccepted {
 		t.Fatalf("enqueue: %d %s", code, body)
@@ -103,52 +66,10 @@ func TestReadySenderOnly(t *testing.T) {
 // while every write was still refused; it is no verdict now, and
 // readiness stays 503 until a write of its own succeeds.
 func TestReadyAfterReadOnlyAnswers(t *testing.T) {
-	srv := redistest.StartWith(t, "--maxmemory-policy", "noeviction")
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	cfg, err := json.Marshal(map[string]any{
-		"admin": map[string]any{"disabled": true},
-		"apps": map[string]any{
-			"hookgate": map[string]any{"key_prefix": "readyro", "store": map[string]any{"backend": "redis", "urls": []string{srv.URL()}}},
-			"http": map[string]any{"servers": map[string]any{"s": map[string]any{"listen": []string{addr}, "routes": []map[string]any{
-				{"match": []map[string]any{{"path": []string{"/fresh"}}}, "handle": []map[string]any{
-					{"handler": "webhook_freshness", "entity": "{webhook.json.e}", "sequence": "{webhook.json.seq}"},
-					{"handler": "static_response", "status_code": 200}}},
-				{"match": []map[string]any{{"path": []string{"/healthz"}}}, "handle": []map[string]any{{"handler": "webhook_health"}}},
-			}}}},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := caddy.Load(cfg, true); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = caddy.Stop() })
-	do := func(path, body string) (int, string) {
-		t.Helper()
-		method, r := http.MethodGet, io.Reader(nil)
-		if body != "" {
-			method, r = http.MethodPost, strings.NewReader(body)
-		}
-		req, err := http.NewRequestWithContext(t.Context(), method, fmt.Sprintf("http://%s%s", addr, path), r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		return resp.StatusCode, string(b)
-	}
+	rdb, do := readyGateway(t, map[string]any{"key_prefix": "readyro"}, map[string]any{
+		"match": []map[string]any{{"path": []string{"/fresh"}}}, "handle": []map[string]any{
+			{"handler": "webhook_freshness", "entity": "{webhook.json.e}", "sequence": "{webhook.json.seq}"},
+			{"handler": "static_response", "status_code": 200}}})
 	if code, body := do("/fresh", `{"e":"a","seq":5}`); code != 200 {
 		t.Fatalf("first event: %d %s", code, body)
 	}
@@ -172,5 +93,58 @@ func TestReadyAfterReadOnlyAnswers(t *testing.T) {
 	}
 	if code, body := do("/healthz", ""); code != 200 {
 		t.Errorf("healthz once Redis takes writes: %d %s, want 200", code, body)
+	}
+}
+
+// readyGateway runs a gateway whose hookgate app (hookgate, its store
+// added) keeps its state in a Redis of its own under noeviction, serving
+// route and webhook_health at /healthz. do sends a request, a POST of
+// body when there is one, and returns the answer's status and body.
+func readyGateway(t *testing.T, hookgate, route map[string]any) (rdb *redis.Client, do func(path, body string) (int, string)) {
+	t.Helper()
+	srv := redistest.StartWith(t, "--maxmemory-policy", "noeviction")
+	rdb = redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	hookgate["store"] = map[string]any{"backend": "redis", "urls": []string{srv.URL()}}
+	cfg, err := json.Marshal(map[string]any{
+		"admin": map[string]any{"disabled": true},
+		"apps": map[string]any{
+			"hookgate": hookgate,
+			"http": map[string]any{"servers": map[string]any{"s": map[string]any{"listen": []string{addr}, "routes": []map[string]any{
+				route,
+				{"match": []map[string]any{{"path": []string{"/healthz"}}}, "handle": []map[string]any{{"handler": "webhook_health"}}},
+			}}}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := caddy.Load(cfg, true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = caddy.Stop() })
+	return rdb, func(path, body string) (int, string) {
+		t.Helper()
+		method, r := http.MethodGet, io.Reader(nil)
+		if body != "" {
+			method, r = http.MethodPost, strings.NewReader(body)
+		}
+		req, err := http.NewRequestWithContext(t.Context(), method, fmt.Sprintf("http://%s%s", addr, path), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		return resp.StatusCode, string(b)
 	}
 }
