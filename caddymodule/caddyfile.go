@@ -2,10 +2,8 @@ package caddymodule
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -14,9 +12,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/dustin/go-humanize"
 
-	"github.com/hookgate/hookgate/internal/suggest"
+	"github.com/hookgate/hookgate/caddymodule/cfparse"
 	"github.com/hookgate/hookgate/sender"
 )
 
@@ -56,21 +53,21 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 // The store defaults to file in caddy.AppDataDir()/hookgate, key_prefix to
 // hookgate. destination and reconcile repeat, one block per name;
 // docs/sending.md ("The sender") and docs/reconcile.md give their blocks. Repeated
-// hookgate blocks merge; a subdirective or a name given twice is an error.
+// hookgate blocks merge; a cfparse.Sub or a name given twice is an error.
 func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	// What an earlier hookgate block set counts as given.
-	once := func(given bool, parse subdirective) subdirective {
+	once := func(given bool, parse cfparse.Sub) cfparse.Sub {
 		if given {
 			return func(d *caddyfile.Dispenser) error { return d.Errf("%s given twice", d.Val()) }
 		}
 		return parse
 	}
-	return parseDirective(d, nil, "hookgate", block{
+	return cfparse.Directive(d, nil, "hookgate", cfparse.Block{
 		{"store", once(a.Store != nil, func(d *caddyfile.Dispenser) error {
 			a.Store = new(StoreConfig)
 			return a.Store.unmarshalCaddyfile(d)
 		})},
-		{"key_prefix", once(a.KeyPrefix != "", stringArg(&a.KeyPrefix))},
+		{"key_prefix", once(a.KeyPrefix != "", cfparse.String(&a.KeyPrefix))},
 		{"sender", once(a.Sender != nil, func(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()
@@ -132,12 +129,12 @@ func (sc *StoreConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	default:
 		return d.Errf("unknown store backend %q (want file or redis)", sc.Backend)
 	}
-	return parseBlock(d, "store", block{
+	return cfparse.ParseBlock(d, "store", cfparse.Block{
 		{"sentinel_master", func(d *caddyfile.Dispenser) error {
 			if sc.Backend != "redis" {
 				return d.ArgErr()
 			}
-			return stringArg(&sc.SentinelMaster)(d)
+			return cfparse.String(&sc.SentinelMaster)(d)
 		}},
 	})
 }
@@ -161,18 +158,18 @@ func (sc *StoreConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 //		}
 //	}
 func (sc *SenderConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return parseBlock(d, "sender", block{
-		{"workers", intArg(&sc.Workers)},
-		{"attempts", intArg(&sc.Attempts)},
+	return cfparse.ParseBlock(d, "sender", cfparse.Block{
+		{"workers", cfparse.Int(&sc.Workers)},
+		{"attempts", cfparse.Int(&sc.Attempts)},
 		{"backoff", func(d *caddyfile.Dispenser) (err error) {
 			args := d.RemainingArgs()
 			if len(args) != 2 {
 				return d.Errf("backoff: want <base> <cap>, e.g. backoff 2s 15m")
 			}
-			if sc.Backoff, err = positiveDuration(d, "backoff", args[0]); err != nil {
+			if sc.Backoff, err = cfparse.PositiveDuration(d, "backoff", args[0]); err != nil {
 				return err
 			}
-			if sc.BackoffCap, err = positiveDuration(d, "backoff", args[1]); err != nil {
+			if sc.BackoffCap, err = cfparse.PositiveDuration(d, "backoff", args[1]); err != nil {
 				return err
 			}
 			if sc.BackoffCap < sc.Backoff {
@@ -180,13 +177,13 @@ func (sc *SenderConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			return nil
 		}},
-		{"timeout", durationArg(&sc.Timeout)},
-		{"lease", durationArg(&sc.Lease)},
-		{"retention", durationArg(&sc.Retention)},
-		{"max_redrive", intArg(&sc.MaxRedrive)},
-		{"history", durationArg(&sc.History)},
+		{"timeout", cfparse.Duration(&sc.Timeout)},
+		{"lease", cfparse.Duration(&sc.Lease)},
+		{"retention", cfparse.Duration(&sc.Retention)},
+		{"max_redrive", cfparse.Int(&sc.MaxRedrive)},
+		{"history", cfparse.Duration(&sc.History)},
 		{"history_payload", func(d *caddyfile.Dispenser) error {
-			v, err := oneArg(d)
+			v, err := cfparse.OneArg(d)
 			if err != nil {
 				return err
 			}
@@ -203,10 +200,10 @@ func (sc *SenderConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			b := new(BreakerConfig)
 			sc.Breaker = b
-			return parseBlock(d, "breaker", block{
-				{"failures", intArg(&b.Failures)},
-				{"open", durationArg(&b.Open)},
-				{"half_open", intArg(&b.HalfOpen)},
+			return cfparse.ParseBlock(d, "breaker", cfparse.Block{
+				{"failures", cfparse.Int(&b.Failures)},
+				{"open", cfparse.Duration(&b.Open)},
+				{"half_open", cfparse.Int(&b.HalfOpen)},
 			})
 		}},
 	})
@@ -224,14 +221,14 @@ func (sc *SenderConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 //		events  <glob>...
 //	}
 func (dc *DestinationConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	err := parseBlock(d, "destination", block{
-		{"url", stringArg(&dc.URL)},
-		{"scheme", stringArg(&dc.Scheme)},
-		{"secret", stringArg(&dc.Secret)},
-		{"key_id", stringArg(&dc.KeyID)},
-		{"workers", intArg(&dc.Workers)},
+	err := cfparse.ParseBlock(d, "destination", cfparse.Block{
+		{"url", cfparse.String(&dc.URL)},
+		{"scheme", cfparse.String(&dc.Scheme)},
+		{"secret", cfparse.String(&dc.Secret)},
+		{"key_id", cfparse.String(&dc.KeyID)},
+		{"workers", cfparse.Int(&dc.Workers)},
 		{"rate", func(d *caddyfile.Dispenser) error {
-			v, err := oneArg(d)
+			v, err := cfparse.OneArg(d)
 			if err == nil {
 				if dc.Rate, err = sender.ParseRate(v); err != nil {
 					return d.WrapErr(err)
@@ -267,159 +264,9 @@ func parseHandler[T any, PT interface {
 	return m, m.UnmarshalCaddyfile(h.Dispenser)
 }
 
-// parseDirective parses a directive (or a global option), d before its
-// name: the one argument its line may have, into *arg (nil: it takes
-// none), then its block.
-func parseDirective(d *caddyfile.Dispenser, arg *string, name string, subs block, repeats ...string) error {
-	d.Next() // consume the directive's name
-	if arg != nil && d.NextArg() {
-		*arg = d.Val()
-	}
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	return parseBlock(d, name, subs, repeats...)
-}
-
-// A subdirective parses one line of a block, d on its name: it reads the
-// line's arguments, and its own block if it has one.
-type subdirective func(d *caddyfile.Dispenser) error
-
-// block lists the subdirectives of a Caddyfile block, in the order of its
-// syntax.
-type block []struct {
-	name  string
-	parse subdirective
-}
-
-// parseBlock parses the block that opens on d's line, if one does: the
-// Caddy idiom of for d.NextBlock and switch d.Val(), with subs for the
-// switch. A subdirective not in subs is an error that names the block
-// and the nearest subdirective, when it looks like a typo of one, else
-// lists them all. One given twice is an error, unless repeats names it;
-// the error names a nested block (Caddy's names the directive). A
-// subdirective with a block of its own parses it with parseBlock in turn.
-func parseBlock(d *caddyfile.Dispenser, name string, subs block, repeats ...string) error {
-	seen := map[string]bool{}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		sub := d.Val()
-		var parse subdirective
-		known := make([]string, 0, len(subs))
-		for _, s := range subs {
-			if s.name == sub {
-				parse = s.parse
-			}
-			known = append(known, s.name)
-		}
-		if parse == nil {
-			if near := suggest.Closest(sub, known); near != "" {
-				return d.Errf("unknown %s subdirective %q; did you mean %q?", name, sub, near)
-			}
-			return d.Errf("unknown %s subdirective %q (want one of %s)", name, sub, strings.Join(known, ", "))
-		}
-		if seen[sub] && !slices.Contains(repeats, sub) {
-			if nesting == 0 {
-				return d.Errf("%s given twice", sub) // Caddy's error names the directive
-			}
-			return d.Errf("%s: %s given twice", name, sub)
-		}
-		seen[sub] = true
-		if err := parse(d); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// oneArg reads the single argument of the subdirective d is on.
-func oneArg(d *caddyfile.Dispenser) (string, error) {
-	args := d.RemainingArgs()
-	if len(args) != 1 {
-		return "", d.ArgErr()
-	}
-	return args[0], nil
-}
-
-// stringArg parses a subdirective's one argument into *p.
-func stringArg(p *string) subdirective {
-	return func(d *caddyfile.Dispenser) (err error) {
-		*p, err = oneArg(d)
-		return err
-	}
-}
-
-// listArg parses a subdirective's arguments, one at least, into *p.
-func listArg(p *[]string) subdirective {
-	return func(d *caddyfile.Dispenser) error {
-		if *p = d.RemainingArgs(); len(*p) == 0 {
-			return d.ArgErr()
-		}
-		return nil
-	}
-}
-
-// intArg parses a subdirective's one argument, a positive whole number,
-// into *p.
-func intArg(p *int) subdirective {
-	return func(d *caddyfile.Dispenser) error {
-		sub := d.Val()
-		v, err := oneArg(d)
-		if err != nil {
-			return err
-		}
-		if *p, err = strconv.Atoi(v); err != nil || *p <= 0 {
-			return d.Errf("%s: want a positive whole number, got %q", sub, v)
-		}
-		return nil
-	}
-}
-
-// durationArg parses a subdirective's one argument, a positive duration,
-// into *p.
-func durationArg(p *caddy.Duration) subdirective {
-	return func(d *caddyfile.Dispenser) error {
-		sub := d.Val()
-		v, err := oneArg(d)
-		if err == nil {
-			*p, err = positiveDuration(d, sub, v)
-		}
-		return err
-	}
-}
-
-// positiveDuration parses v, an argument of sub, as a positive duration.
-func positiveDuration(d *caddyfile.Dispenser, sub, v string) (caddy.Duration, error) {
-	dur, err := caddy.ParseDuration(v)
-	if err != nil || dur <= 0 {
-		return 0, d.Errf("%s: want a positive duration, got %q", sub, v)
-	}
-	return caddy.Duration(dur), nil
-}
-
-// sizeArg parses a subdirective's one argument, a byte size such as 1MiB,
-// 64KiB or 1048576, into *p.
-func sizeArg(p *int64) subdirective {
-	return func(d *caddyfile.Dispenser) error {
-		sub := d.Val()
-		v, err := oneArg(d)
-		if err != nil {
-			return err
-		}
-		n, err := humanize.ParseBytes(v)
-		if err == nil && (n == 0 || n > 1<<40) {
-			err = errors.New("size must be between 1 byte and 1TiB")
-		}
-		if err != nil {
-			return d.Errf("%s: %v", sub, err)
-		}
-		*p = int64(n)
-		return nil
-	}
-}
-
 // waitOr parses "wait <duration>", or the single word alt (e.g. reject),
 // into *mode and *wait.
-func waitOr(alt string, mode *string, wait *caddy.Duration) subdirective {
+func waitOr(alt string, mode *string, wait *caddy.Duration) cfparse.Sub {
 	return func(d *caddyfile.Dispenser) (err error) {
 		sub := d.Val()
 		switch args := d.RemainingArgs(); {
@@ -427,7 +274,7 @@ func waitOr(alt string, mode *string, wait *caddy.Duration) subdirective {
 			*mode = alt
 		case len(args) == 2 && args[0] == "wait":
 			*mode = "wait"
-			*wait, err = positiveDuration(d, sub+" wait", args[1])
+			*wait, err = cfparse.PositiveDuration(d, sub+" wait", args[1])
 		default:
 			err = d.Errf("%s: want wait <duration>, or %s", sub, alt)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/hookgate/hookgate/caddymodule/cfparse"
 	"github.com/hookgate/hookgate/console"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
@@ -125,9 +126,9 @@ func (h *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 //		max_redrive <n>
 //	}
 func (h *Console) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return parseDirective(d, nil, "webhook_console", block{
-		{"destination", stringArg(&h.Destination)},
-		{"max_redrive", intArg(&h.MaxRedrive)},
+	return cfparse.Directive(d, nil, "webhook_console", cfparse.Block{
+		{"destination", cfparse.String(&h.Destination)},
+		{"max_redrive", cfparse.Int(&h.MaxRedrive)},
 	})
 }
 

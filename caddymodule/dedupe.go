@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/hookgate/hookgate/caddymodule/cfparse"
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/forward"
 	"github.com/hookgate/hookgate/internal/outage"
@@ -351,16 +352,16 @@ func (h *Dedupe) settle(detached context.Context, span trace.Span, key string, d
 //		replay_cache   <entries>|off
 //	}
 func (h *Dedupe) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	err := parseDirective(d, nil, "webhook_dedupe", block{
-		{"key", stringArg(&h.Key)},
-		{"retention", durationArg(&h.Retention)},
-		{"lease", durationArg(&h.Lease)},
+	err := cfparse.Directive(d, nil, "webhook_dedupe", cfparse.Block{
+		{"key", cfparse.String(&h.Key)},
+		{"retention", cfparse.Duration(&h.Retention)},
+		{"lease", cfparse.Duration(&h.Lease)},
 		{"in_flight", waitOr("reject", &h.InFlight, &h.InFlightWait)},
-		{"record", listArg(&h.Record)},
-		{"max_record", sizeArg(&h.MaxRecord)},
-		{"on_store_error", stringArg(&h.OnStoreError)},
+		{"record", cfparse.List(&h.Record)},
+		{"max_record", cfparse.Size(&h.MaxRecord)},
+		{"on_store_error", cfparse.String(&h.OnStoreError)},
 		{"replay_cache", func(d *caddyfile.Dispenser) error {
-			v, err := oneArg(d)
+			v, err := cfparse.OneArg(d)
 			if err != nil {
 				return err
 			}

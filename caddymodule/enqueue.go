@@ -1,11 +1,10 @@
 package caddymodule
 
 import (
+	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/hookgate/hookgate/caddymodule/cfparse"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/internal/zaplog"
 	"github.com/hookgate/hookgate/sender"
@@ -29,8 +29,9 @@ func init() {
 }
 
 // Enqueue is the webhook_enqueue handler: it queues the request's body as
-// an event for one of the sender's destinations, with its Content-Type,
-// and answers 202 with the envelope's state; without a destination, for
+// an event for one of the sender's destinations, with its Content-Type
+// and what its intake.Options keep of the request (durable ingress), and
+// answers 202 with the envelope's state; without a destination, for
 // every destination subscribed to the event's type (fan-out), and answers
 // each one's. The same delivery ID enqueued twice is one envelope.
 type Enqueue struct {
@@ -39,9 +40,11 @@ type Enqueue struct {
 	// destinations whose events match it.
 	Destination string `json:"destination,omitempty"`
 
-	// ID is the delivery ID, a placeholder. Default: the Idempotency-Key
-	// header, else the body's "id" (a JSON string). A delivery ID is 1 to
-	// 1024 bytes of visible ASCII, else 400 bad_id.
+	// ID is the delivery ID, a placeholder. Default: the key
+	// webhook_dedupe would use behind the webhook_verify in front; without
+	// one, the Idempotency-Key header, else the body's "id" (a JSON
+	// string). A delivery ID is 1 to 1024 bytes of visible ASCII, else 400
+	// bad_id.
 	ID string `json:"id,omitempty"`
 
 	// EventType, Entity and EventTime describe the event (optional
@@ -53,6 +56,8 @@ type Enqueue struct {
 
 	// MaxBody is the largest body accepted, in bytes. Default 1 MiB.
 	MaxBody int64 `json:"max_body,omitempty"`
+
+	intake.Options
 
 	app    *App
 	logger *zap.Logger
@@ -78,28 +83,18 @@ func (h *Enqueue) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case h.Destination == "" && h.EventType == "":
-		return errors.New("webhook_enqueue without a destination fans out by event type: it needs event_type, e.g. event_type {webhook.json.type}")
-	case h.Destination == "" && !slices.ContainsFunc(app.destinations, func(d sender.Destination) bool { return len(d.Events) > 0 }):
-		return errors.New("webhook_enqueue without a destination fans out by event type, but no destination of the hookgate global option subscribes to any: give destinations events <glob>..., or name a destination")
-	case h.Destination != "" && !app.hasDestination(h.Destination):
-		return fmt.Errorf("webhook_enqueue: destination %q is not configured in the hookgate global option", h.Destination)
+	if err := intake.CheckRoute(h.Destination, h.EventType, app.destinations); err != nil {
+		return err
 	}
 	h.app = app
-	return nil
+	return h.Options.Check()
 }
 
-// ServeHTTP queues the event through package intake. It answers 405 to
+// ServeHTTP queues the event through package intake, which answers 405 to
 // any method but POST, 400 to an empty body, to a body that must be JSON
 // and is not, and to a missing or bad delivery ID (see intake.Inbound),
 // and enqueues nothing then.
 func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		problem.Write(w, problem.MethodNotAllowed, "webhook_enqueue takes POST, not "+problem.Truncate(r.Method, 40), 0)
-		return nil
-	}
 	r, body, err := bufferBody(r, h.MaxBody)
 	if err != nil {
 		writeBodyRejection(w, err)
@@ -114,11 +109,15 @@ func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	in := intake.Inbound{Body: body, ContentType: r.Header.Get("Content-Type"), ID: r.Header.Get("Idempotency-Key"),
 		MustBeJSON: strings.Contains(h.ID, "{webhook.json."), EventType: repl.ReplaceKnown(h.EventType, ""),
 		Entity: repl.ReplaceKnown(h.Entity, ""), EventTime: repl.ReplaceKnown(h.EventTime, "")}
+	if b, _ := bodyOf(r); b.delivery.Scheme != "" { // behind webhook_verify: its key
+		in.Verified = &b.delivery
+		in.ID = cmp.Or(b.delivery.DedupeKey(b.sha256Hex), in.ID)
+	}
 	if h.ID != "" { // an unknown or empty placeholder is no ID, never a literal one
 		in.ID, _ = repl.ReplaceOrErr(h.ID, true, true)
 	}
 	in.IDFromBody = h.ID == "" && in.ID == ""
-	intake.Serve(w, r, s, &in, h.Destination, zaplog.Slog(h.logger))
+	intake.Serve(w, r, s, &in, h.Destination, &h.Options, zaplog.Slog(h.logger))
 	return nil
 }
 
@@ -149,22 +148,30 @@ func (a *App) Publish(ctx context.Context, ev *sender.Event) (sender.PublishResu
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
 //	webhook_enqueue [<destination>] {
-//		id         <placeholder>
-//		event_type <placeholder>
-//		entity     <placeholder>
-//		event_time <placeholder>
-//		max_body   <size>
+//		id             <placeholder>
+//		event_type     <placeholder>
+//		entity         <placeholder>
+//		event_time     <placeholder>
+//		max_body       <size>
+//		keep_headers   <name>... | *
+//		keep_path
+//		redact_headers <name>...
+//		answer         <status> [<body>]
 //	}
 //
 // Without a destination the event fans out by its type: event_type is
 // required.
 func (h *Enqueue) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return parseDirective(d, &h.Destination, "webhook_enqueue", block{
-		{"id", stringArg(&h.ID)},
-		{"event_type", stringArg(&h.EventType)},
-		{"entity", stringArg(&h.Entity)},
-		{"event_time", stringArg(&h.EventTime)},
-		{"max_body", sizeArg(&h.MaxBody)},
+	return cfparse.Directive(d, &h.Destination, "webhook_enqueue", cfparse.Block{
+		{"id", cfparse.String(&h.ID)},
+		{"event_type", cfparse.String(&h.EventType)},
+		{"entity", cfparse.String(&h.Entity)},
+		{"event_time", cfparse.String(&h.EventTime)},
+		{"max_body", cfparse.Size(&h.MaxBody)},
+		{"keep_headers", cfparse.List(&h.KeepHeaders)},
+		{"keep_path", cfparse.Flag(&h.KeepPath)},
+		{"redact_headers", cfparse.List(&h.RedactHeaders)},
+		{"answer", func(d *caddyfile.Dispenser) error { return cfparse.ErrAt(d, h.ParseAnswer(d.RemainingArgs())) }},
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/hookgate/hookgate/caddymodule/cfparse"
 	"github.com/hookgate/hookgate/dedupe/freshness"
 	"github.com/hookgate/hookgate/internal/forward"
 	"github.com/hookgate/hookgate/internal/outage"
@@ -280,14 +281,14 @@ func (h *Freshness) mark(repl *caddy.Replacer) (freshness.Mark, problem.Reason, 
 //
 // entity and one of event_time and sequence are required.
 func (h *Freshness) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	err := parseDirective(d, nil, "webhook_freshness", block{
-		{"entity", stringArg(&h.Entity)},
-		{"event_time", stringArg(&h.EventTime)},
-		{"sequence", stringArg(&h.Sequence)},
-		{"on_stale", stringArg(&h.OnStale)},
-		{"max_age", durationArg(&h.MaxAge)},
-		{"lease", durationArg(&h.Lease)},
-		{"retention", durationArg(&h.Retention)},
+	err := cfparse.Directive(d, nil, "webhook_freshness", cfparse.Block{
+		{"entity", cfparse.String(&h.Entity)},
+		{"event_time", cfparse.String(&h.EventTime)},
+		{"sequence", cfparse.String(&h.Sequence)},
+		{"on_stale", cfparse.String(&h.OnStale)},
+		{"max_age", cfparse.Duration(&h.MaxAge)},
+		{"lease", cfparse.Duration(&h.Lease)},
+		{"retention", cfparse.Duration(&h.Retention)},
 		{"entity_busy", waitOr("reject", &h.EntityBusy, &h.EntityBusyWait)},
 	})
 	if err != nil {

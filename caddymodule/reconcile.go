@@ -6,6 +6,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/hookgate/hookgate/caddymodule/cfparse"
 	"github.com/hookgate/hookgate/internal/zaplog"
 	"github.com/hookgate/hookgate/reconcile"
 )
@@ -56,7 +57,7 @@ type ReconcileSource = reconcile.SourceSpec
 //		}
 //	}
 func (j *ReconcileJob) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	source := func(p **ReconcileSource) subdirective {
+	source := func(p **ReconcileSource) cfparse.Sub {
 		return func(d *caddyfile.Dispenser) error {
 			sub, args := d.Val(), d.RemainingArgs()
 			src := new(ReconcileSource)
@@ -69,7 +70,7 @@ func (j *ReconcileJob) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("%s: want postgres <dsn> <query>, or http <url>", sub)
 			}
 			src.Kind, src.URL = "http", args[1]
-			return parseBlock(d, "http source", block{
+			return cfparse.ParseBlock(d, "http source", cfparse.Block{
 				{"header", func(d *caddyfile.Dispenser) error {
 					hv := d.RemainingArgs()
 					if len(hv) != 2 {
@@ -84,7 +85,7 @@ func (j *ReconcileJob) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}, "header")
 		}
 	}
-	err := parseBlock(d, "reconcile", block{
+	err := cfparse.ParseBlock(d, "reconcile", cfparse.Block{
 		{"truth", source(&j.Truth)},
 		{"receiver", source(&j.Receiver)},
 		{"expect", func(d *caddyfile.Dispenser) error {
@@ -101,18 +102,18 @@ func (j *ReconcileJob) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			j.Expect[args[0]] = args[1]
 			return nil
 		}},
-		{"grace", durationArg(&j.Grace)},
-		{"every", durationArg(&j.Every)},
+		{"grace", cfparse.Duration(&j.Grace)},
+		{"every", cfparse.Duration(&j.Every)},
 		{"repair", func(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()
 			}
 			r := new(ReconcileRepair)
 			j.Repair = r
-			err := parseBlock(d, "repair", block{
-				{"destination", stringArg(&r.Destination)},
-				{"event_type", stringArg(&r.EventType)},
-				{"limit", intArg(&r.Limit)},
+			err := cfparse.ParseBlock(d, "repair", cfparse.Block{
+				{"destination", cfparse.String(&r.Destination)},
+				{"event_type", cfparse.String(&r.EventType)},
+				{"limit", cfparse.Int(&r.Limit)},
 			})
 			if err == nil && r.Destination == "" {
 				return d.Err("repair needs a destination")

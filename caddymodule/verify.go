@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/hookgate/hookgate/caddymodule/cfparse"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/internal/telemetry"
 	"github.com/hookgate/hookgate/verify"
@@ -281,9 +282,9 @@ func (v *Verify) arrived(r *http.Request) (method, url string) {
 // secret is repeatable; any one may match. One tolerance value applies in
 // both directions; two are past, then future.
 func (v *Verify) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return parseDirective(d, &v.Scheme, "webhook_verify", block{
+	return cfparse.Directive(d, &v.Scheme, "webhook_verify", cfparse.Block{
 		{"scheme", func(d *caddyfile.Dispenser) error {
-			scheme, err := oneArg(d)
+			scheme, err := cfparse.OneArg(d)
 			switch {
 			case err != nil:
 				return err
@@ -308,11 +309,11 @@ func (v *Verify) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			v.Secrets = append(v.Secrets, args...)
 			return nil
 		}},
-		{"url", stringArg(&v.URL)},
-		{"id_header", stringArg(&v.IDHeader)},
-		{"verify_token", stringArg(&v.VerifyToken)},
-		{"cloudevents_rate", stringArg(&v.CloudEventsRate)},
-		{"cloudevents_origins", listArg(&v.CloudEventsOrigins)},
+		{"url", cfparse.String(&v.URL)},
+		{"id_header", cfparse.String(&v.IDHeader)},
+		{"verify_token", cfparse.String(&v.VerifyToken)},
+		{"cloudevents_rate", cfparse.String(&v.CloudEventsRate)},
+		{"cloudevents_origins", cfparse.List(&v.CloudEventsOrigins)},
 		{"tolerance", func(d *caddyfile.Dispenser) error {
 			args := d.RemainingArgs()
 			if len(args) < 1 || len(args) > 2 {
@@ -333,21 +334,21 @@ func (v *Verify) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			v.Tolerance, v.FutureTolerance = caddy.Duration(past), caddy.Duration(future)
 			return nil
 		}},
-		{"max_body", sizeArg(&v.MaxBody)},
+		{"max_body", cfparse.Size(&v.MaxBody)},
 		{"hmac", func(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()
 			}
 			h := new(verify.HMAC)
 			v.HMAC = h
-			return parseBlock(d, "hmac", block{
-				{"id_header", stringArg(&h.IDHeader)},
-				{"timestamp_header", stringArg(&h.TimestampHeader)},
-				{"signature_header", stringArg(&h.SignatureHeader)},
-				{"algorithm", stringArg(&h.Algorithm)},
-				{"encoding", stringArg(&h.Encoding)},
-				{"prefix", stringArg(&h.Prefix)},
-				{"content", stringArg(&h.Content)},
+			return cfparse.ParseBlock(d, "hmac", cfparse.Block{
+				{"id_header", cfparse.String(&h.IDHeader)},
+				{"timestamp_header", cfparse.String(&h.TimestampHeader)},
+				{"signature_header", cfparse.String(&h.SignatureHeader)},
+				{"algorithm", cfparse.String(&h.Algorithm)},
+				{"encoding", cfparse.String(&h.Encoding)},
+				{"prefix", cfparse.String(&h.Prefix)},
+				{"content", cfparse.String(&h.Content)},
 			})
 		}},
 	}, "secret")

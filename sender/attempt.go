@@ -144,7 +144,7 @@ func (s *Sender) attempt(d *destination, e *Envelope, start time.Time) Result {
 // what the receiver said is what a person triaging needs. Its errors name
 // the destination by d.origin only.
 func (s *Sender) post(ctx context.Context, d *destination, e *Envelope, now time.Time) (int, http.Header, string, error) {
-	req := d.newRequest(ctx, e.Payload)
+	req := d.newRequest(ctx, e)
 	var err error
 	if req.Header, err = d.header(e, now); err != nil {
 		return 0, nil, "", &requestError{fmt.Errorf("signing: %w", err)}
@@ -173,12 +173,17 @@ func (s *Sender) post(ctx context.Context, d *destination, e *Envelope, now time
 	return resp.StatusCode, resp.Header, said, nil
 }
 
-// newRequest is a POST of payload to d, as http.NewRequestWithContext
+// newRequest is a POST of e's payload to d, as http.NewRequestWithContext
 // makes it, from d's template: the URL is parsed once, not at each
-// attempt. GetBody lets the transport send it again when a kept-alive
-// connection turns out closed before anything was written.
-func (d *destination) newRequest(ctx context.Context, payload []byte) *http.Request {
+// attempt, but for the path and query keep_path kept. GetBody lets the
+// transport send it again when a kept-alive connection turns out closed
+// before anything was written.
+func (d *destination) newRequest(ctx context.Context, e *Envelope) *http.Request {
 	req := d.request.WithContext(ctx)
+	if e.Received != nil && e.Received.Path != "" {
+		req.URL = joinURL(d.request.URL, e.Received.Path)
+	}
+	payload := e.Payload
 	req.ContentLength = int64(len(payload))
 	if len(payload) == 0 {
 		req.Body, req.GetBody = http.NoBody, func() (io.ReadCloser, error) { return http.NoBody, nil }
@@ -249,9 +254,20 @@ func oneLine(b []byte) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// header is the header of e's request to d at now: the destination's
-// own, the payload's content type (unless the destination sets one), the
-// signature, the trace context and the redrive ID.
+// target is the URL of e's requests to d: d's, with the path and query
+// keep_path kept appended.
+func (d *destination) target(e *Envelope) string {
+	if e.Received == nil || e.Received.Path == "" {
+		return d.URL
+	}
+	return joinURL(d.request.URL, e.Received.Path).String()
+}
+
+// header is the header of e's request to d at now: the headers durable
+// ingress kept, the destination's own (they win), the payload's content
+// type (unless the destination sets one), Hookgate-Received-At and
+// Hookgate-Source for a received request, the signature (it wins over
+// any kept header), the trace context and the redrive ID.
 func (d *destination) header(e *Envelope, now time.Time) (http.Header, error) {
 	d.baseOnce.Do(func() {
 		d.base = make(http.Header, len(d.Header)+2)
@@ -261,7 +277,15 @@ func (d *destination) header(e *Envelope, now time.Time) (http.Header, error) {
 		d.hasCT = d.base.Get("Content-Type") != ""
 		d.base.Set("User-Agent", "hookgate")
 	})
-	h := make(http.Header, len(d.base)+6)
+	rec := e.Received
+	var kept http.Header
+	if rec != nil {
+		kept = rec.Header
+	}
+	h := make(http.Header, len(kept)+len(d.base)+8)
+	for k, v := range kept {
+		h[k] = v
+	}
 	for k, v := range d.base {
 		h[k] = v
 	}
@@ -272,9 +296,15 @@ func (d *destination) header(e *Envelope, now time.Time) (http.Header, error) {
 			h["Content-Type"] = []string{e.ContentType}
 		}
 	}
+	if rec != nil {
+		h.Set("Hookgate-Received-At", e.CreatedAt.UTC().Format(time.RFC3339))
+		if rec.Source != "" {
+			h.Set("Hookgate-Source", rec.Source)
+		}
+	}
 	if d.Signer != nil {
 		// The signature comes after the headers it may cover (rfc9421).
-		sig, err := d.Signer.SignRequest(verify.Request{Method: http.MethodPost, URL: d.URL, Header: h, Body: e.Payload}, e.ID, now)
+		sig, err := d.Signer.SignRequest(verify.Request{Method: http.MethodPost, URL: d.target(e), Header: h, Body: e.Payload}, e.ID, now)
 		if err != nil {
 			return nil, err
 		}

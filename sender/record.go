@@ -48,6 +48,9 @@ type Meta struct {
 	// SHA-256 (the enqueue's idempotency check).
 	Size        int
 	Fingerprint [8]byte
+	// ReceivedSize is the length of the Received block the stored payload
+	// starts with (StoredPayload); 0 for none.
+	ReceivedSize int
 	// SettledAt is when a settled envelope was delivered, or died (not in
 	// the encoded record: the history's index holds it).
 	SettledAt time.Time
@@ -76,23 +79,36 @@ func MetaOf(e *Envelope) *Meta {
 		EventTime: e.EventTime, CreatedAt: e.CreatedAt, NextAt: e.NextAt, DeadAt: e.DeadAt,
 		Tried: len(e.Log), LastStatus: e.LastStatus, LastError: e.LastError, Class: e.Class, RedriveID: e.RedriveID,
 		TraceParent: e.TraceParent, TraceState: e.TraceState, Size: len(e.Payload), Fingerprint: PayloadFingerprint(e.Payload),
+		ReceivedSize: e.Received.size(),
 	}
 }
 
-// Assemble is the envelope of a record, its payload and its attempt log.
-// Its Attempts, the attempts of the current run, are the log's last
-// entries made under the record's redrive ID.
-func Assemble(m *Meta, payload []byte, log []Attempt) *Envelope {
+// Assemble is the envelope of a record, its stored payload (StoredPayload)
+// and its attempt log. Its Attempts, the attempts of the current run, are
+// the log's last entries made under the record's redrive ID. A stored
+// payload no longer kept (empty) leaves Received nil.
+func Assemble(m *Meta, payload []byte, log []Attempt) (*Envelope, error) {
+	var received *Received
+	if m.ReceivedSize > 0 && len(payload) > 0 {
+		if len(payload) < m.ReceivedSize {
+			return nil, errBadReceived
+		}
+		var err error
+		if received, err = readReceived(payload[:m.ReceivedSize]); err != nil {
+			return nil, err
+		}
+		payload = payload[m.ReceivedSize:]
+	}
 	e := &Envelope{
 		ID: m.ID, Destination: m.Destination, EventType: m.EventType, Entity: m.Entity, ContentType: m.ContentType,
 		EventTime: m.EventTime, CreatedAt: m.CreatedAt, NextAt: m.NextAt, DeadAt: m.DeadAt, Payload: payload,
 		LastStatus: m.LastStatus, LastError: m.LastError, Class: m.Class, RedriveID: m.RedriveID,
-		TraceParent: m.TraceParent, TraceState: m.TraceState, Log: log,
+		TraceParent: m.TraceParent, TraceState: m.TraceState, Log: log, Received: received,
 	}
 	for i := len(log) - 1; i >= 0 && log[i].RedriveID == m.RedriveID; i-- {
 		e.Attempts++
 	}
-	return e
+	return e, nil
 }
 
 // The record's stored form:
@@ -100,9 +116,12 @@ func Assemble(m *Meta, payload []byte, log []Attempt) *Envelope {
 //	version byte 2 | fingerprint (8) | next at (8, big-endian unix ms) |
 //	string redrive id | string event type, entity, content type, trace
 //	parent, trace state, last error | varint event time, created (unix
-//	ms, 0 for none) | uvarint tried, last status, class, size
+//	ms, 0 for none) | uvarint tried, last status, class, size [| uvarint
+//	received size, when not 0]
 //
-// where a string is a uvarint length and its bytes. The fingerprint, the
+// where a string is a uvarint length and its bytes. The received size,
+// last and only when not 0, leaves the records of envelopes without one
+// as they were. The fingerprint, the
 // next time and the redrive ID come first, at fixed places, so that a
 // Redis script can read the fingerprint and redrive a letter (a new
 // redrive ID, due now) without decoding the rest; a redrive ID is shorter
@@ -132,6 +151,9 @@ func MarshalMeta(m *Meta) []byte {
 	for _, n := range []int{m.Tried, m.LastStatus, int(m.Class), m.Size} {
 		b = binary.AppendUvarint(b, uint64(n))
 	}
+	if m.ReceivedSize > 0 {
+		b = binary.AppendUvarint(b, uint64(m.ReceivedSize))
+	}
 	return b
 }
 
@@ -160,6 +182,13 @@ func UnmarshalMeta(dest, id string, b []byte) (*Meta, error) {
 			continue
 		}
 		*n = int(v)
+	}
+	if len(d.Buf) > 0 {
+		v := d.Uvarint()
+		if v == 0 || v > 1<<40 {
+			return nil, errBadMeta
+		}
+		m.ReceivedSize = int(v)
 	}
 	if d.Err || len(d.Buf) != 0 {
 		return nil, errBadMeta
@@ -232,6 +261,9 @@ type Event struct {
 	ContentType string
 	TraceParent string
 	TraceState  string
+	// Received is what durable ingress keeps of the request; nil for an
+	// event from the API.
+	Received *Received
 }
 
 // Envelope is ev's envelope for dest, as Publish enqueues it: also what
@@ -240,6 +272,7 @@ func (ev *Event) Envelope(dest string) *Envelope {
 	return &Envelope{
 		ID: ev.ID, Destination: dest, EventType: ev.EventType, Entity: ev.Entity, EventTime: ev.EventTime,
 		Payload: ev.Payload, ContentType: ev.ContentType, TraceParent: ev.TraceParent, TraceState: ev.TraceState,
+		Received: ev.Received,
 	}
 }
 
@@ -253,6 +286,10 @@ type Envelope struct {
 	CreatedAt   time.Time
 	Payload     []byte // delivered byte for byte
 	ContentType string // the payload's media type; "" means application/json
+	// Received is what durable ingress kept of the provider's request
+	// (its headers, its path, the verified scheme); nil otherwise. It is
+	// stored with the payload, and shares its life.
+	Received *Received
 
 	// Attempts counts the deliveries made so far, the first included.
 	Attempts int

@@ -72,6 +72,13 @@ func (s *Sender) HeaderSent(e *Envelope) (http.Header, error) {
 	if err != nil {
 		return nil, err
 	}
+	if e.Received != nil {
+		for _, k := range e.Received.Redact {
+			if _, ok := h[k]; ok {
+				h[k] = []string{Redacted}
+			}
+		}
+	}
 	for k := range d.Header {
 		if k != "Content-Type" {
 			h[k] = []string{Redacted}
@@ -82,7 +89,7 @@ func (s *Sender) HeaderSent(e *Envelope) (http.Header, error) {
 		h.Set("Hookgate-Redrive-Id", "(the ID of the redrive that sends it)")
 	}
 	if d.Signer != nil {
-		sig, _ := d.Signer.SignRequest(verify.Request{Method: http.MethodPost, URL: d.URL, Header: h, Body: e.Payload}, e.ID, s.now())
+		sig, _ := d.Signer.SignRequest(verify.Request{Method: http.MethodPost, URL: d.target(e), Header: h, Body: e.Payload}, e.ID, s.now())
 		for k, vs := range sig {
 			if len(vs) != 1 || vs[0] != e.ID {
 				h[k] = []string{"(computed at each attempt)"}

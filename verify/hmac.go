@@ -49,11 +49,14 @@ type hmacScheme struct {
 	cfg   HMAC
 	hash  func() hash.Hash
 	parts []string // the template split: literal text, and "{id}", "{timestamp}", "{body}"
+	// credentials are the signature's and the timestamp's headers
+	// (Verifier.CredentialHeaders).
+	credentials []string
 }
 
 // newHMACScheme checks cfg and builds its scheme.
 func newHMACScheme(cfg HMAC) (*hmacScheme, error) {
-	s := &hmacScheme{cfg: cfg}
+	s := &hmacScheme{cfg: cfg, credentials: hmacCredentials(cfg)}
 	if cfg.SignatureHeader == "" {
 		return nil, errors.New("scheme hmac: signature_header is required")
 	}

@@ -52,6 +52,9 @@ type Delivery struct {
 	// SignatureSHA256 is the hex SHA-256 of the signature that verified,
 	// when Key is KeySignature; empty otherwise.
 	SignatureSHA256 string
+	// Credentials names the headers that carry the scheme's signature and
+	// signed timestamp (Verifier.CredentialHeaders; shared, read-only).
+	Credentials []string
 	// SecretFingerprint is a fingerprint of the secret that verified
 	// (scope.go; never the secret), when Key is KeyBody: it scopes the
 	// body's key to the endpoint's secret. Empty otherwise.
@@ -218,6 +221,7 @@ func (v *Verifier) Verify(r Request, now time.Time) (Delivery, error) {
 	d, _, err := v.verify(r, now)
 	if err == nil {
 		d.Scheme = v.scheme.name()
+		d.Credentials = v.CredentialHeaders()
 	}
 	return d, err
 }

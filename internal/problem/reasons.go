@@ -69,6 +69,7 @@ var (
 	MalformedJSON         = Reason{"malformed_json", http.StatusBadRequest}
 	BadID                 = Reason{"bad_id", http.StatusBadRequest}
 	MissingEventType      = Reason{"missing_event_type", http.StatusBadRequest}
+	HeadersTooLarge       = Reason{"headers_too_large", http.StatusRequestHeaderFieldsTooLarge}
 )
 
 // The console.
@@ -96,7 +97,7 @@ var Reasons = []Reason{
 	StoreUnavailable, UpstreamResponseIncomplete, UpstreamTimeout,
 	MethodNotAllowed, NoHookgate, NoStore, StoreNotFile, BadRequest, NotFound,
 	UnknownDestination, BadLimit, FilterRequired, NoSender, DestinationOrphaned,
-	DestinationConfigured, EmptyPayload, MalformedJSON, BadID, MissingEventType,
+	DestinationConfigured, EmptyPayload, MalformedJSON, BadID, MissingEventType, HeadersTooLarge,
 	SenderNotRunning, ConsoleScopeUnknown, CSRFTokenInvalid, CrossOriginRequest,
 	ConfirmTokenMissing, ConfirmTokenStale, ConfirmTokenMismatch, RedriveInProgress,
 	ResumeNotAllowed, RedriveIncomplete, RenderFailed,

@@ -242,7 +242,10 @@ func (d *dest) fromHistory(id string, now int64) (*sender.Envelope, error) {
 	} else {
 		payload = nil
 	}
-	e := sender.Assemble(m, payload, log)
+	e, err := sender.Assemble(m, payload, log)
+	if err != nil {
+		return nil, err
+	}
 	e.PayloadExpired = !kept
 	return e, nil
 }
@@ -427,7 +430,10 @@ func (d *dest) resend(id, redriveID string, now int64) (bool, error) {
 	if err != nil {
 		return false, nil
 	}
-	e := sender.Assemble(m, payload, log)
+	e, err := sender.Assemble(m, payload, log)
+	if err != nil {
+		return false, nil
+	}
 	sender.Redriven(e, redriveID, time.UnixMilli(now))
 	m.RedriveID, m.NextAt = e.RedriveID, e.NextAt
 	if err := d.put(e, m, 'q', now); err != nil {

@@ -273,7 +273,7 @@ func (d *dest) put(e *sender.Envelope, m *sender.Meta, state byte, score int64) 
 		return err
 	}
 	d.count(state, 1)
-	if err := d.env.Put(id, entry{state: state, score: score, payload: e.Payload}.marshal()); err != nil {
+	if err := d.env.Put(id, entry{state: state, score: score, payload: sender.StoredPayload(e)}.marshal()); err != nil {
 		return err
 	}
 	if err := d.meta.Put(id, sender.MarshalMeta(m)); err != nil {

@@ -210,7 +210,8 @@ func (d *dest) envelope(id string) (*sender.Envelope, entry, error) {
 	if cur.state == 'x' {
 		m.DeadAt = time.UnixMilli(cur.score)
 	}
-	return sender.Assemble(m, append([]byte(nil), cur.payload...), log), cur, nil
+	e, err := sender.Assemble(m, append([]byte(nil), cur.payload...), log)
+	return e, cur, err
 }
 
 // Settle implements sender.Queue.

@@ -4,7 +4,8 @@
 // /hookgate/events and POST /hookgate/destinations/{name}/enqueue
 // (ServeJSON, over {"id","event_type","entity","event_time","payload"})
 // come in through it and answer alike: 202 with the envelope's state, or
-// problem+json with a reason code.
+// problem+json with a reason code. webhook_enqueue also keeps what its
+// Options say of the request (durable ingress, ingress.go).
 //
 // The path runs one way: the caller's adapter calls intake, intake calls
 // the sender. The delivery ID is checked once, by the sender (Enqueue and
@@ -20,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +32,7 @@ import (
 	"github.com/hookgate/hookgate/dedupe/freshness"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/sender"
+	"github.com/hookgate/hookgate/verify"
 )
 
 // Sender takes the events: *sender.Sender, or *sender.Ops for the admin
@@ -58,14 +61,31 @@ type Inbound struct {
 	// EventType, Entity and EventTime are the placeholders resolved; the
 	// event time is RFC 3339 or unix seconds.
 	EventType, Entity, EventTime string
+	// Verified is what webhook_verify in front made of the request (its
+	// scheme, its credential headers); nil without one.
+	Verified *verify.Delivery
 }
 
-// Serve reads in's event, carrying the trace of r's context, and queues it
-// through s for dest, or fans it out by its type when dest is "" (an
-// event type that resolves to nothing is 400 missing_event_type); it
-// answers 202 or a problem (see Refusal, Enqueue and Publish).
-func Serve(w http.ResponseWriter, r *http.Request, s Sender, in *Inbound, dest string, logger *slog.Logger) {
+// Serve reads in's event from r, a POST (else 405), carrying the trace of
+// r's context and what opts keep of r, and queues it through s for dest,
+// or fans it out by its type when dest is "" (an event type that resolves
+// to nothing is 400 missing_event_type); it answers as opts say, or 202,
+// or a problem (see Refusal, Options.Received, Enqueue and Publish).
+func Serve(w http.ResponseWriter, r *http.Request, s Sender, in *Inbound, dest string, opts *Options, logger *slog.Logger) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		problem.Write(w, problem.MethodNotAllowed, "webhook_enqueue takes POST, not "+problem.Truncate(r.Method, 40), 0)
+		return
+	}
 	ev, err := in.Event()
+	if err == nil {
+		var source string
+		var creds []string
+		if in.Verified != nil {
+			source, creds = in.Verified.Scheme, in.Verified.Credentials
+		}
+		ev.Received, err = opts.Received(r, source, creds)
+	}
 	if err != nil {
 		writeRefusal(w, err)
 		return
@@ -73,7 +93,7 @@ func Serve(w http.ResponseWriter, r *http.Request, s Sender, in *Inbound, dest s
 	carrier := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(r.Context(), carrier)
 	ev.TraceParent, ev.TraceState = carrier["traceparent"], carrier["tracestate"]
-	submit(w, r, s, ev, dest, logger)
+	submit(w, r, s, ev, dest, opts, logger)
 }
 
 // ServeJSON reads the admin API's event, {"id","event_type","entity",
@@ -86,15 +106,31 @@ func ServeJSON(w http.ResponseWriter, r *http.Request, s Sender, dest string, ma
 		writeRefusal(w, err)
 		return
 	}
-	submit(w, r, s, ev, dest, logger)
+	submit(w, r, s, ev, dest, nil, logger)
 }
 
-func submit(w http.ResponseWriter, r *http.Request, s Sender, ev *sender.Event, dest string, logger *slog.Logger) {
+func submit(w http.ResponseWriter, r *http.Request, s Sender, ev *sender.Event, dest string, opts *Options, logger *slog.Logger) {
 	if dest == "" {
-		Publish(w, r, s, ev, logger)
+		publish(w, r, s, ev, opts, logger)
 		return
 	}
-	Enqueue(w, r, s, ev.Envelope(dest), logger)
+	enqueue(w, r, s, ev.Envelope(dest), opts, logger)
+}
+
+// CheckRoute refuses a webhook_enqueue to dest, among dests, that could
+// route nothing: a named destination must be one of dests; without one,
+// the event fans out by its type, so it needs eventType, and a
+// destination that subscribes to some.
+func CheckRoute(dest, eventType string, dests []sender.Destination) error {
+	switch {
+	case dest == "" && eventType == "":
+		return errors.New("webhook_enqueue without a destination fans out by event type: it needs event_type, e.g. event_type {webhook.json.type}")
+	case dest == "" && !slices.ContainsFunc(dests, func(d sender.Destination) bool { return len(d.Events) > 0 }):
+		return errors.New("webhook_enqueue without a destination fans out by event type, but no destination of the hookgate global option subscribes to any: give destinations events <glob>..., or name a destination")
+	case dest != "" && !slices.ContainsFunc(dests, func(d sender.Destination) bool { return d.Name == dest }):
+		return fmt.Errorf("webhook_enqueue: destination %q is not configured in the hookgate global option", dest)
+	}
+	return nil
 }
 
 // Refusal is an inbound event refused before it reaches the sender,
@@ -207,11 +243,11 @@ type enqueueAnswer struct {
 const enqueueUnknown = "the queue's store failed or did not answer in time: the outcome is unknown, " +
 	"the event may have been enqueued; retry with the same delivery ID, which is safe (the enqueue is idempotent)"
 
-// Enqueue queues e through s and answers: 202 with
-// {"id","destination","state","duplicate"}, or a problem (400 bad_id, 422
-// key_reused_with_different_payload, 503 store_unavailable whose outcome
-// is unknown).
-func Enqueue(w http.ResponseWriter, r *http.Request, s Sender, e *sender.Envelope, logger *slog.Logger) {
+// enqueue queues e through s and answers: as opts say (Options.Answer*),
+// or 202 with {"id","destination","state","duplicate"}; or a problem (400
+// bad_id, 422 key_reused_with_different_payload, 503 store_unavailable
+// whose outcome is unknown).
+func enqueue(w http.ResponseWriter, r *http.Request, s Sender, e *sender.Envelope, opts *Options, logger *slog.Logger) {
 	res, err := s.Enqueue(r.Context(), e)
 	switch {
 	case errors.Is(err, sender.ErrBadID):
@@ -228,7 +264,9 @@ func Enqueue(w http.ResponseWriter, r *http.Request, s Sender, e *sender.Envelop
 		problem.Write(w, problem.KeyReusedWithDifferentPayload, "this delivery ID was enqueued with another payload", 0)
 		return
 	}
-	writeAccepted(w, enqueueAnswer{ID: e.ID, Destination: e.Destination, State: string(res.State), Duplicate: res.Duplicate})
+	if !opts.answer(w) {
+		writeAccepted(w, enqueueAnswer{ID: e.ID, Destination: e.Destination, State: string(res.State), Duplicate: res.Duplicate})
+	}
 }
 
 // publishAnswer is a fan-out's 202 body: the event's deliveries, one per
@@ -245,12 +283,12 @@ const publishUnknown = "the queue's store failed or did not answer in time: the 
 	"the event may have been enqueued for some or all of its destinations; publish it again with the same delivery ID, " +
 	"which is safe: it enqueues what is missing and duplicates nothing"
 
-// Publish fans ev out through s and answers: 202 with
-// {"id","event_type","deliveries":[{"destination","state","duplicate"}]},
+// publish fans ev out through s and answers: as opts say, or 202 with
+// {"id","event_type","deliveries":[{"destination","state","duplicate"}]};
 // or a problem (400 bad_id or missing_event_type, 422
 // key_reused_with_different_payload, 503 store_unavailable whose outcome
 // is unknown).
-func Publish(w http.ResponseWriter, r *http.Request, s Sender, ev *sender.Event, logger *slog.Logger) {
+func publish(w http.ResponseWriter, r *http.Request, s Sender, ev *sender.Event, opts *Options, logger *slog.Logger) {
 	res, err := s.Publish(r.Context(), ev)
 	switch {
 	case errors.Is(err, sender.ErrBadID):
@@ -268,6 +306,9 @@ func Publish(w http.ResponseWriter, r *http.Request, s Sender, ev *sender.Event,
 		return
 	case res.Mismatch:
 		problem.Write(w, problem.KeyReusedWithDifferentPayload, "this delivery ID was enqueued with another payload", 0)
+		return
+	}
+	if opts.answer(w) {
 		return
 	}
 	if res.Deliveries == nil {

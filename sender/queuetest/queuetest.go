@@ -104,4 +104,5 @@ func Run(t *testing.T, newQueue NewQueue) {
 	runHistoryQuiet(t, newQueue)
 	runLease(t, newQueue)
 	runDead(t, newQueue)
+	runReceived(t, newQueue)
 }

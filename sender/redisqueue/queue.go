@@ -123,7 +123,7 @@ func (q *Queue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.Enqueue
 	}
 	k := q.keysOf(e.Destination)
 	v, err := enqueueScript.Run(ctx, q.rdb, []string{k.meta, k.body, k.leased, k.dead, k.paused, k.ready, k.due, k.hidx, k.hist},
-		e.ID, sender.MarshalMeta(sender.MetaOf(e)), e.Payload, ms(e.NextAt), ms(e.CreatedAt), q.history.Keep.Milliseconds()).Slice()
+		e.ID, sender.MarshalMeta(sender.MetaOf(e)), sender.StoredPayload(e), ms(e.NextAt), ms(e.CreatedAt), q.history.Keep.Milliseconds()).Slice()
 	if err != nil {
 		return sender.EnqueueResult{}, fmt.Errorf("redis enqueue: %w", err)
 	}
@@ -231,7 +231,7 @@ func assemble(dest, id string, meta, body, log any) (*sender.Envelope, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sender.Assemble(rec, []byte(payload), attempts), nil
+	return sender.Assemble(rec, []byte(payload), attempts)
 }
 
 // Lease implements sender.Queue.
