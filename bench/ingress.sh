@@ -6,7 +6,9 @@
 #
 # - plain:    Caddy `reverse_proxy` to a healthy upstream (the baseline; the
 #             upstream bench/run.sh uses);
-# - redis:    `webhook_verify github` + `webhook_enqueue svc` on Redis;
+# - redis:    `webhook_verify github` + `webhook_enqueue svc` on Redis,
+#             keeping X-GitHub-Event, X-GitHub-Delivery and X-GitHub-Hook-ID,
+#             the delivery ID the default (webhook_verify's dedupe key);
 # - embedded: the same on the embedded default store (bbolt, fsync on).
 #
 # The destination `svc` points at a port where nothing listens, for the
@@ -38,6 +40,7 @@ DURATION=${DURATION:-10s}
 CONCS=${CONCS:-32 128}
 MEM_N=${MEM_N:-20000}
 MEM_SIZE=${MEM_SIZE:-500}
+MEM_SPREAD=${MEM_SPREAD:-256}
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
@@ -63,18 +66,17 @@ gh_secret=bench-github-secret
 dest_secret=whsec_aG9va2dhdGUtZGV2LXNlY3JldC1uZXZlci11c2UtaW4tcHJvZA==
 kept="X-GitHub-Event X-GitHub-Delivery X-GitHub-Hook-ID"
 
-# enqueue_block is the receiver chain's enqueue: the GitHub delivery ID as
-# the envelope's ID, and (with KEEP=1) the headers the service needs.
-# TODO(issue 31): once keep_headers and the default delivery ID from
-# webhook_verify land, drop the id line (the default must work) and keep
-# the headers in the rate runs too.
+# enqueue_block is the receiver chain's enqueue: the delivery ID is the
+# default (the key webhook_dedupe would use behind webhook_verify github),
+# and with keep 1 the headers the service needs are kept.
 enqueue_block() { # keep: 1 to keep headers
-	echo "webhook_enqueue svc {
-		id {http.request.header.X-GitHub-Delivery}"
 	if [ "$1" = 1 ]; then
-		echo "		keep_headers $kept"
+		echo "webhook_enqueue svc {
+		keep_headers $kept
+	}"
+	else
+		echo "webhook_enqueue svc"
 	fi
-	echo "	}"
 }
 
 run_gateway() { # name, hookgate global option, handlers
@@ -157,12 +159,12 @@ plain_url=$gw_url
 run_gateway redis "$(hookgate_app "store redis redis://127.0.0.1:$redis_port")" "webhook_verify github {
 		secret $gh_secret
 	}
-	$(enqueue_block 0)"
+	$(enqueue_block 1)"
 redis_url=$gw_url
 run_gateway embedded "$(hookgate_app "")" "webhook_verify github {
 		secret $gh_secret
 	}
-	$(enqueue_block 0)"
+	$(enqueue_block 1)"
 embedded_url=$gw_url
 
 if curl -s -o /dev/null "$dead_url"; then
@@ -251,8 +253,8 @@ memory() { # port
 		/^mem_clients_normal:/ {c = $2}
 		END {print u, u - c}'
 }
-mem_run() { # label, keep (0 or 1)
-	local port rpid before after n line
+mem_run() { # label, keep (0 or 1), spread
+	local port rpid before after n line key id
 	port=$(free_port)
 	redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" --logfile "$work/redis-mem.log" & pids+=($!)
 	rpid=$!
@@ -263,7 +265,7 @@ mem_run() { # label, keep (0 or 1)
 	$(enqueue_block "$2")"
 	curl -fs -X POST -o /dev/null "http://127.0.0.1:$gw_admin/hookgate/destinations/svc/pause"
 	before=$(memory "$port")
-	line=$("$work/loadgen" -url "$gw_url" -scheme github -secret "$gh_secret" -size "$MEM_SIZE" -c 16 -d 10m -n "$MEM_N" -label "mem-$1")
+	line=$("$work/loadgen" -url "$gw_url" -scheme github -secret "$gh_secret" -size "$MEM_SIZE" -spread "$3" -c 16 -d 10m -n "$MEM_N" -label "mem-$1")
 	# Redis finishes a rehash of its key table in the background (the old
 	# table counts until then).
 	sleep 1
@@ -274,40 +276,44 @@ mem_run() { # label, keep (0 or 1)
 		echo "memory run $1: $n envelopes stored, not $MEM_N" >&2
 		exit 1
 	fi
-	echo "$1 $n $before $after" | awk '{printf "%s %d %.0f %.0f\n", $1, $2, ($5 - $3) / $2, ($6 - $4) / $2}' >> "$work/mem"
+	# One envelope, to see its ID (the default) and, with keep, that the
+	# headers are in what Redis holds.
+	key=$(redis-cli -p "$port" --scan --pattern '*:q:{svc}:body' | head -1)
+	id=$(redis-cli -p "$port" hrandfield "$key")
+	if [ "$2" = 1 ] && ! redis-cli -p "$port" hget "$key" "$id" | grep -aqi 'X-GitHub-Hook-ID'; then
+		echo "memory run $1: envelope $id holds no X-GitHub-Hook-ID" >&2
+		exit 1
+	fi
+	echo "$1: an envelope's ID is $id (${#id} bytes)" >&2
+	echo "$n $before $after" | awk '{printf "%.0f %.0f\n", ($4 - $2) / $1, ($5 - $3) / $1}' >> "$work/mem"
 	kill "$gw_pid" "$rpid"
 	wait "$gw_pid" "$rpid" 2>/dev/null || true
 }
 
 if [ "$MEM_N" -gt 0 ]; then
 	echo
-	cat > "$work/keep.Caddyfile" <<CADDY
-{
-	$(hookgate_app "")
-}
-http://127.0.0.1:1 {
-	$(enqueue_block 1)
-}
-CADDY
-	if ! "$work/hookgate" adapt --config "$work/keep.Caddyfile" >/dev/null 2>&1; then
-		echo "memory: skipped, this build has no keep_headers"
-	else
-		# The kept headers' own size: each name and value, as loadgen sends them.
-		own=$(for h in $kept; do
-			case $h in
-			X-GitHub-Event) echo "$h push" ;;
-			X-GitHub-Delivery) echo "$h 00000000-0000-0000-0000-000000000000" ;;
-			X-GitHub-Hook-ID) echo "$h 512345678" ;;
-			esac
-		done | awk '{n += length($1) + length($2)} END {print n}')
-		mem_run without 0
-		mem_run with 1
-		tr '\n' ' ' < "$work/mem" | awk -v own="$own" -v size="$MEM_SIZE" '{
-			printf "Redis memory, %d-byte payloads, bytes/envelope (used_memory; less the clients\x27 buffers):\n", size
-			printf "  without keep_headers: %d; %d (%d envelopes)\n", $3, $4, $2
-			printf "  with 3 kept headers:  %d; %d (%d envelopes)\n", $7, $8, $6
-			printf "the kept headers add %d bytes/envelope (%d less the buffers); their own size is %d bytes (names and values), so %+d beyond it (target: at most +32)\n", $7 - $3, $8 - $4, own, $8 - $4 - own
+	# The kept headers' own size: each name and value, as loadgen sends them.
+	own=$(for h in $kept; do
+		case $h in
+		X-GitHub-Event) echo "$h push" ;;
+		X-GitHub-Delivery) echo "$h 00000000-0000-0000-0000-000000000000" ;;
+		X-GitHub-Hook-ID) echo "$h 512345678" ;;
+		esac
+	done | awk '{n += length($1) + length($2)} END {print n}')
+	printf '%-16s %22s %22s %14s %8s %7s\n' payload "without keep_headers" "with 3 kept headers" added "own size" beyond
+	# Payloads of one size, then sizes spread over the allocator's size
+	# classes (the headers may fit in what rounding left free, or cross
+	# into the next class: only the spread shows the average).
+	for spread in 1 "$MEM_SPREAD"; do
+		: > "$work/mem"
+		mem_run without 0 "$spread"
+		mem_run with 1 "$spread"
+		label="$MEM_SIZE bytes"
+		if [ "$spread" -gt 1 ]; then label="$MEM_SIZE-$((MEM_SIZE + spread - 1)) bytes"; fi
+		tr '\n' ' ' < "$work/mem" | awk -v own="$own" -v label="$label" '{
+			printf "%-16s %22s %22s %14s %8d %7s\n", label, $1 " (" $2 ")", $3 " (" $4 ")", ($3 - $1) " (" ($4 - $2) ")", own, sprintf("%+d", $4 - $2 - own)
 		}'
-	fi
+	done
+	echo "bytes per envelope over $MEM_N envelopes: INFO memory used_memory's growth (in parentheses, less the clients' buffers); target: beyond at most +32"
 fi
 exit "$status"

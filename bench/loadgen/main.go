@@ -4,9 +4,9 @@
 // itself after -d, or after -n requests.
 //
 // -scheme github sends what GitHub sends: a push event (a JSON body of
-// -size bytes that names its delivery, so that no two bodies are alike),
-// X-Hub-Signature-256, a unique X-GitHub-Delivery, X-GitHub-Event: push
-// and GitHub's other headers.
+// -size bytes, or -size to -size+spread-1, that names its delivery, so
+// that no two bodies are alike), X-Hub-Signature-256, a unique
+// X-GitHub-Delivery, X-GitHub-Event: push and GitHub's other headers.
 //
 //	loadgen upstream -addr 127.0.0.1:9101
 //	loadgen -url http://127.0.0.1:8080/ -mode unique -c 32 -d 10s
@@ -42,6 +42,7 @@ func main() {
 	label := flag.String("label", "", "label for the result line")
 	scheme := flag.String("scheme", "standard", "standard, or github: GitHub's headers and a body unique to each delivery")
 	size := flag.Int("size", 1024, "the github scheme's body size in bytes (standard's is 965)")
+	spread := flag.Int("spread", 1, "the github scheme's n-th body is size + n%spread bytes: sizes spread over an allocator's size classes")
 	limit := flag.Int64("n", 0, "stop after this many requests (0: only -d stops it)")
 	flag.Parse()
 
@@ -61,7 +62,7 @@ func main() {
 	sign := func(n int64) ([]byte, http.Header) {
 		if *scheme == "github" {
 			id := githubDeliveryID(start.UnixNano(), n)
-			b := githubPush(id, *size)
+			b := githubPush(id, *size+int(n%int64(max(1, *spread))))
 			return b, githubHeaders(signer.Sign(id, time.Now(), b))
 		}
 		id := fmt.Sprintf("msg_%d_%d", start.UnixNano(), n)
