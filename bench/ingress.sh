@@ -24,15 +24,19 @@
 # run's 2xx answers: an accept means stored. Any non-2xx answer, or a
 # mismatch, makes the script exit 1 after the summary.
 #
-# Then, unless MEM_N=0, Redis memory per envelope: MEM_N envelopes of a
-# MEM_SIZE-byte payload enqueued through a gateway on a fresh Redis with the
-# destination paused (nothing attempted), `INFO memory` `used_memory` read
-# before and after, without keep_headers and with three kept headers
-# (X-GitHub-Event, X-GitHub-Delivery, X-GitHub-Hook-ID).
+# Then, unless MEM_N=0, Redis memory per envelope: MEM_N envelopes
+# enqueued through a gateway on a fresh Redis with the destination paused
+# (nothing attempted), `INFO memory` `used_memory` read before and after
+# (and the same less the clients' buffers), without keep_headers and with
+# the three kept headers, which must be in what Redis holds. Two pairs:
+# payloads of MEM_SIZE bytes (bench/sender.sh's 500), then spread over
+# MEM_SIZE to MEM_SIZE+MEM_SPREAD-1 bytes, so that the allocator's size
+# classes average out. It prints each pair and how many bytes the headers
+# add beyond their own size (issue 31's target: at most 32).
 #
 #   bash bench/ingress.sh                              # 3 rounds of 10s runs, 32 and 128 clients; 20,000 envelopes for memory
-#   ROUNDS=2 DURATION=5s CONCS=32 bash bench/ingress.sh  # a quick look
-#   MEM_N=0 bash bench/ingress.sh                      # the rates only
+#   ROUNDS=3 DURATION=5s CONCS="32 128" bash bench/ingress.sh  # the RESULTS.md run (~3 minutes)
+#   ROUNDS=2 DURATION=5s CONCS=32 MEM_N=0 bash bench/ingress.sh  # a quick look at the rates only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
