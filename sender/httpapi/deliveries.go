@@ -99,7 +99,9 @@ func (h *Handler) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 
 // showDelivery serves GET /hookgate/deliveries/<destination>/<id>: the
 // envelope in whatever state it is, with its attempt log and its payload
-// (or "payload_expired":true once the history no longer keeps it).
+// (or "payload_expired":true once the history no longer keeps it), and
+// what durable ingress kept of its request ("received", redact_headers
+// values masked) while the payload, which holds it, is kept.
 func (h *Handler) showDelivery(w http.ResponseWriter, r *http.Request, dest, id string) error {
 	e, state, err := h.ops.Delivery(r.Context(), dest, id)
 	if err != nil {
@@ -125,6 +127,9 @@ func (h *Handler) showDelivery(w http.ResponseWriter, r *http.Request, dest, id 
 	}
 	if e.PayloadExpired {
 		out["payload_expired"] = true
+	}
+	if e.Received != nil {
+		out["received"] = ReceivedOf(e.Received)
 	}
 	return WriteJSON(w, http.StatusOK, out)
 }
