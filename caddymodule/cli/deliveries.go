@@ -25,8 +25,10 @@ func init() {
 Speaks to a running gateway's admin API (--address, default
 $CADDY_ADMIN, else localhost:2019). The history keeps what settled (delivered, and dead)
 for the sender's history, newest first. list pages through it; show
-prints one delivery, in whatever state it is, with its attempt log and
-its payload while it is kept; export writes every entry the filter
+prints one delivery, in whatever state it is, with its attempt log, and
+its payload and what durable ingress kept of its request ("received":
+its source, path and headers, the values of redact_headers masked) while
+the payload is kept; export writes every entry the filter
 matches to stdout as JSON Lines, page by page, in constant memory;
 resend sends a bounded batch again under their own IDs and a new redrive
 ID (--limit is required; --dry-run only counts) and prints the ID, then
