@@ -16,10 +16,10 @@ import (
 	"github.com/hookgate/hookgate/sender/httpapi"
 )
 
-// TestShowPrintsReceived: dlq show and deliveries show, against the admin
-// API over a real queue, print what durable ingress kept of the request
-// (source, path and headers) with the values redact_headers names masked,
-// never the values themselves.
+// TestShowPrintsReceived: dlq show, deliveries show and deliveries
+// export, against the admin API over a real queue, print what durable
+// ingress kept of the request (source, path and headers) with the values
+// redact_headers names masked, never the values themselves.
 func TestShowPrintsReceived(t *testing.T) {
 	const secret = "tok-9f8e7d6c"
 	q, err := boltqueue.New(bolttest.Open(t, nil), time.Hour)
@@ -96,6 +96,25 @@ func TestShowPrintsReceived(t *testing.T) {
 		}
 		if diff := cmp.Diff(want, v.Received); diff != "" {
 			t.Errorf("%v: received (-want +got):\n%s", args, diff)
+		}
+	}
+
+	// The export: each line carries it too.
+	got := execute(t, "", "deliveries", "export", addr)
+	lines := strings.Split(strings.TrimSpace(got.stdout), "\n")
+	if got.code != 0 || len(lines) != 2 || strings.Contains(got.stdout, secret) {
+		t.Fatalf("deliveries export: %+v", got)
+	}
+	for _, line := range lines {
+		var v struct {
+			ID       string         `json:"id"`
+			Received map[string]any `json:"received"`
+		}
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		if diff := cmp.Diff(want, v.Received); diff != "" {
+			t.Errorf("export, %s: received (-want +got):\n%s", v.ID, diff)
 		}
 	}
 }

@@ -113,3 +113,43 @@ func TestShowReceived(t *testing.T) {
 		t.Errorf("payload expired %v: received %v, want none", got["payload_expired"], r)
 	}
 }
+
+// TestListReceived: with received=true (the export's query) each history
+// entry that durable ingress stored carries what it kept of the request,
+// masked; the others, and every entry of a list that does not ask, carry
+// none.
+func TestListReceived(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.q.KeepHistory(sender.History{Keep: time.Hour, Payload: time.Hour})
+	f.settleReceived(t, "billing", "dead-1", received(), sender.Dead)
+	f.settleReceived(t, "crm", "sent-1", received(), sender.Delivered)
+	f.settleReceived(t, "billing", "plain-1", nil, sender.Delivered)
+
+	for _, tc := range []struct {
+		query string
+		want  map[string]bool // ID: carries received
+	}{
+		{"received=true", map[string]bool{"dead-1": true, "sent-1": true, "plain-1": false}},
+		{"received=false", map[string]bool{"dead-1": false, "sent-1": false, "plain-1": false}},
+		{"", map[string]bool{"dead-1": false, "sent-1": false, "plain-1": false}},
+	} {
+		w := f.do(t, "GET", "/hookgate/deliveries?"+tc.query, "")
+		if strings.Contains(w.Body.String(), secret) {
+			t.Errorf("%q shows the redacted value: %s", tc.query, w.Body)
+		}
+		var page httpapi.DeliveriesPage
+		decode(t, w, 200, &page)
+		got := map[string]bool{}
+		for _, e := range page.Entries {
+			got[e.ID] = e.Received != nil
+			if e.Received != nil && e.Received.Headers.Get("X-Some-Token") != sender.Redacted {
+				t.Errorf("%q: %s's received %+v", tc.query, e.ID, e.Received)
+			}
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%q: carries received (-want +got):\n%s", tc.query, diff)
+		}
+	}
+	refused(t, f.do(t, "GET", "/hookgate/deliveries?received=yes-please", ""), 400, "bad_request")
+}
