@@ -489,8 +489,8 @@ func (c *Console) list(w http.ResponseWriter, r *http.Request, v View) error {
 // header is one header line of an envelope's request.
 type header struct{ Name, Value string }
 
-// detail is one envelope: payload, the header it is sent with, and its
-// attempt log.
+// detail is one envelope: payload, the header it is sent with, its
+// attempt log, and what durable ingress kept of its request.
 func (c *Console) detail(w http.ResponseWriter, r *http.Request, v View, id string) error {
 	dest := r.URL.Query().Get("destination")
 	if v.Scope != "" {
@@ -516,7 +516,7 @@ func (c *Console) detail(w http.ResponseWriter, r *http.Request, v View, id stri
 	payload, note := showPayload(e.Payload)
 	c.render(w, r, v, http.StatusOK, "detail", "Delivery "+e.ID, map[string]any{
 		"E": e, "State": string(state), "Dead": state == sender.StateDead, "Headers": headers,
-		"Payload": payload, "PayloadNote": note, "Orphaned": orphaned,
+		"Payload": payload, "PayloadNote": note, "Orphaned": orphaned, "Received": receivedOf(e.Received),
 	})
 	return nil
 }

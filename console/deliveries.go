@@ -97,8 +97,8 @@ func (c *Console) deliveries(w http.ResponseWriter, r *http.Request, v View) err
 }
 
 // delivery is one envelope of the history (or still in the queue): its
-// state and times, its attempt log, its payload while kept, and the
-// resend button.
+// state and times, its attempt log, its payload and what durable ingress
+// kept of its request while kept, and the resend button.
 func (c *Console) delivery(w http.ResponseWriter, r *http.Request, v View, id string) error {
 	dest := r.URL.Query().Get("destination")
 	if v.Scope != "" {
@@ -129,7 +129,7 @@ func (c *Console) delivery(w http.ResponseWriter, r *http.Request, v View, id st
 	settledState := state == sender.StateDelivered || state == sender.StateDead
 	c.render(w, r, v, http.StatusOK, "delivery", "Delivery "+e.ID, map[string]any{
 		"E": e, "State": string(state), "Settled": settled, "Orphaned": orphaned,
-		"Payload": payload, "PayloadNote": note,
+		"Payload": payload, "PayloadNote": note, "Received": receivedOf(e.Received),
 		"Resendable": settledState && !e.PayloadExpired && !orphaned,
 	})
 	return nil

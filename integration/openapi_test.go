@@ -231,6 +231,13 @@ func (c *adminClient) do(method, target string, body any, want int, reason strin
 const openAPISite = `handle /enqueue {
 		webhook_enqueue enrollment
 	}
+	handle /ingress/* {
+		webhook_enqueue enrollment {
+			keep_headers X-Event-Kind X-Some-Token
+			keep_path
+			redact_headers X-Some-Token
+		}
+	}
 	handle /in {
 		webhook_dedupe {
 			key {http.request.header.Idempotency-Key}
@@ -391,6 +398,53 @@ func TestAdminAPIAnswersAsDocumented(t *testing.T) {
 	c.refused("POST", "/hookgate/deliveries/resend", map[string]any{"ids": []string{"ok-1"}, "limit": 0}, 400, "bad_limit")
 	c.call("POST", "/hookgate/deliveries/resend", map[string]any{"destination": "nowhere", "limit": 1}, 404, "unknown_destination")
 
+	// What durable ingress kept of a request, in a dead letter, a
+	// delivery and the export's page: the redacted value masked.
+	const secret = "tok-9f8e7d6c"
+	for _, id := range []string{"ingress-1", "dead-ingress"} {
+		h := http.Header{"Idempotency-Key": {id}, "X-Event-Kind": {"push"}, "X-Some-Token": {secret}}
+		if st, _, got := post(t, g.URL+"/ingress/gh?org=acme", h, []byte(`{}`)); st != 202 {
+			t.Fatalf("POST /ingress/gh: %d %s", st, got)
+		}
+	}
+	waitFor(t, "the ingress delivery and dead letter", func() bool {
+		settled := 0
+		for _, target := range []string{"/hookgate/deliveries/enrollment/ingress-1", "/hookgate/deliveries/enrollment/dead-ingress"} {
+			resp, err := http.Get(g.Admin + target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v struct{ State string }
+			if json.NewDecoder(resp.Body).Decode(&v) == nil && (v.State == "delivered" || v.State == "dead") {
+				settled++
+			}
+			_ = resp.Body.Close()
+		}
+		return settled == 2
+	})
+	wantReceived := map[string]any{"source": "", "path": "/ingress/gh?org=acme",
+		"headers": map[string]any{"X-Event-Kind": []any{"push"}, "X-Some-Token": []any{"(not shown)"}}}
+	for _, target := range []string{"/hookgate/dlq/dead-ingress?destination=enrollment", "/hookgate/deliveries/enrollment/ingress-1"} {
+		a := c.call("GET", target, nil, 200, "")
+		if diff := cmp.Diff(wantReceived, a.body["received"]); diff != "" || bytes.Contains(a.raw, []byte(secret)) {
+			t.Errorf("GET %s: received (-want +got):\n%s\n%s", target, diff, a.raw)
+		}
+	}
+	a := c.call("GET", "/hookgate/deliveries?destination=enrollment&received=true", nil, 200, "")
+	withReceived := 0
+	for _, e := range a.body["entries"].([]any) {
+		if r, ok := e.(map[string]any)["received"]; ok {
+			withReceived++
+			if diff := cmp.Diff(wantReceived, r); diff != "" {
+				t.Errorf("the export's page: received (-want +got):\n%s", diff)
+			}
+		}
+	}
+	if withReceived != 2 || bytes.Contains(a.raw, []byte(secret)) {
+		t.Errorf("the export's page: %d entries with received, want 2:\n%s", withReceived, a.raw)
+	}
+	c.refused("GET", "/hookgate/deliveries?received=maybe", nil, 400, "bad_request")
+
 	// What the gateway remembers.
 	for _, r := range []struct {
 		path   string
@@ -412,7 +466,7 @@ func TestAdminAPIAnswersAsDocumented(t *testing.T) {
 	}
 	c.call("DELETE", "/hookgate/dedupe/key%201%2F%C3%BC", nil, 200, "")
 	c.call("DELETE", "/hookgate/dedupe/key%201%2F%C3%BC", nil, 404, "not_found")
-	a := c.call("GET", "/hookgate/freshness/r-1", nil, 200, "")
+	a = c.call("GET", "/hookgate/freshness/r-1", nil, 200, "")
 	if diff := cmp.Diff(map[string]any{"time": "2026-01-02T03:04:05Z", "sequence": float64(7)}, map[string]any{
 		"time": a.body["event_time"].(map[string]any)["watermark"], "sequence": a.body["sequence"].(map[string]any)["watermark"],
 	}); diff != "" {

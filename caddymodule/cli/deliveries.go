@@ -25,12 +25,14 @@ func init() {
 Speaks to a running gateway's admin API (--address, default
 $CADDY_ADMIN, else localhost:2019). The history keeps what settled (delivered, and dead)
 for the sender's history, newest first. list pages through it; show
-prints one delivery, in whatever state it is, with its attempt log and
-its payload while it is kept; export writes every entry the filter
-matches to stdout as JSON Lines, page by page, in constant memory;
-resend sends a bounded batch again under their own IDs and a new redrive
-ID (--limit is required; --dry-run only counts) and prints the ID, then
-"hookgate deliveries resend --status <id>" shows its progress.
+prints one delivery, in whatever state it is, with its attempt log, and
+its payload and what durable ingress kept of its request ("received":
+its source, path and headers, the values of redact_headers masked) while
+the payload is kept; export writes every entry the filter matches to
+stdout as JSON Lines (with "received" too), page by page, in constant
+memory; resend sends a bounded batch again under their own IDs and a new
+redrive ID (--limit is required; --dry-run only counts) and prints the
+ID, then "hookgate deliveries resend --status <id>" shows its progress.
 Filters: --destination, --event-type, --entity (list, export), --id
 (list and export: one; resend: repeatable), --state (delivered or dead),
 --since and --until (RFC 3339, when it settled).
@@ -188,6 +190,9 @@ func (c *adminClient) export(cmd *cobra.Command) error {
 		limit = exportPage
 	}
 	q.Set("limit", fmt.Sprint(limit))
+	// Each line carries what durable ingress kept of the request, as
+	// show does: the export is the history's record.
+	q.Set("received", "true")
 	w := bufio.NewWriter(c.out)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)

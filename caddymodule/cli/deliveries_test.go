@@ -16,15 +16,15 @@ func TestDeliveriesCommands(t *testing.T) {
 	}
 	admin := newFakeAdmin(t, map[string]string{
 		"GET /hookgate/deliveries?cursor=c1&destination=d1&entity=r-1&event_type=t&limit=5&state=delivered": `{"entries":[` + entry("e1") + `],"next_cursor":"c2"}`,
-		"GET /hookgate/deliveries?id=e%2F1":                  `{"entries":[],"next_cursor":""}`,
-		"GET /hookgate/deliveries/d1/e%2F1":                  `{"id":"e/1","payload_expired":true}`,
-		"POST /hookgate/deliveries/resend":                   `{"redrive_id":"r1","matched":5,"more":true,"moved":3}`,
-		"GET /hookgate/deliveries?entity=quiet":              `{"entries":[],"next_cursor":"c9"}`,
-		"GET /hookgate/deliveries?entity=none":               `{"entries":[],"next_cursor":""}`,
-		"GET /hookgate/redrives/r1":                          `{"redrive_id":"r1","moved":3}`,
-		"GET /hookgate/deliveries?cursor=&limit=2&since=s":   `{"entries":[` + entry("e1") + `,` + entry("e2") + `],"next_cursor":"n1"}`,
-		"GET /hookgate/deliveries?cursor=n1&limit=2&since=s": `{"entries":[` + entry("e3") + `],"next_cursor":""}`,
-		"GET /hookgate/deliveries?cursor=&limit=1000":        `{"entries":[` + entry("e1") + `],"next_cursor":"bad"}`,
+		"GET /hookgate/deliveries?id=e%2F1":                                `{"entries":[],"next_cursor":""}`,
+		"GET /hookgate/deliveries/d1/e%2F1":                                `{"id":"e/1","payload_expired":true}`,
+		"POST /hookgate/deliveries/resend":                                 `{"redrive_id":"r1","matched":5,"more":true,"moved":3}`,
+		"GET /hookgate/deliveries?entity=quiet":                            `{"entries":[],"next_cursor":"c9"}`,
+		"GET /hookgate/deliveries?entity=none":                             `{"entries":[],"next_cursor":""}`,
+		"GET /hookgate/redrives/r1":                                        `{"redrive_id":"r1","moved":3}`,
+		"GET /hookgate/deliveries?cursor=&limit=2&received=true&since=s":   `{"entries":[` + entry("e1") + `,` + entry("e2") + `],"next_cursor":"n1"}`,
+		"GET /hookgate/deliveries?cursor=n1&limit=2&received=true&since=s": `{"entries":[` + entry("e3") + `],"next_cursor":""}`,
+		"GET /hookgate/deliveries?cursor=&limit=1000&received=true":        `{"entries":[` + entry("e1") + `],"next_cursor":"bad"}`,
 	})
 	addr := "--address=" + strings.TrimPrefix(admin.URL, "http://")
 	for _, tc := range []struct {
@@ -79,7 +79,7 @@ func TestDeliveriesCommands(t *testing.T) {
 		},
 		{
 			args:   []string{"deliveries", "export", "--since", "s", "--limit", "2", addr},
-			sent:   []string{"GET /hookgate/deliveries?cursor=&limit=2&since=s", "GET /hookgate/deliveries?cursor=n1&limit=2&since=s"},
+			sent:   []string{"GET /hookgate/deliveries?cursor=&limit=2&received=true&since=s", "GET /hookgate/deliveries?cursor=n1&limit=2&received=true&since=s"},
 			stdout: entry("e1") + "\n" + entry("e2") + "\n" + entry("e3") + "\n",
 		},
 
@@ -87,7 +87,7 @@ func TestDeliveriesCommands(t *testing.T) {
 		// export that fails part-way has written what it read.
 		{
 			args:   []string{"deliveries", "export", addr},
-			sent:   []string{"GET /hookgate/deliveries?cursor=&limit=1000", "GET /hookgate/deliveries?cursor=bad&limit=1000"},
+			sent:   []string{"GET /hookgate/deliveries?cursor=&limit=1000&received=true", "GET /hookgate/deliveries?cursor=bad&limit=1000&received=true"},
 			stdout: entry("e1") + "\n",
 			code:   1,
 			stderr: "Error: no such thing (404 not_found)\n",

@@ -27,9 +27,11 @@ func init() {
 		Long: `
 Speaks to a running gateway's admin API (--address, default
 $CADDY_ADMIN, else localhost:2019). summary groups dead letters by destination and error
-class; list pages through them; show prints one with its attempt log;
-redrive moves a bounded batch back to the queue under a new redrive ID
-(--limit is required; --dry-run only counts) and prints the ID, then
+class; list pages through them; show prints one with its attempt log,
+and what durable ingress kept of its request ("received": its source,
+path and headers, the values of redact_headers masked); redrive moves
+a bounded batch back to the queue under a new redrive ID (--limit is
+required; --dry-run only counts) and prints the ID, then
 "hookgate dlq redrive --status <id>" shows its progress; purge deletes a
 bounded batch, the oldest first (--limit is required unless --id names
 the letters; --dry-run only counts; with no filter it needs --all).

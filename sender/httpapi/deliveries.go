@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -22,6 +24,10 @@ type DeliveryEntry struct {
 	CreatedAt   time.Time    `json:"created_at"`
 	SettledAt   time.Time    `json:"settled_at"`
 	LastStatus  int          `json:"last_status"`
+	// Received is what durable ingress kept of the request, masked, in
+	// the answers that ask for it (received=true, as the export does)
+	// while the history keeps the payload; nil otherwise.
+	Received *ReceivedView `json:"received,omitempty"`
 }
 
 // DeliveryEntryOf is the list entry of a settled envelope's record.
@@ -71,7 +77,10 @@ func (in ResendRequest) Query() (sender.HistoryQuery, error) {
 // listDeliveries serves GET /hookgate/deliveries: a page of the settled
 // envelopes the query matches, newest first. A page may hold fewer than
 // limit, even none, and still a next_cursor: the search looks at a
-// bounded number of entries per request, and older ones may match.
+// bounded number of entries per request, and older ones may match. With
+// received=true, each entry that durable ingress stored carries what it
+// kept of the request: that reads the entry's stored payload, one read
+// each, so only the export asks for it.
 func (h *Handler) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	v := r.URL.Query()
 	q, err := ResendRequest{Destination: v.Get("destination"), EventType: v.Get("event_type"),
@@ -86,20 +95,48 @@ func (h *Handler) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 			return Errorf(problem.BadLimit, "limit: want 1 to %d, got %q", MaxDeliveriesPage, s)
 		}
 	}
+	withReceived := false
+	if s := v.Get("received"); s != "" {
+		if withReceived, err = strconv.ParseBool(s); err != nil {
+			return Errorf(problem.BadRequest, "received: want true or false, got %q", s)
+		}
+	}
 	page, next, err := h.ops.History(r.Context(), q, v.Get("cursor"), limit)
 	if err != nil {
 		return err
 	}
 	out := DeliveriesPage{Entries: make([]DeliveryEntry, 0, len(page)), NextCursor: next}
 	for _, m := range page {
-		out.Entries = append(out.Entries, DeliveryEntryOf(m))
+		entry := DeliveryEntryOf(m)
+		if withReceived && m.ReceivedSize > 0 {
+			if entry.Received, err = h.received(r.Context(), m); err != nil {
+				return err
+			}
+		}
+		out.Entries = append(out.Entries, entry)
 	}
 	return WriteJSON(w, http.StatusOK, out)
 }
 
+// received reads what durable ingress kept of m's request: nil once the
+// history no longer keeps the payload it is stored with, or the entry
+// itself (it expired since the page was read).
+func (h *Handler) received(ctx context.Context, m *sender.Meta) (*ReceivedView, error) {
+	e, _, err := h.ops.Delivery(ctx, m.Destination, m.ID)
+	if errors.Is(err, sender.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ReceivedOf(e.Received), nil
+}
+
 // showDelivery serves GET /hookgate/deliveries/<destination>/<id>: the
 // envelope in whatever state it is, with its attempt log and its payload
-// (or "payload_expired":true once the history no longer keeps it).
+// (or "payload_expired":true once the history no longer keeps it), and
+// what durable ingress kept of its request ("received", redact_headers
+// values masked) while the payload, which holds it, is kept.
 func (h *Handler) showDelivery(w http.ResponseWriter, r *http.Request, dest, id string) error {
 	e, state, err := h.ops.Delivery(r.Context(), dest, id)
 	if err != nil {
@@ -125,6 +162,9 @@ func (h *Handler) showDelivery(w http.ResponseWriter, r *http.Request, dest, id 
 	}
 	if e.PayloadExpired {
 		out["payload_expired"] = true
+	}
+	if e.Received != nil {
+		out["received"] = ReceivedOf(e.Received)
 	}
 	return WriteJSON(w, http.StatusOK, out)
 }

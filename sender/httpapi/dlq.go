@@ -131,7 +131,8 @@ type attemptView struct {
 }
 
 // showDead serves GET /hookgate/dlq/<id>: the envelope with its payload
-// and attempt log.
+// and attempt log, and what durable ingress kept of its request
+// ("received", redact_headers values masked) when it kept any.
 func (h *Handler) showDead(w http.ResponseWriter, r *http.Request, id string) error {
 	e, state, err := h.ops.Get(r.Context(), r.URL.Query().Get("destination"), id)
 	if err != nil {
@@ -145,12 +146,16 @@ func (h *Handler) showDead(w http.ResponseWriter, r *http.Request, id string) er
 	if json.Valid(e.Payload) {
 		payload = json.RawMessage(e.Payload)
 	}
-	return WriteJSON(w, http.StatusOK, map[string]any{
+	out := map[string]any{
 		"id": e.ID, "destination": e.Destination, "state": state, "event_type": e.EventType, "entity": e.Entity,
 		"event_time": zeroNil(e.EventTime), "created_at": e.CreatedAt, "payload": payload,
 		"class": e.Class.String(), "last_status": e.LastStatus, "last_error": e.LastError,
 		"attempts": len(e.Log), "redrive_id": e.RedriveID, "dead_at": zeroNil(e.DeadAt), "attempt_log": log,
-	})
+	}
+	if e.Received != nil {
+		out["received"] = ReceivedOf(e.Received)
+	}
+	return WriteJSON(w, http.StatusOK, out)
 }
 
 func zeroNil(t time.Time) any {
