@@ -88,3 +88,25 @@ func TestReceivedIsSentOn(t *testing.T) {
 		t.Errorf("the destination's signature: %v", err)
 	}
 }
+
+// TestHeaderSentMasksRedacted: the header the console shows for an
+// envelope's next attempt holds its kept headers, those redact_headers
+// names masked, and the sent one keeps their values.
+func TestHeaderSentMasksRedacted(t *testing.T) {
+	s, err := sender.New(newQueue(t), fast, []sender.Destination{{Name: "svc", URL: "http://127.0.0.1:1/in", Signer: signer(t)}}, sender.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &sender.Envelope{ID: "d-1", Destination: "svc", Payload: []byte(`{}`), CreatedAt: time.Now(),
+		Received: &sender.Received{Source: "github", Header: http.Header{"X-Token": {"s3cret"}, "X-Github-Event": {"push"}}, Redact: []string{"X-Token"}}}
+	h, err := s.HeaderSent(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Get("X-Token") != sender.Redacted || h.Get("X-Github-Event") != "push" || h.Get("Hookgate-Source") != "github" {
+		t.Errorf("HeaderSent = %v", h)
+	}
+	if e.Received.Header.Get("X-Token") != "s3cret" {
+		t.Error("HeaderSent changed the envelope's kept header")
+	}
+}
