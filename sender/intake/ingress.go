@@ -47,11 +47,11 @@ const (
 )
 
 // hopByHop are the headers that describe one connection (RFC 9110,
-// section 7.6.1), and those of the connection's framing: never kept, not
-// even named.
+// section 7.6.1), those of the connection's framing, and Expect, which
+// asks the next hop for an interim answer: never kept, not even named.
 var hopByHop = []string{
 	"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
-	"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Host", "Content-Length",
+	"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Http2-Settings", "Host", "Content-Length", "Expect",
 }
 
 // credentials are kept by keep_headers * only when named.

@@ -32,6 +32,7 @@ func TestOptionsCheck(t *testing.T) {
 	}{
 		{Options{KeepHeaders: []string{"Transfer-Encoding"}}, "never kept"},
 		{Options{KeepHeaders: []string{"host"}}, "never kept"},
+		{Options{KeepHeaders: []string{"expect"}}, "never kept"},
 		{Options{KeepHeaders: []string{"Content-Type"}}, "content type"},
 		{Options{KeepHeaders: []string{"Hookgate-Source"}}, "hookgate's own"},
 		{Options{KeepHeaders: []string{"X Bad"}}, "not a header name"},
@@ -71,6 +72,7 @@ func TestReceivedKeeps(t *testing.T) {
 		"Authorization":       {"Bearer t"},
 		"Cookie":              {"c=1"},
 		"Connection":          {"keep-alive"},
+		"Expect":              {"100-continue"},
 		"Content-Type":        {"application/json"},
 		"Hookgate-Redrive-Id": {"forged"},
 		"X-Multi":             {"a", "b"},
