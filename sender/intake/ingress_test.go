@@ -13,7 +13,7 @@ import (
 	"github.com/hookgate/hookgate/internal/problem"
 )
 
-func checked(t *testing.T, o Options) *Options {
+func checked(t testing.TB, o Options) *Options {
 	t.Helper()
 	if err := o.Check(); err != nil {
 		t.Fatalf("Check(%+v): %v", o, err)
@@ -172,4 +172,52 @@ func TestAnswer(t *testing.T) {
 			t.Errorf("answer(%+v) = %d %q %q", c.o, w.Code, w.Body, w.Header().Get("Content-Type"))
 		}
 	}
+}
+
+// FuzzReceived: whatever headers a request carries, keep_headers * keeps
+// none of those never kept, no credential, nothing of hookgate's own, and
+// stays within the bounds or refuses with 431.
+func FuzzReceived(f *testing.F) {
+	f.Add("X-Github-Event", "push", 3, "/a/../b?c=d")
+	f.Add("authorization", "Bearer x", 70, "//evil/x")
+	f.Add("X-Hub-Signature-256", strings.Repeat("a", 400), 50, "/%2e%2e/")
+	f.Add("hookgate-redrive-id", "forged", 1, "/")
+	o := checked(f, Options{KeepHeaders: []string{"*"}, KeepPath: true})
+	f.Fuzz(func(t *testing.T, name, value string, repeat int, target string) {
+		r := httptest.NewRequest(http.MethodPost, "/", nil)
+		if u, err := r.URL.Parse(target); err == nil {
+			r.URL = u
+		}
+		for i := range min(max(repeat, 0), 200) {
+			r.Header.Add(name, value)
+			r.Header.Add(fmt.Sprintf("X-N%d", i), value)
+		}
+		rec, err := o.Received(r, "github", []string{"X-Hub-Signature-256"})
+		if err != nil {
+			var ref *Refusal
+			if !errors.As(err, &ref) || ref.Reason != problem.HeadersTooLarge {
+				t.Fatalf("error %v", err)
+			}
+			return
+		}
+		lines, size := 0, 0
+		for k, vs := range rec.Header {
+			canon := http.CanonicalHeaderKey(k)
+			if slices.Contains(hopByHop, canon) || slices.Contains(credentials, canon) || canon == "X-Hub-Signature-256" ||
+				canon == "Content-Type" || strings.HasPrefix(canon, "Hookgate-") {
+				t.Fatalf("kept %q", k)
+			}
+			lines += len(vs)
+			for _, v := range vs {
+				size += len(k) + len(v)
+			}
+		}
+		if lines > MaxKeptHeaders || size > MaxKeptHeaderBytes {
+			t.Fatalf("kept %d lines, %d bytes", lines, size)
+		}
+		p, _, _ := strings.Cut(rec.Path, "?") // the query is passed on as it came
+		if !strings.HasPrefix(p, "/") || strings.Contains(p+"/", "/../") || strings.HasPrefix(p, "//") {
+			t.Fatalf("path %q", rec.Path)
+		}
+	})
 }
