@@ -74,8 +74,15 @@ func (s *Settled) historyDests(ctx context.Context, q HistoryQuery) ([]string, e
 // historyReads more, each looking at a bounded number of entries): a page
 // may hold fewer than limit, even none, with more to come, and then its
 // next is where to go on. Paging is stable while envelopes settle. It
-// reads no payload.
+// reads no payload. With State StateQueued it lists what has not settled
+// yet instead, in one page (see pending).
 func (s *Settled) History(ctx context.Context, q HistoryQuery, cursor string, limit int) ([]*Meta, string, error) {
+	if q.State == StateQueued {
+		return s.pending(ctx, q, cursor, limit)
+	}
+	if q.State != "" && q.State != StateDelivered && q.State != StateDead {
+		return nil, "", fmt.Errorf("%w: state %q: want delivered, dead or queued", ErrBadFilter, q.State)
+	}
 	if err := q.check(); err != nil {
 		return nil, "", err
 	}

@@ -176,7 +176,9 @@ func (o *Ops) Redrive(ctx context.Context, f Filter, limit int, by string, dryRu
 }
 
 // History pages through the settled envelopes q matches, newest first
-// across destinations (see Settled.History). It reads no payload.
+// across destinations (see Settled.History); with State StateQueued, it
+// lists the first of those not yet settled, in flight first, then by
+// when due. It reads no payload.
 func (o *Ops) History(ctx context.Context, q HistoryQuery, cursor string, limit int) ([]*Meta, string, error) {
 	return o.settled.History(ctx, q, cursor, limit)
 }

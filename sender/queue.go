@@ -87,6 +87,16 @@ type Queue interface {
 	// walk: its cost is the IDs', however long the history.
 	History(ctx context.Context, dest string, f HistoryFilter, cursor string, limit int) (entries []*Meta, next string, err error)
 
+	// Pending lists dest's envelopes not yet settled that f matches, at
+	// most limit: the leased ones by when their lease ends, then the due
+	// ones by when due (due now, then the retries scheduled later). The
+	// records carry State (StateLeased, or StateQueued, paused or not)
+	// and NextAt (a leased one's: when its lease ends). A record that
+	// does not decode is listed as a BrokenMeta, when f is zero. It reads
+	// no payload and takes no cursor; it reads on until limit match, so
+	// a filter that few match costs a walk of the depth.
+	Pending(ctx context.Context, dest string, f PendingFilter, limit int) ([]*Meta, error)
+
 	// TrimHistory forgets what dest's history keeps past its time at now:
 	// entries settled more than History.Keep ago, and payloads past
 	// History.Payload, a bounded number of each. It writes nothing when

@@ -19,7 +19,7 @@ import (
 func init() {
 	register(caddycmd.Command{
 		Name:  "deliveries",
-		Usage: "list|show <destination> <id>|resend|export [--destination <name>] [--event-type <type>] [--entity <id>] [--id <id>]... [--state delivered|dead] [--since <time>] [--until <time>] [--limit <n>] [--dry-run]",
+		Usage: "list|show <destination> <id>|resend|export [--destination <name>] [--event-type <type>] [--entity <id>] [--id <id>]... [--state delivered|dead|queued] [--since <time>] [--until <time>] [--limit <n>] [--dry-run]",
 		Short: "Searches, exports and resends the sender's delivery history",
 		Long: `
 Speaks to a running gateway's admin API (--address, default
@@ -36,6 +36,11 @@ ID, then "hookgate deliveries resend --status <id>" shows its progress.
 Filters: --destination, --event-type, --entity (list, export), --id
 (list and export: one; resend: repeatable), --state (delivered or dead),
 --since and --until (RFC 3339, when it settled).
+list and export --state queued list instead what has not settled: the
+envelopes queued and leased (in flight), in flight first, then by when
+due (due now, then the retries scheduled later): the first --limit
+(list's default 50, export's 1000), with no next page ("hookgate
+destinations" counts them all). --since and --until do not apply.
 --format json prints the admin API's JSON (show and --status print only
 JSON, export only JSON Lines). A flag that a subcommand does not use is
 an error.
@@ -47,7 +52,7 @@ Documentation: docs/sending.md, "Delivery history", at github.com/hookgate/hookg
 			cmd.Flags().String("event-type", "", "only this event type")
 			cmd.Flags().String("entity", "", "list, export: only this entity")
 			cmd.Flags().StringArray("id", nil, "only this delivery ID (resend: repeatable)")
-			cmd.Flags().String("state", "", "only delivered, or only dead")
+			cmd.Flags().String("state", "", "delivered, dead, or (list, export) queued: not yet settled")
 			cmd.Flags().String("since", "", "settled at or after (RFC 3339)")
 			cmd.Flags().String("until", "", "settled before (RFC 3339)")
 			cmd.Flags().Int("limit", 0, "list, export: page size; resend: the most sent (required)")
@@ -131,6 +136,10 @@ func cmdDeliveries(cmd *cobra.Command, args []string) error {
 		if ok, err := c.page(cmd, "/hookgate/deliveries", q, &v); !ok {
 			return err
 		}
+		if state, _ := cmd.Flags().GetString("state"); state == "queued" {
+			c.queued(cmd, v.Entries)
+			return nil
+		}
 		if len(v.Entries) == 0 {
 			// The search looks at a bounded number of entries a page:
 			// "none" is the answer only at the end.
@@ -174,6 +183,32 @@ func cmdDeliveries(cmd *cobra.Command, args []string) error {
 	}
 	return nil
 }
+
+// queued prints a list of envelopes not yet settled: when each was
+// created rather than settled, and, when the list is full, where to count
+// them all (the list has no next page).
+func (c *adminClient) queued(cmd *cobra.Command, entries []httpapi.DeliveryEntry) {
+	if len(entries) == 0 {
+		fmt.Fprintln(c.out, "nothing queued matches")
+		return
+	}
+	var rows [][]string
+	for _, e := range entries {
+		rows = append(rows, []string{e.ID, e.Destination, e.EventType, dash(e.Entity), string(e.State),
+			fmt.Sprint(e.LastStatus), fmt.Sprint(e.Attempts), e.CreatedAt.Format(time.RFC3339)})
+	}
+	c.table("ID\tDESTINATION\tTYPE\tENTITY\tSTATE\tSTATUS\tATTEMPTS\tCREATED AT", rows)
+	limit, _ := cmd.Flags().GetInt("limit")
+	if limit <= 0 {
+		limit = listPage
+	}
+	if len(entries) >= limit {
+		fmt.Fprintf(c.out, "the first %d due; 'hookgate destinations' counts them all\n", len(entries))
+	}
+}
+
+// listPage is the admin API's page size when --limit does not say.
+const listPage = 50
 
 // exportPage is export's page size unless --limit says.
 const exportPage = 1000

@@ -13,7 +13,9 @@ import (
 )
 
 // DeliveryEntry is a settled envelope in the history: an entry of GET
-// /hookgate/deliveries, and a line of `hookgate deliveries export`.
+// /hookgate/deliveries, and a line of `hookgate deliveries export`; with
+// state=queued, an envelope not yet settled (queued, or leased: in
+// flight), without settled_at.
 type DeliveryEntry struct {
 	ID          string       `json:"id"`
 	Destination string       `json:"destination"`
@@ -22,7 +24,7 @@ type DeliveryEntry struct {
 	State       sender.State `json:"state"`
 	Attempts    int          `json:"attempts"`
 	CreatedAt   time.Time    `json:"created_at"`
-	SettledAt   time.Time    `json:"settled_at"`
+	SettledAt   time.Time    `json:"settled_at,omitzero"`
 	LastStatus  int          `json:"last_status"`
 	// Received is what durable ingress kept of the request, masked, in
 	// the answers that ask for it (received=true, as the export does)
@@ -80,7 +82,11 @@ func (in ResendRequest) Query() (sender.HistoryQuery, error) {
 // bounded number of entries per request, and older ones may match. With
 // received=true, each entry that durable ingress stored carries what it
 // kept of the request: that reads the entry's stored payload, one read
-// each, so only the export asks for it.
+// each, so only the export asks for it. With state=queued it lists the
+// envelopes not yet settled instead, in flight first, then by when due:
+// the first limit, with no next_cursor (the destinations' depth counts
+// them all); since and until, which bound when an envelope settled, are
+// refused with it.
 func (h *Handler) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	v := r.URL.Query()
 	q, err := ResendRequest{Destination: v.Get("destination"), EventType: v.Get("event_type"),

@@ -193,7 +193,7 @@ func TestDeliveriesRefused(t *testing.T) {
 		{"GET", "/hookgate/deliveries?limit=0", "", 400, "bad_limit"},
 		{"GET", "/hookgate/deliveries?limit=1001", "", 400, "bad_limit"},
 		{"GET", "/hookgate/deliveries?limit=x", "", 400, "bad_limit"},
-		{"GET", "/hookgate/deliveries?state=queued", "", 400, "bad_request"},
+		{"GET", "/hookgate/deliveries?state=leased", "", 400, "bad_request"},
 		{"GET", "/hookgate/deliveries?since=yesterday", "", 400, "bad_request"},
 		{"GET", "/hookgate/deliveries?cursor=nope", "", 400, "bad_request"},
 		{"GET", "/hookgate/deliveries?destination=nowhere", "", 404, "unknown_destination"},

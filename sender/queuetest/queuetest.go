@@ -105,4 +105,5 @@ func Run(t *testing.T, newQueue NewQueue) {
 	runLease(t, newQueue)
 	runDead(t, newQueue)
 	runReceived(t, newQueue)
+	runPending(t, newQueue)
 }
