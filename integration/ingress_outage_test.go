@@ -311,7 +311,7 @@ type ingressReceipt struct {
 type ingressService struct {
 	t        *testing.T
 	port     int
-	delay    time.Duration // each answer waits this long
+	delay    atomic.Int64 // each answer waits this long (a time.Duration)
 	verifier *verify.Verifier
 	srv      *httptest.Server
 
@@ -321,13 +321,14 @@ type ingressService struct {
 }
 
 func newIngressService(t *testing.T, delay time.Duration) *ingressService {
-	return &ingressService{
+	s := &ingressService{
 		t:        t,
 		port:     freePort(t),
-		delay:    delay,
 		verifier: signer(t, "standard", ingressSecret),
 		bySeq:    map[string][]ingressReceipt{},
 	}
+	s.delay.Store(int64(delay))
+	return s
 }
 
 // start listens on the reserved port and serves.
@@ -357,7 +358,7 @@ func (s *ingressService) serve(w http.ResponseWriter, r *http.Request) {
 	s.bySeq[ev.Seq] = append(s.bySeq[ev.Seq], ingressReceipt{N: s.total, URI: r.RequestURI, Header: r.Header.Clone(), Body: body, SigErr: sigErr})
 	s.total++
 	s.mu.Unlock()
-	time.Sleep(s.delay) // a slow service, when asked for
+	time.Sleep(time.Duration(s.delay.Load())) // a slow service, when asked for
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -572,9 +573,19 @@ func upTo(n int) []int {
 // a provider retries what failed. No event answered 2xx is lost, and
 // every event is delivered. With the service down at the kill no attempt
 // is in flight, and none is delivered twice; with the service up and
-// slow, an attempt in flight at the kill (its answer not yet settled in
-// the store) is made again after the restart: those duplicates are
-// counted, and each one's first delivery came before the kill.
+// slow (100ms an answer) at the kill, an attempt in flight then (its
+// answer not yet settled in the store) is made again after the restart:
+// those duplicates are counted, and each one's first delivery came
+// before the kill.
+//
+// How many: at most the leases the killed gateway held for the
+// destination, which the sender bounds by twice its workers (the
+// prefetch buffer and the attempts; sender/worker.go). Strictly, an
+// answered attempt keeps its lease until its outcome is settled, and
+// the settle loop does not hold the workers back: the bound holds while
+// a settle takes less than an answer (100ms here), which the logged
+// counts show with a wide margin. The service is fast again after the
+// kill, so that the rest is delivered quickly.
 func TestIngressSurvivesSIGKILL(t *testing.T) {
 	const destWorkers = 4
 	for _, tc := range []struct {
@@ -583,7 +594,7 @@ func TestIngressSurvivesSIGKILL(t *testing.T) {
 		delay time.Duration // its answer's delay
 	}{
 		{"service down", false, 0},
-		{"service up and slow", true, 20 * time.Millisecond},
+		{"service up and slow", true, 100 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			backends(t, func(t *testing.T, global string) {
@@ -608,6 +619,7 @@ func TestIngressSurvivesSIGKILL(t *testing.T) {
 							g.Kill()
 							_, atKill = svc.counts()
 							answered = accepted
+							svc.delay.Store(0)
 						})
 					}
 				})
