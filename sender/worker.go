@@ -30,7 +30,10 @@ type outcome struct {
 // workers (the destination's cap) take leased envelopes from a prefetch
 // buffer as large as their number; the loop refills it in batches once
 // half of it is free, so a busy destination costs one lease round trip per
-// batch, and holds at most twice its workers' worth of leases.
+// batch. It holds at most twice its workers' worth of leases waiting or
+// in flight, and, beside them, the leases of attempts made whose outcomes
+// wait for their settle to be written: a crash loses those outcomes, and
+// their envelopes are delivered again once their leases end.
 //
 // Lease deadlines and refresh intervals are measured on this process's
 // clock (time.Now); Options.Now dates what is stored.
