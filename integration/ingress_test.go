@@ -16,9 +16,9 @@ import (
 // standardSecret is a standard scheme secret for tests.
 const standardSecret = "whsec_c2VjcmV0LWZvci10ZXN0cy1vbmx5"
 
-// ingressGlobal is a hookgate block whose destination svc is up's URL
+// contractGlobal is a hookgate block whose destination svc is up's URL
 // under /in, signed with the standard scheme, retried fast.
-func ingressGlobal(url string) string {
+func contractGlobal(url string) string {
 	return fmt.Sprintf(`hookgate {
 		sender {
 			backoff 50ms 200ms
@@ -68,7 +68,7 @@ func TestIngressContract(t *testing.T) {
 			secret %s
 		}
 		webhook_enqueue svc
-	}`, secret, standardSecret, secret), gatewayOptions{Global: ingressGlobal(up.URL)})
+	}`, secret, standardSecret, secret), gatewayOptions{Global: contractGlobal(up.URL)})
 	gh := signer(t, "github", secret)
 
 	delivery := randomID("gh-")
