@@ -151,7 +151,7 @@ func (o *Options) Received(r *http.Request, source string, credentials []string)
 	}
 	if lines > MaxKeptHeaders || size > MaxKeptHeaderBytes {
 		return nil, refuse(problem.HeadersTooLarge, "the request has %d header lines (%d bytes) to keep, over %d lines or %d bytes: "+
-			"nothing is stored; name fewer headers in keep_headers", lines, size, MaxKeptHeaders, MaxKeptHeaderBytes)
+			"nothing is stored; keep fewer headers (a repeated header counts once per line)", lines, size, MaxKeptHeaders, MaxKeptHeaderBytes)
 	}
 	for _, name := range o.RedactHeaders {
 		if _, ok := rec.Header[name]; ok {
