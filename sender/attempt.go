@@ -313,7 +313,11 @@ func (d *destination) header(e *Envelope, now time.Time) (http.Header, error) {
 		}
 	}
 	if e.TraceParent != "" {
+		// The enqueue's trace context, whole: a kept Tracestate or
+		// Baggage (named in keep_headers) belonged to another trace.
 		h.Set("Traceparent", e.TraceParent)
+		h.Del("Tracestate")
+		h.Del("Baggage")
 		if e.TraceState != "" {
 			h.Set("Tracestate", e.TraceState)
 		}

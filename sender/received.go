@@ -1,6 +1,7 @@
 package sender
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"math/bits"
@@ -50,33 +51,45 @@ func (r *Received) Shown() http.Header {
 // ReceivedPath is the path and query of a request URL as keep_path keeps
 // them: the path cleaned (no "." or ".." segment, no empty one), so that
 // appended to a destination's URL it stays under the destination's own
-// path; the query as it came.
+// path, whatever the server behind makes of it: a backslash is a slash
+// (as IIS reads it), and a segment that is "." or ".." before a ";" (as
+// Tomcat reads "..;x") is that segment; the query as it came.
 func ReceivedPath(u *url.URL) string {
-	p := path.Clean("/" + u.Path)
+	segs := strings.Split(strings.ReplaceAll(u.Path, "\\", "/"), "/")
+	for i, s := range segs {
+		if dots, _, ok := strings.Cut(s, ";"); ok && (dots == "." || dots == "..") {
+			segs[i] = dots
+		}
+	}
+	p := path.Clean("/" + strings.Join(segs, "/"))
 	esc := (&url.URL{Path: p}).EscapedPath()
 	if u.RawQuery != "" {
-		esc += "?" + u.RawQuery
+		// A raw query holds no "#" from a request; from a damaged store
+		// it would begin a fragment.
+		esc += "?" + strings.ReplaceAll(u.RawQuery, "#", "%23")
 	}
 	return esc
 }
 
 // joinURL is base with the received path and query appended: the path
-// under base's own path, the query after base's own. It never changes the
-// scheme, the host or the user info: only a path and a query are taken
-// from received, cleaned again whatever the store held.
+// under base's own path, the query after base's own, less the parameters
+// base's query sets (the destination's win, whichever a framework reads,
+// the first or the last). It never changes the scheme, the host or the
+// user info: only a path and a query are taken from received, cleaned
+// again whatever the store held.
 func joinURL(base *url.URL, received string) *url.URL {
 	ref, err := url.ParseRequestURI(received)
 	if err != nil {
 		return base
 	}
 	u := *base
-	u.User = base.User
 	rel := ReceivedPath(ref)
 	relPath, query, _ := strings.Cut(rel, "?")
 	joined := strings.TrimSuffix(base.EscapedPath(), "/") + relPath
 	if p, err := url.PathUnescape(joined); err == nil {
 		u.Path, u.RawPath = p, joined
 	}
+	query = withoutParams(query, base.Query())
 	switch {
 	case query == "":
 	case u.RawQuery == "":
@@ -85,6 +98,25 @@ func joinURL(base *url.URL, received string) *url.URL {
 		u.RawQuery += "&" + query
 	}
 	return &u
+}
+
+// withoutParams is the raw query q less the parameters set names, each
+// kept pair as it came.
+func withoutParams(q string, set url.Values) string {
+	if len(set) == 0 {
+		return q
+	}
+	var kept []string
+	for pair := range strings.SplitSeq(q, "&") {
+		name, _, _ := strings.Cut(pair, "=")
+		if n, err := url.QueryUnescape(name); err == nil {
+			name = n
+		}
+		if _, ok := set[name]; !ok && pair != "" {
+			kept = append(kept, pair)
+		}
+	}
+	return strings.Join(kept, "&")
 }
 
 // The Received block's stored form, before the body in a stored payload
@@ -182,7 +214,10 @@ func readReceived(b []byte) (*Received, error) {
 		}
 		r.Header[name] = vals
 	}
-	if d.Err || len(d.Buf) != 0 {
+	// Only the canonical form is read: a block that would not be written
+	// again byte for byte (names out of order or repeated, a long varint)
+	// is damaged, and a record's ReceivedSize must stay its length.
+	if d.Err || len(d.Buf) != 0 || !bytes.Equal(appendReceived(make([]byte, 0, len(b)), r), b) {
 		return nil, errBadReceived
 	}
 	return r, nil

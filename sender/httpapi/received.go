@@ -22,7 +22,8 @@ type ReceivedView struct {
 
 // ReceivedOf is r as shown: nil for nil (an envelope enqueued through the
 // API, or one whose payload the history no longer keeps). The values
-// redact_headers names never leave the gateway: only Shown is read.
+// redact_headers names are never shown (they are sent to the service as
+// they came): only Shown is read.
 func ReceivedOf(r *sender.Received) *ReceivedView {
 	if r == nil {
 		return nil

@@ -18,10 +18,12 @@ import (
 // and how the provider is answered. Check them once (Provision).
 type Options struct {
 	// KeepHeaders names the request headers the envelope keeps and each
-	// attempt sends on; "*" among them keeps every header but Cookie,
-	// Authorization and the verified scheme's signature and timestamp
-	// headers, unless named beside it. Hop-by-hop headers, Host and
-	// Content-Length are never kept. Default none.
+	// attempt sends on; "*" among them keeps every header but those
+	// unkept unless named beside it: the credentials (Cookie,
+	// Authorization, the verified scheme's signature and timestamp), the
+	// forwarding headers and the trace context (see unvouched). Hop-by-hop
+	// headers, Host, Content-Length, Expect, Content-Type (the envelope's
+	// own) and Hookgate- headers are never kept. Default none.
 	KeepHeaders []string `json:"keep_headers,omitempty"`
 	// KeepPath appends the request's path and query, cleaned, to the
 	// destination's URL.
@@ -39,8 +41,9 @@ type Options struct {
 	named []string // KeepHeaders but "*"
 }
 
-// The bounds on what an envelope keeps of a request's headers: past
-// either, 431 headers_too_large, and nothing is stored.
+// The bounds on what an envelope keeps of a request's headers (and its
+// path, with keep_path): past either, 431 headers_too_large, and nothing
+// is stored.
 const (
 	MaxKeptHeaders     = 64       // header lines: a repeated header counts once per value
 	MaxKeptHeaderBytes = 16 << 10 // names and values
@@ -56,6 +59,16 @@ var hopByHop = []string{
 
 // credentials are kept by keep_headers * only when named.
 var credentials = []string{"Authorization", "Cookie"}
+
+// unvouched are kept by keep_headers * only when named: the forwarding
+// headers and the trace context. Sent on by the gateway, they would say
+// what it did not check: a client's address or host (reverse_proxy drops
+// or rewrites them), a trace the provider chose; each attempt carries
+// the enqueue's own trace context.
+var unvouched = []string{
+	"Forwarded", "Via", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Port",
+	"X-Forwarded-Prefix", "X-Real-Ip", "Traceparent", "Tracestate", "Baggage",
+}
 
 // ParseAnswer reads answer's arguments: <status> [<body>].
 func (o *Options) ParseAnswer(args []string) error {
@@ -135,9 +148,16 @@ func (o *Options) Received(r *http.Request, source string, credentials []string)
 	if o.KeepPath {
 		rec.Path = sender.ReceivedPath(r.URL)
 	}
-	lines, size := 0, 0
+	// Headers the request's Connection names are hop-by-hop too.
+	var connection []string
+	for _, v := range r.Header["Connection"] {
+		for tok := range strings.SplitSeq(v, ",") {
+			connection = append(connection, http.CanonicalHeaderKey(strings.TrimSpace(tok)))
+		}
+	}
+	lines, size := 0, len(rec.Path)
 	for name, vals := range r.Header {
-		if !o.keeps(name, credentials) {
+		if !o.keeps(name, credentials) || o.all && slices.Contains(connection, name) && !slices.Contains(o.named, name) {
 			continue
 		}
 		if rec.Header == nil {
@@ -150,7 +170,7 @@ func (o *Options) Received(r *http.Request, source string, credentials []string)
 		}
 	}
 	if lines > MaxKeptHeaders || size > MaxKeptHeaderBytes {
-		return nil, refuse(problem.HeadersTooLarge, "the request has %d header lines (%d bytes) to keep, over %d lines or %d bytes: "+
+		return nil, refuse(problem.HeadersTooLarge, "the request has %d header lines (%d bytes with the kept path) to keep, over %d lines or %d bytes: "+
 			"nothing is stored; keep fewer headers (a repeated header counts once per line)", lines, size, MaxKeptHeaders, MaxKeptHeaderBytes)
 	}
 	for _, name := range o.RedactHeaders {
@@ -166,7 +186,7 @@ func (o *Options) keeps(name string, schemeCredentials []string) bool {
 	if slices.Contains(o.named, name) {
 		return true
 	}
-	return o.all && !slices.Contains(hopByHop, name) && !slices.Contains(credentials, name) &&
+	return o.all && !slices.Contains(hopByHop, name) && !slices.Contains(credentials, name) && !slices.Contains(unvouched, name) &&
 		!slices.Contains(schemeCredentials, name) && name != "Content-Type" && !strings.HasPrefix(name, "Hookgate-")
 }
 

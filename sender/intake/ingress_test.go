@@ -71,7 +71,10 @@ func TestReceivedKeeps(t *testing.T) {
 		"X-Hub-Signature-256": {"sha256=00"},
 		"Authorization":       {"Bearer t"},
 		"Cookie":              {"c=1"},
-		"Connection":          {"keep-alive"},
+		"Connection":          {"keep-alive, X-Hop"},
+		"X-Hop":               {"per-connection"},
+		"X-Forwarded-For":     {"10.0.0.1"},
+		"Traceparent":         {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
 		"Expect":              {"100-continue"},
 		"Content-Type":        {"application/json"},
 		"Hookgate-Redrive-Id": {"forged"},
@@ -110,10 +113,11 @@ func TestReceivedKeeps(t *testing.T) {
 	if !slices.Equal(rec.Header["X-Multi"], []string{"a", "b"}) {
 		t.Errorf("X-Multi = %v", rec.Header["X-Multi"])
 	}
-	// * and a name: the named credential too.
-	rec, _ = checked(t, Options{KeepHeaders: []string{"*", "Authorization"}}).Received(request(h), "github", creds)
-	if rec.Header.Get("Authorization") != "Bearer t" || rec.Header.Get("Cookie") != "" {
-		t.Errorf("* Authorization kept %v", rec.Header)
+	// * and names: the named credential and forwarding header too.
+	rec, _ = checked(t, Options{KeepHeaders: []string{"*", "Authorization", "X-Forwarded-For"}}).Received(request(h), "github", creds)
+	if rec.Header.Get("Authorization") != "Bearer t" || rec.Header.Get("X-Forwarded-For") != "10.0.0.1" ||
+		rec.Header.Get("Cookie") != "" || rec.Header.Get("Traceparent") != "" || rec.Header.Get("X-Hop") != "" {
+		t.Errorf("* Authorization X-Forwarded-For kept %v", rec.Header)
 	}
 }
 
@@ -137,6 +141,11 @@ func TestReceivedBounds(t *testing.T) {
 	}
 	if _, err := o.Received(request(big(0)), "", nil); err != nil {
 		t.Errorf("%d bytes: %v", MaxKeptHeaderBytes, err)
+	}
+	// The kept path counts in the bytes.
+	withPath := checked(t, Options{KeepHeaders: []string{"*"}, KeepPath: true})
+	if _, err := withPath.Received(request(big(-5)), "", nil); err == nil {
+		t.Errorf("%d bytes of headers and a 12-byte path (/hooks/x?a=1): kept", MaxKeptHeaderBytes-5)
 	}
 	for name, h := range map[string]http.Header{"lines": lines(MaxKeptHeaders + 1), "bytes": big(1)} {
 		_, err := o.Received(request(h), "", nil)
@@ -203,7 +212,7 @@ func FuzzReceived(f *testing.F) {
 		lines, size := 0, 0
 		for k, vs := range rec.Header {
 			canon := http.CanonicalHeaderKey(k)
-			if slices.Contains(hopByHop, canon) || slices.Contains(credentials, canon) || canon == "X-Hub-Signature-256" ||
+			if slices.Contains(hopByHop, canon) || slices.Contains(credentials, canon) || slices.Contains(unvouched, canon) || canon == "X-Hub-Signature-256" ||
 				canon == "Content-Type" || strings.HasPrefix(canon, "Hookgate-") {
 				t.Fatalf("kept %q", k)
 			}
