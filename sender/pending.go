@@ -8,6 +8,12 @@ import (
 	"fmt"
 )
 
+// MaxPendingScan bounds the envelopes one Pending looks at, filtered or
+// not: a listing never walks a deep queue (on the embedded store, a long
+// read would hold back the writes that grow the file, enqueues among
+// them).
+const MaxPendingScan = 10_000
+
 // PendingFilter selects unsettled envelopes by their record; a zero
 // field matches all.
 type PendingFilter struct {

@@ -93,8 +93,9 @@ type Queue interface {
 	// records carry State (StateLeased, or StateQueued, paused or not)
 	// and NextAt (a leased one's: when its lease ends). A record that
 	// does not decode is listed as a BrokenMeta, when f is zero. It reads
-	// no payload and takes no cursor; it reads on until limit match, so
-	// a filter that few match costs a walk of the depth.
+	// no payload and takes no cursor; it reads on until limit match, or
+	// it has looked at MaxPendingScan envelopes: a filter that few match
+	// lists those among the first MaxPendingScan.
 	Pending(ctx context.Context, dest string, f PendingFilter, limit int) ([]*Meta, error)
 
 	// TrimHistory forgets what dest's history keeps past its time at now:

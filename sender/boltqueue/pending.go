@@ -17,6 +17,7 @@ import (
 // the due index (by when due), one read transaction.
 func (q *Queue) Pending(ctx context.Context, name string, f sender.PendingFilter, limit int) ([]*sender.Meta, error) {
 	var out []*sender.Meta
+	looked := 0
 	err := q.view(name, func(d *dest) error {
 		if d == nil {
 			return nil
@@ -26,7 +27,8 @@ func (q *Queue) Pending(ctx context.Context, name string, f sender.PendingFilter
 			state sender.State
 		}{{d.leased, sender.StateLeased}, {d.due, sender.StateQueued}} {
 			c := ix.b.Cursor()
-			for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
+			for k, _ := c.First(); k != nil && len(out) < limit && looked < sender.MaxPendingScan; k, _ = c.Next() {
+				looked++
 				if err := ctx.Err(); err != nil {
 					return err
 				}

@@ -80,9 +80,10 @@ func (q *Queue) Pending(ctx context.Context, dest string, f sender.PendingFilter
 	}
 	var out []*sender.Meta
 	seen := map[string]bool{}
+	looked := 0
 	for i, pk := range keys {
 		cmd := first[i]
-		for offset := 0; len(out) < limit; offset += chunk {
+		for offset := 0; len(out) < limit && looked < sender.MaxPendingScan; offset += chunk {
 			if offset > 0 {
 				cmd = pk.read(ctx, q.rdb, offset, chunk)
 			}
@@ -93,6 +94,7 @@ func (q *Queue) Pending(ctx context.Context, dest string, f sender.PendingFilter
 			if len(ids) == 0 {
 				break
 			}
+			looked += len(ids)
 			raws, err := q.rdb.HMGet(ctx, k.meta, ids...).Result()
 			if err != nil {
 				return nil, fmt.Errorf("redis pending: %w", err)
