@@ -576,7 +576,7 @@ func (q *Queue) moveHistory(ctx context.Context, src, dst keys) error {
 			n, size := 0, 0
 			for n < len(page) && (n == 0 || size < movePayloadBytes) {
 				if m, err := sender.UnmarshalMeta("", page[n].id, []byte(page[n].rec)); err == nil && page[n].state == "d" {
-					size += m.Size
+					size += m.Size + m.ReceivedSize
 				}
 				n++
 			}
