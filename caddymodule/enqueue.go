@@ -87,7 +87,7 @@ func (h *Enqueue) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.app = app
-	return h.Options.Check()
+	return h.Check()
 }
 
 // ServeHTTP queues the event through package intake, which answers 405 to
