@@ -2,14 +2,11 @@ package cli
 
 import (
 	"encoding/json"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/hookgate/hookgate/internal/bolttest"
 	"github.com/hookgate/hookgate/sender"
-	"github.com/hookgate/hookgate/sender/boltqueue"
 	"github.com/hookgate/hookgate/sender/httpapi"
 )
 
@@ -19,19 +16,7 @@ import (
 // settled; full, it says where to count them all; export writes them as
 // JSON Lines; --since is refused.
 func TestDeliveriesListQueued(t *testing.T) {
-	q, err := boltqueue.New(bolttest.Open(t, nil), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dests := []sender.Destination{{Name: "svc", URL: "http://127.0.0.1:1/hooks"}}
-	s, err := sender.New(q, sender.Config{}, dests, sender.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ops := sender.NewOps(s, sender.NewSettled(q, s.Destinations(), 10, nil), sender.OpsOptions{})
-	admin := httptest.NewServer(httpapi.New(ops, nil))
-	t.Cleanup(admin.Close)
-	addr := "--address=" + strings.TrimPrefix(admin.URL, "http://")
+	q, addr := svcAdmin(t)
 
 	now := time.Now().UTC().Truncate(time.Second)
 	enqueue := func(id string, next time.Time) {

@@ -22,20 +22,7 @@ import (
 // redact_headers names masked, never the values themselves.
 func TestShowPrintsReceived(t *testing.T) {
 	const secret = "tok-9f8e7d6c"
-	q, err := boltqueue.New(bolttest.Open(t, nil), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q.KeepHistory(sender.History{Keep: time.Hour, Payload: time.Hour})
-	dests := []sender.Destination{{Name: "svc", URL: "http://127.0.0.1:1/hooks"}}
-	s, err := sender.New(q, sender.Config{}, dests, sender.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ops := sender.NewOps(s, sender.NewSettled(q, s.Destinations(), 10, nil), sender.OpsOptions{})
-	admin := httptest.NewServer(httpapi.New(ops, nil))
-	t.Cleanup(admin.Close)
-	addr := "--address=" + strings.TrimPrefix(admin.URL, "http://")
+	q, addr := svcAdmin(t)
 
 	// Two envelopes as webhook_enqueue stores them: one dies after an
 	// attempt, one is delivered.
@@ -117,4 +104,25 @@ func TestShowPrintsReceived(t *testing.T) {
 			t.Errorf("export, %s: received (-want +got):\n%s", v.ID, diff)
 		}
 	}
+}
+
+// svcAdmin is the admin API over a bbolt queue of destination svc, whose
+// history keeps payloads an hour: the queue, and the --address flag that
+// reaches the API.
+func svcAdmin(t *testing.T) (*boltqueue.Queue, string) {
+	t.Helper()
+	q, err := boltqueue.New(bolttest.Open(t, nil), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.KeepHistory(sender.History{Keep: time.Hour, Payload: time.Hour})
+	dests := []sender.Destination{{Name: "svc", URL: "http://127.0.0.1:1/hooks"}}
+	s, err := sender.New(q, sender.Config{}, dests, sender.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := sender.NewOps(s, sender.NewSettled(q, s.Destinations(), 10, nil), sender.OpsOptions{})
+	admin := httptest.NewServer(httpapi.New(ops, nil))
+	t.Cleanup(admin.Close)
+	return q, "--address=" + strings.TrimPrefix(admin.URL, "http://")
 }
