@@ -12,11 +12,12 @@ package integration
 // gateway serves again after the failover.
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -183,26 +184,21 @@ func runFailover(t *testing.T, label, store string, failover func() time.Duratio
 	prefix := randomID("fo")
 	sign := signer(t, "standard", devSecret)
 
+	// The load stops when the test ends, however it ends: the failover
+	// runs on the test's goroutine and may stop it (t.Fatal).
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+
 	// The failover starts once 40% of the enqueues were acknowledged.
 	trigger := make(chan struct{})
 	var triggerOnce sync.Once
-	var killed time.Time
-	var failoverTook time.Duration
-	failoverDone := make(chan struct{})
-	go func() {
-		defer close(failoverDone)
-		select {
-		case <-trigger:
-		case <-t.Context().Done():
-			return
-		}
-		killed = time.Now()
-		failoverTook = failover()
-	}()
 
 	// Jobs: enqueue i is i >= 0, delivery j is -(j+1); interleaved.
 	jobs := make(chan int)
-	var wg sync.WaitGroup
 	start := time.Now()
 	for range failoverClients {
 		wg.Go(func() {
@@ -211,8 +207,10 @@ func runFailover(t *testing.T, label, store string, failover func() time.Duratio
 					id := fmt.Sprintf("%s-enq-%d", prefix, job)
 					body := fmt.Appendf(nil, `{"type":"failover.enqueued","n":%d}`, job)
 					h := http.Header{"Idempotency-Key": {id}, "Content-Type": {"application/json"}}
-					if !untilAnswered(client, load, "enqueue", g.URL+"/enqueue", h, body) {
-						t.Errorf("enqueue %s: no 2xx in %s", id, failoverGiveUp)
+					if !untilAnswered(ctx, client, load, "enqueue", g.URL+"/enqueue", h, body) {
+						if ctx.Err() == nil {
+							t.Errorf("enqueue %s: no 2xx in %s", id, failoverGiveUp)
+						}
 						continue
 					}
 					load.mu.Lock()
@@ -229,30 +227,47 @@ func runFailover(t *testing.T, label, store string, failover func() time.Duratio
 				// The provider's retry: the same delivery, sent again
 				// once the first copy was answered.
 				for copyN := range 2 {
-					if !untilAnswered(client, load, "dedupe", g.URL+"/", h, body) {
+					if !untilAnswered(ctx, client, load, "dedupe", g.URL+"/", h, body) && ctx.Err() == nil {
 						t.Errorf("delivery %s, copy %d: no 2xx in %s", id, copyN+1, failoverGiveUp)
 					}
 				}
 			}
 		})
 	}
-	for i := range max(failoverEnqueues, failoverDeliveries) {
-		if i < failoverEnqueues {
-			jobs <- i
+	wg.Go(func() {
+		defer close(jobs)
+		send := func(job int) bool {
+			select {
+			case jobs <- job:
+				return true
+			case <-ctx.Done():
+				return false
+			}
 		}
-		if i < failoverDeliveries {
-			jobs <- -(i + 1)
+		for i := range max(failoverEnqueues, failoverDeliveries) {
+			if i < failoverEnqueues && !send(i) {
+				return
+			}
+			if i < failoverDeliveries && !send(-(i + 1)) {
+				return
+			}
 		}
-	}
-	close(jobs)
-	wg.Wait()
-	loadTook := time.Since(start)
+	})
+	loadDone := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(loadDone)
+	}()
+
 	select {
 	case <-trigger:
-	default:
+	case <-loadDone:
 		t.Fatal("the load ended before the failover started")
 	}
-	<-failoverDone
+	killed := time.Now()
+	failoverTook := failover()
+	<-loadDone
+	loadTook := time.Since(start)
 	if t.Failed() {
 		return
 	}
@@ -269,12 +284,12 @@ func runFailover(t *testing.T, label, store string, failover func() time.Duratio
 	// The gateway serves again: a new enqueue and a new delivery are
 	// answered 2xx at once.
 	id := prefix + "-after"
-	st, _, err := try(client, g.URL+"/enqueue", http.Header{"Idempotency-Key": {id}}, []byte(`{"type":"failover.after"}`))
+	st, _, err := try(t.Context(), client, g.URL+"/enqueue", http.Header{"Idempotency-Key": {id}}, []byte(`{"type":"failover.after"}`))
 	if err != nil || st != 202 {
 		t.Errorf("an enqueue after the failover: %d %v; want 202", st, err)
 	}
 	body := []byte(`{"type":"failover.after"}`)
-	st, _, err = try(client, g.URL+"/", sign.Sign(id, time.Now(), body), body)
+	st, _, err = try(t.Context(), client, g.URL+"/", sign.Sign(id, time.Now(), body), body)
 	if err != nil || st != 200 {
 		t.Errorf("a delivery after the failover: %d %v; want 200", st, err)
 	}
@@ -327,10 +342,13 @@ func runFailover(t *testing.T, label, store string, failover func() time.Duratio
 // untilAnswered sends body to url until it is answered 2xx, waiting
 // failoverRetryEvery after each failure, for failoverGiveUp at most; it
 // notes every answer in load.
-func untilAnswered(client *http.Client, load *failoverLoad, door, url string, h http.Header, body []byte) bool {
+func untilAnswered(ctx context.Context, client *http.Client, load *failoverLoad, door, url string, h http.Header, body []byte) bool {
 	deadline := time.Now().Add(failoverGiveUp)
 	for {
-		st, reason, err := try(client, url, h, body)
+		st, reason, err := try(ctx, client, url, h, body)
+		if ctx.Err() != nil {
+			return false // the test ended: not an answer
+		}
 		load.note(door, st, reason, err)
 		if st >= 200 && st < 300 {
 			return true
@@ -338,14 +356,18 @@ func untilAnswered(client *http.Client, load *failoverLoad, door, url string, h 
 		if time.Now().After(deadline) {
 			return false
 		}
-		time.Sleep(failoverRetryEvery)
+		select {
+		case <-time.After(failoverRetryEvery):
+		case <-ctx.Done():
+			return false
+		}
 	}
 }
 
 // try POSTs body to url once, and returns the status and, for a
 // problem+json answer, its reason; status 0 with a transport error.
-func try(client *http.Client, url string, h http.Header, body []byte) (int, string, error) {
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(string(body)))
+func try(ctx context.Context, client *http.Client, url string, h http.Header, body []byte) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, "", err
 	}
