@@ -158,7 +158,9 @@ func runFailover(t *testing.T, label, store string, failover func() time.Duratio
 		}
 	}`, store, redistest.Prefix("fo"), sink.URL, devSecret)
 	// A dedupe lease of 5 s: a claim whose record the failover lost is
-	// taken over (and counted) within the run, not after 30 s.
+	// taken over (and counted) within the run, not after 30 s. No replay
+	// cache: a copy is judged by the store alone, as on another instance;
+	// the cache would hide a record the failover lost.
 	site := fmt.Sprintf(`handle /enqueue {
 		webhook_enqueue sink
 	}
@@ -172,8 +174,6 @@ func runFailover(t *testing.T, label, store string, failover func() time.Duratio
 		}
 		reverse_proxy %s
 	}`, devSecret, applied.Addr())
-	// replay_cache off: a copy is judged by the store alone, as on another
-	// instance; the cache would hide a record the failover lost.
 	g := startGateway(t, site, gatewayOptions{Global: global})
 
 	client := &http.Client{
