@@ -113,6 +113,7 @@ func Open(cfg Config, logger *slog.Logger) (*Conn, error) {
 		c.rdb = redis.NewUniversalClient(opts)
 		if cc, ok := c.rdb.(*redis.ClusterClient); ok {
 			sendScriptsOnce(cc)
+			reloadOnNodeFailure(cc)
 		}
 		out := newOutage(logger, opts.Addrs, time.Now)
 		out.watch(c.rdb)
