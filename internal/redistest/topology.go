@@ -8,6 +8,7 @@ package redistest
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -393,7 +394,7 @@ func (c *Cluster) WaitFailover(key string, old *Server, within time.Duration) *S
 
 // owner is key's slot and the address of the master serving it, as the
 // first live node other than skip reports (CLUSTER KEYSLOT, CLUSTER
-// SLOTS).
+// SHARDS).
 func (c *Cluster) owner(key string, skip *Server) (int64, string, error) {
 	for _, n := range c.Nodes {
 		if n == skip || n.cmd == nil {
@@ -402,18 +403,25 @@ func (c *Cluster) owner(key string, skip *Server) (int64, string, error) {
 		cl := redis.NewClient(&redis.Options{Addr: n.Addr(), DialTimeout: time.Second, ReadTimeout: time.Second, MaxRetries: -1})
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		slot, err := cl.ClusterKeySlot(ctx, key).Result()
-		var slots []redis.ClusterSlot
+		var shards []redis.ClusterShard
 		if err == nil {
-			slots, err = cl.ClusterSlots(ctx).Result()
+			shards, err = cl.ClusterShards(ctx).Result()
 		}
 		cancel()
 		_ = cl.Close() // a probe
 		if err != nil {
 			return 0, "", fmt.Errorf("%s: %w", n.Addr(), err)
 		}
-		for _, s := range slots {
-			if int64(s.Start) <= slot && slot <= int64(s.End) && len(s.Nodes) > 0 {
-				return slot, s.Nodes[0].Addr, nil
+		for _, sh := range shards {
+			for _, r := range sh.Slots {
+				if r.Start > slot || slot > r.End {
+					continue
+				}
+				for _, node := range sh.Nodes {
+					if node.Role == "master" && node.Health == "online" {
+						return slot, net.JoinHostPort(node.IP, strconv.FormatInt(node.Port, 10)), nil
+					}
+				}
 			}
 		}
 		return slot, "", fmt.Errorf("%s: no node serves slot %d", n.Addr(), slot)
