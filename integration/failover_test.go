@@ -33,23 +33,48 @@ var failoverSettings = []struct{ name, lines string }{
 	{"min_replicas=0", ""},
 }
 
+// sentinelDelays are the replication delays each Sentinel failover runs
+// with: none (on loopback a replica is microseconds behind), and 20 ms,
+// about a round trip across zones, which widens the window a failover can
+// lose. The delay holds what the master sends its replicas, and drops it
+// when the master dies (redistest.ReplicationDelay): the writes
+// acknowledged in the last 20 ms before the SIGKILL can be lost. Only the
+// first failover is delayed; the replica left is reconfigured to
+// replicate from the promoted master directly.
+var sentinelDelays = []time.Duration{0, 20 * time.Millisecond}
+
 // TestSentinelFailoverCounts runs the load through a Sentinel failover:
 // a master, two replicas, three Sentinels; the master SIGKILLed when 40%
-// of the enqueues were acknowledged.
+// of the enqueues were acknowledged. Each setting runs once per delay of
+// the replication link.
 func TestSentinelFailoverCounts(t *testing.T) {
 	for _, s := range failoverSettings {
-		t.Run(s.name, func(t *testing.T) {
-			group := redistest.StartSentinelGroup(t)
-			store := fmt.Sprintf("store redis %s {\n\t\t\tsentinel_master %s\n\t\t\t%s\n\t\t}",
-				group.StoreURLs(), redistest.SentinelMaster, s.lines)
-			runFailover(t, "sentinel "+s.name, store, func() time.Duration {
-				killed := time.Now()
-				old := group.KillMaster()
-				group.WaitFailover(old, 60*time.Second)
-				return time.Since(killed)
+		for _, delay := range sentinelDelays {
+			name := s.name
+			var opts []redistest.SentinelOption
+			if delay > 0 {
+				name += " delay=" + delay.String()
+				opts = append(opts, redistest.ReplicationDelay(delay))
+			}
+			t.Run(name, func(t *testing.T) {
+				runSentinelFailover(t, "sentinel "+name, s.lines, opts...)
 			})
-		})
+		}
 	}
+}
+
+// runSentinelFailover runs the load through a Sentinel failover, with
+// lines added to the store redis block, on a group started with opts.
+func runSentinelFailover(t *testing.T, label, lines string, opts ...redistest.SentinelOption) {
+	group := redistest.StartSentinelGroup(t, opts...)
+	store := fmt.Sprintf("store redis %s {\n\t\t\tsentinel_master %s\n\t\t\t%s\n\t\t}",
+		group.StoreURLs(), redistest.SentinelMaster, lines)
+	runFailover(t, label, store, func() time.Duration {
+		killed := time.Now()
+		old := group.KillMaster()
+		group.WaitFailover(old, 60*time.Second)
+		return time.Since(killed)
+	})
 }
 
 // TestClusterFailoverCounts runs the load through a Cluster failover:

@@ -40,27 +40,76 @@ type SentinelGroup struct {
 	Servers []*Server
 	// Sentinels are the Sentinels' host:port addresses.
 	Sentinels []string
+	// Proxy is the delayed link the replicas replicate through, with
+	// ReplicationDelay; nil without.
+	Proxy *DelayProxy
 }
+
+// SentinelOption changes the group StartSentinelGroup starts.
+type SentinelOption func(*sentinelConfig)
+
+// sentinelConfig is what the options set.
+type sentinelConfig struct {
+	replicationDelay time.Duration
+}
+
+// ReplicationDelay puts the replicas behind a DelayProxy that holds what
+// the master sends them for d: they replicate from the proxy's address
+// (replicaof), and are d behind the master instead of microseconds. What
+// the proxy holds when the master dies is dropped, so a failover loses
+// the master's last d of writes. The delay lasts until the first
+// failover only: Sentinel reconfigures the surviving replica to
+// replicate from the promoted master directly, without a proxy.
+//
+// Sentinel "fixes" a replica that replicates from an address other than
+// its master's (+fix-slave-config), once the replica has been known for
+// the failover timeout. With a delay the group's failover timeout is
+// therefore delayedFailoverTimeout, and KillMaster fails the test if the
+// replicas no longer replicate through the proxy.
+func ReplicationDelay(d time.Duration) SentinelOption {
+	return func(c *sentinelConfig) { c.replicationDelay = d }
+}
+
+// delayedFailoverTimeout is the failover timeout of a group with a
+// ReplicationDelay: long enough that Sentinel leaves the replicas behind
+// the proxy for a test's run up to the failover, short enough that a
+// stalled failover is retried within WaitFailover's usual bound.
+const delayedFailoverTimeout = 30 * time.Second
 
 // StartSentinelGroup starts a master, two replicas (replicaof) and three
 // Sentinels on free ports, and returns once every Sentinel knows the
 // master, both replicas and the two other Sentinels: a failover can then
 // be authorised. Everything is killed when the test ends.
-func StartSentinelGroup(t testing.TB) *SentinelGroup {
+func StartSentinelGroup(t testing.TB, opts ...SentinelOption) *SentinelGroup {
 	t.Helper()
 	skipShort(t)
 	if _, err := exec.LookPath("redis-cli"); err != nil {
 		t.Fatal("redis-cli is not on PATH: install it (Debian: apt-get install redis-server); .ci/run does")
 	}
+	var cfg sentinelConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	master := start(t, nil)
 	g := &SentinelGroup{t: t, Servers: []*Server{master}}
+	// The replicas replicate from the master, or from the proxy to it.
+	// Either way they announce their own address (the master's INFO
+	// names them by the connection's IP, 127.0.0.1, and their listening
+	// port), so the Sentinels reach them directly.
+	replicaOf := master.Port
+	failoverTimeout := sentinelFailoverTimeout
+	if cfg.replicationDelay > 0 {
+		g.Proxy = StartDelayProxy(t, master.Addr(), cfg.replicationDelay)
+		replicaOf = g.Proxy.Port()
+		failoverTimeout = delayedFailoverTimeout
+	}
 	for range 2 {
-		r := start(t, []string{"--replicaof", "127.0.0.1", strconv.Itoa(master.Port)})
+		r := start(t, []string{"--replicaof", "127.0.0.1", strconv.Itoa(replicaOf)})
 		g.Servers = append(g.Servers, r)
 	}
 	waitReplicas(t, master, 2)
 	for range 3 {
-		g.Sentinels = append(g.Sentinels, startSentinel(t, master.Port))
+		g.Sentinels = append(g.Sentinels, startSentinel(t, master.Port, failoverTimeout))
 	}
 	// Sentinels find the replicas through the master's INFO and each
 	// other through its hello channel, every second or two.
@@ -80,8 +129,8 @@ func StartSentinelGroup(t testing.TB) *SentinelGroup {
 }
 
 // startSentinel starts one Sentinel monitoring the master on masterPort,
-// and returns its address.
-func startSentinel(t testing.TB, masterPort int) string {
+// with that failover timeout, and returns its address.
+func startSentinel(t testing.TB, masterPort int, failoverTimeout time.Duration) string {
 	t.Helper()
 	port := FreePort(t)
 	dir := t.TempDir()
@@ -94,7 +143,7 @@ func startSentinel(t testing.TB, masterPort int) string {
 		"sentinel parallel-syncs %s 1\n",
 		port, dir, SentinelMaster, masterPort,
 		SentinelMaster, sentinelDownAfter.Milliseconds(),
-		SentinelMaster, sentinelFailoverTimeout.Milliseconds(),
+		SentinelMaster, failoverTimeout.Milliseconds(),
 		SentinelMaster)
 	if err := os.WriteFile(conf, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
@@ -149,12 +198,36 @@ func (g *SentinelGroup) server(addr string) *Server {
 	return nil
 }
 
-// KillMaster SIGKILLs the current master and returns it.
+// KillMaster SIGKILLs the current master and returns it. With a
+// ReplicationDelay, it first checks that the master's replicas still
+// replicate through the proxy (see ReplicationDelay).
 func (g *SentinelGroup) KillMaster() *Server {
 	g.t.Helper()
 	m := g.Master()
+	if g.Proxy != nil {
+		g.checkDelayed(m)
+	}
 	m.Stop()
 	return m
+}
+
+// checkDelayed fails the test unless every data node other than master
+// replicates from the proxy's port.
+func (g *SentinelGroup) checkDelayed(master *Server) {
+	g.t.Helper()
+	want := "master_port:" + strconv.Itoa(g.Proxy.Port()) + "\r\n"
+	for _, s := range g.Servers {
+		if s == master || s.cmd == nil {
+			continue
+		}
+		in, err := info(s.Addr(), "replication")
+		if err != nil {
+			g.t.Fatalf("INFO replication of %s: %v", s.Addr(), err)
+		}
+		if !strings.Contains(in, want) {
+			g.t.Fatalf("replica %s no longer replicates through the delay proxy (Sentinel reconfigured it?):\n%s", s.Addr(), in)
+		}
+	}
 }
 
 // WaitFailover waits, up to within, until every Sentinel names a master
