@@ -59,9 +59,6 @@ func (p *DelayProxy) Addr() string { return p.ln.Addr().String() }
 // Port is the proxy's port.
 func (p *DelayProxy) Port() int { return p.ln.Addr().(*net.TCPAddr).Port }
 
-// Host is the proxy's host, 127.0.0.1.
-func (p *DelayProxy) Host() string { return p.ln.Addr().(*net.TCPAddr).IP.String() }
-
 // Close stops accepting, closes every connection and waits for the
 // proxy's goroutines to end.
 func (p *DelayProxy) Close() {
