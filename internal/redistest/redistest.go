@@ -255,22 +255,11 @@ func processAlive(pid int) bool {
 func StartSentinel(t testing.TB, master *Server) string {
 	t.Helper()
 	skipShort(t)
-	port := FreePort(t)
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "sentinel.conf")
-	content := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor mymaster 127.0.0.1 %d 1\nsentinel down-after-milliseconds mymaster 2000\n", port, dir, master.Port)
-	if err := os.WriteFile(conf, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("redis-server", conf, "--sentinel", "--logfile", filepath.Join(dir, "sentinel.log"))
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting redis sentinel: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) // reaped; Wait reports the kill
-	addr := "127.0.0.1:" + strconv.Itoa(port)
+	addr := runSentinel(t, fmt.Sprintf("sentinel monitor mymaster 127.0.0.1 %d 1\nsentinel down-after-milliseconds mymaster 2000\n", master.Port))
+	_, port, _ := strings.Cut(addr, ":")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		out, _ := exec.Command("redis-cli", "-p", strconv.Itoa(port), "sentinel", "get-master-addr-by-name", "mymaster").Output()
+		out, _ := exec.Command("redis-cli", "-p", port, "sentinel", "get-master-addr-by-name", "mymaster").Output()
 		if strings.Contains(string(out), strconv.Itoa(master.Port)) {
 			return addr
 		}
@@ -279,6 +268,27 @@ func StartSentinel(t testing.TB, master *Server) string {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// runSentinel starts a Sentinel on a free loopback port with config (the
+// lines after port, bind and dir), stopped when the test ends, and
+// returns its address. The file is Sentinel's own: it rewrites it as it
+// learns.
+func runSentinel(t testing.TB, config string) string {
+	t.Helper()
+	port := FreePort(t)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "sentinel.conf")
+	content := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\n", port, dir) + config
+	if err := os.WriteFile(conf, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("redis-server", conf, "--sentinel", "--logfile", filepath.Join(dir, "sentinel.log"))
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting redis sentinel: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) // reaped; Wait reports the kill
+	return "127.0.0.1:" + strconv.Itoa(port)
 }
 
 // CPU is redis-server's CPU time so far, user and system, read from the

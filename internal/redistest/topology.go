@@ -9,9 +9,7 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -132,28 +130,14 @@ func StartSentinelGroup(t testing.TB, opts ...SentinelOption) *SentinelGroup {
 // with that failover timeout, and returns its address.
 func startSentinel(t testing.TB, masterPort int, failoverTimeout time.Duration) string {
 	t.Helper()
-	port := FreePort(t)
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "sentinel.conf")
-	// The file is Sentinel's own: it rewrites it as it learns.
-	content := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\n"+
-		"sentinel monitor %s 127.0.0.1 %d 2\n"+
+	addr := runSentinel(t, fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 2\n"+
 		"sentinel down-after-milliseconds %s %d\n"+
 		"sentinel failover-timeout %s %d\n"+
 		"sentinel parallel-syncs %s 1\n",
-		port, dir, SentinelMaster, masterPort,
+		SentinelMaster, masterPort,
 		SentinelMaster, sentinelDownAfter.Milliseconds(),
 		SentinelMaster, failoverTimeout.Milliseconds(),
-		SentinelMaster)
-	if err := os.WriteFile(conf, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("redis-server", conf, "--sentinel", "--logfile", filepath.Join(dir, "sentinel.log"))
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting redis sentinel: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) // reaped; Wait reports the kill
-	addr := "127.0.0.1:" + strconv.Itoa(port)
+		SentinelMaster))
 	poll(t, 10*time.Second, "sentinel "+addr+" to answer", func() (bool, string) {
 		_, err := sentinelMaster(addr)
 		if err != nil {
