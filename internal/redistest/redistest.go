@@ -32,6 +32,9 @@ type Server struct {
 	dir  string
 	args []string
 	cmd  *exec.Cmd
+	// exited is closed once the running process has exited and been
+	// reaped.
+	exited chan struct{}
 }
 
 // Addr is the server's host:port.
@@ -95,16 +98,50 @@ func (s *Server) Restart() {
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("starting redis-server: %v", err)
 	}
+	exited := make(chan struct{})
+	s.exited = exited
+	go func(cmd *exec.Cmd) {
+		_ = cmd.Wait() // it ends killed, or early; exited says which
+		close(exited)
+	}(s.cmd)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if ping(s.Addr()) {
 			return
 		}
+		select {
+		case <-exited:
+			s.t.Fatalf("redis-server on %s exited at start:\n%s", s.Addr(), s.logTail())
+		default:
+		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("redis-server on %s did not answer in 10s", s.Addr())
+			s.t.Fatalf("redis-server on %s did not answer in 10s:\n%s", s.Addr(), s.logTail())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// logTail is the end of the server's log, for a failure message.
+func (s *Server) logTail() string {
+	b, err := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}
+
+// startClusterNode starts a cluster-mode node. Its cluster bus port is one
+// FreePort handed out too: by default Redis takes port+10000, which no one
+// reserved, and a node whose bus port was taken exited at start (seen in
+// CI: "did not answer in 10s").
+func startClusterNode(t testing.TB, nodeTimeout time.Duration) *Server {
+	t.Helper()
+	return start(t, []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		"--cluster-port", strconv.Itoa(FreePort(t)),
+		"--cluster-node-timeout", strconv.FormatInt(nodeTimeout.Milliseconds(), 10)})
 }
 
 // Stop kills the server.
@@ -112,9 +149,8 @@ func (s *Server) Stop() {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return
 	}
-	// Killed, Wait reports the kill: the point is only to reap it.
-	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
+	_ = s.cmd.Process.Kill() // it may have exited already
+	<-s.exited
 	s.cmd = nil
 }
 
@@ -148,7 +184,7 @@ func StartCluster(t testing.TB) []string {
 		// No test stops a node of the Cluster, so a long node timeout
 		// costs nothing, and a node slow to answer on a loaded machine
 		// (2 s was seen: CLUSTERDOWN) is not marked failed.
-		s := start(t, []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "30000"})
+		s := startClusterNode(t, 30*time.Second)
 		addrs = append(addrs, s.Addr())
 	}
 	args := append([]string{"--cluster", "create"}, addrs...)

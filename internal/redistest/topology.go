@@ -340,8 +340,7 @@ func StartReplicatedCluster(t testing.TB) *Cluster {
 	c := &Cluster{t: t}
 	var addrs []string
 	for range 6 {
-		s := start(t, []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", strconv.FormatInt(clusterNodeTimeout.Milliseconds(), 10)})
+		s := startClusterNode(t, clusterNodeTimeout)
 		c.Nodes = append(c.Nodes, s)
 		addrs = append(addrs, s.Addr())
 	}
