@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -89,6 +90,12 @@ type StoreConfig struct {
 
 	// SentinelMaster is the master name to ask the Sentinels for.
 	SentinelMaster string `json:"sentinel_master,omitempty"`
+
+	// MinReplicas is how many replicas each write that an answer depends
+	// on waits for (Redis's WAIT), within ReplicaTimeout (default
+	// 100ms). Default 0: none.
+	MinReplicas    int            `json:"min_replicas,omitempty"`
+	ReplicaTimeout caddy.Duration `json:"replica_timeout,omitempty"`
 }
 
 // connections holds the open stores, keyed by their config, so that a
@@ -123,7 +130,8 @@ func (a *App) openStore() (*store.Conn, error) {
 // placeholders of its Redis URLs read now, so that a password never
 // appears in the adapted config.
 func (a *App) storeConfig() (store.Config, error) {
-	cfg := store.Config{Backend: a.Store.Backend, Dir: a.Store.Dir, SentinelMaster: a.Store.SentinelMaster}
+	cfg := store.Config{Backend: a.Store.Backend, Dir: a.Store.Dir, SentinelMaster: a.Store.SentinelMaster,
+		MinReplicas: a.Store.MinReplicas, ReplicaTimeout: time.Duration(a.Store.ReplicaTimeout)}
 	repl := caddy.NewReplacer()
 	for i, tmpl := range a.Store.URLs {
 		u, err := repl.ReplaceOrErr(tmpl, true, true)
@@ -171,6 +179,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	// first, never here: `hookgate validate` must not take the bbolt
 	// file's lock from a running gateway.
 	a.store = store.NewLazy(a.openStore, a.KeyPrefix, a.Store.Backend, m.StoreOpDuration())
+	if err := m.ObserveReplicationShortfalls(a.store.ReplicationShortfalls); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
 	for _, j := range a.Reconcile {
 		if j.Every > 0 {
 			a.storeUsed = true // the schedule's lock lives in the store

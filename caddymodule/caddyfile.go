@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,6 +43,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 //	hookgate {
 //		store redis <url>... {
 //			sentinel_master <name>
+//			min_replicas <n> [<timeout>]
 //		}
 //		store file [<dir>]
 //		key_prefix <prefix>
@@ -135,6 +137,24 @@ func (sc *StoreConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			return cfparse.String(&sc.SentinelMaster)(d)
+		}},
+		{"min_replicas", func(d *caddyfile.Dispenser) error {
+			if sc.Backend != "redis" {
+				return d.Err("min_replicas is a Redis store's: the embedded store has no replicas")
+			}
+			args := d.RemainingArgs()
+			if len(args) < 1 || len(args) > 2 {
+				return d.Err("min_replicas takes a number of replicas and, optionally, a timeout: min_replicas <n> [<timeout>]")
+			}
+			n, err := strconv.Atoi(args[0])
+			if err != nil || n < 0 {
+				return d.Errf("min_replicas: want a number of replicas, 0 or more, got %q", args[0])
+			}
+			sc.MinReplicas = n
+			if len(args) == 2 {
+				sc.ReplicaTimeout, err = cfparse.PositiveDuration(d, "min_replicas", args[1])
+			}
+			return err
 		}},
 	})
 }

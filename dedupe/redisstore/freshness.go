@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hookgate/hookgate/dedupe/freshness"
+	"github.com/hookgate/hookgate/internal/replicas"
 )
 
 // acquireScript checks an event against the watermark and takes the lease.
@@ -43,7 +45,17 @@ return {1, wm}
 
 // AcquireEntity implements freshness.EntityStore.
 func (s *Store) AcquireEntity(ctx context.Context, entity string, a freshness.Acquire) (freshness.AcquireResult, error) {
-	v, err := s.eval(ctx, acquireScript, "evalsha", acquireScript.Hash(), 1, entityKey(s.prefix, entity),
+	res, err := s.acquire(ctx, entity, a)
+	if errors.Is(err, replicas.ErrShortfall) {
+		// Refused, but the master may hold the lease: free it, as Claim
+		// does. The token holds it only if this call took it.
+		_ = s.FinishEntity(context.WithoutCancel(ctx), entity, a.Token, freshness.Finish{Now: a.Now})
+	}
+	return res, err
+}
+
+func (s *Store) acquire(ctx context.Context, entity string, a freshness.Acquire) (freshness.AcquireResult, error) {
+	v, err := s.eval(ctx, replicas.Claim, acquireScript, "evalsha", acquireScript.Hash(), 1, entityKey(s.prefix, entity),
 		a.Mark, a.Token, ms(a.Now), a.Lease.Milliseconds(), gcSlack.Milliseconds()).Slice()
 	if err != nil {
 		return freshness.AcquireResult{}, fmt.Errorf("redis acquire: %w", err)
@@ -99,7 +111,7 @@ func (s *Store) FinishEntity(ctx context.Context, entity, token string, f freshn
 	if f.Advance {
 		advance = "1"
 	}
-	err := s.eval(ctx, finishScript, "evalsha", finishScript.Hash(), 1, entityKey(s.prefix, entity),
+	err := s.eval(ctx, replicas.Watermark, finishScript, "evalsha", finishScript.Hash(), 1, entityKey(s.prefix, entity),
 		token, advance, f.Mark, ms(f.Now), ms(f.Now.Add(f.Retention)), (f.Retention + gcSlack).Milliseconds()).Err()
 	if err != nil {
 		return fmt.Errorf("redis finish: %w", err)

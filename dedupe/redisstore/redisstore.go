@@ -17,6 +17,7 @@ import (
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/pipeline"
+	"github.com/hookgate/hookgate/internal/replicas"
 )
 
 // Store is a dedupe.Store on Redis.
@@ -24,6 +25,7 @@ type Store struct {
 	rdb    redis.UniversalClient
 	prefix string
 	batch  *pipeline.Batcher
+	repl   *replicas.Waiter // nil: writes wait for no replica
 }
 
 // New returns a Store whose keys start with prefix.
@@ -49,6 +51,17 @@ func (s *Store) Stats() pipeline.Stats {
 	return s.batch.Stats()
 }
 
+// WaitForReplicas makes the Store's writes wait for w's replicas
+// (min_replicas): a claim (and an entity's acquire) that they did not
+// acknowledge in time fails, a record, release or watermark is counted.
+// Batched writes share one WAIT per pipeline. Call it before first use.
+func (s *Store) WaitForReplicas(w *replicas.Waiter) {
+	s.repl = w
+	if s.batch != nil {
+		s.batch.SetWait(w.WaitCmd)
+	}
+}
+
 // do sends cmd, in a shared pipeline when the Store has a batcher.
 func (s *Store) do(ctx context.Context, cmd redis.Cmder) error {
 	if s.batch == nil {
@@ -57,21 +70,48 @@ func (s *Store) do(ctx context.Context, cmd redis.Cmder) error {
 	return s.batch.Do(ctx, cmd)
 }
 
-// eval runs a script in the next shared pipeline, as EVALSHA. args are
-// the EVALSHA's: "evalsha", the script's hash, 1, the key, then the
-// script's ARGV. A Redis that does not hold the script (restarted, or
-// SCRIPT FLUSH) answers NOSCRIPT without running it; the script is then
-// run on its own, EVALSHA then EVAL, which loads it for the next
-// pipelines.
-func (s *Store) eval(ctx context.Context, script *redis.Script, args ...any) *redis.Cmd {
+// write sends cmd, a write of key, as do does; with WaitForReplicas it
+// waits for the replicas, and op judges a shortfall (replicas.Check).
+func (s *Store) write(ctx context.Context, op replicas.Op, key string, cmd redis.Cmder) error {
+	switch {
+	case s.repl == nil:
+		return s.do(ctx, cmd)
+	case s.batch == nil:
+		return s.repl.Do(ctx, op, key, cmd)
+	}
+	acked, err := s.batch.DoWrite(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	return s.repl.Check(op, acked)
+}
+
+// eval runs a script, a write of op, in the next shared pipeline, as
+// EVALSHA. args are the EVALSHA's: "evalsha", the script's hash, 1, the
+// key, then the script's ARGV. A Redis that does not hold the script
+// (restarted, or SCRIPT FLUSH) answers NOSCRIPT without running it; the
+// script is then run on its own, EVALSHA then EVAL, which loads it for
+// the next pipelines. With WaitForReplicas, a refusing op's shortfall is
+// the answer's error (its value was read: the script ran).
+func (s *Store) eval(ctx context.Context, op replicas.Op, script *redis.Script, args ...any) *redis.Cmd {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
+	key, _ := args[3].(string)
 	cmd := redis.NewCmd(ctx, args...)
 	var err error
+	if s.batch == nil && s.repl != nil {
+		return s.repl.Run(ctx, op, script, []string{key}, args[4:]...)
+	}
 	if s.batch == nil {
 		err = s.rdb.Process(ctx, cmd)
 	} else {
-		err = s.batch.Do(ctx, cmd)
+		var acked int
+		if acked, err = s.batch.DoWrite(ctx, cmd); err == nil {
+			if short := s.repl.Check(op, acked); short != nil {
+				cmd.SetErr(short)
+			}
+			return cmd
+		}
 	}
 	switch {
 	case err == nil:
@@ -81,8 +121,9 @@ func (s *Store) eval(ctx context.Context, script *redis.Script, args ...any) *re
 		failed := redis.NewCmd(ctx)
 		failed.SetErr(err)
 		return failed
+	case redis.HasErrorPrefix(err, "NOSCRIPT") && s.repl != nil:
+		return s.repl.Run(ctx, op, script, []string{key}, args[4:]...)
 	case redis.HasErrorPrefix(err, "NOSCRIPT"):
-		key, _ := args[3].(string)
 		return script.Run(ctx, s.rdb, []string{key}, args[4:]...)
 	}
 	return cmd
@@ -117,6 +158,17 @@ func ms(t time.Time) int64 { return t.UnixMilli() }
 // lease to take over, an expired entry to replace) goes to
 // takeOverScript, which decides again atomically.
 func (s *Store) Claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.ClaimResult, error) {
+	res, err := s.claim(ctx, key, c)
+	if errors.Is(err, replicas.ErrShortfall) {
+		// Refused, but the master may hold the claim: free it, so that
+		// the provider's retry is not answered in_flight until its lease
+		// ends. The token holds it only if this call wrote it.
+		_ = s.Release(context.WithoutCancel(ctx), key, c.Token)
+	}
+	return res, err
+}
+
+func (s *Store) claim(ctx context.Context, key string, c dedupe.Claim) (dedupe.ClaimResult, error) {
 	if len(c.Token) > maxToken {
 		return dedupe.ClaimResult{}, errors.New("redis claim: token over 255 bytes")
 	}
@@ -163,7 +215,7 @@ func (s *Store) setNX(ctx context.Context, k string, val []byte, gc int64) (stri
 	ctx, cancel := bounded(ctx)
 	defer cancel()
 	cmd := redis.NewStringCmd(ctx, "set", k, val, "px", gc, "nx", "get")
-	if err := s.do(ctx, cmd); err != nil && err != redis.Nil {
+	if err := s.write(ctx, replicas.Claim, k, cmd); err != nil && err != redis.Nil {
 		return "", err // the batcher's command may still be answered: not read
 	}
 	return cmd.Result()
@@ -227,7 +279,7 @@ var (
 
 // takeOver runs takeOverScript.
 func (s *Store) takeOver(ctx context.Context, k string, val []byte, now, gc int64) (dedupe.ClaimResult, error) {
-	v, err := s.eval(ctx, takeOverScript, "evalsha", takeOverSHA, 1, k, val, now, gc).Slice()
+	v, err := s.eval(ctx, replicas.Claim, takeOverScript, "evalsha", takeOverSHA, 1, k, val, now, gc).Slice()
 	if err != nil {
 		return dedupe.ClaimResult{}, fmt.Errorf("redis claim: %w", err)
 	}
@@ -282,7 +334,7 @@ return 1
 
 // Record implements dedupe.Store.
 func (s *Store) Record(ctx context.Context, key, token string, rec dedupe.Record, retention time.Duration, now time.Time) error {
-	n, err := s.eval(ctx, recordScript, "evalsha", recordSHA, 1, entryKey(s.prefix, key),
+	n, err := s.eval(ctx, replicas.Record, recordScript, "evalsha", recordSHA, 1, entryKey(s.prefix, key),
 		token, ms(now.Add(retention)), dedupe.MarshalRecord(rec), (retention + gcSlack).Milliseconds()).Int()
 	switch {
 	case err != nil:
@@ -311,7 +363,7 @@ var releaseSHA any = releaseScript.Hash()
 
 // Release implements dedupe.Store.
 func (s *Store) Release(ctx context.Context, key, token string) error {
-	err := s.eval(ctx, releaseScript, "evalsha", releaseSHA, 1, entryKey(s.prefix, key), token).Err()
+	err := s.eval(ctx, replicas.Release, releaseScript, "evalsha", releaseSHA, 1, entryKey(s.prefix, key), token).Err()
 	if err != nil {
 		return fmt.Errorf("redis release: %w", err)
 	}

@@ -20,6 +20,10 @@
 // that no single caller can cancel, with the latest deadline of the calls
 // in it (none if one has none). On a Cluster client go-redis splits the
 // pipeline by slot into one pipeline per node.
+//
+// With SetWait, a pipeline that holds a write (a DoWrite) ends with WAIT,
+// so that its writes wait for replicas at the cost of one WAIT per
+// pipeline, not per write; DoWrite answers how many replicas acknowledged.
 package pipeline
 
 import (
@@ -47,6 +51,7 @@ const DefaultMaxBatch = 512
 type Batcher struct {
 	client   Pipeliner
 	maxBatch int
+	wait     func(context.Context) *redis.IntCmd // set by SetWait
 
 	mu    sync.Mutex
 	queue []*call
@@ -61,6 +66,9 @@ type call struct {
 	ctx  context.Context
 	cmds []redis.Cmder
 	done chan struct{} // closed once the commands have their answers
+	// write marks a DoWrite; acked is then its pipeline's WAIT answer.
+	write bool
+	acked int
 	// gone is set when the caller stopped waiting: a call not sent yet
 	// is left out.
 	gone atomic.Bool
@@ -76,18 +84,35 @@ func New(client Pipeliner, maxBatch int) *Batcher {
 	return &Batcher{client: client, maxBatch: maxBatch}
 }
 
+// SetWait makes every pipeline that holds a DoWrite's commands end with
+// the command wait makes (a WAIT): one per pipeline, whatever the writes
+// in it. Call it before the first call.
+func (b *Batcher) SetWait(wait func(context.Context) *redis.IntCmd) { b.wait = wait }
+
 // Do sends cmds, in order, in one pipeline shared with the calls that
 // arrive at the same time, and waits for their answers. It returns the
 // first command's error that is not redis.Nil, or ctx.Err() if ctx ends
 // first; then the commands must not be read: they may still be answered.
 func (b *Batcher) Do(ctx context.Context, cmds ...redis.Cmder) error {
+	_, err := b.do(ctx, false, cmds)
+	return err
+}
+
+// DoWrite is Do for commands that write: with SetWait, it also answers
+// how many replicas acknowledged its pipeline's writes (0 when the WAIT
+// failed after the commands were answered). Without SetWait, acked is 0.
+func (b *Batcher) DoWrite(ctx context.Context, cmds ...redis.Cmder) (acked int, err error) {
+	return b.do(ctx, true, cmds)
+}
+
+func (b *Batcher) do(ctx context.Context, write bool, cmds []redis.Cmder) (int, error) {
 	if len(cmds) == 0 {
-		return nil
+		return 0, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return 0, err
 	}
-	c := &call{ctx: ctx, cmds: cmds, done: make(chan struct{})}
+	c := &call{ctx: ctx, cmds: cmds, done: make(chan struct{}), write: write}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
 	if !b.busy {
@@ -97,10 +122,10 @@ func (b *Batcher) Do(ctx context.Context, cmds ...redis.Cmder) error {
 	b.mu.Unlock()
 	select {
 	case <-c.done:
-		return firstErr(cmds)
+		return c.acked, firstErr(cmds)
 	case <-ctx.Done():
 		c.gone.Store(true)
-		return ctx.Err()
+		return 0, ctx.Err()
 	}
 }
 
@@ -168,18 +193,33 @@ func (b *Batcher) exec(batch []*call) {
 	ctx, cancel := pipelineContext(batch)
 	defer cancel()
 	pipe := b.client.Pipeline()
-	n := 0
+	n, writes := 0, false
 	for _, c := range batch {
 		for _, cmd := range c.cmds {
 			_ = pipe.Process(ctx, cmd) // a pipeline only queues it: never an error
 			n++
 		}
+		writes = writes || c.write
+	}
+	var wait *redis.IntCmd
+	if writes && b.wait != nil {
+		// After every write of the pipeline, on its connection: WAIT
+		// counts the replicas that have them all.
+		wait = b.wait(ctx)
+		_ = pipe.Process(ctx, wait)
+		n++
 	}
 	b.pipelines.Add(1)
 	b.commands.Add(int64(n))
 	// Exec sets each command's own error, which its caller reads; its
 	// return value is only the first of them.
 	_, _ = pipe.Exec(ctx)
+	if wait != nil {
+		acked := int(wait.Val()) // 0 when WAIT failed
+		for _, c := range batch {
+			c.acked = acked
+		}
+	}
 }
 
 // pipelineContext is the context of a pipeline: detached from every

@@ -28,6 +28,7 @@ type Lazy struct {
 	backend  string
 	once     sync.Once
 	conn     *Conn
+	opened   atomic.Pointer[Conn] // conn, once open: read without opening it
 	st       State
 	err      error
 	duration metric.Float64Histogram
@@ -71,9 +72,19 @@ func (l *Lazy) Conn() (*Conn, error) {
 	l.once.Do(func() {
 		if l.conn, l.err = l.open(); l.err == nil {
 			l.st = l.conn.State(l.prefix)
+			l.opened.Store(l.conn)
 		}
 	})
 	return l.conn, l.err
+}
+
+// ReplicationShortfalls is the open store's Conn.ReplicationShortfalls:
+// nil while the store is not open (it does not open it).
+func (l *Lazy) ReplicationShortfalls() map[string]int64 {
+	if c := l.opened.Load(); c != nil {
+		return c.ReplicationShortfalls()
+	}
+	return nil
 }
 
 // state returns the open state, and when the operation starts: done

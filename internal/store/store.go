@@ -27,6 +27,7 @@ import (
 	"github.com/hookgate/hookgate/dedupe/freshness"
 	"github.com/hookgate/hookgate/dedupe/redisstore"
 	"github.com/hookgate/hookgate/internal/boltfile"
+	"github.com/hookgate/hookgate/internal/replicas"
 	"github.com/hookgate/hookgate/sender"
 	"github.com/hookgate/hookgate/sender/boltqueue"
 	"github.com/hookgate/hookgate/sender/redisqueue"
@@ -44,6 +45,11 @@ type Config struct {
 	// SentinelMaster is set.
 	URLs           []string
 	SentinelMaster string
+	// MinReplicas is the number of replicas each write that an answer
+	// depends on waits for (WAIT), within ReplicaTimeout
+	// (replicas.DefaultTimeout when 0): min_replicas. 0 waits for none.
+	MinReplicas    int
+	ReplicaTimeout time.Duration
 }
 
 // Check reports what c lacks, or holds in excess, for its backend.
@@ -53,9 +59,15 @@ func (c Config) Check() error {
 		if len(c.URLs) > 0 || c.SentinelMaster != "" {
 			return errors.New("store file takes a directory, not Redis URLs")
 		}
+		if c.MinReplicas != 0 {
+			return errors.New("min_replicas is a Redis store's: the embedded store has no replicas (its commits are synced to disk)")
+		}
 	case "redis":
 		if len(c.URLs) == 0 {
 			return errors.New("store redis needs at least one URL")
+		}
+		if c.MinReplicas < 0 || c.ReplicaTimeout < 0 {
+			return errors.New("store redis: min_replicas wants a number of replicas, 0 or more, and a positive timeout")
 		}
 		_, err := RedisOptions(c.URLs, c.SentinelMaster)
 		return err
@@ -80,6 +92,7 @@ type Conn struct {
 	bolt *boltstore.Store
 
 	rdb       redis.UniversalClient
+	repl      *replicas.Waiter // nil: min_replicas 0
 	stopCheck context.CancelFunc
 }
 
@@ -111,6 +124,9 @@ func Open(cfg Config, logger *slog.Logger) (*Conn, error) {
 			return nil, err
 		}
 		c.rdb = redis.NewUniversalClient(opts)
+		if cfg.MinReplicas > 0 {
+			c.repl = replicas.New(c.rdb, cfg.MinReplicas, cfg.ReplicaTimeout, logger)
+		}
 		if cc, ok := c.rdb.(*redis.ClusterClient); ok {
 			sendScriptsOnce(cc)
 			reloadOnNodeFailure(cc)
@@ -131,7 +147,21 @@ func (c *Conn) State(prefix string) State {
 	if c.bolt != nil {
 		return c.bolt
 	}
-	return redisstore.New(c.rdb, prefix)
+	s := redisstore.New(c.rdb, prefix)
+	if c.repl != nil {
+		s.WaitForReplicas(c.repl)
+	}
+	return s
+}
+
+// ReplicationShortfalls counts, by operation, the writes that fewer
+// replicas than min_replicas acknowledged in time (replicas.Ops' names,
+// 0 included): nil without min_replicas.
+func (c *Conn) ReplicationShortfalls() map[string]int64 {
+	if c.repl == nil {
+		return nil
+	}
+	return c.repl.Counts()
 }
 
 // Queue opens the sender's queue on the store, prefix starting its Redis
@@ -150,6 +180,9 @@ func (c *Conn) Queue(prefix string, retention time.Duration, h sender.History) (
 	}
 	q := redisqueue.New(c.rdb, prefix, retention)
 	q.KeepHistory(h)
+	if c.repl != nil {
+		q.WaitForReplicas(c.repl)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := q.CheckLayout(ctx); errors.Is(err, redisqueue.ErrLayout) {

@@ -289,6 +289,23 @@ func (o observer) Enqueued(dest, result string) {
 	o.m.enqueued.Add(context.Background(), 1, o.m.labels("destination", dest, "result", result))
 }
 
+// ObserveReplicationShortfalls registers
+// hookgate_store_replication_shortfalls_total{op}, read from counts at
+// each scrape: the writes that fewer replicas than min_replicas
+// acknowledged in time, by operation (nothing while counts is nil).
+func (m *Metrics) ObserveReplicationShortfalls(counts func() map[string]int64) error {
+	meter := m.provider.Meter("github.com/hookgate/hookgate")
+	_, err := meter.Int64ObservableCounter("hookgate_store_replication_shortfalls_total",
+		metric.WithDescription("Redis writes that fewer replicas than min_replicas acknowledged in time, by operation: an enqueue or claim answered 503, or a record, settle, watermark, redrive, resend or purge already done."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			for op, n := range counts() {
+				o.Observe(n, metric.WithAttributes(attribute.String("op", op)))
+			}
+			return nil
+		}))
+	return err
+}
+
 // ObserveQueues registers the gauges read from s's queue at each scrape:
 // depth by state, oldest ready age, history entries, and breaker state.
 func (m *Metrics) ObserveQueues(s *sender.Sender) error {

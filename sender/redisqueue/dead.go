@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hookgate/hookgate/internal/replicas"
 	"github.com/hookgate/hookgate/sender"
 )
 
@@ -277,7 +278,7 @@ func (q *Queue) Redrive(ctx context.Context, dest string, ids []string, redriveI
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	moved, err := redriveScript.Run(ctx, q.rdb, []string{k.meta, k.dead, k.ready, k.rdc, k.rdt}, args...).StringSlice()
+	moved, err := q.run(ctx, replicas.Redrive, redriveScript, []string{k.meta, k.dead, k.ready, k.rdc, k.rdt}, args...).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("redis redrive: %w", err)
 	}
@@ -338,7 +339,7 @@ func (q *Queue) Purge(ctx context.Context, dest string, ids []string) (int, erro
 	for i, id := range ids {
 		args[i] = id
 	}
-	n, err := purgeScript.Run(ctx, q.rdb, []string{k.meta, k.body, k.log, k.dead, k.hidx, k.hist, k.hpay, k.hpayt}, args...).Int()
+	n, err := q.run(ctx, replicas.Purge, purgeScript, []string{k.meta, k.body, k.log, k.dead, k.hidx, k.hist, k.hpay, k.hpayt}, args...).Int()
 	if err != nil {
 		return 0, fmt.Errorf("redis purge: %w", err)
 	}

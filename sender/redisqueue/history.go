@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hookgate/hookgate/internal/replicas"
 	"github.com/hookgate/hookgate/sender"
 )
 
@@ -306,7 +307,7 @@ func (q *Queue) Resend(ctx context.Context, dest string, ids []string, redriveID
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	moved, err := resendScript.Run(ctx, q.rdb, []string{k.meta, k.dead, k.ready, k.rdc, k.rdt, k.body, k.log, k.hidx, k.hist, k.hpay, k.hpayt}, args...).StringSlice()
+	moved, err := q.run(ctx, replicas.Resend, resendScript, []string{k.meta, k.dead, k.ready, k.rdc, k.rdt, k.body, k.log, k.hidx, k.hist, k.hpay, k.hpayt}, args...).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("redis resend: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hookgate/hookgate/internal/replicas"
 	"github.com/hookgate/hookgate/sender"
 )
 
@@ -26,6 +27,7 @@ type Queue struct {
 	retention   time.Duration
 	history     sender.History
 	callerClock bool
+	repl        *replicas.Waiter // nil: writes wait for no replica
 
 	registered    sync.Map    // destination names known to be in the dests SET
 	keys          sync.Map    // destination name -> *keys
@@ -38,6 +40,21 @@ type Queue struct {
 // live lease.
 func New(rdb redis.UniversalClient, prefix string, retention time.Duration) *Queue {
 	return &Queue{rdb: rdb, prefix: prefix, retention: retention, history: sender.History{Keep: retention}}
+}
+
+// WaitForReplicas makes the enqueue, settle, redrive, resend and purge
+// wait for w's replicas (min_replicas): an enqueue they did not
+// acknowledge in time fails, the others are counted. Call it before
+// first use.
+func (q *Queue) WaitForReplicas(w *replicas.Waiter) { q.repl = w }
+
+// run runs script, a write of op; with WaitForReplicas, followed by WAIT
+// on the same connection (replicas.Waiter.Run).
+func (q *Queue) run(ctx context.Context, op replicas.Op, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	if q.repl == nil {
+		return script.Run(ctx, q.rdb, keys, args...)
+	}
+	return q.repl.Run(ctx, op, script, keys, args...)
 }
 
 // KeepHistory sets how long what settled is kept (default: the
@@ -122,7 +139,7 @@ func (q *Queue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.Enqueue
 		return sender.EnqueueResult{}, fmt.Errorf("redis enqueue: %w", err)
 	}
 	k := q.keysOf(e.Destination)
-	v, err := enqueueScript.Run(ctx, q.rdb, []string{k.meta, k.body, k.leased, k.dead, k.paused, k.ready, k.due, k.hidx, k.hist},
+	v, err := q.run(ctx, replicas.Enqueue, enqueueScript, []string{k.meta, k.body, k.leased, k.dead, k.paused, k.ready, k.due, k.hidx, k.hist},
 		e.ID, sender.MarshalMeta(sender.MetaOf(e)), sender.StoredPayload(e), ms(e.NextAt), ms(e.CreatedAt), q.history.Keep.Milliseconds()).Slice()
 	if err != nil {
 		return sender.EnqueueResult{}, fmt.Errorf("redis enqueue: %w", err)
@@ -449,7 +466,7 @@ func (q *Queue) Settle(ctx context.Context, dest string, outcomes []sender.Outco
 		}
 		args = append(args, kind, o.ID, ms(o.LeaseUntil), rec, log, score)
 	}
-	n, err := settleScript.Run(ctx, q.rdb, []string{k.meta, k.body, k.log, k.due, k.leased, k.dead, k.ready, k.rdc, k.rdt,
+	n, err := q.run(ctx, replicas.Settle, settleScript, []string{k.meta, k.body, k.log, k.due, k.leased, k.dead, k.ready, k.rdc, k.rdt,
 		k.hist, k.hidx, k.hpay, k.hpayt}, args...).Int()
 	if err != nil {
 		return 0, fmt.Errorf("redis settle: %w", err)
