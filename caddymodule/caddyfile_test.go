@@ -37,3 +37,35 @@ func TestSubdirectiveGivenTwice(t *testing.T) {
 		}
 	}
 }
+
+// TestMinReplicasCaddyfile adapts min_replicas, with and without its
+// timeout, and refuses what it cannot be.
+func TestMinReplicasCaddyfile(t *testing.T) {
+	adapter := caddyconfig.GetAdapter("caddyfile")
+	store := func(backend, lines string) string {
+		return "{\n hookgate {\n  store " + backend + " {\n   " + lines + "\n  }\n }\n}\n:80"
+	}
+	for _, tt := range []struct{ lines, want string }{
+		{"min_replicas 1", `"store":{"backend":"redis","urls":["redis://h"],"min_replicas":1}`},
+		{"min_replicas 2 250ms", `"store":{"backend":"redis","urls":["redis://h"],"min_replicas":2,"replica_timeout":250000000}`},
+		{"min_replicas 0", `"store":{"backend":"redis","urls":["redis://h"]}`},
+	} {
+		out, _, err := adapter.Adapt([]byte(store("redis redis://h", tt.lines)), map[string]any{"filename": "Caddyfile"})
+		if err != nil || !strings.Contains(string(out), tt.want) {
+			t.Errorf("%s: %s, %v; want %s", tt.lines, out, err, tt.want)
+		}
+	}
+	for _, tt := range []struct{ backend, lines, want string }{
+		{"redis redis://h", "min_replicas", "min_replicas <n> [<timeout>]"},
+		{"redis redis://h", "min_replicas 1 2s 3", "min_replicas <n> [<timeout>]"},
+		{"redis redis://h", "min_replicas -1", `want a number of replicas, 0 or more, got "-1"`},
+		{"redis redis://h", "min_replicas one", `got "one"`},
+		{"redis redis://h", "min_replicas 1 0s", `min_replicas: want a positive duration, got "0s"`},
+		{"file", "min_replicas 1", "min_replicas is a Redis store's"},
+	} {
+		_, _, err := adapter.Adapt([]byte(store(tt.backend, tt.lines)), map[string]any{"filename": "Caddyfile"})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("store %s { %s }: %v; want %q", tt.backend, tt.lines, err, tt.want)
+		}
+	}
+}

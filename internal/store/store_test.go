@@ -110,3 +110,22 @@ func TestQueueKeepsHistory(t *testing.T) {
 		t.Errorf("Get = %+v, %s, %v; want delivered, its payload not kept", e, state, err)
 	}
 }
+
+// TestConfigCheckMinReplicas: min_replicas is a Redis store's, and not
+// negative.
+func TestConfigCheckMinReplicas(t *testing.T) {
+	for _, tt := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Backend: "redis", URLs: []string{"redis://h"}, MinReplicas: 1}, ""},
+		{Config{Backend: "redis", URLs: []string{"redis://h"}, MinReplicas: 1, ReplicaTimeout: time.Second}, ""},
+		{Config{Backend: "redis", URLs: []string{"redis://h"}, MinReplicas: -1}, "min_replicas wants"},
+		{Config{Backend: "file", Dir: "d", MinReplicas: 1}, "min_replicas is a Redis store's"},
+	} {
+		err := tt.cfg.Check()
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%+v: %v; want %q", tt.cfg, err, tt.want)
+		}
+	}
+}
