@@ -448,6 +448,26 @@ func (c *Cluster) WaitFailover(key string, old *Server, within time.Duration) *S
 	return promoted
 }
 
+// Rejoin restarts old, a master killed and failed over, as an operator or
+// an orchestrator would, and waits until it serves again as an online
+// replica of promoted: it comes back empty (no persistence), finds in its
+// nodes.conf that promoted took its slots, and syncs from it. Until then
+// promoted has no replica.
+func (c *Cluster) Rejoin(old, promoted *Server, within time.Duration) {
+	c.t.Helper()
+	old.Restart()
+	poll(c.t, within, old.Addr()+" back as a replica of "+promoted.Addr(), func() (bool, string) {
+		in, err := info(promoted.Addr(), "replication")
+		if err != nil {
+			return false, err.Error()
+		}
+		if !strings.Contains(in, "port="+strconv.Itoa(old.Port)+",state=online") {
+			return false, in
+		}
+		return true, ""
+	})
+}
+
 // owner is key's slot and the address of the master serving it, as the
 // first live node other than skip reports (CLUSTER KEYSLOT, CLUSTER
 // SHARDS).
