@@ -274,6 +274,63 @@ func TestClusterWaitsOnTheSlotsMaster(t *testing.T) {
 	}
 }
 
+// TestClusterShortfallIsTheSlotsMaster: with the replica of one master
+// stopped, writes on that master's keys fall short and writes on another
+// master's keys do not: each WAIT went to its write's master.
+func TestClusterShortfallIsTheSlotsMaster(t *testing.T) {
+	c := redistest.StartReplicatedCluster(t)
+	var addrs []string
+	for _, n := range c.Nodes {
+		addrs = append(addrs, n.Addr())
+	}
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := t.Context()
+	keys := keysOnTwoMasters(t, c)
+	short, whole := keys[0], keys[1]
+	stopReplicaOf(t, c, c.MasterOf(short))
+	w := New(rdb, 1, 100*time.Millisecond, discard())
+
+	// A WAIT sent to a random node would be answered by the wrong master
+	// now and then: a few rounds.
+	for range 5 {
+		if err := w.Run(ctx, Enqueue, incrScript, []string{short}).Err(); !errors.Is(err, ErrShortfall) {
+			t.Errorf("Run on %s, whose master lost its replica = %v, want ErrShortfall", short, err)
+		}
+		if err := w.Run(ctx, Enqueue, incrScript, []string{whole}).Err(); err != nil {
+			t.Errorf("Run on %s, whose master has its replica = %v, want nil", whole, err)
+		}
+	}
+	if got := w.Counts()["enqueue"]; got != 5 {
+		t.Errorf("enqueue shortfalls = %d, want 5", got)
+	}
+}
+
+// stopReplicaOf stops master's replica, and waits until master has none
+// online.
+func stopReplicaOf(t *testing.T, c *redistest.Cluster, master *redistest.Server) {
+	t.Helper()
+	m := client(t, master.Addr())
+	in, err := m.Info(t.Context(), "replication").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(in, "slave0:")
+	_, rest, ok2 := strings.Cut(rest, "port=")
+	port, _, _ := strings.Cut(rest, ",")
+	if !ok || !ok2 {
+		t.Fatalf("%s has no replica: %s", master.Addr(), in)
+	}
+	for _, n := range c.Nodes {
+		if strconv.Itoa(n.Port) == port {
+			n.Stop()
+			waitOnline(t, m, 0)
+			return
+		}
+	}
+	t.Fatalf("%s's replica on port %s is not a node of the cluster", master.Addr(), port)
+}
+
 // keysOnTwoMasters are two keys whose slots two different masters serve.
 func keysOnTwoMasters(t *testing.T, c *redistest.Cluster) []string {
 	t.Helper()
