@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/hookgate/hookgate/caddymodule/cfparse"
+	"github.com/hookgate/hookgate/internal/replicas"
 	"github.com/hookgate/hookgate/sender"
 )
 
@@ -152,9 +153,14 @@ func (sc *StoreConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			sc.MinReplicas = n
 			if len(args) == 2 {
-				sc.ReplicaTimeout, err = cfparse.PositiveDuration(d, "min_replicas", args[1])
+				if sc.ReplicaTimeout, err = cfparse.PositiveDuration(d, "min_replicas", args[1]); err != nil {
+					return err
+				}
+				if time.Duration(sc.ReplicaTimeout) > replicas.MaxTimeout {
+					return d.Errf("min_replicas: a timeout of at most %s, got %q: a Redis call waits 2s for its answer, WAIT's included", replicas.MaxTimeout, args[1])
+				}
 			}
-			return err
+			return nil
 		}},
 	})
 }

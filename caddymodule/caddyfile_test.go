@@ -61,6 +61,7 @@ func TestMinReplicasCaddyfile(t *testing.T) {
 		{"redis redis://h", "min_replicas -1", `want a number of replicas, 0 or more, got "-1"`},
 		{"redis redis://h", "min_replicas one", `got "one"`},
 		{"redis redis://h", "min_replicas 1 0s", `min_replicas: want a positive duration, got "0s"`},
+		{"redis redis://h", "min_replicas 1 1500ms", `min_replicas: a timeout of at most 1s, got "1500ms"`},
 		{"file", "min_replicas 1", "min_replicas is a Redis store's"},
 	} {
 		_, _, err := adapter.Adapt([]byte(store(tt.backend, tt.lines)), map[string]any{"filename": "Caddyfile"})

@@ -55,13 +55,19 @@ func (s *Store) AcquireEntity(ctx context.Context, entity string, a freshness.Ac
 }
 
 func (s *Store) acquire(ctx context.Context, entity string, a freshness.Acquire) (freshness.AcquireResult, error) {
-	v, err := s.eval(ctx, replicas.Claim, acquireScript, "evalsha", acquireScript.Hash(), 1, entityKey(s.prefix, entity),
-		a.Mark, a.Token, ms(a.Now), a.Lease.Milliseconds(), gcSlack.Milliseconds()).Slice()
+	cmd, acked := s.eval(ctx, acquireScript, "evalsha", acquireScript.Hash(), 1, entityKey(s.prefix, entity),
+		a.Mark, a.Token, ms(a.Now), a.Lease.Milliseconds(), gcSlack.Milliseconds())
+	v, err := cmd.Slice()
 	if err != nil {
 		return freshness.AcquireResult{}, fmt.Errorf("redis acquire: %w", err)
 	}
 	code, _ := v[0].(int64)
 	res := freshness.AcquireResult{Status: freshness.AcquireStatus(code)}
+	if res.Status == freshness.Acquired {
+		if short := s.repl.Check(replicas.Claim, acked); short != nil {
+			return freshness.AcquireResult{}, fmt.Errorf("redis acquire: %w", short)
+		}
+	}
 	var n int64
 	if len(v) > 1 && v[1] != nil {
 		if n, err = strconv.ParseInt(str(v[1]), 10, 64); err != nil {
@@ -111,10 +117,14 @@ func (s *Store) FinishEntity(ctx context.Context, entity, token string, f freshn
 	if f.Advance {
 		advance = "1"
 	}
-	err := s.eval(ctx, replicas.Watermark, finishScript, "evalsha", finishScript.Hash(), 1, entityKey(s.prefix, entity),
-		token, advance, f.Mark, ms(f.Now), ms(f.Now.Add(f.Retention)), (f.Retention + gcSlack).Milliseconds()).Err()
+	cmd, acked := s.eval(ctx, finishScript, "evalsha", finishScript.Hash(), 1, entityKey(s.prefix, entity),
+		token, advance, f.Mark, ms(f.Now), ms(f.Now.Add(f.Retention)), (f.Retention + gcSlack).Milliseconds())
+	released, err := cmd.Int()
 	if err != nil {
 		return fmt.Errorf("redis finish: %w", err)
+	}
+	if f.Advance || released == 1 { // it wrote
+		return s.repl.Check(replicas.Watermark, acked) // counted, never refused
 	}
 	return nil
 }

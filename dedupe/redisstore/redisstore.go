@@ -71,62 +71,61 @@ func (s *Store) do(ctx context.Context, cmd redis.Cmder) error {
 }
 
 // write sends cmd, a write of key, as do does; with WaitForReplicas it
-// waits for the replicas, and op judges a shortfall (replicas.Check).
-func (s *Store) write(ctx context.Context, op replicas.Op, key string, cmd redis.Cmder) error {
+// is followed by WAIT, and acked is how many replicas acknowledged it.
+// The caller judges acked (s.repl.Check) when cmd's answer says it wrote:
+// a claim that found a record in its way wrote nothing, and its answer
+// (the record, or 409) does not depend on the replicas.
+func (s *Store) write(ctx context.Context, key string, cmd redis.Cmder) (acked int, err error) {
 	switch {
 	case s.repl == nil:
-		return s.do(ctx, cmd)
+		return 0, s.do(ctx, cmd)
 	case s.batch == nil:
-		return s.repl.Do(ctx, op, key, cmd)
+		return s.repl.Send(ctx, key, cmd)
 	}
-	acked, err := s.batch.DoWrite(ctx, cmd)
-	if err != nil {
-		return err
-	}
-	return s.repl.Check(op, acked)
+	return s.batch.DoWrite(ctx, cmd)
 }
 
-// eval runs a script, a write of op, in the next shared pipeline, as
-// EVALSHA. args are the EVALSHA's: "evalsha", the script's hash, 1, the
-// key, then the script's ARGV. A Redis that does not hold the script
-// (restarted, or SCRIPT FLUSH) answers NOSCRIPT without running it; the
-// script is then run on its own, EVALSHA then EVAL, which loads it for
-// the next pipelines. With WaitForReplicas, a refusing op's shortfall is
-// the answer's error (its value was read: the script ran).
-func (s *Store) eval(ctx context.Context, op replicas.Op, script *redis.Script, args ...any) *redis.Cmd {
+// eval runs a script in the next shared pipeline, as EVALSHA. args are
+// the EVALSHA's: "evalsha", the script's hash, 1, the key, then the
+// script's ARGV. A Redis that does not hold the script (restarted, or
+// SCRIPT FLUSH) answers NOSCRIPT without running it; the script is then
+// loaded and run on its own, which loads it for the next pipelines.
+// With WaitForReplicas, acked is how many replicas acknowledged it, for
+// the caller to judge as write's caller does.
+func (s *Store) eval(ctx context.Context, script *redis.Script, args ...any) (cmd *redis.Cmd, acked int) {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
 	key, _ := args[3].(string)
-	cmd := redis.NewCmd(ctx, args...)
-	var err error
 	if s.batch == nil && s.repl != nil {
-		return s.repl.Run(ctx, op, script, []string{key}, args[4:]...)
+		return s.repl.Eval(ctx, script, []string{key}, args[4:]...)
 	}
+	cmd = redis.NewCmd(ctx, args...)
+	var err error
 	if s.batch == nil {
 		err = s.rdb.Process(ctx, cmd)
 	} else {
-		var acked int
-		if acked, err = s.batch.DoWrite(ctx, cmd); err == nil {
-			if short := s.repl.Check(op, acked); short != nil {
-				cmd.SetErr(short)
-			}
-			return cmd
-		}
+		acked, err = s.batch.DoWrite(ctx, cmd)
 	}
 	switch {
 	case err == nil:
-		return cmd
+		return cmd, acked
 	case ctx.Err() != nil && err == ctx.Err():
 		// The pipeline may still answer cmd: hand back a command of our own.
 		failed := redis.NewCmd(ctx)
 		failed.SetErr(err)
-		return failed
+		return failed, 0
 	case redis.HasErrorPrefix(err, "NOSCRIPT") && s.repl != nil:
-		return s.repl.Run(ctx, op, script, []string{key}, args[4:]...)
+		// Loaded first, so that the run waits for the replicas once.
+		if err := script.Load(ctx, s.rdb).Err(); err != nil {
+			failed := redis.NewCmd(ctx)
+			failed.SetErr(err)
+			return failed, 0
+		}
+		return s.repl.Eval(ctx, script, []string{key}, args[4:]...)
 	case redis.HasErrorPrefix(err, "NOSCRIPT"):
-		return script.Run(ctx, s.rdb, []string{key}, args[4:]...)
+		return script.Run(ctx, s.rdb, []string{key}, args[4:]...), 0
 	}
-	return cmd
+	return cmd, acked
 }
 
 // Timeout bounds how long a call waits for Redis when its context has no
@@ -215,10 +214,17 @@ func (s *Store) setNX(ctx context.Context, k string, val []byte, gc int64) (stri
 	ctx, cancel := bounded(ctx)
 	defer cancel()
 	cmd := redis.NewStringCmd(ctx, "set", k, val, "px", gc, "nx", "get")
-	if err := s.write(ctx, replicas.Claim, k, cmd); err != nil && err != redis.Nil {
+	acked, err := s.write(ctx, k, cmd)
+	if err != nil && err != redis.Nil {
 		return "", err // the batcher's command may still be answered: not read
 	}
-	return cmd.Result()
+	v, err := cmd.Result()
+	if err == redis.Nil { // it claimed
+		if short := s.repl.Check(replicas.Claim, acked); short != nil {
+			return "", short
+		}
+	}
+	return v, err
 }
 
 // takeOverScript claims a key whose entry is in the way of SET NX but
@@ -279,12 +285,18 @@ var (
 
 // takeOver runs takeOverScript.
 func (s *Store) takeOver(ctx context.Context, k string, val []byte, now, gc int64) (dedupe.ClaimResult, error) {
-	v, err := s.eval(ctx, replicas.Claim, takeOverScript, "evalsha", takeOverSHA, 1, k, val, now, gc).Slice()
+	cmd, acked := s.eval(ctx, takeOverScript, "evalsha", takeOverSHA, 1, k, val, now, gc)
+	v, err := cmd.Slice()
 	if err != nil {
 		return dedupe.ClaimResult{}, fmt.Errorf("redis claim: %w", err)
 	}
 	code, _ := v[0].(int64)
 	res := dedupe.ClaimResult{Status: dedupe.ClaimStatus(code)}
+	if res.Status == dedupe.Claimed || res.Status == dedupe.TookOver {
+		if short := s.repl.Check(replicas.Claim, acked); short != nil {
+			return dedupe.ClaimResult{}, fmt.Errorf("redis claim: %w", short)
+		}
+	}
 	switch {
 	case res.Status == dedupe.Claimed || res.Status == dedupe.TookOver || res.Status == dedupe.Mismatch:
 	case res.Status == dedupe.InFlight && len(v) == 2:
@@ -334,15 +346,16 @@ return 1
 
 // Record implements dedupe.Store.
 func (s *Store) Record(ctx context.Context, key, token string, rec dedupe.Record, retention time.Duration, now time.Time) error {
-	n, err := s.eval(ctx, replicas.Record, recordScript, "evalsha", recordSHA, 1, entryKey(s.prefix, key),
-		token, ms(now.Add(retention)), dedupe.MarshalRecord(rec), (retention + gcSlack).Milliseconds()).Int()
+	cmd, acked := s.eval(ctx, recordScript, "evalsha", recordSHA, 1, entryKey(s.prefix, key),
+		token, ms(now.Add(retention)), dedupe.MarshalRecord(rec), (retention + gcSlack).Milliseconds())
+	n, err := cmd.Int()
 	switch {
 	case err != nil:
 		return fmt.Errorf("redis record: %w", err)
 	case n == 0:
 		return dedupe.ErrClaimLost
 	}
-	return nil
+	return s.repl.Check(replicas.Record, acked) // counted, never refused
 }
 
 // releaseScript deletes the claim held by a token.
@@ -363,9 +376,13 @@ var releaseSHA any = releaseScript.Hash()
 
 // Release implements dedupe.Store.
 func (s *Store) Release(ctx context.Context, key, token string) error {
-	err := s.eval(ctx, replicas.Release, releaseScript, "evalsha", releaseSHA, 1, entryKey(s.prefix, key), token).Err()
+	cmd, acked := s.eval(ctx, releaseScript, "evalsha", releaseSHA, 1, entryKey(s.prefix, key), token)
+	n, err := cmd.Int()
 	if err != nil {
 		return fmt.Errorf("redis release: %w", err)
+	}
+	if n == 1 {
+		return s.repl.Check(replicas.Release, acked) // counted, never refused
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,12 @@ import (
 // DefaultTimeout is how long a write waits for its replicas when
 // min_replicas gives no timeout.
 const DefaultTimeout = 100 * time.Millisecond
+
+// MaxTimeout bounds the timeout: WAIT answers within it, and the call
+// must have its answer within the client's read timeout (2 s), with room
+// for the write itself. A WAIT cut by the read timeout would fail the
+// call with a network error, and its connection with it.
+const MaxTimeout = time.Second
 
 // Op is a write that waits for replicas, named for the metric's op label.
 // A refusing op fails when its replicas fall short: its caller has not
@@ -126,16 +133,43 @@ func (w *Waiter) WaitCmd(ctx context.Context) *redis.IntCmd {
 // master that holds key. It returns the first command's error that is
 // not redis.Nil; otherwise, for op, the shortfall (see Check).
 func (w *Waiter) Do(ctx context.Context, op Op, key string, cmds ...redis.Cmder) error {
-	acked, err := w.do(ctx, key, cmds)
+	acked, err := w.Send(ctx, key, cmds...)
 	if err != nil {
 		return err
 	}
 	return w.Check(op, acked)
 }
 
-// do sends cmds and WAIT on key's master, and returns how many replicas
-// acknowledged (0 when WAIT failed after the writes were answered).
-func (w *Waiter) do(ctx context.Context, key string, cmds []redis.Cmder) (int, error) {
+// Fence waits until n replicas hold everything the master of key holds
+// now, the writes of other connections included: WAIT covers only the
+// writes its own connection made, so Fence makes one, a short-lived key
+// in key's slot, and waits for it. It is for an answer that vouches for
+// an earlier write it found in place: a duplicate enqueue answered 202
+// must not stand on an envelope that a failover can still lose.
+func (w *Waiter) Fence(ctx context.Context, op Op, key string) error {
+	return w.Do(ctx, op, key, redis.NewStatusCmd(ctx, "set", fenceKey(key), "", "px", fenceTTL.Milliseconds()))
+}
+
+// fenceTTL is how long a fence key stays: one fence per slot is enough,
+// and it goes by itself.
+const fenceTTL = time.Minute
+
+// fenceKey is a key in key's Cluster slot: key's hash tag kept, or key
+// made the hash tag.
+func fenceKey(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key + ":fence"
+		}
+	}
+	return "{" + key + "}:fence"
+}
+
+// Send sends cmds and WAIT on key's master, and returns how many replicas
+// acknowledged (0 when WAIT failed after the writes were answered), for
+// a caller that judges the write by its answer: only a write that wrote
+// is checked (Check).
+func (w *Waiter) Send(ctx context.Context, key string, cmds ...redis.Cmder) (int, error) {
 	node, err := w.node(ctx, key)
 	if err != nil {
 		return 0, err
@@ -173,30 +207,40 @@ func (w *Waiter) node(ctx context.Context, key string) (redis.Cmdable, error) {
 // returns its answer. For a refusing op whose replicas fell short, the
 // answer's error is the shortfall (its value was read: the script ran).
 func (w *Waiter) Run(ctx context.Context, op Op, script *redis.Script, keys []string, args ...any) *redis.Cmd {
-	cmd := redis.NewCmd(ctx, evalArgs(script.Hash(), keys, args)...)
-	acked, err := w.do(ctx, keys[0], []redis.Cmder{cmd})
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		// The master does not hold the script (restarted, promoted, or
-		// SCRIPT FLUSH): NOSCRIPT ran nothing. Load it there, then again.
-		node, nerr := w.node(ctx, keys[0])
-		if nerr != nil {
-			cmd.SetErr(nerr)
-			return cmd
-		}
-		if lerr := script.Load(ctx, node).Err(); lerr != nil {
-			cmd.SetErr(lerr)
-			return cmd
-		}
-		cmd = redis.NewCmd(ctx, evalArgs(script.Hash(), keys, args)...)
-		acked, err = w.do(ctx, keys[0], []redis.Cmder{cmd})
-	}
-	if err != nil {
+	cmd, acked := w.Eval(ctx, script, keys, args...)
+	if cmd.Err() != nil && cmd.Err() != redis.Nil {
 		return cmd
 	}
 	if err := w.Check(op, acked); err != nil {
 		cmd.SetErr(err)
 	}
 	return cmd
+}
+
+// Eval runs script as Run does, and returns its answer and how many
+// replicas acknowledged it, unjudged (see Send).
+func (w *Waiter) Eval(ctx context.Context, script *redis.Script, keys []string, args ...any) (*redis.Cmd, int) {
+	cmd := redis.NewCmd(ctx, evalArgs(script.Hash(), keys, args)...)
+	acked, err := w.Send(ctx, keys[0], cmd)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// The master does not hold the script (restarted, promoted, or
+		// SCRIPT FLUSH): NOSCRIPT ran nothing. Load it there, then again.
+		node, nerr := w.node(ctx, keys[0])
+		if nerr != nil {
+			cmd.SetErr(nerr)
+			return cmd, 0
+		}
+		if lerr := script.Load(ctx, node).Err(); lerr != nil {
+			cmd.SetErr(lerr)
+			return cmd, 0
+		}
+		cmd = redis.NewCmd(ctx, evalArgs(script.Hash(), keys, args)...)
+		acked, err = w.Send(ctx, keys[0], cmd)
+	}
+	if err != nil && cmd.Err() == nil {
+		cmd.SetErr(err) // the node was not found: cmd was not sent
+	}
+	return cmd, acked
 }
 
 // evalArgs are an EVALSHA's arguments.

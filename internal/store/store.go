@@ -69,6 +69,10 @@ func (c Config) Check() error {
 		if c.MinReplicas < 0 || c.ReplicaTimeout < 0 {
 			return errors.New("store redis: min_replicas wants a number of replicas, 0 or more, and a positive timeout")
 		}
+		if c.ReplicaTimeout > replicas.MaxTimeout {
+			return fmt.Errorf("store redis: min_replicas timeout %s: at most %s, since a Redis call waits %s for its answer",
+				c.ReplicaTimeout, replicas.MaxTimeout, readTimeout)
+		}
 		_, err := RedisOptions(c.URLs, c.SentinelMaster)
 		return err
 	default:
@@ -339,7 +343,7 @@ func RedisOptions(urls []string, sentinelMaster string) (*redis.UniversalOptions
 	// Fail fast when Redis is away: requests fail closed with 503 rather
 	// than hang, and the client reconnects by itself when Redis is back.
 	opts.DialTimeout = 2 * time.Second
-	opts.ReadTimeout = 2 * time.Second
+	opts.ReadTimeout = readTimeout
 	opts.WriteTimeout = 2 * time.Second
 	// Nothing is sent twice. go-redis resends a command whose reply timed
 	// out or whose connection broke after it was written, and a script
@@ -354,6 +358,9 @@ func RedisOptions(urls []string, sentinelMaster string) (*redis.UniversalOptions
 	opts.MaxRetries = -1
 	return &opts, nil
 }
+
+// readTimeout is how long a Redis call waits for its answer.
+const readTimeout = 2 * time.Second
 
 // redactedURL shows u without what may be a credential: the user info
 // (a password, or a token given as the user name) and the query (where a

@@ -121,6 +121,7 @@ func TestConfigCheckMinReplicas(t *testing.T) {
 		{Config{Backend: "redis", URLs: []string{"redis://h"}, MinReplicas: 1}, ""},
 		{Config{Backend: "redis", URLs: []string{"redis://h"}, MinReplicas: 1, ReplicaTimeout: time.Second}, ""},
 		{Config{Backend: "redis", URLs: []string{"redis://h"}, MinReplicas: -1}, "min_replicas wants"},
+		{Config{Backend: "redis", URLs: []string{"redis://h"}, MinReplicas: 1, ReplicaTimeout: 2 * time.Second}, "min_replicas timeout 2s: at most 1s"},
 		{Config{Backend: "file", Dir: "d", MinReplicas: 1}, "min_replicas is a Redis store's"},
 	} {
 		err := tt.cfg.Check()

@@ -57,6 +57,15 @@ func (q *Queue) run(ctx context.Context, op replicas.Op, script *redis.Script, k
 	return q.repl.Run(ctx, op, script, keys, args...)
 }
 
+// eval runs script as run does, and returns how many replicas
+// acknowledged it, for the caller to judge (replicas.Waiter.Eval).
+func (q *Queue) eval(ctx context.Context, script *redis.Script, keys []string, args ...any) (*redis.Cmd, int) {
+	if q.repl == nil {
+		return script.Run(ctx, q.rdb, keys, args...), 0
+	}
+	return q.repl.Eval(ctx, script, keys, args...)
+}
+
 // KeepHistory sets how long what settled is kept (default: the
 // retention, and no payload).
 func (q *Queue) KeepHistory(h sender.History) {
@@ -139,13 +148,26 @@ func (q *Queue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.Enqueue
 		return sender.EnqueueResult{}, fmt.Errorf("redis enqueue: %w", err)
 	}
 	k := q.keysOf(e.Destination)
-	v, err := q.run(ctx, replicas.Enqueue, enqueueScript, []string{k.meta, k.body, k.leased, k.dead, k.paused, k.ready, k.due, k.hidx, k.hist},
-		e.ID, sender.MarshalMeta(sender.MetaOf(e)), sender.StoredPayload(e), ms(e.NextAt), ms(e.CreatedAt), q.history.Keep.Milliseconds()).Slice()
+	cmd, acked := q.eval(ctx, enqueueScript, []string{k.meta, k.body, k.leased, k.dead, k.paused, k.ready, k.due, k.hidx, k.hist},
+		e.ID, sender.MarshalMeta(sender.MetaOf(e)), sender.StoredPayload(e), ms(e.NextAt), ms(e.CreatedAt), q.history.Keep.Milliseconds())
+	v, err := cmd.Slice()
 	if err != nil {
 		return sender.EnqueueResult{}, fmt.Errorf("redis enqueue: %w", err)
 	}
 	state, _ := v[0].(string)
 	m, _ := v[1].(int64)
+	switch {
+	case m < 0: // added: its WAIT judges it
+		err = q.repl.Check(replicas.Enqueue, acked)
+	case q.repl != nil:
+		// A duplicate wrote nothing, so its WAIT says nothing of the
+		// original, which another connection wrote: its answer (202)
+		// waits for a fence.
+		err = q.repl.Fence(ctx, replicas.Enqueue, k.meta)
+	}
+	if err != nil {
+		return sender.EnqueueResult{}, fmt.Errorf("redis enqueue: %w", err)
+	}
 	if len(v) > 2 && v[2] == int64(1) {
 		// The destination's first envelope: its name goes into the SET
 		// again, whatever this process remembers (a Drop elsewhere).

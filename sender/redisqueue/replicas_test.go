@@ -112,13 +112,18 @@ func TestShortEnqueueIsRefused(t *testing.T) {
 			if res, err := q.plain.Enqueue(ctx, envelope("a")); err != nil || !res.Duplicate {
 				t.Errorf("the retry's Enqueue = %+v, %v; want a duplicate: the refused one is on the master", res, err)
 			}
+			// A duplicate writes nothing, yet its 202 would vouch for
+			// the original: its fence falls short too, and it is refused.
+			if _, err := q.waiting.Enqueue(ctx, envelope("a")); !errors.Is(err, replicas.ErrShortfall) {
+				t.Errorf("a duplicate's Enqueue = %v, want ErrShortfall", err)
+			}
 			for _, id := range []string{"b", "c", "d"} {
 				if _, err := q.plain.Enqueue(ctx, envelope(id)); err != nil {
 					t.Fatal(err)
 				}
 			}
 			settleRedrivePurge(t, q)
-			want := replCounts(map[string]int64{"enqueue": 1, "settle": 1, "redrive": 1, "resend": 1, "purge": 1})
+			want := replCounts(map[string]int64{"enqueue": 2, "settle": 1, "redrive": 1, "resend": 1, "purge": 1})
 			if diff := cmp.Diff(want, q.w.Counts()); diff != "" {
 				t.Errorf("Counts (-want +got):\n%s", diff)
 			}
@@ -155,6 +160,10 @@ func TestWithReplicaQueueFallsShortOfNothing(t *testing.T) {
 		if ok, err := replica.HExists(ctx, q.prefix+":q:{d}:meta", id).Result(); err != nil || !ok {
 			t.Errorf("the replica holds %s: %v, %v; want true", id, ok, err)
 		}
+	}
+	// A duplicate is answered as one once its fence is acknowledged.
+	if res, err := q.waiting.Enqueue(ctx, envelope("a")); err != nil || !res.Duplicate {
+		t.Fatalf("a duplicate's Enqueue = %+v, %v; want a duplicate, nil", res, err)
 	}
 	settleRedrivePurge(t, q)
 	if diff := cmp.Diff(replCounts(nil), q.w.Counts()); diff != "" {
