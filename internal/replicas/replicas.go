@@ -42,8 +42,9 @@ const MaxTimeout = time.Second
 
 // Op is a write that waits for replicas, named for the metric's op label.
 // A refusing op fails when its replicas fall short: its caller has not
-// answered yet, and answers 503 (the enqueue, the dedupe claim). The others are counted and logged: their answer was
-// given, or their effect is done and a failure would mislead.
+// answered yet, and answers 503 (the enqueue, the dedupe claim). The
+// others are counted and logged: their answer was given, or their effect
+// is done and a failure would mislead.
 type Op struct {
 	Name   string
 	Refuse bool
@@ -155,7 +156,9 @@ func (w *Waiter) Fence(ctx context.Context, op Op, key string) error {
 const fenceTTL = time.Minute
 
 // fenceKey is a key in key's Cluster slot: key's hash tag kept, or key
-// made the hash tag.
+// made the hash tag. key holds a hash tag or no brace at all (hookgate's
+// queue keys hold one): a key with an empty tag or a stray brace would
+// hash, wrapped, to another slot.
 func fenceKey(key string) string {
 	if i := strings.IndexByte(key, '{'); i >= 0 {
 		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
@@ -183,8 +186,15 @@ func (w *Waiter) Send(ctx context.Context, key string, cmds ...redis.Cmder) (int
 	_, _ = pipe.Exec(ctx) // each command holds its own error
 	for _, cmd := range cmds {
 		if err := cmd.Err(); err != nil && err != redis.Nil {
-			if cc, ok := w.rdb.(*redis.ClusterClient); ok && redis.HasErrorPrefix(err, "MOVED") {
-				cc.ReloadState(ctx) // the slot moved (a failover): the next write finds its new master
+			// MOVED or ASK: the slot moved (a failover) or is moving (a
+			// resharding), and nothing ran. The Cluster client would
+			// follow the redirect, but WAIT must go on the connection
+			// that wrote: the call fails (503, a retry is safe), and the
+			// slot map is reloaded for the next one. During a resharding,
+			// the keys already moved out of a migrating slot fail so
+			// until the slot's migration ends.
+			if cc, ok := w.rdb.(*redis.ClusterClient); ok && (redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")) {
+				cc.ReloadState(ctx)
 			}
 			return 0, err
 		}

@@ -156,25 +156,27 @@ func (q *Queue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.Enqueue
 	}
 	state, _ := v[0].(string)
 	m, _ := v[1].(int64)
-	switch {
-	case m < 0: // added: its WAIT judges it
-		err = q.repl.Check(replicas.Enqueue, acked)
-	case q.repl != nil:
-		// A duplicate wrote nothing, so its WAIT says nothing of the
-		// original, which another connection wrote: its answer (202)
-		// waits for a fence.
-		err = q.repl.Fence(ctx, replicas.Enqueue, k.meta)
-	}
-	if err != nil {
-		return sender.EnqueueResult{}, fmt.Errorf("redis enqueue: %w", err)
-	}
 	if len(v) > 2 && v[2] == int64(1) {
 		// The destination's first envelope: its name goes into the SET
 		// again, whatever this process remembers (a Drop elsewhere).
+		// Before the replicas are judged: a refused enqueue is on the
+		// master all the same, and its retry, a duplicate, is not first.
 		q.registered.Delete(e.Destination)
 		if err := q.register(ctx, e.Destination); err != nil {
 			return sender.EnqueueResult{}, fmt.Errorf("redis enqueue: %w", err)
 		}
+	}
+	switch {
+	case m < 0: // added: its WAIT judges it
+		err = q.repl.Check(replicas.Enqueue, acked)
+	case m == 0 && q.repl != nil:
+		// A duplicate wrote nothing, so its WAIT says nothing of the
+		// original, which another connection wrote: its answer (202)
+		// waits for a fence. (A mismatch, 422, vouches for nothing.)
+		err = q.repl.Fence(ctx, replicas.Enqueue, k.meta)
+	}
+	if err != nil {
+		return sender.EnqueueResult{}, fmt.Errorf("redis enqueue: %w", err)
 	}
 	return sender.EnqueueResult{State: sender.State(state), Duplicate: m >= 0, Mismatch: m == 1}, nil
 }

@@ -170,3 +170,32 @@ func TestWithReplicaQueueFallsShortOfNothing(t *testing.T) {
 		t.Errorf("Counts (-want +got):\n%s", diff)
 	}
 }
+
+// TestShortEnqueueRegistersItsDestination: an enqueue refused as short is
+// on the master all the same, so when it is its destination's first
+// envelope (another instance dropped the destination since this one
+// registered it), its name goes back into the destinations SET before
+// the refusal: its retry is a duplicate, never first again.
+func TestShortEnqueueRegistersItsDestination(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr()}})
+	t.Cleanup(func() { _ = rdb.Close() })
+	q := newReplQueues(rdb, 1, 50*time.Millisecond)
+	ctx := t.Context()
+	if _, err := q.waiting.Enqueue(ctx, envelope("a")); !errors.Is(err, replicas.ErrShortfall) {
+		t.Fatalf("Enqueue = %v, want ErrShortfall", err)
+	}
+	// Another instance drops the destination: its keys and its name go.
+	if _, err := q.plain.Drop(ctx, "d"); err != nil {
+		t.Fatal(err)
+	}
+	if names, err := q.plain.Destinations(ctx); err != nil || len(names) != 0 {
+		t.Fatalf("after the drop, Destinations = %v, %v; want none", names, err)
+	}
+	if _, err := q.waiting.Enqueue(ctx, envelope("b")); !errors.Is(err, replicas.ErrShortfall) {
+		t.Fatalf("Enqueue = %v, want ErrShortfall", err)
+	}
+	if names, err := q.plain.Destinations(ctx); err != nil || len(names) != 1 || names[0] != "d" {
+		t.Errorf("after a refused first enqueue, Destinations = %v, %v; want [d]: its envelope is on the master", names, err)
+	}
+}
