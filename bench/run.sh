@@ -18,6 +18,15 @@
 #   ROUNDS=1 DURATION=5s CONCS=64 bash bench/run.sh  # a quick look
 #   ROUNDS=5 DURATION=30s CONCS="64" bash bench/run.sh
 #   PROFILE=/tmp/prof ROUNDS=1 bash bench/run.sh  # and a CPU profile of each run
+#   REPLICA=1 ROUNDS=3 CONCS=64 bash bench/run.sh  # the cost of min_replicas 1 (issue 32)
+#
+# REPLICA=1 gives the bench Redis one replica on loopback (every
+# configuration on Redis then runs against a replicated master) and adds
+# redis-w1, hookgate on Redis with min_replicas 1 (a WAIT ends each shared
+# pipeline that writes), measured in the same rounds right beside redis
+# (which of the two goes first alternates by round); it
+# prints the ratio redis-w1 / redis, of the medians and by round, the
+# WAITs per request (cmdstat_wait, on the master) and the replica's CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10s}
@@ -38,6 +47,14 @@ up_pid=$!
 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" --logfile "$work/redis.log" & pids+=($!)
 redis_pid=$!
 sleep 0.5
+REPLICA=${REPLICA:-}
+if [ -n "$REPLICA" ]; then
+	replica_port=$(free_port)
+	redis-server --port "$replica_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" --dbfilename replica.rdb --logfile "$work/replica.log" --replicaof 127.0.0.1 "$redis_port" & pids+=($!)
+	replica_pid=$!
+	for _ in $(seq 100); do redis-cli -p "$redis_port" info replication | grep -q 'slave0:.*state=online' && break; sleep 0.1; done
+	redis-cli -p "$redis_port" info replication | grep -q 'slave0:.*state=online' || { echo "the replica did not come online" >&2; exit 1; }
+fi
 
 secret=whsec_aG9va2dhdGUtZGV2LXNlY3JldC1uZXZlci11c2UtaW4tcHJvZA==
 run_gateway() { # name, global options, handlers[, terminal handler: reverse_proxy to the upstream]
@@ -82,6 +99,8 @@ bench() { # label, mode
 		curl -fs -o "$PROFILE/$1@$conc.allocs0" "http://127.0.0.1:${admin_of[$gw_url]}/debug/pprof/allocs" || true
 		(sleep 1; curl -fs -o "$PROFILE/$1@$conc.pprof" "http://127.0.0.1:${admin_of[$gw_url]}/debug/pprof/profile?seconds=$((${DURATION%s} - 2))") & prof=$!
 	fi
+	local rpl0=
+	if [ -n "$REPLICA" ]; then rpl0=$(ticks "$replica_pid"); fi
 	"$work/loadgen" -url "$gw_url" -mode "$2" -c "$conc" -d "$DURATION" -label "$1@$conc" > "$work/line"
 	if [ -n "$prof" ]; then # and what it allocated: go tool pprof -diff_base X.allocs0 X.allocs1
 		wait "$prof" || true
@@ -89,7 +108,11 @@ bench() { # label, mode
 	fi
 	cpu1="$(ticks "${pid_of[$gw_url]}") $(ticks "$redis_pid") $(ticks "$up_pid") $(machine)"
 	after=$(redis_counts)
-	echo "$(cat "$work/line") $(echo "$before $after" | awk '{printf "redis_cmds=%d redis_reads=%d redis_script_usec=%d", $4 - $1, $5 - $2, $6 - $3}')" \
+	local replica=
+	if [ -n "$REPLICA" ]; then # the WAITs the master ran, and the replica's CPU ticks
+		replica=" $(echo "$before $after $rpl0 $(ticks "$replica_pid")" | awk '{printf "redis_waits=%d replica_ticks=%d", $8 - $4, $10 - $9}')"
+	fi
+	echo "$(cat "$work/line") $(echo "$before $after" | awk '{printf "redis_cmds=%d redis_reads=%d redis_script_usec=%d", $5 - $1, $6 - $2, $7 - $3}')$replica" \
 		"$(echo "$cpu0 $cpu1" | awk -v hz="$(getconf CLK_TCK)" -v line="$(cat "$work/line")" '{
 			match(line, /requests=[0-9]+/); n = substr(line, RSTART + 9, RLENGTH - 9) + 0; if (n == 0) n = 1
 			us = 1e6 / hz / n
@@ -102,12 +125,13 @@ bench() { # label, mode
 # Redis spent running the scripts, and read events
 # (total_reads_processed: one per socket read, so a pipeline read at once
 # counts one): the round trips. The dup run's priming request and the
-# redis-cli calls themselves add a handful.
+# redis-cli calls themselves add a handful. Last, the WAITs (min_replicas).
 redis_counts() {
 	redis-cli -p "$redis_port" info all | tr -d '\r' | awk -F'[:=,]' '
 		/^cmdstat_(evalsha|eval)/ {n += $3; u += $5}
+		/^cmdstat_wait:/ {w = $3}
 		/^total_reads_processed:/ {r = $2}
-		END {print n+0, r+0, u+0}'
+		END {print n+0, r+0, u+0, w+0}'
 }
 
 verify_dedupe="webhook_verify {
@@ -143,6 +167,14 @@ run_gateway redisnc "hookgate {
 		replay_cache off
 	}"
 redisnc_url=$gw_url
+if [ -n "$REPLICA" ]; then
+	run_gateway redisw1 "hookgate {
+		store redis redis://127.0.0.1:$redis_port {
+			min_replicas 1
+		}
+	}" "$verify_dedupe"
+	redisw1_url=$gw_url
+fi
 run_gateway file "" "$verify_dedupe"
 file_url=$gw_url
 
@@ -152,7 +184,15 @@ for round in $(seq "$ROUNDS"); do
 		# The duplicate runs' requests: one signed delivery, sent again and again.
 		gw_url=$respond_url; bench respond dup
 		gw_url=$verify_url; bench verify-only unique
-		gw_url=$redis_url; bench redis-unique unique; bench redis-dup dup
+		if [ -z "$REPLICA" ]; then
+			gw_url=$redis_url; bench redis-unique unique; bench redis-dup dup
+		elif [ $((round % 2)) = 1 ]; then # each pair side by side, which goes first alternating by round
+			gw_url=$redis_url; bench redis-unique unique; gw_url=$redisw1_url; bench redis-w1-unique unique
+			gw_url=$redis_url; bench redis-dup dup; gw_url=$redisw1_url; bench redis-w1-dup dup
+		else
+			gw_url=$redisw1_url; bench redis-w1-unique unique; gw_url=$redis_url; bench redis-unique unique
+			gw_url=$redisw1_url; bench redis-w1-dup dup; gw_url=$redis_url; bench redis-dup dup
+		fi
 		gw_url=$redisnc_url; bench redis-dup-nocache dup
 		gw_url=$file_url; bench file-unique unique; bench file-dup dup
 	done
@@ -188,3 +228,36 @@ awk '
 			printf "%-22s %7.0f %6.0f-%-6.0f %5.2fx %6s %7.2f %7.2f %5s %6s %6.0f %6.0f %6s %6.0f %4.0f%%\n", name, median(name, "rps"), lo, hi, median(name, "rps") / base, resp, median(name, "p50"), median(name, "p99"), cpr, trips, median(name, "gw"), median(name, "redis"), lus, median(name, "up"), median(name, "busy")
 		}
 	}' "$work/results"
+
+if [ -n "$REPLICA" ]; then
+	# min_replicas 1 beside 0: the ratio of the medians, and of each
+	# round's pair (run next to each other, so each is a fair pair); the
+	# WAITs per request the master ran, and the replica's CPU per request.
+	echo
+	awk -v hz="$(getconf CLK_TCK)" '
+		function med(a, n,   i, j, t) {
+			for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+			return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+		}
+		{
+			delete v
+			for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+			if (!($1 in cnt)) names[++n] = $1
+			c = ++cnt[$1]
+			rps[$1, c] = v["rps"]; reqs[$1] += v["requests"]; waits[$1] += v["redis_waits"]; rt[$1] += v["replica_ticks"]
+		}
+		END {
+			printf "%-22s %8s %8s %-28s %10s %11s\n", "min_replicas 1", "req/s", "vs 0", "by round", "WAIT/req", "replica µs"
+			for (i = 1; i <= n; i++) {
+				w1 = names[i]
+				if (w1 !~ /^redis-w1-/) continue
+				w0 = w1; sub(/^redis-w1-/, "redis-", w0)
+				k = cnt[w1] < cnt[w0] ? cnt[w1] : cnt[w0]
+				rounds = ""
+				for (j = 1; j <= k; j++) { a[j] = rps[w1, j]; b[j] = rps[w0, j]; r[j] = rps[w1, j] / rps[w0, j]; rounds = rounds sprintf("%s%.2fx", j > 1 ? " " : "", r[j]) }
+				m1 = med(a, k); m0 = med(b, k); mr = med(r, k)
+				printf "%-22s %8.0f %7.2fx %-28s %10.3f %11.1f\n", w1, m1, m1 / m0, rounds " (med " sprintf("%.2f", mr) ")", waits[w1] / reqs[w1], rt[w1] * 1e6 / hz / reqs[w1]
+				printf "%-22s %8.0f %8s %-28s %10.3f %11.1f\n", w0, m0, "", "", waits[w0] / reqs[w0], rt[w0] * 1e6 / hz / reqs[w0]
+			}
+		}' "$work/results"
+fi

@@ -11,9 +11,13 @@
 //	sendbench bare -receiver http://127.0.0.1:9000 -n 20000 -c 20
 //
 // run -cpuprofile FILE writes a CPU profile of the deliveries (not of the
-// enqueues). Each line also gives the CPU time per delivery of the process
+// enqueues). run -min-replicas N makes the queue's writes wait for N
+// replicas (the store's min_replicas: WAIT after each enqueue and settle),
+// within -replica-timeout. Each line also gives the CPU time per delivery of the process
 // (and of redis-server, for run): on a busy machine, steadier than the
-// rates; and run's, the allocations per delivery.
+// rates; and run's, the allocations per delivery, the mean time of an
+// enqueue (sent one at a time: a latency), the WAITs Redis ran per
+// delivery and the writes whose replicas fell short.
 package main
 
 import (
@@ -23,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net/http"
 	"os"
 	"runtime"
@@ -37,6 +42,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hookgate/hookgate/internal/redistest"
+	"github.com/hookgate/hookgate/internal/replicas"
 	"github.com/hookgate/hookgate/sender"
 	"github.com/hookgate/hookgate/sender/redisqueue"
 	"github.com/hookgate/hookgate/verify"
@@ -199,6 +205,8 @@ func run(args []string) {
 	n := fs.Int("n", 20000, "envelopes")
 	c := fs.Int("c", 20, "workers")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the deliveries to this file")
+	minReplicas := fs.Int("min-replicas", 0, "the replicas each enqueue and settle waits for (min_replicas)")
+	replicaTimeout := fs.Duration("replica-timeout", replicas.DefaultTimeout, "how long a write waits for its replicas")
 	_ = fs.Parse(args) // ExitOnError: Parse exits rather than return an error
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: *addr, PoolSize: 64})
@@ -207,6 +215,12 @@ func run(args []string) {
 
 	prefix := fmt.Sprintf("bench%d", time.Now().UnixNano())
 	q := redisqueue.New(rdb, prefix, 168*time.Hour)
+	var repl *replicas.Waiter
+	if *minReplicas > 0 {
+		// As store.Open wires min_replicas into the gateway's queue.
+		repl = replicas.New(rdb, *minReplicas, *replicaTimeout, slog.Default())
+		q.WaitForReplicas(repl)
+	}
 	signer, _ := verify.New("standard", []string{"whsec_aG9va2dhdGUtZGV2LXNlY3JldC1uZXZlci11c2UtaW4tcHJvZA=="}, verify.Options{})
 	s, err := sender.New(q, sender.Config{Workers: *c, Batch: *c, Poll: 10 * time.Millisecond},
 		// The breakers shared on Redis, as the gateway shares them on a
@@ -223,6 +237,7 @@ func run(args []string) {
 			log.Fatal(err)
 		}
 	}
+	enqueueUS := perDelivery(time.Since(now), *n) // one at a time: a latency, not a rate
 	after := usedMemory(ctx, rdb)
 
 	if *cpuprofile != "" {
@@ -237,16 +252,37 @@ func run(args []string) {
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	cpu0, rcpu0, m0 := selfCPU(), redisCPU(ctx, rdb), mallocs()
+	cpu0, rcpu0, m0, w0 := selfCPU(), redisCPU(ctx, rdb), mallocs(), waits(ctx, rdb)
 	start := time.Now()
 	go func() { s.Run(runCtx); close(done) }()
 	for count(*rcv) < int64(*n) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
-	cpu, rcpu, allocs := selfCPU()-cpu0, redisCPU(ctx, rdb)-rcpu0, mallocs()-m0
+	cpu, rcpu, allocs, nwait := selfCPU()-cpu0, redisCPU(ctx, rdb)-rcpu0, mallocs()-m0, waits(ctx, rdb)-w0
 	stop()
 	<-done
-	fmt.Printf("hookgate deliveries/s %.0f bytes/envelope %.0f sender_cpu_us %.1f redis_cpu_us %.1f allocs %.0f\n", float64(*n)/elapsed.Seconds(), float64(after-before)/float64(*n),
-		perDelivery(cpu, *n), perDelivery(rcpu, *n), float64(allocs)/float64(*n))
+	var short int64 // writes whose replicas fell short (a nil Waiter's are 0)
+	for _, v := range repl.Counts() {
+		short += v
+	}
+	fmt.Printf("hookgate deliveries/s %.0f bytes/envelope %.0f sender_cpu_us %.1f redis_cpu_us %.1f allocs %.0f enqueue_us %.1f waits_per_delivery %.3f shortfalls %d\n", float64(*n)/elapsed.Seconds(), float64(after-before)/float64(*n),
+		perDelivery(cpu, *n), perDelivery(rcpu, *n), float64(allocs)/float64(*n), enqueueUS, float64(nwait)/float64(*n), short)
+}
+
+// waits is how many WAIT commands Redis has run (INFO commandstats'
+// cmdstat_wait calls; 0 before the first).
+func waits(ctx context.Context, rdb *redis.Client) int64 {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "cmdstat_wait:calls="); ok {
+			v, _, _ = strings.Cut(v, ",")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
 }
