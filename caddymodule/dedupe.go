@@ -249,7 +249,7 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		if h.OnStoreError == "forward" {
 			return next.ServeHTTP(w, r)
 		}
-		problem.Write(w, problem.StoreUnavailable, "the dedupe store is unavailable; nothing was forwarded", time.Second)
+		problem.Write(w, problem.StoreUnavailable, "the dedupe store is unavailable, or too few of its replicas acknowledged the claim in time (min_replicas); nothing was forwarded", time.Second)
 		return nil
 	}
 	h.storeLog.Answered()

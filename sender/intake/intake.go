@@ -240,7 +240,7 @@ type enqueueAnswer struct {
 }
 
 // enqueueUnknown is the detail of an enqueue's 503.
-const enqueueUnknown = "the queue's store failed or did not answer in time: the outcome is unknown, " +
+const enqueueUnknown = "the queue's store failed, did not answer in time, or too few of its replicas acknowledged the write in time (min_replicas): the outcome is unknown, " +
 	"the event may have been enqueued; retry with the same delivery ID, which is safe (the enqueue is idempotent)"
 
 // enqueue queues e through s and answers: as opts say (Options.Answer*),
@@ -279,7 +279,7 @@ type publishAnswer struct {
 }
 
 // publishUnknown is the detail of a fan-out's 503.
-const publishUnknown = "the queue's store failed or did not answer in time: the outcome is unknown, " +
+const publishUnknown = "the queue's store failed, did not answer in time, or too few of its replicas acknowledged the write in time (min_replicas): the outcome is unknown, " +
 	"the event may have been enqueued for some or all of its destinations; publish it again with the same delivery ID, " +
 	"which is safe: it enqueues what is missing and duplicates nothing"
 
