@@ -21,12 +21,16 @@ import (
 
 // balancer sends each request to the next of several gateways in turn,
 // as a load balancer in front of instances sharing Redis does, and notes
-// which instance served each POST of a redrive form.
+// which instance served each POST of a redrive form. The POSTs of a
+// redrive form take turns among themselves: a GET between two of them
+// (a page's refresh, which a busy machine may delay into the middle)
+// must not send both to one instance.
 type balancer struct {
 	*httptest.Server
-	mu     sync.Mutex
-	next   int
-	posted []int
+	mu       sync.Mutex
+	next     int
+	nextPost int
+	posted   []int
 	// slow delays each POST, as a slow link does: it reaches the gateway
 	// late, and even when the browser has given up on it meanwhile.
 	slow time.Duration
@@ -41,10 +45,14 @@ func newBalancer(t *testing.T, gateways ...*gateway) *balancer {
 	}
 	b.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b.mu.Lock()
-		i := b.next
-		b.next = (b.next + 1) % len(proxies)
+		var i int
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/redrive") {
+			i = b.nextPost
+			b.nextPost = (b.nextPost + 1) % len(proxies)
 			b.posted = append(b.posted, i)
+		} else {
+			i = b.next
+			b.next = (b.next + 1) % len(proxies)
 		}
 		slow := b.slow
 		b.mu.Unlock()
