@@ -118,10 +118,5 @@ func attachReplica(t *testing.T, master, replica *redistest.Server) {
 	if err := rdb.ReplicaOf(ctx, "127.0.0.1", strconv.Itoa(master.Port)).Err(); err != nil {
 		t.Fatalf("REPLICAOF: %v", err)
 	}
-	mdb := redis.NewClient(&redis.Options{Addr: master.Addr()})
-	defer func() { _ = mdb.Close() }()
-	waitForWithin(t, 30*time.Second, "the replica to be online", func() bool {
-		info, err := mdb.Info(ctx, "replication").Result()
-		return err == nil && strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")
-	})
+	redistest.WaitReplicas(t, master, 1)
 }

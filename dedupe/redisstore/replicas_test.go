@@ -3,8 +3,6 @@ package redisstore_test
 import (
 	"errors"
 	"log/slog"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -172,11 +170,9 @@ func TestShortAcquireReleasesTheEntity(t *testing.T) {
 // TestWithReplicaNothingFallsShort: on a master with a replica every
 // write is acknowledged, batched or not, a flushed script included.
 func TestWithReplicaNothingFallsShort(t *testing.T) {
-	m := redistest.StartWith(t, "--repl-diskless-sync-delay", "0")
-	redistest.StartWith(t, "--replicaof", "127.0.0.1", strconv.Itoa(m.Port))
+	m, _ := redistest.StartReplicated(t)
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{m.Addr()}})
 	t.Cleanup(func() { _ = rdb.Close() })
-	waitOnline(t, rdb)
 	s := newStores(rdb, 1, 5*time.Second)
 	ctx := t.Context()
 
@@ -207,21 +203,6 @@ func TestWithReplicaNothingFallsShort(t *testing.T) {
 	}
 	if e, err := s.plain.Get(ctx, "k", t0); err != nil || e.State != dedupe.StateRecorded {
 		t.Errorf("Get = %+v, %v; want recorded", e, err)
-	}
-}
-
-func waitOnline(t *testing.T, rdb redis.UniversalClient) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		in, err := rdb.Info(t.Context(), "replication").Result()
-		if err == nil && strings.Contains(in, "state=online") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 20s for the replica online; last: %q, %v", in, err)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

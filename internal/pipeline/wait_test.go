@@ -19,24 +19,11 @@ import (
 // reads for longer than the BLPOP that holds a pipeline in flight.
 func replicated(t *testing.T) (master, replica *redis.Client) {
 	t.Helper()
-	// Without the default 5 s delay before a diskless full sync, the
-	// replica is online at once.
-	m := redistest.StartWith(t, "--repl-diskless-sync-delay", "0")
-	r := redistest.StartWith(t, "--replicaof", "127.0.0.1", strconv.Itoa(m.Port))
+	m, r := redistest.StartReplicated(t)
 	master = redis.NewClient(&redis.Options{Addr: m.Addr(), ReadTimeout: 30 * time.Second})
 	replica = redis.NewClient(&redis.Options{Addr: r.Addr()})
 	t.Cleanup(func() { _ = master.Close(); _ = replica.Close() })
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		in, err := master.Info(t.Context(), "replication").Result()
-		if err == nil && strings.Contains(in, "state=online") {
-			return master, replica
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 20s for the replica online; last: %q, %v", in, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return master, replica
 }
 
 // waitFor is a SetWait function: WAIT n replicas for timeout.

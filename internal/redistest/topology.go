@@ -105,7 +105,7 @@ func StartSentinelGroup(t testing.TB, opts ...SentinelOption) *SentinelGroup {
 		r := start(t, []string{"--replicaof", "127.0.0.1", strconv.Itoa(replicaOf)})
 		g.Servers = append(g.Servers, r)
 	}
-	waitReplicas(t, master, 2)
+	WaitReplicas(t, master, 2)
 	for range 3 {
 		g.Sentinels = append(g.Sentinels, startSentinel(t, master.Port, failoverTimeout))
 	}
@@ -268,8 +268,19 @@ func sentinelMaster(addr string) (map[string]string, error) {
 	return c.Master(ctx, SentinelMaster).Result()
 }
 
-// waitReplicas waits until master has n replicas online.
-func waitReplicas(t testing.TB, master *Server, n int) {
+// StartReplicated starts a master and one replica of it, and returns
+// them once the master counts the replica online. The master starts a
+// diskless full sync at once (not after the default 5 s).
+func StartReplicated(t testing.TB) (master, replica *Server) {
+	t.Helper()
+	master = StartWith(t, "--repl-diskless-sync-delay", "0")
+	replica = StartWith(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port))
+	WaitReplicas(t, master, 1)
+	return master, replica
+}
+
+// WaitReplicas waits until master has n replicas online.
+func WaitReplicas(t testing.TB, master *Server, n int) {
 	t.Helper()
 	poll(t, 20*time.Second, fmt.Sprintf("%d replicas online at %s", n, master.Addr()), func() (bool, string) {
 		info, err := info(master.Addr(), "replication")

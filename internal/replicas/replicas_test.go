@@ -23,14 +23,8 @@ var incrScript = redis.NewScript(`return redis.call('INCR', KEYS[1])`)
 // both once the master reports the replica online.
 func replicated(t *testing.T) (master, replica *redis.Client) {
 	t.Helper()
-	// Without the default 5 s delay before a diskless full sync, the
-	// replica is online at once.
-	m := redistest.StartWith(t, "--repl-diskless-sync-delay", "0")
-	r := redistest.StartWith(t, "--replicaof", "127.0.0.1", strconv.Itoa(m.Port))
-	master = client(t, m.Addr())
-	replica = client(t, r.Addr())
-	waitOnline(t, master, 1)
-	return master, replica
+	m, r := redistest.StartReplicated(t)
+	return client(t, m.Addr()), client(t, r.Addr())
 }
 
 func client(t *testing.T, addr string) *redis.Client {
@@ -38,23 +32,6 @@ func client(t *testing.T, addr string) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
-}
-
-// waitOnline waits until the master's INFO replication shows n replicas
-// online.
-func waitOnline(t *testing.T, master *redis.Client, n int) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		in, err := master.Info(t.Context(), "replication").Result()
-		if err == nil && strings.Count(in, "state=online") == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 20s for %d replicas online; last: %q, %v", n, in, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // zeroCounts is Counts of a Waiter without a shortfall.
@@ -324,7 +301,7 @@ func stopReplicaOf(t *testing.T, c *redistest.Cluster, master *redistest.Server)
 	for _, n := range c.Nodes {
 		if strconv.Itoa(n.Port) == port {
 			n.Stop()
-			waitOnline(t, m, 0)
+			redistest.WaitReplicas(t, master, 0)
 			return
 		}
 	}

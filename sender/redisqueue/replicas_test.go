@@ -4,8 +4,6 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -134,22 +132,10 @@ func TestShortEnqueueIsRefused(t *testing.T) {
 // TestWithReplicaQueueFallsShortOfNothing: on a master with a replica,
 // every waiting write is acknowledged: no error, no shortfall.
 func TestWithReplicaQueueFallsShortOfNothing(t *testing.T) {
-	m := redistest.StartWith(t, "--repl-diskless-sync-delay", "0")
-	r := redistest.StartWith(t, "--replicaof", "127.0.0.1", strconv.Itoa(m.Port))
+	m, r := redistest.StartReplicated(t)
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{m.Addr()}})
 	replica := redis.NewClient(&redis.Options{Addr: r.Addr()})
 	t.Cleanup(func() { _ = rdb.Close(); _ = replica.Close() })
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		in, err := rdb.Info(t.Context(), "replication").Result()
-		if err == nil && strings.Contains(in, "state=online") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 20s for the replica online; last: %q, %v", in, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 	q := newReplQueues(rdb, 1, 5*time.Second)
 	ctx := t.Context()
 	for _, id := range []string{"a", "b", "c", "d"} {
