@@ -86,7 +86,8 @@ func (s *Shortfall) Error() string {
 func (s *Shortfall) Is(target error) bool { return target == ErrShortfall }
 
 // Waiter sends writes that wait for replicas. Its methods are safe for
-// concurrent use. A nil *Waiter waits for none: Wanted is 0.
+// concurrent use. A nil *Waiter waits for none: its Check finds no
+// shortfall, and its Counts are 0.
 type Waiter struct {
 	rdb     redis.UniversalClient
 	n       int
@@ -114,15 +115,6 @@ func New(rdb redis.UniversalClient, n int, timeout time.Duration, logger *slog.L
 // LogEvery bounds how often one op's shortfalls are logged: a replica
 // that is down would otherwise log every request.
 const LogEvery = 10 * time.Second
-
-// Wanted is the number of replicas each write waits for: 0 for a nil
-// Waiter.
-func (w *Waiter) Wanted() int {
-	if w == nil {
-		return 0
-	}
-	return w.n
-}
 
 // WaitCmd is the WAIT command that follows a batch of writes on their
 // connection.
