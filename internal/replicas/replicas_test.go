@@ -217,17 +217,24 @@ func TestRunLoadsAFlushedScript(t *testing.T) {
 	}
 }
 
-// TestClusterWaitsOnTheSlotsMaster: on a Cluster of three masters with a
-// replica each, Do and Run send the write and WAIT to the master of the
-// key's slot: writes on keys of two masters are acknowledged, none short.
-func TestClusterWaitsOnTheSlotsMaster(t *testing.T) {
-	c := redistest.StartReplicatedCluster(t)
+// clusterClient is a Cluster client of c's nodes, closed with the test.
+func clusterClient(t *testing.T, c *redistest.Cluster) *redis.ClusterClient {
+	t.Helper()
 	var addrs []string
 	for _, n := range c.Nodes {
 		addrs = append(addrs, n.Addr())
 	}
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// TestClusterWaitsOnTheSlotsMaster: on a Cluster of three masters with a
+// replica each, Do and Run send the write and WAIT to the master of the
+// key's slot: writes on keys of two masters are acknowledged, none short.
+func TestClusterWaitsOnTheSlotsMaster(t *testing.T) {
+	c := redistest.StartReplicatedCluster(t)
+	rdb := clusterClient(t, c)
 	w := New(rdb, 1, 5*time.Second, discard())
 	ctx := t.Context()
 
@@ -256,12 +263,7 @@ func TestClusterWaitsOnTheSlotsMaster(t *testing.T) {
 // master's keys do not: each WAIT went to its write's master.
 func TestClusterShortfallIsTheSlotsMaster(t *testing.T) {
 	c := redistest.StartReplicatedCluster(t)
-	var addrs []string
-	for _, n := range c.Nodes {
-		addrs = append(addrs, n.Addr())
-	}
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := clusterClient(t, c)
 	ctx := t.Context()
 	keys := keysOnTwoMasters(t, c)
 	short, whole := keys[0], keys[1]
