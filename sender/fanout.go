@@ -61,10 +61,14 @@ func (s *Sender) Subscribers(eventType string) []string {
 // the store's own timeouts.
 //
 // An ID that is not 1 to 1024 bytes of visible ASCII is refused with an
-// error that wraps ErrBadID, and an empty type with ErrMissingEventType;
-// another error leaves the outcome unknown: publish again.
+// error that wraps ErrBadID, an entity over MaxEntityLen with
+// ErrEntityTooLong, and an empty type with ErrMissingEventType; another
+// error leaves the outcome unknown: publish again.
 func (s *Sender) Publish(ctx context.Context, ev *Event) (PublishResult, error) {
 	if err := CheckID(ev.ID); err != nil {
+		return PublishResult{}, err
+	}
+	if err := CheckEntity(ev.Entity); err != nil {
 		return PublishResult{}, err
 	}
 	if ev.EventType == "" {

@@ -25,10 +25,14 @@ func (f PendingFilter) Match(m *Meta) bool {
 	return (f.EventType == "" || m.EventType == f.EventType) && (f.Entity == "" || m.Entity == f.Entity)
 }
 
-// pendingRank orders the unsettled states: in flight first, then due.
+// pendingRank orders the unsettled states: in flight first, then due,
+// then those that wait behind their entity's head.
 func pendingRank(m *Meta) int {
-	if m.State == StateLeased {
+	switch {
+	case m.State == StateLeased:
 		return 0
+	case m.Behind != "":
+		return 2
 	}
 	return 1
 }

@@ -95,7 +95,8 @@ type Queue interface {
 	// does not decode is listed as a BrokenMeta, when f is zero. It reads
 	// no payload and takes no cursor; it reads on until limit match, or
 	// it has looked at MaxPendingScan envelopes: a filter that few match
-	// lists those among the first MaxPendingScan.
+	// lists those among the first MaxPendingScan. Envelopes that wait
+	// behind their entity's head (Ordering) come last, entity by entity.
 	Pending(ctx context.Context, dest string, f PendingFilter, limit int) ([]*Meta, error)
 
 	// TrimHistory forgets what dest's history keeps past its time at now:
@@ -154,6 +155,46 @@ type Queue interface {
 	// fan-out completes an event only for the destinations seen before
 	// it: one added later does not receive earlier events.
 	FirstSeen(ctx context.Context, dests []string, now time.Time) (map[string]time.Time, error)
+
+	// Order sets how dest's envelopes are ordered from now on (the zero
+	// Ordering, unordered, until it is called). It is this process's
+	// setting, kept in memory and written nowhere: every instance is
+	// given its destinations' configuration.
+	Order(dest string, o Ordering)
+}
+
+// Ordering is a destination's ordered delivery (ordering entity).
+//
+// Under ByEntity, an envelope enqueued with an Entity joins the back of
+// its entity: the envelopes of one (destination, entity) are leased one
+// at a time, in enqueue order. Only the entity's head (its oldest
+// unsettled envelope) is due, leased, retried or released; the others
+// wait (Stats.Waiting, state queued, or paused), and none of them is
+// leased while the head is unsettled. A lease that expires gives the same
+// head again, never the next. When the head is delivered, the next
+// becomes the head, due at its own NextAt (or at once, if that passed).
+// When it dies, the next becomes the head too, unless Hold: then the
+// entity is held (Stats.Held) until the dead head is redriven or resent
+// (it is due at once, and goes first), purged, trimmed at the retention,
+// or moved away. A head set aside because it does not decode
+// (Stats.Corrupt) lets the next go.
+//
+// A redrive or resend of an envelope that is not its entity's head joins
+// the back of its entity when the setting at that time is ByEntity, and
+// is due at once otherwise. Envelopes without an entity are not ordered.
+// An envelope that waits keeps waiting, and is released by its head's
+// settling, whatever the setting becomes: turning ordering off lets the
+// waiting ones drain one at a time, and orders no new one.
+//
+// Pending lists the waiting envelopes after the due ones, each with
+// Meta.Behind (its entity's head) and Meta.Held. Move carries them with
+// the rest, in their order, and they join their entity in to when to is
+// ordered (else they are due at once); Drop deletes them.
+type Ordering struct {
+	ByEntity bool
+	// Hold keeps an entity waiting behind its dead head (on_dead hold);
+	// else a dead head lets the next go (on_dead skip).
+	Hold bool
 }
 
 // HistoryFilter selects settled envelopes; a zero field matches all.
@@ -314,6 +355,12 @@ type Stats struct {
 	// once, as History lists it), read from a counter: approximate while
 	// settles and trims run.
 	History int
+	// Waiting counts the queued envelopes that wait behind their
+	// entity's head (Ordering): Queued counts them too.
+	Waiting int
+	// Held counts the entities whose head is a dead letter that holds
+	// them (Ordering.Hold).
+	Held int
 	// Corrupt counts the envelopes set aside because they did not decode
 	// (a damaged entry, or one written by a newer version): they would
 	// otherwise fail every lease of their destination.

@@ -57,6 +57,12 @@ type Meta struct {
 	// HistoryID is a history entry's position, "<settled ms>-<sequence>":
 	// History starts after it when it is the cursor.
 	HistoryID string
+	// Behind is, for an envelope that waits behind its entity's head
+	// (Ordering), the head's ID; Held is set when that head is a dead
+	// letter that holds the entity. Pending sets them; neither is in the
+	// encoded record.
+	Behind string
+	Held   bool
 	// State is the envelope's state when read (not in the encoded record).
 	// Metas answers an ID delivered within the history as StateDelivered.
 	State State
@@ -367,6 +373,22 @@ func CheckID(id string) error {
 		if c := id[i]; c < 0x21 || c > 0x7e {
 			return fmt.Errorf("%w: byte %d is 0x%02x; want visible ASCII (0x21 to 0x7e)", ErrBadID, i, c)
 		}
+	}
+	return nil
+}
+
+// MaxEntityLen is the longest entity an envelope may name, in bytes (as
+// webhook_freshness's): under ordering entity, it is part of a store key.
+const MaxEntityLen = 1024
+
+// ErrEntityTooLong means an entity over MaxEntityLen bytes.
+var ErrEntityTooLong = errors.New("entity too long")
+
+// CheckEntity reports whether entity fits (MaxEntityLen); the error wraps
+// ErrEntityTooLong, without echoing the entity.
+func CheckEntity(entity string) error {
+	if len(entity) > MaxEntityLen {
+		return fmt.Errorf("%w: %d bytes, over %d", ErrEntityTooLong, len(entity), MaxEntityLen)
 	}
 	return nil
 }

@@ -391,11 +391,14 @@ var ErrUnknownDestination = errors.New("unknown destination")
 // Enqueue queues e for delivery: idempotent by e.ID within its
 // destination. CreatedAt and NextAt default to now. An ID that is not 1
 // to 1024 bytes of visible ASCII (CheckID) is refused with an error that
-// wraps ErrBadID, and nothing is written: every door relies on this one
-// check. Another error leaves the outcome unknown (the store may have
+// wraps ErrBadID, and an entity over MaxEntityLen with ErrEntityTooLong;
+// nothing is written then: every door relies on these checks. Another error leaves the outcome unknown (the store may have
 // applied it). The Observer is told of each enqueue applied.
 func (s *Sender) Enqueue(ctx context.Context, e *Envelope) (EnqueueResult, error) {
 	if err := CheckID(e.ID); err != nil {
+		return EnqueueResult{}, err
+	}
+	if err := CheckEntity(e.Entity); err != nil {
 		return EnqueueResult{}, err
 	}
 	d, ok := s.dests[e.Destination]

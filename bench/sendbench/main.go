@@ -10,6 +10,13 @@
 //	sendbench run -redis 127.0.0.1:6379 -receiver http://127.0.0.1:9000 -n 20000 -c 20
 //	sendbench bare -receiver http://127.0.0.1:9000 -n 20000 -c 20
 //
+// run -entities E spreads the envelopes over E entities, round robin
+// (each payload names its entity and its place in it, and the receiver
+// counts, per entity, deliveries out of enqueue order and the most it
+// had in flight at once: GET /order); -ordering entity orders them
+// (issue 33); -store bolt runs on the embedded queue in a temporary
+// file in place of Redis (no memory figure).
+//
 // run -cpuprofile FILE writes a CPU profile of the deliveries (not of the
 // enqueues). run -min-replicas N makes the queue's writes wait for N
 // replicas (the store's min_replicas: WAIT after each enqueue and settle),
@@ -23,6 +30,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -30,6 +38,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
@@ -41,9 +50,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hookgate/hookgate/internal/boltfile"
 	"github.com/hookgate/hookgate/internal/redistest"
 	"github.com/hookgate/hookgate/internal/replicas"
 	"github.com/hookgate/hookgate/sender"
+	"github.com/hookgate/hookgate/sender/boltqueue"
 	"github.com/hookgate/hookgate/sender/redisqueue"
 	"github.com/hookgate/hookgate/verify"
 )
@@ -65,13 +76,16 @@ func main() {
 }
 
 // receiver answers every POST with -status (default 200) and counts them;
-// GET /count reads the count, DELETE /count resets it.
+// GET /count reads the count, DELETE /count resets it and the order
+// checks. GET /order reads "<out of order> <most in flight>" over the
+// entities the payloads name.
 func receiver(args []string) {
 	fs := flag.NewFlagSet("receiver", flag.ExitOnError)
 	addr := fs.String("addr", "127.0.0.1:9000", "listen address")
 	status := fs.Int("status", http.StatusOK, "the status every POST is answered with")
 	_ = fs.Parse(args) // ExitOnError: Parse exits rather than return an error
 	var n atomic.Int64
+	var ord orderCheck
 	// A loopback benchmark server: timeouts would only add to what it measures.
 	log.Fatal(http.ListenAndServe(*addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { //nolint:gosec // G114: see above
 		switch {
@@ -79,16 +93,29 @@ func receiver(args []string) {
 			_, _ = fmt.Fprint(w, n.Load()) // a client gone away has nothing to be told
 		case r.URL.Path == "/count" && r.Method == http.MethodDelete:
 			n.Store(0)
+			ord.reset()
+		case r.URL.Path == "/order" && r.Method == http.MethodGet:
+			_, _ = fmt.Fprint(w, ord.String())
 		default:
-			_, _ = io.Copy(io.Discard, r.Body) // the body is read only to be discarded
+			body, _ := io.ReadAll(r.Body)
+			entity, seq, ok := entityOf(body)
+			if ok {
+				ord.begin(entity, seq)
+			}
 			n.Add(1)
 			w.WriteHeader(*status)
+			if ok {
+				ord.end(entity)
+			}
 		}
 	})))
 }
 
-// usedMemory reads INFO memory's used_memory.
+// usedMemory reads INFO memory's used_memory (0 without Redis).
 func usedMemory(ctx context.Context, rdb *redis.Client) int64 {
+	if rdb == nil {
+		return 0
+	}
 	info, err := rdb.Info(ctx, "memory").Result()
 	if err != nil {
 		log.Fatal(err)
@@ -103,8 +130,12 @@ func usedMemory(ctx context.Context, rdb *redis.Client) int64 {
 	return 0
 }
 
-// redisCPU reads INFO cpu: the server's CPU time so far, user and system.
+// redisCPU reads INFO cpu: the server's CPU time so far, user and system
+// (0 without Redis).
 func redisCPU(ctx context.Context, rdb *redis.Client) time.Duration {
+	if rdb == nil {
+		return 0
+	}
 	info, err := rdb.Info(ctx, "cpu").Result()
 	if err != nil {
 		log.Fatal(err)
@@ -148,6 +179,77 @@ func count(url string) int64 {
 
 // payload is the event every run sends: 500 bytes of JSON.
 var payload = []byte(`{"type":"reservation.confirmed","data":"` + strings.Repeat("x", 500-44) + `"}`)
+
+// entityPayload is payload's size, naming its entity and its place in it.
+func entityPayload(entity string, seq int) []byte {
+	head := fmt.Sprintf(`{"entity":%q,"seq":%d,"data":"`, entity, seq)
+	return []byte(head + strings.Repeat("x", max(0, len(payload)-len(head)-2)) + `"}`)
+}
+
+// entityOf reads what entityPayload wrote.
+func entityOf(body []byte) (entity string, seq int, ok bool) {
+	var v struct {
+		Entity string `json:"entity"`
+		Seq    int    `json:"seq"`
+	}
+	if !bytes.HasPrefix(body, []byte(`{"entity":`)) || json.Unmarshal(body, &v) != nil {
+		return "", 0, false
+	}
+	return v.Entity, v.Seq, true
+}
+
+// orderCheck counts, per entity, the deliveries that came before one
+// enqueued earlier, and the most one entity had in flight at once.
+type orderCheck struct {
+	mu         sync.Mutex
+	last       map[string]int
+	inFlight   map[string]int
+	outOfOrder int
+	most       int
+}
+
+func (o *orderCheck) begin(entity string, seq int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.last == nil {
+		o.last, o.inFlight = map[string]int{}, map[string]int{}
+	}
+	if last, ok := o.last[entity]; ok && seq < last {
+		o.outOfOrder++
+	}
+	o.last[entity] = max(o.last[entity], seq)
+	o.inFlight[entity]++
+	o.most = max(o.most, o.inFlight[entity])
+}
+
+func (o *orderCheck) end(entity string) {
+	o.mu.Lock()
+	o.inFlight[entity]--
+	o.mu.Unlock()
+}
+
+func (o *orderCheck) reset() {
+	o.mu.Lock()
+	o.last, o.inFlight, o.outOfOrder, o.most = nil, nil, 0, 0
+	o.mu.Unlock()
+}
+
+func (o *orderCheck) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return fmt.Sprintf("%d %d", o.outOfOrder, o.most)
+}
+
+// orderFigures reads the receiver's GET /order.
+func orderFigures(url string) string {
+	resp, err := http.Get(url + "/order")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }() // read to the end: nothing to lose
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
 
 // resetCount sets the receiver's count to 0. A receiver that is not up
 // fails the count that follows, which is fatal.
@@ -201,31 +303,65 @@ func bare(args []string) {
 func run(args []string) {
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
 	addr := fs.String("redis", "127.0.0.1:6379", "Redis address")
+	storeKind := fs.String("store", "redis", "redis, or bolt: the embedded queue in a temporary file")
 	rcv := fs.String("receiver", "http://127.0.0.1:9000", "the receiver")
 	n := fs.Int("n", 20000, "envelopes")
 	c := fs.Int("c", 20, "workers")
+	entities := fs.Int("entities", 0, "spread the envelopes over this many entities, round robin (0: none)")
+	ordering := fs.String("ordering", "none", "the destination's ordering: none or entity (on_dead skip)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the deliveries to this file")
 	minReplicas := fs.Int("min-replicas", 0, "the replicas each enqueue and settle waits for (min_replicas)")
 	replicaTimeout := fs.Duration("replica-timeout", replicas.DefaultTimeout, "how long a write waits for its replicas")
 	_ = fs.Parse(args) // ExitOnError: Parse exits rather than return an error
+	order, err := sender.ParseOrdering(*ordering, "")
+	if err != nil {
+		log.Fatal(err)
+	}
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: *addr, PoolSize: 64})
-	defer func() { _ = rdb.Close() }() // the process ends here; the pool goes with it
 	resetCount(*rcv)
 
-	prefix := fmt.Sprintf("bench%d", time.Now().UnixNano())
-	q := redisqueue.New(rdb, prefix, 168*time.Hour)
-	var repl *replicas.Waiter
-	if *minReplicas > 0 {
-		// As store.Open wires min_replicas into the gateway's queue.
-		repl = replicas.New(rdb, *minReplicas, *replicaTimeout, slog.Default())
-		q.WaitForReplicas(repl)
+	var (
+		q     sender.Queue
+		rdb   *redis.Client
+		repl  *replicas.Waiter
+		opts  sender.Options
+		label = "hookgate"
+	)
+	switch *storeKind {
+	case "redis":
+		rdb = redis.NewClient(&redis.Options{Addr: *addr, PoolSize: 64})
+		defer func() { _ = rdb.Close() }() // the process ends here; the pool goes with it
+		prefix := fmt.Sprintf("bench%d", time.Now().UnixNano())
+		rq := redisqueue.New(rdb, prefix, 168*time.Hour)
+		if *minReplicas > 0 {
+			// As store.Open wires min_replicas into the gateway's queue.
+			repl = replicas.New(rdb, *minReplicas, *replicaTimeout, slog.Default())
+			rq.WaitForReplicas(repl)
+		}
+		// The breakers shared on Redis, as the gateway shares them on a
+		// Redis store.
+		q, opts.Breakers = rq, redisqueue.NewBreakers(rdb, prefix)
+	case "bolt":
+		dir, err := os.MkdirTemp("", "sendbench")
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer func() { _ = os.RemoveAll(dir) }() // a benchmark's scratch file
+		db, err := boltfile.OpenFile(filepath.Join(dir, "hookgate.db"), time.Second, false, false)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer func() { _ = db.Close() }() // the process ends here
+		if q, err = boltqueue.New(db, 168*time.Hour); err != nil {
+			log.Fatal(err)
+		}
+		label = "hookgate-bolt"
+	default:
+		log.Fatalf("-store %q: want redis or bolt", *storeKind) //nolint:gosec // G706: %q quotes it
 	}
 	signer, _ := verify.New("standard", []string{"whsec_aG9va2dhdGUtZGV2LXNlY3JldC1uZXZlci11c2UtaW4tcHJvZA=="}, verify.Options{})
 	s, err := sender.New(q, sender.Config{Workers: *c, Batch: *c, Poll: 10 * time.Millisecond},
-		// The breakers shared on Redis, as the gateway shares them on a
-		// Redis store.
-		[]sender.Destination{{Name: "bench", URL: *rcv + "/hooks", Signer: signer, Workers: *c}}, sender.Options{Breakers: redisqueue.NewBreakers(rdb, prefix)})
+		[]sender.Destination{{Name: "bench", URL: *rcv + "/hooks", Signer: signer, Workers: *c, Ordering: order}}, opts)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -233,6 +369,10 @@ func run(args []string) {
 	now := time.Now()
 	for i := range *n {
 		e := &sender.Envelope{ID: fmt.Sprintf("evt_%08d", i), Destination: "bench", EventType: "reservation.confirmed", CreatedAt: now, NextAt: now, Payload: payload}
+		if *entities > 0 {
+			e.Entity = fmt.Sprintf("ent_%06d", i%*entities)
+			e.Payload = entityPayload(e.Entity, i / *entities)
+		}
 		if _, err := q.Enqueue(ctx, e); err != nil {
 			log.Fatal(err)
 		}
@@ -266,13 +406,18 @@ func run(args []string) {
 	for _, v := range repl.Counts() {
 		short += v
 	}
-	fmt.Printf("hookgate deliveries/s %.0f bytes/envelope %.0f sender_cpu_us %.1f redis_cpu_us %.1f allocs %.0f enqueue_us %.1f waits_per_delivery %.3f shortfalls %d\n", float64(*n)/elapsed.Seconds(), float64(after-before)/float64(*n),
-		perDelivery(cpu, *n), perDelivery(rcpu, *n), float64(allocs)/float64(*n), enqueueUS, float64(nwait)/float64(*n), short)
+	var outOfOrder, most int
+	_, _ = fmt.Sscan(orderFigures(*rcv), &outOfOrder, &most) // "0 0" when no payload names an entity
+	fmt.Printf("%s deliveries/s %.0f bytes/envelope %.1f sender_cpu_us %.1f redis_cpu_us %.1f allocs %.0f enqueue_us %.1f waits_per_delivery %.3f shortfalls %d out_of_order %d most_in_flight %d\n", label, float64(*n)/elapsed.Seconds(), float64(after-before)/float64(*n),
+		perDelivery(cpu, *n), perDelivery(rcpu, *n), float64(allocs)/float64(*n), enqueueUS, float64(nwait)/float64(*n), short, outOfOrder, most)
 }
 
 // waits is how many WAIT commands Redis has run (INFO commandstats'
-// cmdstat_wait calls; 0 before the first).
+// cmdstat_wait calls; 0 before the first, or without Redis).
 func waits(ctx context.Context, rdb *redis.Client) int64 {
+	if rdb == nil {
+		return 0
+	}
 	info, err := rdb.Info(ctx, "commandstats").Result()
 	if err != nil {
 		log.Fatal(err)

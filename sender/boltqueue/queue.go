@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -27,6 +28,7 @@ type Queue struct {
 	write     func(func(*bolt.Tx) error) error // a group-committed update (boltcommit)
 	retention time.Duration
 	history   sender.History // set before use (KeepHistory)
+	ordering  sync.Map       // destination name -> sender.Ordering
 }
 
 // New returns a Queue on db. Dead letters and redrive counts are kept for
@@ -487,3 +489,13 @@ func (q *Queue) FirstSeen(ctx context.Context, dests []string, now time.Time) (m
 }
 
 var _ sender.Queue = (*Queue)(nil)
+
+// Order implements sender.Queue.
+func (q *Queue) Order(dest string, o sender.Ordering) { q.ordering.Store(dest, o) }
+
+// orderOf is dest's ordering (Order).
+func (q *Queue) orderOf(dest string) sender.Ordering {
+	o, _ := q.ordering.Load(dest)
+	v, _ := o.(sender.Ordering)
+	return v
+}

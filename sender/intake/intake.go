@@ -245,13 +245,16 @@ const enqueueUnknown = "the queue's store failed, did not answer in time, or too
 
 // enqueue queues e through s and answers: as opts say (Options.Answer*),
 // or 202 with {"id","destination","state","duplicate"}; or a problem (400
-// bad_id, 422 key_reused_with_different_payload, 503 store_unavailable
+// bad_id or entity_too_long, 422 key_reused_with_different_payload, 503 store_unavailable
 // whose outcome is unknown).
 func enqueue(w http.ResponseWriter, r *http.Request, s Sender, e *sender.Envelope, opts *Options, logger *slog.Logger) {
 	res, err := s.Enqueue(r.Context(), e)
 	switch {
 	case errors.Is(err, sender.ErrBadID):
 		problem.Write(w, problem.BadID, err.Error(), 0)
+		return
+	case errors.Is(err, sender.ErrEntityTooLong):
+		problem.Write(w, problem.EntityTooLong, err.Error(), 0)
 		return
 	case err != nil:
 		// The store may have applied the enqueue after it stopped waiting
@@ -285,7 +288,7 @@ const publishUnknown = "the queue's store failed, did not answer in time, or too
 
 // publish fans ev out through s and answers: as opts say, or 202 with
 // {"id","event_type","deliveries":[{"destination","state","duplicate"}]};
-// or a problem (400 bad_id or missing_event_type, 422
+// or a problem (400 bad_id, entity_too_long or missing_event_type, 422
 // key_reused_with_different_payload, 503 store_unavailable whose outcome
 // is unknown).
 func publish(w http.ResponseWriter, r *http.Request, s Sender, ev *sender.Event, opts *Options, logger *slog.Logger) {
@@ -293,6 +296,9 @@ func publish(w http.ResponseWriter, r *http.Request, s Sender, ev *sender.Event,
 	switch {
 	case errors.Is(err, sender.ErrBadID):
 		problem.Write(w, problem.BadID, err.Error(), 0)
+		return
+	case errors.Is(err, sender.ErrEntityTooLong):
+		problem.Write(w, problem.EntityTooLong, err.Error(), 0)
 		return
 	case errors.Is(err, sender.ErrMissingEventType):
 		problem.Write(w, problem.MissingEventType, "an event without a destination is routed by its type, and it has none: "+

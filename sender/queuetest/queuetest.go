@@ -106,4 +106,5 @@ func Run(t *testing.T, newQueue NewQueue) {
 	runDead(t, newQueue)
 	runReceived(t, newQueue)
 	runPending(t, newQueue)
+	runOrdering(t, newQueue)
 }

@@ -191,9 +191,9 @@ var (
 )
 
 // redriveArgs is what redriveLua's ARGV holds before the IDs.
-func redriveArgs(redriveID string, now time.Time) []any {
+func (q *Queue) redriveArgs(dest string, k keys, redriveID string, now time.Time) []any {
 	return []any{ms(now), redriveID, binary.BigEndian.AppendUint64(nil, uint64(ms(now))),
-		recordVersion, recordNextAt, recordRedrive}
+		recordVersion, recordNextAt, recordRedrive, flag(q.orderOf(dest).ByEntity), k.ent}
 }
 
 // redriveLua is what redriveScript and resendScript share: moving a dead
@@ -204,11 +204,16 @@ func redriveArgs(redriveID string, now time.Time) []any {
 // short, or of another version than ARGV[4]) is listed as broken, never
 // sent.
 //
-//	KEYS  meta, dead, ready, rdc, rdt, ... (the script's own)
+// An entity's held head goes first; another envelope of an entity joins
+// its back when the destination is ordered now (requeue).
+//
+//	KEYS  meta, dead, ready, rdc, rdt, due, ents, oc, ... (the script's own)
 //	ARGV  now ms, redrive id, now as 8 bytes (big-endian ms), record
-//	      version, next time offset, redrive ID offset (redriveArgs), then
-//	      ids
-const redriveLua = `
+//	      version, next time offset, redrive ID offset, "1" when ordered,
+//	      the entity lists' prefix (redriveArgs), then ids
+var redriveLua = orderLua + `
+O.ep, O.ents, O.oc, O.meta, O.ready, O.due = ARGV[8], KEYS[7], KEYS[8], KEYS[1], KEYS[3], KEYS[6]
+local ordered = ARGV[7] == '1'
 local rid = ARGV[2]
 local version, nextAt, rdOff = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local moved = {}
@@ -222,6 +227,19 @@ local function redriven(m)
   return string.sub(m, 1, nextAt) .. ARGV[3] .. string.sub(m, nextAt + 9, rdOff) ..
     string.char(#rid) .. rid .. string.sub(m, rdOff + 2 + n), string.sub(m, rdOff + 2, rdOff + 1 + n)
 end
+-- requeue makes id, of record m, due at once: first if it is its
+-- entity's (held) head, at the back of its entity if ordered.
+local function requeue(id, m)
+  local ent = entityOf(m)
+  if ent and ent ~= '' and redis.call('LINDEX', O.ep .. ent, 0) == id then
+    unheld()
+    redis.call('RPUSH', O.ready, id)
+  elseif ordered and ent and ent ~= '' then
+    join(id, ent, 0, 0)
+  else
+    redis.call('RPUSH', O.ready, id)
+  end
+end
 local function redriveDead(id, m)
   if record(m) and redis.call('ZREM', KEYS[2], id) == 1 then
     local rec, old = redriven(m)
@@ -230,7 +248,7 @@ local function redriveDead(id, m)
       redis.call('HINCRBY', KEYS[4], old .. ':s', 1)
     end
     redis.call('HSET', KEYS[1], id, rec)
-    redis.call('RPUSH', KEYS[3], id)
+    requeue(id, m)
     table.insert(moved, id)
   end
 end
@@ -250,11 +268,11 @@ return moved
 // and write in one step, so that a letter moves at most once however many
 // redrives run at once.
 //
-//	KEYS  meta, dead, ready, rdc, rdt
+//	KEYS  meta, dead, ready, rdc, rdt, due, ents, oc
 //	ARGV  redriveArgs, then ids
 //	returns the IDs moved (those still dead)
 var redriveScript = redis.NewScript(redriveLua + `
-for i = 7, #ARGV do
+for i = 9, #ARGV do
   local m = redis.call('HGET', KEYS[1], ARGV[i])
   if m then
     redriveDead(ARGV[i], m)
@@ -274,11 +292,11 @@ func (q *Queue) Redrive(ctx context.Context, dest string, ids []string, redriveI
 		return nil, fmt.Errorf("redis redrive: a redrive ID of %d bytes (the record keeps under 128)", len(redriveID))
 	}
 	k := keysOf(q.prefix, dest)
-	args := redriveArgs(redriveID, now)
+	args := q.redriveArgs(dest, k, redriveID, now)
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	moved, err := q.run(ctx, replicas.Redrive, redriveScript, []string{k.meta, k.dead, k.ready, k.rdc, k.rdt}, args...).StringSlice()
+	moved, err := q.run(ctx, replicas.Redrive, redriveScript, []string{k.meta, k.dead, k.ready, k.rdc, k.rdt, k.due, k.ents, k.oc}, args...).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("redis redrive: %w", err)
 	}
@@ -303,13 +321,21 @@ func (q *Queue) RedriveCounts(ctx context.Context, dest, redriveID string) (send
 // purgeScript deletes dead letters, and their history entries and any
 // payload kept under their IDs: a purged letter is not listed.
 //
-//	KEYS  meta, body, log, dead, hidx, hist, hpay, hpayt
-//	ARGV  ids
+// A held head purged lets its entity's next go.
+//
+//	KEYS  meta, body, log, dead, hidx, hist, hpay, hpayt, ents, oc, ready, due
+//	ARGV  now ms, the entity lists' prefix, ids
 //	returns how many went
-var purgeScript = redis.NewScript(`
+var purgeScript = redis.NewScript(orderLua + `
+O.ep, O.ents, O.oc, O.meta, O.ready, O.due = ARGV[2], KEYS[9], KEYS[10], KEYS[1], KEYS[11], KEYS[12]
 local n = 0
-for i = 1, #ARGV do
+for i = 3, #ARGV do
   if redis.call('ZREM', KEYS[4], ARGV[i]) == 1 then
+    local ent = headOf(ARGV[i], redis.call('HGET', KEYS[1], ARGV[i]))
+    if ent then
+      unheld()
+      leave(ARGV[i], ent, tonumber(ARGV[1]))
+    end
     redis.call('HDEL', KEYS[1], ARGV[i])
     redis.call('HDEL', KEYS[2], ARGV[i])
     redis.call('HDEL', KEYS[3], ARGV[i])
@@ -335,11 +361,13 @@ func (q *Queue) Purge(ctx context.Context, dest string, ids []string) (int, erro
 		return 0, err
 	}
 	k := keysOf(q.prefix, dest)
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
+	args := make([]any, 0, 2+len(ids))
+	args = append(args, ms(q.now()), k.ent)
+	for _, id := range ids {
+		args = append(args, id)
 	}
-	n, err := q.run(ctx, replicas.Purge, purgeScript, []string{k.meta, k.body, k.log, k.dead, k.hidx, k.hist, k.hpay, k.hpayt}, args...).Int()
+	n, err := q.run(ctx, replicas.Purge, purgeScript, []string{k.meta, k.body, k.log, k.dead, k.hidx, k.hist, k.hpay, k.hpayt,
+		k.ents, k.oc, k.ready, k.due}, args...).Int()
 	if err != nil {
 		return 0, fmt.Errorf("redis purge: %w", err)
 	}

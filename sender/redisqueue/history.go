@@ -263,31 +263,32 @@ var historyCursor = regexp.MustCompile(`^[0-9]+-[0-9]+$`)
 // the history while its payload is kept (its time not before now), its
 // record rewritten as a dead letter's is.
 //
-//	KEYS  meta, dead, ready, rdc, rdt, body, log, hidx, hist, hpay, hpayt
+//	KEYS  meta, dead, ready, rdc, rdt, due, ents, oc, body, log, hidx, hist,
+//	      hpay, hpayt
 //	ARGV  redriveArgs, then ids
 //	returns the IDs moved
 var resendScript = redis.NewScript(redriveLua + `
-for i = 7, #ARGV do
+for i = 9, #ARGV do
   local id = ARGV[i]
   local m = redis.call('HGET', KEYS[1], id)
   if m then
     redriveDead(id, m)
   else
-    local eid = redis.call('HGET', KEYS[8], id)
-    local e = eid and redis.call('XRANGE', KEYS[9], eid, eid)[1]
-    local untilMs = redis.call('ZSCORE', KEYS[11], id)
-    local body = untilMs and tonumber(untilMs) >= tonumber(ARGV[1]) and redis.call('HGET', KEYS[10], id)
+    local eid = redis.call('HGET', KEYS[11], id)
+    local e = eid and redis.call('XRANGE', KEYS[12], eid, eid)[1]
+    local untilMs = redis.call('ZSCORE', KEYS[14], id)
+    local body = untilMs and tonumber(untilMs) >= tonumber(ARGV[1]) and redis.call('HGET', KEYS[13], id)
     local h = e and e[2]
     if h and h[4] == 'd' and body and record(h[6]) then
       local rec = redriven(h[6])
       redis.call('HSET', KEYS[1], id, rec)
-      redis.call('HSET', KEYS[6], id, body)
+      redis.call('HSET', KEYS[9], id, body)
       if h[8] ~= '' then
-        redis.call('HSET', KEYS[7], id, h[8])
+        redis.call('HSET', KEYS[10], id, h[8])
       end
-      redis.call('HDEL', KEYS[10], id)
-      redis.call('ZREM', KEYS[11], id)
-      redis.call('RPUSH', KEYS[3], id)
+      redis.call('HDEL', KEYS[13], id)
+      redis.call('ZREM', KEYS[14], id)
+      requeue(id, rec)
       table.insert(moved, id)
     end
   end
@@ -303,11 +304,12 @@ func (q *Queue) Resend(ctx context.Context, dest string, ids []string, redriveID
 		return nil, fmt.Errorf("redis resend: a redrive ID of %d bytes (the record keeps under 128)", len(redriveID))
 	}
 	k := keysOf(q.prefix, dest)
-	args := redriveArgs(redriveID, now)
+	args := q.redriveArgs(dest, k, redriveID, now)
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	moved, err := q.run(ctx, replicas.Resend, resendScript, []string{k.meta, k.dead, k.ready, k.rdc, k.rdt, k.body, k.log, k.hidx, k.hist, k.hpay, k.hpayt}, args...).StringSlice()
+	moved, err := q.run(ctx, replicas.Resend, resendScript, []string{k.meta, k.dead, k.ready, k.rdc, k.rdt, k.due, k.ents, k.oc,
+		k.body, k.log, k.hidx, k.hist, k.hpay, k.hpayt}, args...).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("redis resend: %w", err)
 	}

@@ -29,6 +29,12 @@ package redisqueue
 //	<prefix>:q:{<dest>}:rdc     HASH  <redrive id>:m|d|x|s -> letters moved, delivered,
 //	                                  dead again, superseded (a redrive's progress)
 //	<prefix>:q:{<dest>}:rdt     ZSET  redrive id -> first moved at, unix ms (trims rdc)
+//	<prefix>:q:{<dest>}:e:<entity> LIST the entity's unsettled envelopes in enqueue order,
+//	                                  its head first (ordering entity): only the head
+//	                                  is in ready, due, leased or (held) dead
+//	<prefix>:q:{<dest>}:ents    SET   the entities that have such a list
+//	<prefix>:q:{<dest>}:oc      HASH  w -> envelopes waiting behind a head, h -> entities
+//	                                  held behind a dead head
 //	<prefix>:q:dests            SET   every destination name that was ever written to
 //	                                  (Destinations: finding orphans is not a scan)
 //	<prefix>:q:since            HASH  destination -> first seen, unix ms (FirstSeen: a
@@ -43,6 +49,7 @@ package redisqueue
 type keys struct {
 	meta, body, log, ready, due, leased, dead, paused, corrupt, rdc, rdt string
 	hist, hidx, hpay, hpayt, histmv, histmvidx                           string
+	ent, ents, oc                                                        string // ent: the entity lists' key prefix
 }
 
 // keysOf is dest's keys, made once per destination for the hot paths
@@ -63,7 +70,8 @@ func keysOf(prefix, dest string) keys {
 		leased: p + "leased", dead: p + "dead", paused: p + "paused",
 		corrupt: p + "corrupt", rdc: p + "rdc", rdt: p + "rdt",
 		hist: p + "hist", hidx: p + "hidx", hpay: p + "hpay", hpayt: p + "hpayt",
-		histmv: p + "histmv", histmvidx: p + "histmvidx"}
+		histmv: p + "histmv", histmvidx: p + "histmvidx",
+		ent: p + "e:", ents: p + "ents", oc: p + "oc"}
 }
 
 // destsKey is the SET of destination names.

@@ -70,14 +70,17 @@ return out
 // moveInScript writes envelopes moved from another destination, unless
 // it holds their IDs already.
 //
-//	KEYS  meta, body, log, ready, dead, hidx, hist
-//	ARGV  per envelope: id, "x" (dead) or "q", dead-at ms, record,
-//	      payload, log
+// A queued one joins its entity when to is ordered.
+//
+//	KEYS  meta, body, log, ready, dead, hidx, hist, due, ents, oc
+//	ARGV  "1" when to is ordered, the entity lists' prefix, then per
+//	      envelope: id, "x" (dead) or "q", dead-at ms, record, payload, log
 //	returns per envelope: 1 written, 0 held already with the same
 //	payload, -1 held with another
-var moveInScript = redis.NewScript(`
+var moveInScript = redis.NewScript(orderLua + `
+O.ep, O.ents, O.oc, O.meta, O.ready, O.due = ARGV[2], KEYS[9], KEYS[10], KEYS[1], KEYS[4], KEYS[8]
 local out = {}
-for i = 1, #ARGV, 6 do
+for i = 3, #ARGV, 6 do
   local id, state, score, rec, body, log = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4], ARGV[i+5]
   local fp = string.sub(rec, 2, 9)
   local cur = redis.call('HGET', KEYS[1], id)
@@ -97,8 +100,11 @@ for i = 1, #ARGV, 6 do
     if log ~= '' then
       redis.call('HSET', KEYS[3], id, log)
     end
+    local ent = ARGV[1] == '1' and state ~= 'x' and entityOf(rec)
     if state == 'x' then
       redis.call('ZADD', KEYS[5], score, id)
+    elseif ent and ent ~= '' then
+      join(id, ent, 0, 0)
     else
       redis.call('RPUSH', KEYS[4], id)
     end
@@ -145,6 +151,11 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 		return 0, 0, fmt.Errorf("redis move: %w", err)
 	}
 	src, dst := keysOf(q.prefix, from), keysOf(q.prefix, to)
+	// Envelopes that wait behind their entity's head go to the ready
+	// list, in order, to be moved with the rest.
+	if err := q.flatten(ctx, src); err != nil {
+		return 0, 0, fmt.Errorf("redis move: %w", err)
+	}
 	clock := "" // Redis's: a live lease stays for its holder to settle
 	if q.callerClock {
 		clock = strconv.FormatInt(ms(now), 10)
@@ -188,12 +199,14 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 			}
 			var out []any
 			if len(in) > 0 {
-				res, err := moveInScript.Run(ctx, q.rdb, []string{dst.meta, dst.body, dst.log, dst.ready, dst.dead, dst.hidx, dst.hist}, in...).Int64Slice()
+				in = append([]any{flag(q.orderOf(to).ByEntity), dst.ent}, in...)
+				res, err := moveInScript.Run(ctx, q.rdb, []string{dst.meta, dst.body, dst.log, dst.ready, dst.dead, dst.hidx, dst.hist,
+					dst.due, dst.ents, dst.oc}, in...).Int64Slice()
 				if err != nil {
 					return moved, kept, fmt.Errorf("redis move: writing %s: %w", to, err)
 				}
 				for j, r := range res {
-					id := in[6*j].(string)
+					id := in[2+6*j].(string)
 					if r < 0 {
 						kept++
 						offset++
@@ -281,9 +294,12 @@ func (q *Queue) Drop(ctx context.Context, dest string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("redis drop: %w", err)
 	}
+	if err := q.dropEntities(ctx, k); err != nil {
+		return 0, fmt.Errorf("redis drop: %w", err)
+	}
 	// One DEL of keys that share a hash tag: one slot.
 	if err := q.rdb.Del(ctx, k.meta, k.body, k.log, k.ready, k.due, k.leased, k.dead,
-		k.paused, k.corrupt, k.rdc, k.rdt, k.hist, k.hidx, k.hpay, k.hpayt, k.histmv, k.histmvidx).Err(); err != nil {
+		k.paused, k.corrupt, k.rdc, k.rdt, k.hist, k.hidx, k.hpay, k.hpayt, k.histmv, k.histmvidx, k.ents, k.oc).Err(); err != nil {
 		return 0, fmt.Errorf("redis drop: %w", err)
 	}
 	if err := q.rdb.SRem(ctx, destsKey(q.prefix), dest).Err(); err != nil {

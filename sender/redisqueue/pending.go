@@ -1,7 +1,8 @@
 package redisqueue
 
-// The envelopes not yet settled: the leased ZSET, the ready LIST and the
-// due ZSET, read in that order, and their records.
+// The envelopes not yet settled: the leased ZSET, the ready LIST, the
+// due ZSET and the entities' LISTs, read in that order, and their
+// records.
 
 import (
 	"context"
@@ -123,5 +124,5 @@ func (q *Queue) Pending(ctx context.Context, dest string, f sender.PendingFilter
 			}
 		}
 	}
-	return out, nil
+	return q.pendingWaiting(ctx, dest, k, f, out, seen, looked, limit)
 }

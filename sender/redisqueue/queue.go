@@ -31,6 +31,7 @@ type Queue struct {
 
 	registered    sync.Map    // destination names known to be in the dests SET
 	keys          sync.Map    // destination name -> *keys
+	ordering      sync.Map    // destination name -> sender.Ordering
 	layoutChecked atomic.Bool // CheckLayout answered nil
 }
 
@@ -95,13 +96,15 @@ func (q *Queue) register(ctx context.Context, dest string) error {
 
 // enqueueScript adds an envelope unless its ID is known.
 //
-//	KEYS  meta, body, leased, dead, paused, ready, due, hidx, hist
-//	ARGV  id, record, payload, due ms, now ms, history ms
+//	KEYS  meta, body, leased, dead, paused, ready, due, hidx, hist, ents, oc
+//	ARGV  id, record, payload, due ms, now ms, history ms, the entity it
+//	      joins ("": none, it is not ordered), the entity lists' prefix
 //	returns {state, mismatch, first}: mismatch -1 when added, 0 a duplicate
 //	of the same payload, 1 of another payload; first 1 when the envelope
 //	added is the only one the destination holds (its name is registered
 //	again: another instance may have dropped it)
-var enqueueScript = redis.NewScript(`
+var enqueueScript = redis.NewScript(orderLua + `
+O.ep, O.ents, O.oc, O.meta, O.ready, O.due = ARGV[8], KEYS[10], KEYS[11], KEYS[1], KEYS[6], KEYS[7]
 local fp = string.sub(ARGV[2], 2, 9)
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if cur then
@@ -124,10 +127,10 @@ if eid and tonumber(string.match(eid, '^(%d+)')) > tonumber(ARGV[5]) - tonumber(
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
-if tonumber(ARGV[4]) <= tonumber(ARGV[5]) then
-  redis.call('RPUSH', KEYS[6], ARGV[1])
+if ARGV[7] ~= '' then
+  join(ARGV[1], ARGV[7], tonumber(ARGV[4]), tonumber(ARGV[5]))
 else
-  redis.call('ZADD', KEYS[7], ARGV[4], ARGV[1])
+  makeDue(ARGV[1], tonumber(ARGV[4]), tonumber(ARGV[5]))
 end
 local first = (redis.call('HLEN', KEYS[1]) == 1) and 1 or 0
 if redis.call('EXISTS', KEYS[5]) == 1 then
@@ -148,8 +151,13 @@ func (q *Queue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.Enqueue
 		return sender.EnqueueResult{}, fmt.Errorf("redis enqueue: %w", err)
 	}
 	k := q.keysOf(e.Destination)
-	cmd, acked := q.eval(ctx, enqueueScript, []string{k.meta, k.body, k.leased, k.dead, k.paused, k.ready, k.due, k.hidx, k.hist},
-		e.ID, sender.MarshalMeta(sender.MetaOf(e)), sender.StoredPayload(e), ms(e.NextAt), ms(e.CreatedAt), q.history.Keep.Milliseconds())
+	entity := ""
+	if q.orderOf(e.Destination).ByEntity {
+		entity = e.Entity
+	}
+	cmd, acked := q.eval(ctx, enqueueScript, []string{k.meta, k.body, k.leased, k.dead, k.paused, k.ready, k.due, k.hidx, k.hist, k.ents, k.oc},
+		e.ID, sender.MarshalMeta(sender.MetaOf(e)), sender.StoredPayload(e), ms(e.NextAt), ms(e.CreatedAt), q.history.Keep.Milliseconds(),
+		entity, k.ent)
 	v, err := cmd.Slice()
 	if err != nil {
 		return sender.EnqueueResult{}, fmt.Errorf("redis enqueue: %w", err)
@@ -233,18 +241,36 @@ return out
 
 // quarantineScript sets aside leased entries that do not decode.
 //
-//	KEYS  leased, meta, body, log, corrupt
-//	ARGV  ids
-var quarantineScript = redis.NewScript(`
-for _, id in ipairs(ARGV) do
+// An entity's head set aside lets the next go: its entity is read from
+// its record, or else looked for among the entities' heads.
+//
+//	KEYS  leased, meta, body, log, corrupt, ents, oc, ready, due
+//	ARGV  now ms, the entity lists' prefix, ids
+var quarantineScript = redis.NewScript(orderLua + `
+O.ep, O.ents, O.oc, O.meta, O.ready, O.due = ARGV[2], KEYS[6], KEYS[7], KEYS[2], KEYS[8], KEYS[9]
+local now = tonumber(ARGV[1])
+for i = 3, #ARGV do
+  local id = ARGV[i]
   redis.call('ZREM', KEYS[1], id)
   local m = redis.call('HGET', KEYS[2], id)
   if m then
     redis.call('HSET', KEYS[5], id, m)
   end
+  local ent = headOf(id, m)
+  if not ent and not entityOf(m) then
+    for _, e in ipairs(redis.call('SMEMBERS', O.ents)) do
+      if redis.call('LINDEX', O.ep .. e, 0) == id then
+        ent = e
+        break
+      end
+    end
+  end
   redis.call('HDEL', KEYS[2], id)
   redis.call('HDEL', KEYS[3], id)
   redis.call('HDEL', KEYS[4], id)
+  if ent then
+    leave(id, ent, now)
+  end
 end
 return 0
 `)
@@ -309,7 +335,8 @@ func (q *Queue) Lease(ctx context.Context, dest string, n int, now time.Time, le
 	}
 	if len(bad) > 0 {
 		// Set aside, so that they do not come back every lease.
-		if err := quarantineScript.Run(ctx, q.rdb, []string{k.leased, k.meta, k.body, k.log, k.corrupt}, bad...).Err(); err != nil {
+		args := append([]any{ms(now), k.ent}, bad...)
+		if err := quarantineScript.Run(ctx, q.rdb, []string{k.leased, k.meta, k.body, k.log, k.corrupt, k.ents, k.oc, k.ready, k.due}, args...).Err(); err != nil {
 			return out, fmt.Errorf("redis lease: setting aside %d envelopes that do not decode: %w", len(bad), err)
 		}
 	}
@@ -322,14 +349,20 @@ func (q *Queue) Lease(ctx context.Context, dest string, n int, now time.Time, le
 // dead letter and is written to the history too. A dead letter past the
 // retention leaves the history with the queue, as a purged one does.
 //
+// An entity's head that is delivered, or dies unless held, lets the next
+// go (orderLua); so does a held one the retention forgets.
+//
 //	KEYS  meta, body, log, due, leased, dead, ready, rdc, rdt, hist, hidx,
-//	      hpay, hpayt
+//	      hpay, hpayt, ents, oc
 //	ARGV  now ms, retention ms, history ms, payload ms, the record's
-//	      redrive ID offset (recordRedrive), then per outcome:
+//	      redrive ID offset (recordRedrive), "1" when a dead head holds its
+//	      entity, the entity lists' prefix, then per outcome:
 //	      kind (d delivered, r retry, x dead, l release), id, lease end ms,
 //	      record or "", log or "", score (due or dead-at ms)
 //	returns the number of outcomes skipped (their lease was lost)
-var settleScript = redis.NewScript(trimHistoryLua + `
+var settleScript = redis.NewScript(trimHistoryLua + orderLua + `
+O.ep, O.ents, O.oc, O.meta, O.ready, O.due = ARGV[7], KEYS[14], KEYS[15], KEYS[1], KEYS[7], KEYS[4]
+local hold = ARGV[6] == '1'
 local now = tonumber(ARGV[1])
 local keepPayload = tonumber(ARGV[4]) > 0
 local rdOff = tonumber(ARGV[5])
@@ -355,7 +388,7 @@ end
 local hpayHeld
 local seen = {}
 local skipped = 0
-for i = 6, #ARGV, 6 do
+for i = 8, #ARGV, 6 do
   local kind, id, lu, rec, log, score = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4], ARGV[i+5]
   local cur = not seen[id] and redis.call('ZSCORE', KEYS[5], id)
   if not cur or tonumber(cur) ~= tonumber(lu) then
@@ -371,6 +404,12 @@ for i = 6, #ARGV, 6 do
     if rid ~= '' then
       -- counts written again after their trim are dated, and trimmed
       redis.call('ZADD', KEYS[9], 'NX', ARGV[1], rid)
+    end
+    local ent = (kind == 'd' or kind == 'x') and headOf(id, m)
+    if ent and kind == 'x' and hold then
+      held()
+    elseif ent then
+      leave(id, ent, now)
     end
     if kind == 'd' then
       if rec == '' then rec = m end
@@ -434,6 +473,13 @@ end
 local cutoff = now - tonumber(ARGV[2])
 local old = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', cutoff, 'LIMIT', 0, 100)
 if #old > 0 then
+  for _, id in ipairs(old) do
+    local ent = headOf(id, redis.call('HGET', KEYS[1], id))
+    if ent then
+      unheld()
+      leave(id, ent, now)
+    end
+  end
   redis.call('HDEL', KEYS[1], unpack(old))
   redis.call('HDEL', KEYS[2], unpack(old))
   redis.call('HDEL', KEYS[3], unpack(old))
@@ -465,8 +511,9 @@ func (q *Queue) Settle(ctx context.Context, dest string, outcomes []sender.Outco
 		return 0, nil
 	}
 	k := q.keysOf(dest)
-	args := make([]any, 0, 5+6*len(outcomes))
-	args = append(args, ms(now), q.retention.Milliseconds(), q.history.Keep.Milliseconds(), min(q.history.Payload, q.history.Keep).Milliseconds(), recordRedrive)
+	args := make([]any, 0, 7+6*len(outcomes))
+	args = append(args, ms(now), q.retention.Milliseconds(), q.history.Keep.Milliseconds(), min(q.history.Payload, q.history.Keep).Milliseconds(), recordRedrive,
+		flag(q.orderOf(dest).Hold), k.ent)
 	for _, o := range outcomes {
 		var kind string
 		var rec, log []byte
@@ -491,7 +538,7 @@ func (q *Queue) Settle(ctx context.Context, dest string, outcomes []sender.Outco
 		args = append(args, kind, o.ID, ms(o.LeaseUntil), rec, log, score)
 	}
 	n, err := q.run(ctx, replicas.Settle, settleScript, []string{k.meta, k.body, k.log, k.due, k.leased, k.dead, k.ready, k.rdc, k.rdt,
-		k.hist, k.hidx, k.hpay, k.hpayt}, args...).Int()
+		k.hist, k.hidx, k.hpay, k.hpayt, k.ents, k.oc}, args...).Int()
 	if err != nil {
 		return 0, fmt.Errorf("redis settle: %w", err)
 	}
@@ -554,12 +601,12 @@ func (q *Queue) Paused(ctx context.Context, dest string) (bool, string, error) {
 
 // statsScript reads a destination's depth.
 //
-//	KEYS  due, leased, dead, paused, ready, meta, corrupt, hidx
+//	KEYS  due, leased, dead, paused, ready, meta, corrupt, hidx, oc
 //	ARGV  now ms
 //	returns {queued, leased, dead, who paused it or false, oldest
 //	scheduled due ms or -1, oldest dead ms or -1, corrupt, history entries
 //	(HLEN of hidx: one per settled ID, O(1)), the record at the head of
-//	the ready list or false}
+//	the ready list or false, waiting, held}
 var statsScript = redis.NewScript(`
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local dead = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
@@ -574,20 +621,22 @@ local head = redis.call('LINDEX', KEYS[5], 0)
 if head then
   head = redis.call('HGET', KEYS[6], head)
 end
-return {redis.call('ZCARD', KEYS[1]) + redis.call('LLEN', KEYS[5]), redis.call('ZCARD', KEYS[2]),
+return {redis.call('ZCARD', KEYS[1]) + redis.call('LLEN', KEYS[5]) + tonumber(redis.call('HGET', KEYS[9], 'w') or 0), redis.call('ZCARD', KEYS[2]),
   redis.call('ZCARD', KEYS[3]), redis.call('GET', KEYS[4]), oldest, oldestDead, redis.call('HLEN', KEYS[7]),
-  redis.call('HLEN', KEYS[8]), head}
+  redis.call('HLEN', KEYS[8]), head or false, tonumber(redis.call('HGET', KEYS[9], 'w') or 0),
+  tonumber(redis.call('HGET', KEYS[9], 'h') or 0)}
 `)
 
 // Stats implements sender.Queue.
 func (q *Queue) Stats(ctx context.Context, dest string, now time.Time) (sender.Stats, error) {
 	k := keysOf(q.prefix, dest)
-	v, err := statsScript.Run(ctx, q.rdb, []string{k.due, k.leased, k.dead, k.paused, k.ready, k.meta, k.corrupt, k.hidx}, ms(now)).Slice()
+	v, err := statsScript.Run(ctx, q.rdb, []string{k.due, k.leased, k.dead, k.paused, k.ready, k.meta, k.corrupt, k.hidx, k.oc}, ms(now)).Slice()
 	if err != nil {
 		return sender.Stats{}, fmt.Errorf("redis stats: %w", err)
 	}
 	n := func(i int) int64 { x, _ := v[i].(int64); return x }
-	s := sender.Stats{Queued: int(n(0)), Leased: int(n(1)), Dead: int(n(2)), Corrupt: int(n(6)), History: int(n(7))}
+	s := sender.Stats{Queued: int(n(0)), Leased: int(n(1)), Dead: int(n(2)), Corrupt: int(n(6)), History: int(n(7)),
+		Waiting: int(n(9)), Held: int(n(10))}
 	if by, ok := v[3].(string); ok {
 		s.Paused, s.PausedBy = true, by
 	}
@@ -710,4 +759,14 @@ func (q *Queue) FirstSeen(ctx context.Context, dests []string, now time.Time) (m
 		out[dests[i]] = time.UnixMilli(n)
 	}
 	return out, nil
+}
+
+// Order implements sender.Queue.
+func (q *Queue) Order(dest string, o sender.Ordering) { q.ordering.Store(dest, o) }
+
+// orderOf is dest's ordering (Order).
+func (q *Queue) orderOf(dest string) sender.Ordering {
+	o, _ := q.ordering.Load(dest)
+	v, _ := o.(sender.Ordering)
+	return v
 }
