@@ -25,6 +25,10 @@ type memQueue struct {
 	delivered map[string]bool
 	paused    bool
 	pausedBy  string
+	// ordering is each destination's Order; seq numbers the enqueues, so
+	// that an ordered entity's head is its unsettled envelope of least seq.
+	ordering map[string]Ordering
+	seq      map[string]int
 	// leaseErr, when set, is returned by the next Lease beside what it
 	// leased (an entry set aside, say), then cleared.
 	leaseErr error
@@ -36,7 +40,8 @@ type memQueue struct {
 
 func newMemQueue() *memQueue {
 	return &memQueue{envs: map[string]*Envelope{}, state: map[string]State{}, until: map[string]time.Time{},
-		leasedAt: map[string]time.Time{}, delivered: map[string]bool{}}
+		leasedAt: map[string]time.Time{}, delivered: map[string]bool{},
+		ordering: map[string]Ordering{}, seq: map[string]int{}}
 }
 
 func (q *memQueue) storeNow() time.Time { return time.Now().Add(q.skew) }
@@ -57,6 +62,7 @@ func (q *memQueue) Enqueue(_ context.Context, e *Envelope) (EnqueueResult, error
 		return EnqueueResult{State: st, Duplicate: true}, nil
 	}
 	q.envs[e.ID], q.state[e.ID] = copyOf(e), StateQueued
+	q.seq[e.ID] = len(q.seq)
 	if q.paused {
 		return EnqueueResult{State: StatePaused}, nil
 	}
@@ -78,7 +84,7 @@ func (q *memQueue) Lease(_ context.Context, dest string, n int, now time.Time, l
 	}
 	var due []*Envelope
 	for id, st := range q.state {
-		if e := q.envs[id]; st == StateQueued && e.Destination == dest && !e.NextAt.After(now) {
+		if e := q.envs[id]; st == StateQueued && e.Destination == dest && !e.NextAt.After(now) && !q.behind(e) {
 			due = append(due, e)
 		}
 	}
@@ -182,6 +188,30 @@ func (q *memQueue) FirstSeen(_ context.Context, dests []string, now time.Time) (
 		out[d] = now
 	}
 	return out, nil
+}
+
+// Order implements Queue: a simpler model than the stores' (the setting
+// at lease time decides), enough for the workers' tests.
+func (q *memQueue) Order(dest string, o Ordering) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.ordering[dest] = o
+}
+
+// behind reports whether e waits behind an earlier unsettled envelope of
+// its entity (a dead one counts under Hold).
+func (q *memQueue) behind(e *Envelope) bool {
+	o := q.ordering[e.Destination]
+	if !o.ByEntity || e.Entity == "" {
+		return false
+	}
+	for id, st := range q.state {
+		f := q.envs[id]
+		if f.Destination == e.Destination && f.Entity == e.Entity && q.seq[id] < q.seq[e.ID] && (st != StateDead || o.Hold) {
+			return true
+		}
+	}
+	return false
 }
 
 // isDelivered reports whether id was settled as delivered.

@@ -98,6 +98,9 @@ type Destination struct {
 	// (reservation.*): Publish delivers an event to every destination
 	// with a glob that matches its type. None: only explicit enqueues.
 	Events []string
+	// Ordering orders its envelopes per entity (Queue.Order); the zero
+	// value does not.
+	Ordering Ordering
 }
 
 // CheckDestinations reports the first destination that has no name, a
@@ -281,6 +284,7 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 			}
 		})
 		s.shared.add(name, ds.breaker)
+		q.Order(d.Name, d.Ordering)
 		s.dests[d.Name] = ds
 		s.order = append(s.order, d.Name)
 	}
@@ -392,8 +396,9 @@ var ErrUnknownDestination = errors.New("unknown destination")
 // destination. CreatedAt and NextAt default to now. An ID that is not 1
 // to 1024 bytes of visible ASCII (CheckID) is refused with an error that
 // wraps ErrBadID, and an entity over MaxEntityLen with ErrEntityTooLong;
-// nothing is written then: every door relies on these checks. Another error leaves the outcome unknown (the store may have
-// applied it). The Observer is told of each enqueue applied.
+// nothing is written then: every door relies on these checks. Another
+// error leaves the outcome unknown (the store may have applied it). The
+// Observer is told of each enqueue applied.
 func (s *Sender) Enqueue(ctx context.Context, e *Envelope) (EnqueueResult, error) {
 	if err := CheckID(e.ID); err != nil {
 		return EnqueueResult{}, err

@@ -51,6 +51,9 @@ func (s *Sender) settle(dest string, batch []Outcome, deadline time.Time) {
 				s.logger.Warn("outcomes skipped: their lease had expired and the envelopes were leased again", "destination", dest, "skipped", skipped)
 			}
 			s.trimmed(dest)
+			if released(s.dests[dest], batch) {
+				s.Wake(dest)
+			}
 			return
 		}
 		if !time.Now().Add(backoff).Before(deadline) {
@@ -60,4 +63,19 @@ func (s *Sender) settle(dest string, batch []Outcome, deadline time.Time) {
 		time.Sleep(backoff)
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// released reports whether batch settled an ordered head for good, which
+// makes the next of its entity due at once: the lease loop, maybe idle
+// and asleep until its next poll, looks again now.
+func released(d *destination, batch []Outcome) bool {
+	if d == nil || !d.Ordering.ByEntity {
+		return false
+	}
+	for _, o := range batch {
+		if o.Kind == Delivered || o.Kind == Dead {
+			return true
+		}
+	}
+	return false
 }

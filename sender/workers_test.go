@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -390,6 +391,51 @@ func TestHookgate409IsNotCounted(t *testing.T) {
 		}
 		if c, r := breakerCounts(t, s, "d"), breakerReport(s, "d"); c.TotalFailures != 0 || r.OK.IsZero() || !r.Failing.IsZero() {
 			t.Errorf("breaker counts %+v, report %+v: want the delivery's success alone", c, r)
+		}
+	})
+}
+
+// TestOrderedEntityGoesOneAtATime: an ordered destination delivers an
+// entity's events one at a time, in enqueue order, while another entity's
+// go beside them; each settle wakes the lease loop, so the next of an
+// entity goes at once rather than at the loop's next idle poll.
+func TestOrderedEntityGoesOneAtATime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newMemQueue()
+		rcv := newFakeReceiver(answers(15*time.Millisecond, 200))
+		cfg := testConfig()
+		cfg.Poll = time.Hour // only a wake makes the loop look again soon
+		s, _ := newTestSender(t, q, cfg, []Destination{{Name: "d", URL: "http://d.test/", Ordering: Ordering{ByEntity: true}}}, rcv, Options{})
+		var a, b []string
+		for i := range 5 {
+			for _, ent := range []string{"a", "b"} {
+				id := ent + "-" + strconv.Itoa(i)
+				if _, err := s.Enqueue(t.Context(), &Envelope{ID: id, Destination: "d", Entity: ent, Payload: []byte(`{}`)}); err != nil {
+					t.Fatal(err)
+				}
+				if ent == "a" {
+					a = append(a, id)
+				} else {
+					b = append(b, id)
+				}
+			}
+		}
+		run(t, s)
+		// Five answers of 15ms each, in a row; an unwoken loop polls
+		// after 10, then 20ms, and leases each next one 15ms late.
+		time.Sleep(100 * time.Millisecond)
+		for _, ids := range [][]string{a, b} {
+			var prev time.Time
+			for _, id := range ids {
+				done := rcv.answered(id)
+				if len(done) != 1 {
+					t.Fatalf("%s answered %d times by now, want once", id, len(done))
+				}
+				if gap := done[0].Sub(prev); !prev.IsZero() && (gap < 15*time.Millisecond || gap >= 20*time.Millisecond) {
+					t.Errorf("%s answered %s after the one before it; want 15ms: one at a time, in order, the next leased at once", id, gap)
+				}
+				prev = done[0]
+			}
 		}
 	})
 }
