@@ -245,6 +245,8 @@ func (sc *SenderConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 //		workers <n>
 //		rate    <n>/s|m|h
 //		events  <glob>...
+//		ordering none|entity
+//		on_dead  skip|hold
 //	}
 func (dc *DestinationConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	err := cfparse.ParseBlock(d, "destination", cfparse.Block{
@@ -268,6 +270,8 @@ func (dc *DestinationConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			return nil
 		}},
+		{"ordering", cfparse.String(&dc.Ordering)},
+		{"on_dead", cfparse.String(&dc.OnDead)},
 	})
 	switch {
 	case err != nil:
@@ -276,6 +280,9 @@ func (dc *DestinationConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return d.Errf("destination %s needs a url", dc.Name)
 	case dc.Secret == "":
 		return d.Errf("destination %s needs a secret", dc.Name)
+	}
+	if _, err := sender.ParseOrdering(dc.Ordering, dc.OnDead); err != nil {
+		return d.Errf("destination %s: %v", dc.Name, err)
 	}
 	return nil
 }

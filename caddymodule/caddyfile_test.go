@@ -70,3 +70,33 @@ func TestMinReplicasCaddyfile(t *testing.T) {
 		}
 	}
 }
+
+// TestOrderingCaddyfile adapts a destination's ordering and on_dead, and
+// refuses what they cannot be, naming the destination.
+func TestOrderingCaddyfile(t *testing.T) {
+	adapter := caddyconfig.GetAdapter("caddyfile")
+	dest := func(lines string) string {
+		return "{\n hookgate {\n  destination ledger {\n   url http://127.0.0.1:1\n   secret s\n   " + lines + "\n  }\n }\n}\n:80"
+	}
+	for _, tt := range []struct{ lines, want string }{
+		{"ordering entity", `"ordering":"entity"`},
+		{"ordering entity\n on_dead hold", `"ordering":"entity","on_dead":"hold"`},
+		{"ordering none", `"ordering":"none"`},
+	} {
+		out, _, err := adapter.Adapt([]byte(dest(tt.lines)), map[string]any{"filename": "Caddyfile"})
+		if err != nil || !strings.Contains(string(out), tt.want) {
+			t.Errorf("%s: %s, %v; want %s", tt.lines, out, err, tt.want)
+		}
+	}
+	for _, tt := range []struct{ lines, want string }{
+		{"ordering fifo", `destination ledger: ordering "fifo": want none or entity`},
+		{"ordering entity\n on_dead retry", `destination ledger: on_dead "retry": want skip or hold`},
+		{"on_dead hold", "destination ledger: on_dead hold needs ordering entity"},
+		{"ordering", "ordering"},
+	} {
+		_, _, err := adapter.Adapt([]byte(dest(tt.lines)), map[string]any{"filename": "Caddyfile"})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v; want %q", tt.lines, err, tt.want)
+		}
+	}
+}

@@ -42,6 +42,9 @@ func (q *fakeQueue) Enqueue(_ context.Context, e *sender.Envelope) (sender.Enque
 
 // Metas answers that the queue holds nothing of ids, unless an enqueue
 // failed: a fan-out reads what its destinations hold first.
+// Order is called by sender.New for each destination.
+func (*fakeQueue) Order(string, sender.Ordering) {}
+
 func (q *fakeQueue) Metas(context.Context, string, []string) ([]*sender.Meta, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -409,5 +412,20 @@ func TestEnqueueWithoutSenderSaysSo(t *testing.T) {
 	p := reasonOf(t, w)
 	if w.Code != 503 || p.Reason != "store_unavailable" || !strings.Contains(p.Detail, "not running") || strings.Contains(p.Detail, "unknown") {
 		t.Errorf("answer %d %q %q; want 503 store_unavailable: the sender is not running", w.Code, p.Reason, p.Detail)
+	}
+}
+
+// TestEnqueueRefusesALongEntity: webhook_enqueue's entity placeholder
+// resolving to over 1024 bytes is 400 entity_too_long, and nothing is
+// queued.
+func TestEnqueueRefusesALongEntity(t *testing.T) {
+	f := newEnqueueFixture(t)
+	f.handler.Entity, f.handler.MaxBody = "{webhook.json.entity}", 4<<10
+	w := f.serve(t, http.MethodPost, key("k"), `{"entity":"`+strings.Repeat("e", sender.MaxEntityLen+1)+`"}`)
+	if p := reasonOf(t, w); w.Code != 400 || p.Reason != "entity_too_long" {
+		t.Errorf("answer %d %q (%s), want 400 entity_too_long", w.Code, p.Reason, p.Detail)
+	}
+	if got := f.queue.enqueued(); len(got) != 0 {
+		t.Errorf("enqueued %d envelopes, want none", len(got))
 	}
 }

@@ -88,6 +88,13 @@ type DestinationConfig struct {
 	// /hookgate/events, deliver an event to every destination with a glob
 	// that matches its type. Default none: only enqueues that name it.
 	Events []string `json:"events,omitempty"`
+	// Ordering is none (default) or entity: an entity's envelopes are
+	// delivered one at a time, in enqueue order (docs/sending.md).
+	Ordering string `json:"ordering,omitempty"`
+	// OnDead is what an ordered entity does when its head dies: skip
+	// (default) lets the next go, hold keeps it waiting until the dead
+	// head is redriven, resent, purged or trimmed.
+	OnDead string `json:"on_dead,omitempty"`
 }
 
 // provisionSender builds the sender's destinations. The sender itself
@@ -108,6 +115,11 @@ func (a *App) provisionSender() error {
 		if err := sender.CheckDestinations(append(a.destinations, d)); err != nil {
 			return err
 		}
+		o, err := sender.ParseOrdering(dc.Ordering, dc.OnDead)
+		if err != nil {
+			return fmt.Errorf("destination %q: %w", dc.Name, err)
+		}
+		d.Ordering = o
 		secret, err := resolveSecret(repl, fmt.Sprintf("destination %q: secret", dc.Name), dc.Secret)
 		if err != nil {
 			return err

@@ -590,9 +590,9 @@ func TestRateHoldsAfterSlotsWereScarce(t *testing.T) {
 	}
 }
 
-// TestEnqueueAndPublishRefuseBadIDs: the sender checks a delivery ID
+// TestEnqueueAndPublishRefuseBadIDsAndEntities: the sender checks a delivery ID and an entity
 // itself, whichever door the envelope came in by, and writes nothing.
-func TestEnqueueAndPublishRefuseBadIDs(t *testing.T) {
+func TestEnqueueAndPublishRefuseBadIDsAndEntities(t *testing.T) {
 	q := newQueue(t)
 	s, err := sender.New(q, fast, []sender.Destination{{Name: "d", URL: "http://127.0.0.1:1/", Events: []string{"*"}}}, sender.Options{})
 	if err != nil {
@@ -606,7 +606,19 @@ func TestEnqueueAndPublishRefuseBadIDs(t *testing.T) {
 			t.Errorf("Publish(%.20q) = %v, want ErrBadID", id, err)
 		}
 	}
-	if st, err := q.Stats(t.Context(), "d", time.Now()); err != nil || st.Queued != 0 {
-		t.Errorf("after bad IDs the queue holds %+v, %v; want nothing", st, err)
+	// An entity is part of a store key under ordering entity: capped, and
+	// the error does not echo it.
+	long := strings.Repeat("e", sender.MaxEntityLen+1)
+	if _, err := s.Enqueue(t.Context(), &sender.Envelope{ID: "long", Destination: "d", Entity: long, Payload: []byte(`{}`)}); !errors.Is(err, sender.ErrEntityTooLong) || strings.Contains(err.Error(), "eeee") {
+		t.Errorf("Enqueue(an entity of %d bytes) = %v, want ErrEntityTooLong, not echoing it", len(long), err)
+	}
+	if _, err := s.Publish(t.Context(), &sender.Event{ID: "long", EventType: "a", Entity: long, Payload: []byte(`{}`)}); !errors.Is(err, sender.ErrEntityTooLong) {
+		t.Errorf("Publish(an entity of %d bytes) = %v, want ErrEntityTooLong", len(long), err)
+	}
+	if _, err := s.Enqueue(t.Context(), &sender.Envelope{ID: "fits", Destination: "d", Entity: long[1:], Payload: []byte(`{}`)}); err != nil {
+		t.Errorf("Enqueue(an entity of %d bytes) = %v, want it queued", sender.MaxEntityLen, err)
+	}
+	if st, err := q.Stats(t.Context(), "d", time.Now()); err != nil || st.Queued != 1 {
+		t.Errorf("after bad IDs and entities the queue holds %+v, %v; want the one that fits", st, err)
 	}
 }

@@ -20,11 +20,17 @@ type DestinationStatus struct {
 	State string `json:"state"`
 	// Breaker is "closed", "open" or "half_open"; "" for an orphan.
 	Breaker string `json:"breaker,omitempty"`
-	// Depth counts envelopes by state: queued, leased, paused (queued on a
-	// paused destination), dead and corrupt.
+	// Ordering is "none" or "entity"; OnDead, "skip" or "hold" under
+	// ordering entity. Both "" for an orphan.
+	Ordering string `json:"ordering,omitempty"`
+	OnDead   string `json:"on_dead,omitempty"`
 	// PausedBy names who paused it: "gone" for a 410, else the door an
 	// operator used.
-	PausedBy       string         `json:"paused_by,omitempty"`
+	PausedBy string `json:"paused_by,omitempty"`
+	// Depth counts envelopes by state: queued, leased, paused (queued on a
+	// paused destination), dead and corrupt; and waiting (the queued or
+	// paused that wait behind their entity's head) and held (entities
+	// held behind a dead head), under ordering.
 	Depth          map[string]int `json:"depth"`
 	OldestReadyAge float64        `json:"oldest_ready_age_seconds"`
 }
@@ -41,8 +47,10 @@ func (s *Sender) Status(ctx context.Context, dest string) (DestinationStatus, er
 		return DestinationStatus{}, err
 	}
 	v := DestinationStatus{Name: dest, State: "active", Breaker: breakerName[d.state()],
-		Depth:          map[string]int{"queued": st.Queued, "leased": st.Leased, "paused": 0, "dead": st.Dead, "corrupt": st.Corrupt},
+		Depth: map[string]int{"queued": st.Queued, "leased": st.Leased, "paused": 0, "dead": st.Dead, "corrupt": st.Corrupt,
+			"waiting": st.Waiting, "held": st.Held},
 		OldestReadyAge: st.OldestReady.Seconds()}
+	v.Ordering, v.OnDead = d.Ordering.Words()
 	if st.Paused {
 		v.State, v.PausedBy, v.Depth["queued"], v.Depth["paused"] = "paused", st.PausedBy, 0, st.Queued
 	}
@@ -127,7 +135,8 @@ func (s *Sender) Orphans(ctx context.Context) ([]DestinationStatus, error) {
 			continue // delivered IDs, or a pause: nothing stranded
 		}
 		out = append(out, DestinationStatus{Name: name, State: StateOrphaned,
-			Depth:          map[string]int{"queued": st.Queued, "leased": st.Leased, "paused": 0, "dead": st.Dead, "corrupt": st.Corrupt},
+			Depth: map[string]int{"queued": st.Queued, "leased": st.Leased, "paused": 0, "dead": st.Dead, "corrupt": st.Corrupt,
+				"waiting": st.Waiting, "held": st.Held},
 			OldestReadyAge: st.OldestReady.Seconds()})
 	}
 	return out, nil

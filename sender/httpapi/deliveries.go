@@ -26,6 +26,11 @@ type DeliveryEntry struct {
 	CreatedAt   time.Time    `json:"created_at"`
 	SettledAt   time.Time    `json:"settled_at,omitzero"`
 	LastStatus  int          `json:"last_status"`
+	// Behind is, with state=queued, the ID of the head its entity waits
+	// behind (ordering entity); Held, that the head is a dead letter that
+	// holds the entity (on_dead hold).
+	Behind string `json:"behind,omitempty"`
+	Held   bool   `json:"held,omitempty"`
 	// Received is what durable ingress kept of the request, masked, in
 	// the answers that ask for it (received=true, as the export does)
 	// while the history keeps the payload; nil otherwise.
@@ -35,7 +40,8 @@ type DeliveryEntry struct {
 // DeliveryEntryOf is the list entry of a settled envelope's record.
 func DeliveryEntryOf(m *sender.Meta) DeliveryEntry {
 	return DeliveryEntry{ID: m.ID, Destination: m.Destination, EventType: m.EventType, Entity: m.Entity,
-		State: m.State, Attempts: m.Tried, CreatedAt: m.CreatedAt, SettledAt: m.SettledAt, LastStatus: m.LastStatus}
+		State: m.State, Attempts: m.Tried, CreatedAt: m.CreatedAt, SettledAt: m.SettledAt, LastStatus: m.LastStatus,
+		Behind: m.Behind, Held: m.Held}
 }
 
 // DeliveriesPage is the answer of GET /hookgate/deliveries.
