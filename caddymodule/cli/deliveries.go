@@ -184,6 +184,19 @@ func cmdDeliveries(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
+// queuedState is an unsettled envelope's state, and the head it waits
+// behind under ordering entity: "queued, behind <id>", or "queued, held
+// behind <id>" when that head is a dead letter that holds its entity.
+func queuedState(e httpapi.DeliveryEntry) string {
+	switch {
+	case e.Behind == "":
+		return string(e.State)
+	case e.Held:
+		return string(e.State) + ", held behind " + e.Behind
+	}
+	return string(e.State) + ", behind " + e.Behind
+}
+
 // queued prints a list of envelopes not yet settled: when each was
 // created rather than settled, and, when the list is full, where to count
 // them all (the list has no next page).
@@ -194,7 +207,7 @@ func (c *adminClient) queued(cmd *cobra.Command, entries []httpapi.DeliveryEntry
 	}
 	var rows [][]string
 	for _, e := range entries {
-		rows = append(rows, []string{e.ID, e.Destination, e.EventType, dash(e.Entity), string(e.State),
+		rows = append(rows, []string{e.ID, e.Destination, e.EventType, dash(e.Entity), queuedState(e),
 			fmt.Sprint(e.LastStatus), fmt.Sprint(e.Attempts), e.CreatedAt.Format(time.RFC3339)})
 	}
 	c.table("ID\tDESTINATION\tTYPE\tENTITY\tSTATE\tSTATUS\tATTEMPTS\tCREATED AT", rows)

@@ -307,7 +307,8 @@ func (m *Metrics) ObserveReplicationShortfalls(counts func() map[string]int64) e
 }
 
 // ObserveQueues registers the gauges read from s's queue at each scrape:
-// depth by state, oldest ready age, history entries, and breaker state.
+// depth by state, oldest ready age, history entries, breaker state, and
+// what ordered destinations hold waiting.
 func (m *Metrics) ObserveQueues(s *sender.Sender) error {
 	meter := m.provider.Meter("github.com/hookgate/hookgate")
 	depth, err := meter.Int64ObservableGauge("hookgate_sender_queue_depth",
@@ -332,6 +333,16 @@ func (m *Metrics) ObserveQueues(s *sender.Sender) error {
 	}
 	breaker, err := meter.Int64ObservableGauge("hookgate_sender_breaker_state",
 		metric.WithDescription("Destination breaker state: 0 closed, 1 half-open, 2 open."))
+	if err != nil {
+		return err
+	}
+	waiting, err := meter.Int64ObservableGauge("hookgate_sender_ordered_waiting",
+		metric.WithDescription("Envelopes that wait behind their entity's head, by destination (ordering entity); counted in the queued or paused depth too."))
+	if err != nil {
+		return err
+	}
+	held, err := meter.Int64ObservableGauge("hookgate_sender_ordered_held",
+		metric.WithDescription("Entities held behind a dead head until it is redriven, resent, purged or trimmed, by destination (on_dead hold)."))
 	if err != nil {
 		return err
 	}
@@ -363,12 +374,14 @@ func (m *Metrics) ObserveQueues(s *sender.Sender) error {
 			}
 			o.ObserveFloat64(oldestDead, deadAge, metric.WithAttributes(attribute.String("destination", dest)))
 			o.ObserveInt64(history, int64(st.History), metric.WithAttributes(attribute.String("destination", dest)))
+			o.ObserveInt64(waiting, int64(st.Waiting), metric.WithAttributes(attribute.String("destination", dest)))
+			o.ObserveInt64(held, int64(st.Held), metric.WithAttributes(attribute.String("destination", dest)))
 			if bs, ok := s.BreakerState(dest); ok { // an orphan has none
 				o.ObserveInt64(breaker, breakerValue(bs), metric.WithAttributes(attribute.String("destination", dest)))
 			}
 		}
 		return nil
-	}, depth, oldest, oldestDead, history, breaker)
+	}, depth, oldest, oldestDead, history, breaker, waiting, held)
 	return err
 }
 
