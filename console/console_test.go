@@ -89,7 +89,7 @@ func (f *fakeService) note(dest string) {
 
 func (f *fakeService) Destinations(ctx context.Context) ([]sender.DestinationStatus, error) {
 	f.note("")
-	return []sender.DestinationStatus{{Name: "a", State: "active", Breaker: "closed", Depth: map[string]int{}},
+	return []sender.DestinationStatus{{Name: "a", State: "active", Breaker: "closed", Depth: map[string]int{"queued": 5, "waiting": 4, "held": 2}},
 		{Name: "b", State: "active", Breaker: "closed", Depth: map[string]int{}},
 		{Name: orphan, State: sender.StateOrphaned, Depth: map[string]int{"dead": 1}}}, nil
 }
@@ -531,5 +531,17 @@ func TestProgressShowsWhereARedriveStopped(t *testing.T) {
 	body = request(c, View{Scope: "b"}, "GET", "/redrives/rd_1", nil).Body.String()
 	if !strings.Contains(body, `id="redrive-error"`) || strings.Contains(body, "10.1.2.3") {
 		t.Errorf("a subscriber's page of a redrive that stopped early:\n%s", body)
+	}
+}
+
+// TestOverviewShowsOrderedDepth: the health table shows what an ordered
+// destination holds waiting, and its held entities.
+func TestOverviewShowsOrderedDepth(t *testing.T) {
+	w := request(newConsole(t, newFake()), View{}, "GET", "/", nil)
+	body := w.Body.String()
+	for _, want := range []string{">Waiting</th>", ">Held</th>", "<td class=\"num\">4</td>\n<td class=\"num held\">2</td>"} {
+		if w.Code != 200 || !strings.Contains(body, want) {
+			t.Errorf("the overview: %d, want %q in\n%s", w.Code, want, body)
+		}
 	}
 }
