@@ -39,14 +39,19 @@ type fixture struct {
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
+	return setupWith(t, []sender.Destination{
+		{Name: "billing", URL: "http://127.0.0.1:1/hooks", Events: []string{"reservation.*"}},
+		{Name: "crm", URL: "http://127.0.0.1:1/crm", Events: []string{"reservation.confirmed", "seat.*"}},
+	})
+}
+
+// setupWith is a fixture with dests instead.
+func setupWith(t *testing.T, dests []sender.Destination) *fixture {
+	t.Helper()
 	db := bolttest.Open(t, nil)
 	q, err := boltqueue.New(db, time.Hour)
 	if err != nil {
 		t.Fatal(err)
-	}
-	dests := []sender.Destination{
-		{Name: "billing", URL: "http://127.0.0.1:1/hooks", Events: []string{"reservation.*"}},
-		{Name: "crm", URL: "http://127.0.0.1:1/crm", Events: []string{"reservation.confirmed", "seat.*"}},
 	}
 	f := &fixture{db: db, q: q}
 	s, err := sender.New(q, sender.Config{}, dests, sender.Options{Observer: enqueues{f}})
