@@ -186,7 +186,7 @@ func (d *dest) flush() error {
 		v = binary.BigEndian.AppendUint64(v, uint64(max(n, 0)))
 	}
 	if d.waitingN > 0 || d.heldN > 0 {
-		v = binary.BigEndian.AppendUint64(v, uint64(d.waitingN))
+		v = binary.BigEndian.AppendUint64(v, uint64(max(d.waitingN, 0)))
 		v = binary.BigEndian.AppendUint64(v, uint64(max(d.heldN, 0)))
 	}
 	return d.b.Put(countsKey, v)
