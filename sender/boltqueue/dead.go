@@ -139,6 +139,7 @@ func (q *Queue) Metas(ctx context.Context, name string, ids []string) ([]*sender
 // Redrive implements sender.Queue.
 func (q *Queue) Redrive(ctx context.Context, name string, ids []string, redriveID string, now time.Time) ([]string, error) {
 	var moved []string
+	ordered := q.orderOf(name).ByEntity
 	err := q.update(name, func(_ *bolt.Tx, d *dest) error {
 		moved = moved[:0]
 		for _, id := range ids {
@@ -149,7 +150,7 @@ func (q *Queue) Redrive(ctx context.Context, name string, ids []string, redriveI
 			if !ok || cur.state != 'x' {
 				continue
 			}
-			if ok, err = d.redrive(id, cur, redriveID, ms(now)); err != nil {
+			if ok, err = d.redrive(id, cur, redriveID, ordered, ms(now)); err != nil {
 				return err
 			}
 			if ok {
@@ -169,8 +170,10 @@ func (q *Queue) Redrive(ctx context.Context, name string, ids []string, redriveI
 
 // redrive moves the dead letter id (its entry cur) back to due at now
 // under redriveID, and reports whether it did: a record that does not
-// decode stays (listed as broken, purgeable; never sent).
-func (d *dest) redrive(id string, cur entry, redriveID string, now int64) (bool, error) {
+// decode stays (listed as broken, purgeable; never sent). The head that
+// held its entity goes first; another letter of an entity joins its back
+// when ordered (place).
+func (d *dest) redrive(id string, cur entry, redriveID string, ordered bool, now int64) (bool, error) {
 	m, err := d.record(id)
 	if err != nil {
 		return false, nil
@@ -188,7 +191,11 @@ func (d *dest) redrive(id string, cur entry, redriveID string, now int64) (bool,
 	if err := d.meta.Put([]byte(id), sender.MarshalMeta(m)); err != nil {
 		return false, err
 	}
-	return true, d.setState(id, cur, 'q', now)
+	state, score, err := d.place(id, m.Entity, ordered, now)
+	if err != nil {
+		return false, err
+	}
+	return true, d.setState(id, cur, state, score)
 }
 
 // RedriveCounts implements sender.Queue.
@@ -212,9 +219,11 @@ func (q *Queue) RedriveCounts(ctx context.Context, name, redriveID string) (send
 	return c, nil
 }
 
-// Purge implements sender.Queue.
+// Purge implements sender.Queue. A purged head that held its entity lets
+// the next go, due by the queue's clock.
 func (q *Queue) Purge(ctx context.Context, name string, ids []string) (int, error) {
 	removed := 0
+	now := ms(q.now())
 	err := q.update(name, func(_ *bolt.Tx, d *dest) error {
 		removed = 0
 		for _, id := range ids {
@@ -226,6 +235,9 @@ func (q *Queue) Purge(ctx context.Context, name string, ids []string) (int, erro
 				continue
 			}
 			if err := d.remove(id, cur); err != nil {
+				return err
+			}
+			if err := d.leave(id, cur.state, now); err != nil {
 				return err
 			}
 			if err := d.forgetEntry(id); err != nil {

@@ -377,10 +377,11 @@ func below(c *bolt.Cursor, upper []byte) (k, v []byte) {
 // Resend implements sender.Queue.
 func (q *Queue) Resend(ctx context.Context, name string, ids []string, redriveID string, now time.Time) ([]string, error) {
 	var moved []string
+	ordered := q.orderOf(name).ByEntity
 	err := q.update(name, func(_ *bolt.Tx, d *dest) error {
 		moved = moved[:0]
 		for _, id := range ids {
-			ok, err := d.resend(id, redriveID, ms(now))
+			ok, err := d.resend(id, redriveID, ordered, ms(now))
 			if err != nil {
 				return err
 			}
@@ -401,9 +402,10 @@ func (q *Queue) Resend(ctx context.Context, name string, ids []string, redriveID
 
 // resend moves id back to due at now under redriveID, and reports whether
 // it did: a dead letter as Redrive moves it; a delivered envelope while
-// its payload is kept, the payload going back into the queue. Its entry
-// stays, until it settles again.
-func (d *dest) resend(id, redriveID string, now int64) (bool, error) {
+// its payload is kept, the payload going back into the queue (at the
+// back of its entity when ordered). Its entry stays, until it settles
+// again.
+func (d *dest) resend(id, redriveID string, ordered bool, now int64) (bool, error) {
 	cur, ok, err := d.load(id)
 	if err != nil {
 		return false, err
@@ -412,7 +414,7 @@ func (d *dest) resend(id, redriveID string, now int64) (bool, error) {
 		if cur.state != 'x' {
 			return false, nil
 		}
-		return d.redrive(id, cur, redriveID, now)
+		return d.redrive(id, cur, redriveID, ordered, now)
 	}
 	_, h, ok, err := d.history(id)
 	if err != nil || !ok || h.state != histDelivered {
@@ -436,7 +438,11 @@ func (d *dest) resend(id, redriveID string, now int64) (bool, error) {
 	}
 	sender.Redriven(e, redriveID, time.UnixMilli(now))
 	m.RedriveID, m.NextAt = e.RedriveID, e.NextAt
-	if err := d.put(e, m, 'q', now); err != nil {
+	state, score, err := d.place(id, m.Entity, ordered, now)
+	if err != nil {
+		return false, err
+	}
+	if err := d.put(e, m, state, score); err != nil {
 		return false, err
 	}
 	return true, d.dropPayload(id)

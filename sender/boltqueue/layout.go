@@ -16,8 +16,9 @@ import (
 
 // The layout: a bucket "sender", in it a bucket per destination, holding
 //
-//	env      id -> state byte (q due, l leased, x dead) | score (8 bytes,
-//	         big-endian unix ms: due, lease end or dead-at) | payload
+//	env      id -> state byte (q due, l leased, x dead, w waiting behind
+//	         its entity's head) | score (8 bytes, big-endian unix ms: due,
+//	         lease end or dead-at; 0 while waiting) | payload
 //	meta     id -> the envelope's record (sender.MarshalMeta)
 //	log      id -> its attempt log (sender.MarshalLog), absent while empty
 //	due      score|id -> nil   (an index per state, in score order)
@@ -36,13 +37,24 @@ import (
 //	redrives redrive id -> moved, delivered, dead again, superseded (8
 //	         bytes each) | first moved at (8)
 //	redrivet first moved at|redrive id -> nil (trims redrives)
-//	counts   (a key) queued, leased, dead, history entries (8 bytes
-//	         each), kept with the indexes, so that Stats walks nothing
+//	ord      entity length (2, big-endian) | entity | sequence (8, the
+//	         bucket's NextSequence) -> id: each entity's unsettled
+//	         envelopes (sender.Ordering), its head first (order.go)
+//	ordi     id -> its ord key
+//	counts   (a key) queued (due), leased, dead, history entries, then
+//	         waiting and held entities (8 bytes each), kept with the
+//	         indexes, so that Stats walks nothing
 //	paused   (a key) who paused it, present while the destination is paused
 //
 // where a string is a uvarint length and its bytes. A delivered ID is a
 // duplicate for the enqueue while its hist entry is within History.Keep;
 // hist, hidx and hpay are trimmed by Settle, a bounded number at a time.
+//
+// Ordering came within version 3, and leaves a file that never used it
+// as it was: ord and ordi are made by a destination's first ordered
+// envelope, and counts is written 32 bytes long (its first four) while
+// nothing waits and no entity is held; 32 bytes read as none waiting or
+// held.
 var (
 	rootBucket = []byte("sender")
 	corruptB   = []byte("sender_corrupt")  // dest NUL id -> the entry as it was stored
@@ -61,10 +73,14 @@ var (
 	hpaytB     = []byte("hpayt")
 	rdCountsB  = []byte("redrives")
 	rdTimesB   = []byte("redrivet")
+	ordB       = []byte("ord")
+	ordiB      = []byte("ordi")
 	countsKey  = []byte("counts")
 	pausedKey  = []byte("paused")
 	// subBuckets are a destination's buckets, the newest last: a
-	// destination that lacks the last lacks some.
+	// destination that lacks the last lacks some. ord and ordi are not
+	// among them: made when first needed (dest.ordered), they are opened
+	// by the operations of ordered envelopes alone.
 	subBuckets = [][]byte{envB, metaB, logB, dueB, leasedB, deadB, rdCountsB, rdTimesB, histB, hidxB, hpayB, hpaytB}
 
 	errBadEntry = errors.New("malformed stored envelope entry")
@@ -123,17 +139,24 @@ type dest struct {
 	rdCounts, rdTimes       *bolt.Bucket
 	hist, hidx, hpay, hpayt *bolt.Bucket
 	corrupt                 *bolt.Bucket
-	queued, leasedN, deadN  int64 // the counts, as read
-	histN                   int64 // hidx's keys: the history's entries
+	ord, ordi               *bolt.Bucket // nil until dest.ordered opens them
+	ordLooked               bool         // dest.ordered looked for them
+	queued, leasedN, deadN  int64        // the counts, as read
+	histN                   int64        // hidx's keys: the history's entries
+	waitingN, heldN         int64
 	countsChanged           bool
 }
 
+// index is the index of state's envelopes; nil for the waiting, which
+// are in none (ord lists them).
 func (d *dest) index(state byte) *bolt.Bucket {
 	switch state {
 	case 'q':
 		return d.due
 	case 'l':
 		return d.leased
+	case 'w':
+		return nil
 	}
 	return d.dead
 }
@@ -144,6 +167,8 @@ func (d *dest) count(state byte, delta int64) {
 		d.queued += delta
 	case 'l':
 		d.leasedN += delta
+	case 'w':
+		d.waitingN += delta
 	default:
 		d.deadN += delta
 	}
@@ -156,9 +181,13 @@ func (d *dest) flush() error {
 		return nil
 	}
 	d.countsChanged = false
-	v := make([]byte, 0, 32)
+	v := make([]byte, 0, 48)
 	for _, n := range []int64{d.queued, d.leasedN, d.deadN, d.histN} {
 		v = binary.BigEndian.AppendUint64(v, uint64(max(n, 0)))
+	}
+	if d.waitingN > 0 || d.heldN > 0 {
+		v = binary.BigEndian.AppendUint64(v, uint64(max(d.waitingN, 0)))
+		v = binary.BigEndian.AppendUint64(v, uint64(max(d.heldN, 0)))
 	}
 	return d.b.Put(countsKey, v)
 }
@@ -194,11 +223,15 @@ func destOf(tx *bolt.Tx, name string) (*dest, error) {
 		// buckets: it holds nothing.
 		return nil, nil
 	}
-	if v := b.Get(countsKey); len(v) == 32 {
+	if v := b.Get(countsKey); len(v) == 32 || len(v) == 48 {
 		d.queued = int64(binary.BigEndian.Uint64(v))
 		d.leasedN = int64(binary.BigEndian.Uint64(v[8:]))
 		d.deadN = int64(binary.BigEndian.Uint64(v[16:]))
 		d.histN = int64(binary.BigEndian.Uint64(v[24:]))
+		if len(v) == 48 {
+			d.waitingN = int64(binary.BigEndian.Uint64(v[32:]))
+			d.heldN = int64(binary.BigEndian.Uint64(v[40:]))
+		}
 	}
 	return d, nil
 }
@@ -254,11 +287,15 @@ func (d *dest) record(id string) (*sender.Meta, error) {
 // setState moves id's env entry to a new state and score, keeping the
 // indexes and counts in step.
 func (d *dest) setState(id string, old entry, state byte, score int64) error {
-	if err := d.index(old.state).Delete(indexKey(old.score, id)); err != nil {
-		return err
+	if ix := d.index(old.state); ix != nil {
+		if err := ix.Delete(indexKey(old.score, id)); err != nil {
+			return err
+		}
 	}
-	if err := d.index(state).Put(indexKey(score, id), nil); err != nil {
-		return err
+	if ix := d.index(state); ix != nil {
+		if err := ix.Put(indexKey(score, id), nil); err != nil {
+			return err
+		}
 	}
 	d.count(old.state, -1)
 	d.count(state, 1)
@@ -269,8 +306,10 @@ func (d *dest) setState(id string, old entry, state byte, score int64) error {
 // put writes a whole envelope in a state: entry, record, log, index.
 func (d *dest) put(e *sender.Envelope, m *sender.Meta, state byte, score int64) error {
 	id := []byte(e.ID)
-	if err := d.index(state).Put(indexKey(score, e.ID), nil); err != nil {
-		return err
+	if ix := d.index(state); ix != nil {
+		if err := ix.Put(indexKey(score, e.ID), nil); err != nil {
+			return err
+		}
 	}
 	d.count(state, 1)
 	if err := d.env.Put(id, entry{state: state, score: score, payload: sender.StoredPayload(e)}.marshal()); err != nil {
@@ -287,8 +326,10 @@ func (d *dest) put(e *sender.Envelope, m *sender.Meta, state byte, score int64) 
 
 // remove deletes id in every part.
 func (d *dest) remove(id string, old entry) error {
-	if err := d.index(old.state).Delete(indexKey(old.score, id)); err != nil {
-		return err
+	if ix := d.index(old.state); ix != nil {
+		if err := ix.Delete(indexKey(old.score, id)); err != nil {
+			return err
+		}
 	}
 	d.count(old.state, -1)
 	for _, b := range []*bolt.Bucket{d.env, d.meta, d.log} {
@@ -299,16 +340,27 @@ func (d *dest) remove(id string, old entry) error {
 	return nil
 }
 
-// setAside moves an entry that does not decode, in whatever part, to the
-// corrupt bucket, dropping its index key k from index.
-func (d *dest) setAside(id string, index *bolt.Bucket, k []byte, state byte) error {
-	if err := index.Delete(k); err != nil {
+// setAside moves an entry of state that does not decode, in whatever
+// part, to the corrupt bucket, dropping its index key k; its entity, if
+// it heads one, goes on with the next (leave), due by now.
+func (d *dest) setAside(id string, k []byte, state byte, now int64) error {
+	if err := d.index(state).Delete(k); err != nil {
 		return err
 	}
 	d.count(state, -1)
+	if err := d.discard(id); err != nil {
+		return err
+	}
+	return d.leave(id, state, now)
+}
+
+// discard moves id's env entry as stored to the corrupt bucket, and
+// deletes id in every part; nothing when the entry is gone (a stale
+// index entry).
+func (d *dest) discard(id string) error {
 	raw := d.env.Get([]byte(id))
 	if raw == nil {
-		return nil // a stale index entry
+		return nil
 	}
 	if err := d.corrupt.Put([]byte(d.name+"\x00"+id), append([]byte(nil), raw...)); err != nil {
 		return err

@@ -15,20 +15,26 @@ import (
 	"github.com/hookgate/hookgate/sender"
 )
 
-// moveBatch bounds the envelopes one Move transaction looks at, and
-// moveBytes the payload bytes it carries (one envelope at least).
-const (
-	moveBatch = 500
-	moveBytes = 4 << 20
-)
+// moveBatch bounds the envelopes one Move transaction looks at (a var,
+// for the tests of a Move in several), and moveBytes the payload bytes
+// it carries (one envelope at least).
+var moveBatch = 500
+
+const moveBytes = 4 << 20
 
 // Move implements sender.Queue: in transactions of a bounded size, each
-// atomic, walking from's envelopes in ID order once; then the history.
-// An envelope whose record does not decode, that is leased and live, or
-// whose ID to holds with another payload stays in from, counted as kept.
+// atomic, walking from's entities in their order (moveEntities), then
+// its other envelopes in ID order, once; then the history. An envelope
+// whose record does not decode, that is leased and live, or whose ID to
+// holds with another payload stays in from, counted as kept, and so do
+// the envelopes of its entity behind it.
 func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved, kept int, err error) {
 	if from == to {
 		return 0, 0, fmt.Errorf("bolt move: %q to itself", from)
+	}
+	into := q.orderOf(to).ByEntity
+	if moved, kept, err = q.moveEntities(from, to, ms(now), into); err != nil {
+		return moved, kept, fmt.Errorf("bolt move: %w", err)
 	}
 	var after []byte // the last ID looked at: every ID up to it moved or stays
 	for {
@@ -50,7 +56,14 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 			}
 			last = []byte(ids[len(ids)-1])
 			for _, id := range ids {
-				ok, err := src.moveOne(dst, id, ms(now))
+				if k, err := src.member(id); k != nil || err != nil {
+					// Its entity's: moveEntities moved it, or counted it kept.
+					if err != nil {
+						return err
+					}
+					continue
+				}
+				ok, err := src.moveOne(dst, id, ms(now), into)
 				if err != nil {
 					return err
 				}
@@ -141,9 +154,10 @@ func (d *dest) moveBatch(after []byte) []string {
 }
 
 // moveOne moves the envelope id from d to dst, unless it must stay (see
-// Move), and reports whether it went: a queued or leased one is due at
-// now in dst, a dead letter stays dead.
-func (d *dest) moveOne(dst *dest, id string, now int64) (bool, error) {
+// Move), and reports whether it went: a queued, waiting or leased one is
+// due at now in dst, at the back of its entity when into (dst is
+// ordered); a dead letter stays dead. It leaves its entity in d.
+func (d *dest) moveOne(dst *dest, id string, now int64, into bool) (bool, error) {
 	cur, ok, err := d.load(id)
 	if err != nil || !ok || (cur.state == 'l' && cur.score > now) {
 		return false, nil // does not decode: listed where it is; a live lease: its holder settles it
@@ -166,11 +180,15 @@ func (d *dest) moveOne(dst *dest, id string, now int64) (bool, error) {
 	if !held {
 		state, score := cur.state, cur.score
 		if state != 'x' {
-			state, score = 'q', now
+			if state, score, err = dst.place(id, m.Entity, into, now); err != nil {
+				return false, err
+			}
 		}
 		m.Destination = dst.name
-		if err := dst.index(state).Put(indexKey(score, id), nil); err != nil {
-			return false, err
+		if ix := dst.index(state); ix != nil {
+			if err := ix.Put(indexKey(score, id), nil); err != nil {
+				return false, err
+			}
 		}
 		dst.count(state, 1)
 		if err := dst.env.Put([]byte(id), entry{state: state, score: score, payload: cur.payload}.marshal()); err != nil {
@@ -185,7 +203,10 @@ func (d *dest) moveOne(dst *dest, id string, now int64) (bool, error) {
 			}
 		}
 	}
-	return true, d.remove(id, cur)
+	if err := d.remove(id, cur); err != nil {
+		return false, err
+	}
+	return true, d.leave(id, cur.state, now)
 }
 
 // moveHistory moves up to moveBatch of src's history entries to dst,

@@ -1,7 +1,7 @@
 package boltqueue
 
 // The envelopes not yet settled: the leased and due indexes, read in
-// score order.
+// score order, then those that wait behind their entity's head.
 
 import (
 	"context"
@@ -14,7 +14,8 @@ import (
 )
 
 // Pending implements sender.Queue: the leased index (by lease end), then
-// the due index (by when due), one read transaction.
+// the due index (by when due), then the waiting envelopes entity by
+// entity (pendingWaiting), one read transaction.
 func (q *Queue) Pending(ctx context.Context, name string, f sender.PendingFilter, limit int) ([]*sender.Meta, error) {
 	var out []*sender.Meta
 	looked := 0
@@ -48,6 +49,7 @@ func (q *Queue) Pending(ctx context.Context, name string, f sender.PendingFilter
 				out = append(out, m)
 			}
 		}
+		out = d.pendingWaiting(f, out, looked, limit)
 		return nil
 	})
 	if err != nil {

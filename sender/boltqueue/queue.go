@@ -62,6 +62,7 @@ func ms(t time.Time) int64 { return t.UnixMilli() }
 // Enqueue implements sender.Queue.
 func (q *Queue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.EnqueueResult, error) {
 	m := sender.MetaOf(e)
+	ordered := e.Entity != "" && q.orderOf(e.Destination).ByEntity
 	var res sender.EnqueueResult
 	err := q.update(e.Destination, func(_ *bolt.Tx, d *dest) error {
 		cur, ok, err := d.load(e.ID)
@@ -85,8 +86,14 @@ func (q *Queue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.Enqueue
 			res = sender.EnqueueResult{State: sender.StateDelivered, Duplicate: true, Mismatch: dl.fp != m.Fingerprint}
 			return nil
 		}
-		res = sender.EnqueueResult{State: stateOf('q', d.paused())}
-		return d.put(e, m, 'q', ms(e.NextAt))
+		state, score := byte('q'), ms(e.NextAt)
+		if ordered {
+			if state, score, err = d.join(e.ID, e.Entity, score); err != nil {
+				return err
+			}
+		}
+		res = sender.EnqueueResult{State: stateOf(state, d.paused())}
+		return d.put(e, m, state, score)
 	})
 	if err != nil {
 		return sender.EnqueueResult{}, fmt.Errorf("bolt enqueue: %w", err)
@@ -155,7 +162,7 @@ func (q *Queue) Lease(ctx context.Context, name string, n int, now time.Time, le
 			if !ok || err != nil || e.state != 'l' {
 				// A stale index entry, or one that does not decode: set
 				// aside, so that it does not stop every lease.
-				if err := d.setAside(id, d.leased, k, 'l'); err != nil {
+				if err := d.setAside(id, k, 'l', ms(now)); err != nil {
 					return err
 				}
 				continue
@@ -173,7 +180,7 @@ func (q *Queue) Lease(ctx context.Context, name string, n int, now time.Time, le
 			id := string(k[8:])
 			env, cur, err := d.envelope(id)
 			if err != nil || cur.state != 'q' {
-				if err := d.setAside(id, d.due, k, 'q'); err != nil {
+				if err := d.setAside(id, k, 'q', ms(now)); err != nil {
 					return err
 				}
 				continue
@@ -222,6 +229,7 @@ func (q *Queue) Settle(ctx context.Context, name string, outcomes []sender.Outco
 		return 0, nil
 	}
 	skipped := 0
+	hold := q.orderOf(name).Hold
 	err := q.update(name, func(_ *bolt.Tx, d *dest) error {
 		skipped = 0
 		for _, o := range outcomes {
@@ -249,6 +257,13 @@ func (q *Queue) Settle(ctx context.Context, name string, outcomes []sender.Outco
 				dm, log := settledMeta(o.Envelope, m), sender.MarshalLog(o.Envelope.Log)
 				if err = d.rewrite(o.ID, sender.MarshalMeta(dm), log, cur, 'x', ms(o.Envelope.DeadAt)); err == nil {
 					err = d.addHistory(o.ID, histDead, historyRecord(*dm), log, ms(now))
+				}
+				if err == nil && m.Entity != "" {
+					if hold {
+						err = d.hold(o.ID)
+					} else {
+						err = d.leave(o.ID, cur.state, ms(now))
+					}
 				}
 				if err == nil {
 					err = d.redriveCount(m.RedriveID, rdDeadAgain, 1, ms(now))
@@ -288,6 +303,11 @@ func (q *Queue) deliver(d *dest, o sender.Outcome, stored *sender.Meta, cur entr
 	}
 	if err := d.remove(o.ID, cur); err != nil {
 		return err
+	}
+	if stored.Entity != "" {
+		if err := d.leave(o.ID, cur.state, now); err != nil {
+			return err
+		}
 	}
 	return d.redriveCount(stored.RedriveID, rdDelivered, 1, now)
 }
@@ -333,6 +353,9 @@ func (q *Queue) trim(d *dest, now time.Time) error {
 			continue
 		}
 		if err := d.remove(string(k[8:]), cur); err != nil {
+			return err
+		}
+		if err := d.leave(string(k[8:]), cur.state, ms(now)); err != nil {
 			return err
 		}
 		// Its history entry goes too, as a purged letter's does: no row
@@ -398,7 +421,8 @@ func (q *Queue) Stats(ctx context.Context, name string, now time.Time) (sender.S
 		if d == nil {
 			return nil
 		}
-		s.Queued, s.Leased, s.Dead, s.History = int(d.queued), int(d.leasedN), int(d.deadN), int(d.histN)
+		s.Queued, s.Leased, s.Dead, s.History = int(d.queued+d.waitingN), int(d.leasedN), int(d.deadN), int(d.histN)
+		s.Waiting, s.Held = int(d.waitingN), int(d.heldN)
 		s.Paused, s.PausedBy = d.pausedBy()
 		c := d.corrupt.Cursor()
 		prefix := []byte(name + "\x00")
