@@ -164,17 +164,18 @@ func TestDestinations(t *testing.T) {
 		Name     string         `json:"name"`
 		State    string         `json:"state"`
 		Breaker  string         `json:"breaker"`
+		Ordering string         `json:"ordering"`
 		PausedBy string         `json:"paused_by"`
 		Depth    map[string]int `json:"depth"`
 	}
 	var list struct{ Destinations []dest }
 	decode(t, f.do(t, "GET", "/hookgate/destinations", ""), 200, &list)
 	depth := func(queued, paused, dead int) map[string]int {
-		return map[string]int{"queued": queued, "leased": 0, "paused": paused, "dead": dead, "corrupt": 0}
+		return map[string]int{"queued": queued, "leased": 0, "paused": paused, "dead": dead, "corrupt": 0, "waiting": 0, "held": 0}
 	}
 	want := []dest{
-		{Name: "billing", State: "active", Breaker: "closed", Depth: depth(0, 0, 0)},
-		{Name: "crm", State: "active", Breaker: "closed", Depth: depth(0, 0, 0)},
+		{Name: "billing", State: "active", Breaker: "closed", Ordering: "none", Depth: depth(0, 0, 0)},
+		{Name: "crm", State: "active", Breaker: "closed", Ordering: "none", Depth: depth(0, 0, 0)},
 		{Name: "old", State: "orphaned", Depth: depth(0, 0, 2)},
 	}
 	if diff := cmp.Diff(want, list.Destinations); diff != "" {
@@ -183,7 +184,7 @@ func TestDestinations(t *testing.T) {
 
 	var got dest
 	decode(t, f.do(t, "POST", "/hookgate/destinations/crm/pause", ""), 200, &got)
-	if diff := cmp.Diff(dest{Name: "crm", State: "paused", Breaker: "closed", PausedBy: "admin api from " + remote, Depth: depth(0, 0, 0)}, got); diff != "" {
+	if diff := cmp.Diff(dest{Name: "crm", State: "paused", Breaker: "closed", Ordering: "none", PausedBy: "admin api from " + remote, Depth: depth(0, 0, 0)}, got); diff != "" {
 		t.Errorf("pause (-want +got):\n%s", diff)
 	}
 	var resumed dest
