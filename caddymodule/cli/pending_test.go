@@ -89,3 +89,34 @@ func TestDeliveriesListQueued(t *testing.T) {
 		t.Errorf("--since with --state queued: %+v", got)
 	}
 }
+
+// TestDeliveriesListHeldBehind: over a real queue, an ordered destination
+// whose entity's head died under on_dead hold: deliveries list --state
+// queued says which head each waits behind, held, and destinations list
+// counts them.
+func TestDeliveriesListHeldBehind(t *testing.T) {
+	q, addr := adminOver(t, sender.Destination{Name: "ledger", URL: "http://127.0.0.1:1/ledger", Ordering: sender.Ordering{ByEntity: true, Hold: true}})
+	for _, id := range []string{"l-1", "l-2"} {
+		if _, err := q.Enqueue(t.Context(), &sender.Envelope{ID: id, Destination: "ledger", Entity: "acct-7", Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leased, err := q.Lease(t.Context(), "ledger", 10, time.Now(), time.Minute)
+	if err != nil || len(leased) != 1 {
+		t.Fatalf("leased %d, %v; want the head alone", len(leased), err)
+	}
+	e := *leased[0].Envelope
+	e.Attempts, e.LastStatus, e.Class, e.DeadAt = 1, 422, sender.ClassHTTP4xx, time.Now()
+	if _, err := q.Settle(t.Context(), "ledger", []sender.Outcome{{Kind: sender.Dead, ID: e.ID, LeaseUntil: leased[0].LeaseUntil, Envelope: &e}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	got := execute(t, "", "deliveries", "list", "--state", "queued", addr)
+	if got.code != 0 || !strings.Contains(got.stdout, "queued, held behind l-1") {
+		t.Errorf("deliveries list --state queued: %+v; want l-2 queued, held behind l-1", got)
+	}
+	got = execute(t, "", "destinations", "list", addr)
+	rows := strings.Split(strings.TrimSpace(got.stdout), "\n")
+	if got.code != 0 || len(rows) != 2 || !strings.Contains(rows[0], "WAITING  HELD") || strings.Join(strings.Fields(rows[1])[3:9], " ") != "1 0 0 1 1 1" {
+		t.Errorf("destinations list: %+v; want ledger with 1 queued, 1 dead, 1 waiting, 1 held", got)
+	}
+}

@@ -111,12 +111,17 @@ func TestShowPrintsReceived(t *testing.T) {
 // reaches the API.
 func svcAdmin(t *testing.T) (*boltqueue.Queue, string) {
 	t.Helper()
+	return adminOver(t, sender.Destination{Name: "svc", URL: "http://127.0.0.1:1/hooks"})
+}
+
+// adminOver is svcAdmin's, over the destinations dests.
+func adminOver(t *testing.T, dests ...sender.Destination) (*boltqueue.Queue, string) {
+	t.Helper()
 	q, err := boltqueue.New(bolttest.Open(t, nil), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	q.KeepHistory(sender.History{Keep: time.Hour, Payload: time.Hour})
-	dests := []sender.Destination{{Name: "svc", URL: "http://127.0.0.1:1/hooks"}}
 	s, err := sender.New(q, sender.Config{}, dests, sender.Options{})
 	if err != nil {
 		t.Fatal(err)
