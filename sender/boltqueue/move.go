@@ -56,12 +56,12 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 			}
 			last = []byte(ids[len(ids)-1])
 			for _, id := range ids {
-				if k, err := src.member(id); k != nil || err != nil {
-					// Its entity's: moveEntities moved it, or counted it kept.
-					if err != nil {
-						return err
-					}
-					continue
+				place, err := src.member(id)
+				if err != nil {
+					return err
+				}
+				if place != nil {
+					continue // its entity's: moveEntities counted it kept
 				}
 				ok, err := src.moveOne(dst, id, ms(now), into)
 				if err != nil {

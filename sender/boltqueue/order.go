@@ -15,6 +15,7 @@ package boltqueue
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 
 	bolt "go.etcd.io/bbolt"
@@ -43,7 +44,7 @@ func (d *dest) ordered(create bool) (bool, error) {
 }
 
 // entityPrefix is the prefix of entity's ord keys: its length (2 bytes,
-// big-endian; sender.CheckEntity keeps it under 64 KiB) and its bytes,
+// big-endian; join orders none over sender.MaxEntityLen) and its bytes,
 // so that an entity's keys are contiguous and share their prefix with
 // no other entity's. Entities are in order of length, then of bytes.
 func entityPrefix(entity string) []byte {
@@ -60,8 +61,13 @@ func entityOf(k []byte) string { return string(k[2 : len(k)-8]) }
 
 // join makes id, written by the caller in the state and score answered,
 // the last of entity's envelopes: due at at when it is the entity's head
-// (the entity had none), else waiting.
+// (the entity had none), else waiting. An entity over
+// sender.MaxEntityLen, which sender.Enqueue refuses (one stored before
+// the cap), is not ordered: due at at.
 func (d *dest) join(id, entity string, at int64) (state byte, score int64, err error) {
+	if sender.CheckEntity(entity) != nil {
+		return 'q', at, nil
+	}
 	if _, err := d.ordered(true); err != nil {
 		return 0, 0, err
 	}
@@ -194,9 +200,9 @@ func (d *dest) hold(id string) error {
 // pendingWaiting appends to out dest's waiting envelopes f matches,
 // entity by entity, each after its head, with Behind and Held, until out
 // holds limit or looked reaches sender.MaxPendingScan; it answers out.
-func (d *dest) pendingWaiting(f sender.PendingFilter, out []*sender.Meta, looked, limit int) []*sender.Meta {
-	if ok, _ := d.ordered(false); !ok {
-		return out
+func (d *dest) pendingWaiting(ctx context.Context, f sender.PendingFilter, out []*sender.Meta, looked, limit int) ([]*sender.Meta, error) {
+	if ok, err := d.ordered(false); !ok || err != nil {
+		return out, err
 	}
 	c := d.ord.Cursor()
 	k, v := c.First()
@@ -217,6 +223,9 @@ func (d *dest) pendingWaiting(f sender.PendingFilter, out []*sender.Meta, looked
 			continue
 		}
 		looked++
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
 		id := string(v)
 		raw := d.meta.Get(v)
 		if raw == nil {
@@ -232,7 +241,7 @@ func (d *dest) pendingWaiting(f sender.PendingFilter, out []*sender.Meta, looked
 		m.State, m.Behind, m.Held = sender.StateQueued, headID, held
 		out = append(out, m)
 	}
-	return out
+	return out, nil
 }
 
 // moveEntities is Move's first part: it carries from's entities to to,

@@ -292,3 +292,16 @@ func TestCorruptHeadLetsTheNextGo(t *testing.T) {
 	}
 	o.drain("d", orderT0, "a/2", "a/3")
 }
+
+// TestAnEntityOverTheCapIsNotOrdered: an entity over sender.MaxEntityLen
+// (one stored before the cap: sender.Enqueue refuses it) does not fit an
+// ord key; its envelopes are not ordered, rather than refused.
+func TestAnEntityOverTheCapIsNotOrdered(t *testing.T) {
+	o := newOrderedQueue(t, bolttest.Open(t, nil), false)
+	long := strings.Repeat("x", sender.MaxEntityLen+1)
+	o.enqueue("d", long+"/1", long+"/2")
+	if st := o.stats("d"); st.Queued != 2 || st.Waiting != 0 {
+		t.Errorf("Stats = %+v, want 2 queued, none waiting", st)
+	}
+	o.lease("d", orderT0, long+"/1", long+"/2")
+}

@@ -49,8 +49,9 @@ func (q *Queue) Pending(ctx context.Context, name string, f sender.PendingFilter
 				out = append(out, m)
 			}
 		}
-		out = d.pendingWaiting(f, out, looked, limit)
-		return nil
+		var err error
+		out, err = d.pendingWaiting(ctx, f, out, looked, limit)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bolt pending: %w", err)
