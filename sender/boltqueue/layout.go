@@ -54,7 +54,9 @@ import (
 // as it was: ord and ordi are made by a destination's first ordered
 // envelope, and counts is written 32 bytes long (its first four) while
 // nothing waits and no entity is held; 32 bytes read as none waiting or
-// held.
+// held. An earlier hookgate reads such a file; one that holds waiting
+// envelopes or held entities it misreads (its counts, state 'w'): drain
+// ordered destinations before going back to it.
 var (
 	rootBucket = []byte("sender")
 	corruptB   = []byte("sender_corrupt")  // dest NUL id -> the entry as it was stored
