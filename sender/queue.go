@@ -188,8 +188,10 @@ type Queue interface {
 //
 // Pending lists the waiting envelopes after the due ones, each with
 // Meta.Behind (its entity's head) and Meta.Held. Move carries them with
-// the rest, in their order, and they join their entity in to when to is
-// ordered (else they are due at once); Drop deletes them.
+// the rest, each entity's head first, in their order, and they join their
+// entity in to when to is ordered (else they are due at once); an entity
+// whose head's lease is live stays whole in from, counted kept, for a
+// later Move. Drop deletes them.
 type Ordering struct {
 	ByEntity bool
 	// Hold keeps an entity waiting behind its dead head (on_dead hold);

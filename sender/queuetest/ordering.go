@@ -332,6 +332,38 @@ func runOrdering(t *testing.T, newQueue NewQueue) {
 		o2.lease(t0, 10, "a/2")
 	})
 
+	t.Run("OrderedMoveCarriesAnEntityWithItsHead", func(t *testing.T) {
+		t.Parallel()
+		o := newOrdered(t, newQueue, false)
+		o.enqueue(t0, "a/1", "a/2", "a/3", "b/1", "b/2")
+		o.lease(t0, 1, "a/1")                     // by an instance that is gone: its lease ends
+		o.lease(t0.Add(20*time.Second), 1, "b/1") // live at the move
+		o.q.Order("d", sender.Ordering{})
+		o.q.Order("e", sender.Ordering{ByEntity: true})
+		at := t0.Add(40 * time.Second)
+		// a's head goes first, the rest behind it; b stays whole behind
+		// its live lease, or b/2 would overtake b/1.
+		moved, kept, err := o.q.Move(t.Context(), "d", "e", at)
+		if err != nil || moved != 3 || kept != 2 {
+			t.Fatalf("Move = %d, %d, %v; want a's 3 moved, b's 2 kept", moved, kept, err)
+		}
+		for _, want := range []string{"a/1", "a/2", "a/3"} {
+			got := mustLease(t, o.q, "e", 10, at)
+			if g := ids(got); !slices.Equal(g, []string{want}) {
+				t.Fatalf("leased %v from the destination moved to, want %s alone", g, want)
+			}
+			mustSettle(t, o.q, "e", []sender.Outcome{{Kind: sender.Delivered, ID: want, LeaseUntil: got[0].LeaseUntil}}, at, 0)
+		}
+		// b/1's holder delivers it; then b/2 moves too.
+		mustSettle(t, o.q, "d", []sender.Outcome{{Kind: sender.Delivered, ID: "b/1", LeaseUntil: o.leases["b/1"].LeaseUntil}}, at, 0)
+		if moved, kept, err := o.q.Move(t.Context(), "d", "e", at); err != nil || moved != 1 || kept != 0 {
+			t.Fatalf("a second Move = %d, %d, %v; want b/2 moved", moved, kept, err)
+		}
+		if got := ids(mustLease(t, o.q, "e", 10, at)); !slices.Equal(got, []string{"b/2"}) {
+			t.Errorf("leased %v, want b/2", got)
+		}
+	})
+
 	t.Run("OrderedRandomized", func(t *testing.T) {
 		t.Parallel()
 		for seed := range uint64(4) {

@@ -151,14 +151,16 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 		return 0, 0, fmt.Errorf("redis move: %w", err)
 	}
 	src, dst := keysOf(q.prefix, from), keysOf(q.prefix, to)
-	// Envelopes that wait behind their entity's head go to the ready
-	// list, in order, to be moved with the rest.
-	if err := q.flatten(ctx, src); err != nil {
-		return 0, 0, fmt.Errorf("redis move: %w", err)
-	}
 	clock := "" // Redis's: a live lease stays for its holder to settle
 	if q.callerClock {
 		clock = strconv.FormatInt(ms(now), 10)
+	}
+	// Envelopes that wait behind their entity's head go to the ready
+	// list, in order, to be moved with the rest; those behind a live
+	// lease stay, and count as kept.
+	behindLive, err := q.flatten(ctx, src, clock)
+	if err != nil {
+		return 0, 0, fmt.Errorf("redis move: %w", err)
 	}
 	for _, ix := range []struct{ key, kind, state string }{
 		{src.ready, "list", "q"}, {src.due, "zset", "q"}, {src.leased, "leases", "q"}, {src.dead, "zset", "x"},
@@ -241,7 +243,7 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 	if err != nil {
 		return moved, kept, fmt.Errorf("redis move: %w", err)
 	}
-	return moved, kept + int(live), nil
+	return moved, kept + int(live) + behindLive, nil
 }
 
 // mergeCountsScript adds another destination's redrive counts.

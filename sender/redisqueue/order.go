@@ -8,6 +8,7 @@ package redisqueue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -185,51 +186,81 @@ func (q *Queue) pendingWaiting(ctx context.Context, dest string, k keys, f sende
 	return out, nil
 }
 
-// flattenScript unorders a page of a destination's entities, before a
+// flattenScript unorders some of a destination's entities, before a
 // Move carries them: each entity's waiting envelopes go to the back of
-// the ready list, in their order, behind their head (a head waiting for
-// a retry goes to the ready list first: a Move makes what it carries due
-// at once); a dead head that held its entity is counted held no more.
+// the ready list, in their order, behind their head (a head waiting for a
+// retry, or whose lease ended, goes to the ready list first: a Move makes
+// what it carries due at once); a dead head that held its entity is
+// counted held no more. An entity whose head's lease is live stays whole,
+// waiting for its holder to settle it: moved, its next would overtake it.
 //
-//	KEYS  ents, oc, ready, due, dead
-//	ARGV  the entity lists' key prefix, n
-//	returns how many entities remain
+//	KEYS  ents, oc, ready, due, dead, leased
+//	ARGV  the entity lists' key prefix, now ms ("" for Redis's clock),
+//	      then the entities
 var flattenScript = redis.NewScript(`
-for _, ent in ipairs(redis.call('SPOP', KEYS[1], tonumber(ARGV[2]))) do
+local now = tonumber(ARGV[2])
+if ARGV[2] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+for i = 3, #ARGV do
+  local ent = ARGV[i]
   local key = ARGV[1] .. ent
   local ids = redis.call('LRANGE', key, 0, -1)
-  if #ids > 0 then
-    if redis.call('ZSCORE', KEYS[5], ids[1]) then
-      redis.call('HINCRBY', KEYS[2], 'h', -1)
-    elseif redis.call('ZREM', KEYS[4], ids[1]) == 1 then
-      redis.call('RPUSH', KEYS[3], ids[1])
+  local lease = #ids > 0 and redis.call('ZSCORE', KEYS[6], ids[1])
+  if redis.call('SISMEMBER', KEYS[1], ent) == 1 and not (lease and tonumber(lease) > now) then
+    if #ids > 0 then
+      if redis.call('ZSCORE', KEYS[5], ids[1]) then
+        redis.call('HINCRBY', KEYS[2], 'h', -1)
+      elseif lease then
+        redis.call('ZREM', KEYS[6], ids[1])
+        redis.call('RPUSH', KEYS[3], ids[1])
+      elseif redis.call('ZREM', KEYS[4], ids[1]) == 1 then
+        redis.call('RPUSH', KEYS[3], ids[1])
+      end
+      for j = 2, #ids, 1000 do
+        redis.call('RPUSH', KEYS[3], unpack(ids, j, math.min(j + 999, #ids)))
+      end
+      redis.call('HINCRBY', KEYS[2], 'w', 1 - #ids)
     end
-    for i = 2, #ids, 1000 do
-      redis.call('RPUSH', KEYS[3], unpack(ids, i, math.min(i + 999, #ids)))
-    end
-    redis.call('HINCRBY', KEYS[2], 'w', 1 - #ids)
+    redis.call('SREM', KEYS[1], ent)
+    redis.call('DEL', key)
   end
-  redis.call('DEL', key)
 end
-local left = redis.call('SCARD', KEYS[1])
-if left == 0 then
+if redis.call('SCARD', KEYS[1]) == 0 then
   redis.call('DEL', KEYS[2])
 end
-return left
+return 0
 `)
 
-// flatten unorders every entity of k's destination (flattenScript), a
-// page at a time.
-func (q *Queue) flatten(ctx context.Context, k keys) error {
+// flatten unorders k's destination's entities (flattenScript), a page of
+// SSCAN at a time, by clock ("" for Redis's). It answers how many
+// envelopes still wait behind a live lease.
+func (q *Queue) flatten(ctx context.Context, k keys, clock string) (int, error) {
+	var cursor uint64
 	for {
-		left, err := flattenScript.Run(ctx, q.rdb, []string{k.ents, k.oc, k.ready, k.due, k.dead}, k.ent, 100).Int()
+		ents, next, err := q.rdb.SScan(ctx, k.ents, cursor, "", 100).Result()
 		if err != nil {
-			return err
+			return 0, err
 		}
-		if left == 0 {
-			return nil
+		if len(ents) > 0 {
+			args := []any{k.ent, clock}
+			for _, ent := range ents {
+				args = append(args, ent)
+			}
+			if err := flattenScript.Run(ctx, q.rdb, []string{k.ents, k.oc, k.ready, k.due, k.dead, k.leased}, args...).Err(); err != nil {
+				return 0, err
+			}
+		}
+		if cursor = next; cursor == 0 {
+			break
 		}
 	}
+	waiting, err := q.rdb.HGet(ctx, k.oc, "w").Int()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return waiting, err
 }
 
 // dropEntities deletes k's entity lists, a page at a time.
