@@ -364,6 +364,35 @@ func runOrdering(t *testing.T, newQueue NewQueue) {
 		}
 	})
 
+	t.Run("OrderedEachDestinationOnItsOwn", func(t *testing.T) {
+		t.Parallel()
+		// A fan-out writes the same ID and entity to each destination:
+		// each orders its own, and one's held head holds no other's.
+		o := newOrdered(t, newQueue, true)
+		o.q.Order("e", sender.Ordering{ByEntity: true, Hold: true})
+		o.enqueue(t0, "a/1", "a/2")
+		for _, id := range []string{"a/1", "a/2"} {
+			e := env("e", id, t0)
+			e.Entity = "a"
+			if _, err := o.q.Enqueue(t.Context(), e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		o.lease(t0, 10, "a/1")
+		o.settle(t0, sender.Dead, "a/1", 0) // d's a is held
+		got := mustLease(t, o.q, "e", 10, t0)
+		if g := ids(got); !slices.Equal(g, []string{"a/1"}) {
+			t.Fatalf("leased %v from e, want its own head a/1", g)
+		}
+		mustSettle(t, o.q, "e", []sender.Outcome{{Kind: sender.Delivered, ID: "a/1", LeaseUntil: got[0].LeaseUntil}}, t0, 0)
+		if g := ids(mustLease(t, o.q, "e", 10, t0)); !slices.Equal(g, []string{"a/2"}) {
+			t.Errorf("leased %v from e after its head's delivery, want a/2", g)
+		}
+		if st := o.stats(t0); st.Held != 1 || st.Waiting != 1 {
+			t.Errorf("d's Stats = %+v, want a held, a/2 waiting", st)
+		}
+	})
+
 	t.Run("OrderedRandomized", func(t *testing.T) {
 		t.Parallel()
 		for seed := range uint64(4) {
