@@ -61,11 +61,15 @@ func cmdDestinations(cmd *cobra.Command, args []string) error {
 			if breaker == "" {
 				breaker = "-"
 			}
-			rows = append(rows, []string{d.Name, d.State, breaker, fmt.Sprint(d.Depth["queued"]), fmt.Sprint(d.Depth["leased"]),
+			ordering := "-"
+			if d.Ordering == "entity" {
+				ordering = "entity/" + d.OnDead
+			}
+			rows = append(rows, []string{d.Name, d.State, breaker, ordering, fmt.Sprint(d.Depth["queued"]), fmt.Sprint(d.Depth["leased"]),
 				fmt.Sprint(d.Depth["paused"]), fmt.Sprint(d.Depth["dead"]), fmt.Sprint(d.Depth["waiting"]), fmt.Sprint(d.Depth["held"]),
 				oldestReady(d.OldestReadyAge)})
 		}
-		c.table("NAME\tSTATE\tBREAKER\tQUEUED\tLEASED\tPAUSED\tDEAD\tWAITING\tHELD\tOLDEST READY", rows)
+		c.table("NAME\tSTATE\tBREAKER\tORDERING\tQUEUED\tLEASED\tPAUSED\tDEAD\tWAITING\tHELD\tOLDEST READY", rows)
 	case "pause", "resume":
 		if len(args) != 2 {
 			return fmt.Errorf("%s needs a destination name", args[0])
