@@ -101,9 +101,12 @@ type Queue interface {
 
 	// TrimHistory forgets what dest's history keeps past its time at now:
 	// entries settled more than History.Keep ago, and payloads past
-	// History.Payload, a bounded number of each. It writes nothing when
-	// nothing is due, and answers when the next is (now or before: more
-	// are due already; zero: the history holds nothing that will be).
+	// History.Payload; and the dead letters past the retention, which
+	// releases the entities they held (Ordering.Hold); a bounded number of
+	// each. Settle trims as much, but a destination where nothing settles
+	// is trimmed by this alone. It writes nothing when nothing is due, and
+	// answers when the next is (now or before: more are due already; zero:
+	// nothing held will be).
 	TrimHistory(ctx context.Context, dest string, now time.Time) (next time.Time, err error)
 
 	// Resend moves settled envelopes back to due at now under redriveID,

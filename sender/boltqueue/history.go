@@ -479,17 +479,17 @@ func (d *dest) historyDue(keep time.Duration) int64 {
 func (q *Queue) TrimHistory(ctx context.Context, name string, now time.Time) (time.Time, error) {
 	var next int64
 	err := q.view(name, func(d *dest) error {
-		if d != nil && d.hist != nil {
-			next = d.historyDue(q.history.Keep)
+		if d != nil {
+			next = q.trimDue(d)
 		}
 		return nil
 	})
 	if err == nil && next != 0 && next <= ms(now) {
 		err = q.update(name, func(_ *bolt.Tx, d *dest) error {
-			if err := d.trimHistory(ms(now), q.history.Keep); err != nil {
+			if err := q.trim(d, now); err != nil {
 				return err
 			}
-			next = d.historyDue(q.history.Keep)
+			next = q.trimDue(d)
 			return nil
 		})
 	}
@@ -500,6 +500,24 @@ func (q *Queue) TrimHistory(ctx context.Context, name string, now time.Time) (ti
 		return time.Time{}, nil
 	}
 	return time.UnixMilli(next), nil
+}
+
+// trimDue is when d's next history entry, payload or dead letter is due
+// to go (0: none will be).
+func (q *Queue) trimDue(d *dest) int64 {
+	var next int64
+	if d.hist != nil {
+		next = d.historyDue(q.history.Keep)
+	}
+	if d.dead == nil {
+		return next
+	}
+	if k, _ := d.dead.Cursor().First(); k != nil {
+		if due := scoreOf(k) + q.retention.Milliseconds(); next == 0 || due < next {
+			next = due
+		}
+	}
+	return next
 }
 
 // now is the clock a kept payload's time is judged by when a call brings

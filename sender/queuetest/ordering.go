@@ -252,6 +252,27 @@ func runOrdering(t *testing.T, newQueue NewQueue) {
 		}
 	})
 
+	t.Run("OrderedDeadHoldReleasedByRetentionWhenQuiet", func(t *testing.T) {
+		t.Parallel()
+		// Nothing settles: the trim alone forgets the held letter.
+		o := newOrdered(t, newQueue, true)
+		o.enqueue(t0, "a/1", "a/2")
+		o.lease(t0, 10, "a/1")
+		o.settle(t0, sender.Dead, "a/1", 0)
+		next, err := o.q.TrimHistory(t.Context(), "d", t0.Add(time.Minute))
+		if err != nil || next.IsZero() || next.After(t0.Add(retention)) {
+			t.Fatalf("TrimHistory = %v, %v; want the dead letter due by %v", next, err, t0.Add(retention))
+		}
+		later := t0.Add(retention + time.Minute)
+		if _, err := o.q.TrimHistory(t.Context(), "d", later); err != nil {
+			t.Fatal(err)
+		}
+		o.lease(later, 10, "a/2")
+		if st := o.stats(later); st.Held != 0 || st.Dead != 0 || st.Waiting != 0 {
+			t.Errorf("Stats after the trim = %+v, want nothing held, dead or waiting", st)
+		}
+	})
+
 	t.Run("OrderedResendGoesToTheBack", func(t *testing.T) {
 		t.Parallel()
 		o := newOrdered(t, newQueue, false)

@@ -152,8 +152,8 @@ end
 return when()
 `)
 
-// TrimHistory implements sender.Queue: one script, which writes only
-// when something is due.
+// TrimHistory implements sender.Queue: the history's script, which
+// writes only when something is due, then the dead letters' (trimDead).
 func (q *Queue) TrimHistory(ctx context.Context, dest string, now time.Time) (time.Time, error) {
 	k := keysOf(q.prefix, dest)
 	keep := q.history.Keep
@@ -164,10 +164,18 @@ func (q *Queue) TrimHistory(ctx context.Context, dest string, now time.Time) (ti
 	if err != nil {
 		return time.Time{}, fmt.Errorf("redis trim history: %w", err)
 	}
-	if n == 0 {
-		return time.Time{}, nil
+	var next time.Time
+	if n != 0 {
+		next = time.UnixMilli(n)
 	}
-	return time.UnixMilli(n), nil
+	dead, err := q.trimDead(ctx, dest, now)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("redis trim dead letters: %w", err)
+	}
+	if !dead.IsZero() && (next.IsZero() || dead.Before(next)) {
+		next = dead
+	}
+	return next, nil
 }
 
 // entryTime is when a history entry settled: its ID's milliseconds.

@@ -537,12 +537,41 @@ func (q *Queue) Settle(ctx context.Context, dest string, outcomes []sender.Outco
 		}
 		args = append(args, kind, o.ID, ms(o.LeaseUntil), rec, log, score)
 	}
-	n, err := q.run(ctx, replicas.Settle, settleScript, []string{k.meta, k.body, k.log, k.due, k.leased, k.dead, k.ready, k.rdc, k.rdt,
-		k.hist, k.hidx, k.hpay, k.hpayt, k.ents, k.oc}, args...).Int()
+	n, err := q.run(ctx, replicas.Settle, settleScript, k.settleKeys(), args...).Int()
 	if err != nil {
 		return 0, fmt.Errorf("redis settle: %w", err)
 	}
 	return n, nil
+}
+
+// settleKeys is settleScript's KEYS.
+func (k keys) settleKeys() []string {
+	return []string{k.meta, k.body, k.log, k.due, k.leased, k.dead, k.ready, k.rdc, k.rdt,
+		k.hist, k.hidx, k.hpay, k.hpayt, k.ents, k.oc}
+}
+
+// trimDead runs settleScript without outcomes, for its trim alone: the
+// dead letters past the retention go, and the entities they held are
+// released, whether or not anything settles. It answers when the next
+// dead letter is due to go (zero: none is kept).
+func (q *Queue) trimDead(ctx context.Context, dest string, now time.Time) (time.Time, error) {
+	k := q.keysOf(dest)
+	next := func() (time.Time, error) {
+		oldest, err := q.rdb.ZRangeWithScores(ctx, k.dead, 0, 0).Result()
+		if err != nil || len(oldest) == 0 {
+			return time.Time{}, err
+		}
+		return time.UnixMilli(int64(oldest[0].Score)).Add(q.retention), nil
+	}
+	due, err := next()
+	if err != nil || due.IsZero() || due.After(now) {
+		return due, err
+	}
+	if err := q.run(ctx, replicas.Settle, settleScript, k.settleKeys(), ms(now), q.retention.Milliseconds(), q.history.Keep.Milliseconds(),
+		min(q.history.Payload, q.history.Keep).Milliseconds(), recordRedrive, flag(q.orderOf(dest).Hold), k.ent).Err(); err != nil {
+		return time.Time{}, err
+	}
+	return next()
 }
 
 // SetPaused implements sender.Queue.
