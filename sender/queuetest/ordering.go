@@ -385,6 +385,28 @@ func runOrdering(t *testing.T, newQueue NewQueue) {
 		}
 	})
 
+	t.Run("OrderedMoveKeepsAnEntityBehindAKeptHead", func(t *testing.T) {
+		t.Parallel()
+		// to delivered a/1 with another payload: d's a/1 stays, counted
+		// kept, and so do a/2 and a/3 behind it; b goes.
+		o := newOrdered(t, newQueue, false)
+		o.enqueue(t0, "a/1", "a/2", "a/3", "b/1", "b/2")
+		o.q.Order("e", sender.Ordering{ByEntity: true})
+		other := env("e", "a/1", t0)
+		other.Entity, other.Payload = "a", []byte(`{"other":true}`)
+		mustEnqueue(t, o.q, other, queued)
+		got := mustLease(t, o.q, "e", 10, t0)
+		mustSettle(t, o.q, "e", []sender.Outcome{{Kind: sender.Delivered, ID: "a/1", LeaseUntil: got[0].LeaseUntil}}, t0, 0)
+		o.q.Order("d", sender.Ordering{})
+		moved, kept, err := o.q.Move(t.Context(), "d", "e", t0)
+		if err != nil || moved != 2 || kept != 3 {
+			t.Fatalf("Move = %d, %d, %v; want b's 2 moved, a's 3 kept", moved, kept, err)
+		}
+		if g := ids(mustLease(t, o.q, "e", 10, t0)); !slices.Equal(g, []string{"b/1"}) {
+			t.Errorf("leased %v in e, want b/1 alone: a/2 must not overtake d's a/1", g)
+		}
+	})
+
 	t.Run("OrderedEachDestinationOnItsOwn", func(t *testing.T) {
 		t.Parallel()
 		// A fan-out writes the same ID and entity to each destination:

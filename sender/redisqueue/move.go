@@ -23,8 +23,8 @@ const movePage = 200
 // envelope's parts.
 //
 //	KEYS  index, meta, body, log
-//	ARGV  "list", "zset" or "leases", offset, n, now ms ("" for Redis's
-//	      clock): of leases, only those ended by now
+//	ARGV  "list", "zset" or "leases", offset, n, now ms: of leases, only
+//	      those ended by now
 //	returns {ids..., scores..., records..., payloads..., logs...} (a list's
 //	scores are 0)
 var movePageScript = redis.NewScript(`
@@ -36,12 +36,7 @@ if ARGV[1] == 'list' then
     scores[i] = 0
   end
 elseif ARGV[1] == 'leases' then
-  local now = tonumber(ARGV[4])
-  if ARGV[4] == '' then
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
-  local r = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', off, n)
+  local r = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[4], 'WITHSCORES', 'LIMIT', off, n)
   for i = 1, #r, 2 do
     table.insert(ids, r[i])
     table.insert(scores, r[i+1])
@@ -70,18 +65,23 @@ return out
 // moveInScript writes envelopes moved from another destination, unless
 // it holds their IDs already.
 //
-// A queued one joins its entity when to is ordered.
+// A queued one joins its entity when to is ordered. One that came from an
+// ordered entity of from ("1") is written only while none of its entity
+// before it stayed: else it stays too (-2), behind it.
 //
 //	KEYS  meta, body, log, ready, dead, hidx, hist, due, ents, oc
 //	ARGV  "1" when to is ordered, the entity lists' prefix, then per
-//	      envelope: id, "x" (dead) or "q", dead-at ms, record, payload, log
+//	      envelope: id, "x" (dead) or "q", dead-at ms, record, payload,
+//	      log, "1" when it was in an entity of from
 //	returns per envelope: 1 written, 0 held already with the same
-//	payload, -1 held with another
+//	payload, -1 held with another, -2 behind one that stays
 var moveInScript = redis.NewScript(orderLua + `
 O.ep, O.ents, O.oc, O.meta, O.ready, O.due = ARGV[2], KEYS[9], KEYS[10], KEYS[1], KEYS[4], KEYS[8]
 local out = {}
-for i = 3, #ARGV, 6 do
+local stay = {}
+for i = 3, #ARGV, 7 do
   local id, state, score, rec, body, log = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4], ARGV[i+5]
+  local from = ARGV[i+6] == '1' and entityOf(rec)
   local fp = string.sub(rec, 2, 9)
   local cur = redis.call('HGET', KEYS[1], id)
   local done
@@ -90,10 +90,14 @@ for i = 3, #ARGV, 6 do
   if e and e[2][4] == 'd' then
     done = string.sub(e[2][6], 2, 9)
   end
-  if cur then
-    table.insert(out, (string.sub(cur, 2, 9) == fp) and 0 or -1)
-  elseif done then
-    table.insert(out, (done == fp) and 0 or -1)
+  if from and stay[from] then
+    table.insert(out, -2)
+  elseif cur or done then
+    local same = string.sub(cur or done, 2, 9) == fp
+    if not same and from then
+      stay[from] = true
+    end
+    table.insert(out, same and 0 or -1)
   else
     redis.call('HSET', KEYS[1], id, rec)
     redis.call('HSET', KEYS[2], id, body)
@@ -151,17 +155,26 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 		return 0, 0, fmt.Errorf("redis move: %w", err)
 	}
 	src, dst := keysOf(q.prefix, from), keysOf(q.prefix, to)
-	clock := "" // Redis's: a live lease stays for its holder to settle
-	if q.callerClock {
-		clock = strconv.FormatInt(ms(now), 10)
+	// One clock for the whole Move, Redis's (read once) or the caller's:
+	// a lease judged live by the first step is live for the last.
+	clock := strconv.FormatInt(ms(now), 10)
+	if !q.callerClock {
+		t, err := q.rdb.Time(ctx).Result()
+		if err != nil {
+			return 0, 0, fmt.Errorf("redis move: %w", err)
+		}
+		clock = strconv.FormatInt(ms(t), 10)
 	}
 	// Envelopes that wait behind their entity's head go to the ready
-	// list, in order, to be moved with the rest; those behind a live
-	// lease stay, and count as kept.
-	behindLive, err := q.flatten(ctx, src, clock)
+	// list, in order, behind it, to be moved with the rest; those behind
+	// a live lease stay, and count as kept. When a head (or any of them)
+	// stays in from, because to holds its ID with another payload, those
+	// behind it stay too (stay), or they would overtake it.
+	behindLive, flattened, err := q.flatten(ctx, src, clock)
 	if err != nil {
 		return 0, 0, fmt.Errorf("redis move: %w", err)
 	}
+	stay := map[string]bool{}
 	for _, ix := range []struct{ key, kind, state string }{
 		{src.ready, "list", "q"}, {src.due, "zset", "q"}, {src.leased, "leases", "q"}, {src.dead, "zset", "x"},
 	} {
@@ -176,7 +189,7 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 				break
 			}
 			var in []any
-			var ids []string
+			var ids, ents []string
 			for i := range n {
 				id, _ := str(v[i])
 				rec, ok := str(v[2*n+i])
@@ -193,11 +206,17 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 					offset++
 					continue
 				}
+				if flattened[m.Entity] && stay[m.Entity] {
+					kept++
+					offset++
+					continue
+				}
 				body, _ := str(v[3*n+i])
 				log, _ := str(v[4*n+i])
 				score, _ := str(v[n+i])
-				in = append(in, id, ix.state, score, sender.MarshalMeta(m), body, log)
+				in = append(in, id, ix.state, score, sender.MarshalMeta(m), body, log, flag(flattened[m.Entity]))
 				ids = append(ids, id)
+				ents = append(ents, m.Entity)
 			}
 			var out []any
 			if len(in) > 0 {
@@ -208,8 +227,9 @@ func (q *Queue) Move(ctx context.Context, from, to string, now time.Time) (moved
 					return moved, kept, fmt.Errorf("redis move: writing %s: %w", to, err)
 				}
 				for j, r := range res {
-					id := in[2+6*j].(string)
+					id := in[2+7*j].(string)
 					if r < 0 {
+						stay[ents[j]] = flattened[ents[j]]
 						kept++
 						offset++
 						ids = slices.DeleteFunc(ids, func(x string) bool { return x == id })

@@ -110,6 +110,11 @@ local function leave(id, ent, now)
     if m and #m >= NEXTAT + 8 then
       makeDue(nxt, nextAtOf(m), now)
       return
+    elseif m then
+      -- It does not decode: due, the lease sets it aside, and its
+      -- entity goes on.
+      redis.call('RPUSH', O.ready, nxt)
+      return
     end
     redis.call('LPOP', key) -- its envelope is gone: the next
   end
@@ -195,14 +200,11 @@ func (q *Queue) pendingWaiting(ctx context.Context, dest string, k keys, f sende
 // waiting for its holder to settle it: moved, its next would overtake it.
 //
 //	KEYS  ents, oc, ready, due, dead, leased
-//	ARGV  the entity lists' key prefix, now ms ("" for Redis's clock),
-//	      then the entities
+//	ARGV  the entity lists' key prefix, now ms, then the entities
+//	returns the entities unordered
 var flattenScript = redis.NewScript(`
 local now = tonumber(ARGV[2])
-if ARGV[2] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+local out = {}
 for i = 3, #ARGV do
   local ent = ARGV[i]
   local key = ARGV[1] .. ent
@@ -225,31 +227,37 @@ for i = 3, #ARGV do
     end
     redis.call('SREM', KEYS[1], ent)
     redis.call('DEL', key)
+    table.insert(out, ent)
   end
 end
 if redis.call('SCARD', KEYS[1]) == 0 then
   redis.call('DEL', KEYS[2])
 end
-return 0
+return out
 `)
 
 // flatten unorders k's destination's entities (flattenScript), a page of
-// SSCAN at a time, by clock ("" for Redis's). It answers how many
-// envelopes still wait behind a live lease.
-func (q *Queue) flatten(ctx context.Context, k keys, clock string) (int, error) {
+// SSCAN at a time, by clock (ms). It answers how many envelopes still
+// wait behind a live lease, and the entities it unordered.
+func (q *Queue) flatten(ctx context.Context, k keys, clock string) (int, map[string]bool, error) {
+	flattened := map[string]bool{}
 	var cursor uint64
 	for {
 		ents, next, err := q.rdb.SScan(ctx, k.ents, cursor, "", 100).Result()
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		if len(ents) > 0 {
 			args := []any{k.ent, clock}
 			for _, ent := range ents {
 				args = append(args, ent)
 			}
-			if err := flattenScript.Run(ctx, q.rdb, []string{k.ents, k.oc, k.ready, k.due, k.dead, k.leased}, args...).Err(); err != nil {
-				return 0, err
+			done, err := flattenScript.Run(ctx, q.rdb, []string{k.ents, k.oc, k.ready, k.due, k.dead, k.leased}, args...).StringSlice()
+			if err != nil {
+				return 0, nil, err
+			}
+			for _, ent := range done {
+				flattened[ent] = true
 			}
 		}
 		if cursor = next; cursor == 0 {
@@ -258,9 +266,9 @@ func (q *Queue) flatten(ctx context.Context, k keys, clock string) (int, error) 
 	}
 	waiting, err := q.rdb.HGet(ctx, k.oc, "w").Int()
 	if errors.Is(err, redis.Nil) {
-		return 0, nil
+		err = nil
 	}
-	return waiting, err
+	return waiting, flattened, err
 }
 
 // dropEntities deletes k's entity lists, a page at a time.
