@@ -44,9 +44,9 @@ const DevSecret = "whsec_aG9va2dhdGUtZGV2LXNlY3JldC1uZXZlci11c2UtaW4tcHJvZA=="
 // {webhook.secret_fingerprint} for a delivery keyed by its signature or its
 // body.
 type Verify struct {
-	// Scheme is the signature format: standard, stripe, github, shopify,
-	// slack, hookgate, zoom, meta, twitter, twilio, rfc9421 or hmac.
-	// Default: standard.
+	// Scheme is the signature format: a provider of verify's catalogue
+	// (docs/providers.md: stripe, github, twitch, ...), standard, rfc9421
+	// or hmac. Default: standard.
 	Scheme string `json:"scheme,omitempty"`
 
 	// Secrets are the signing secrets; a request is genuine when any one
@@ -259,7 +259,7 @@ func (v *Verify) arrived(r *http.Request) (method, url string) {
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
 //	webhook_verify [<scheme>] {
-//		scheme    standard|stripe|github|shopify|slack|hookgate|zoom|meta|twitter|twilio|rfc9421|hmac
+//		scheme    <provider>|standard|rfc9421|hmac
 //		secret    <secret>...          # rfc9421: secret <keyid> <key>, one per line
 //		tolerance <dur> [<future>]
 //		max_body  <size>

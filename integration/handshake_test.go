@@ -39,6 +39,14 @@ func TestHandshakes(t *testing.T) {
 	}`, scheme, secret, extra, up.Addr())
 	}
 	fmt.Fprintf(&site, `
+	handle /twitch {
+		webhook_verify twitch {
+			secret twitch-eventsub-secret
+		}
+		webhook_dedupe
+		reverse_proxy %s
+	}`, up.Addr())
+	fmt.Fprintf(&site, `
 	handle /grid {
 		webhook_verify {
 			secret %s
@@ -109,6 +117,21 @@ func TestHandshakes(t *testing.T) {
 			t.Errorf("a JSON body as crc_token: %d %s, want 400 %s and no signature", status, got, problem.BadCRCToken.Code)
 		}
 	})
+	t.Run("twitch", func(t *testing.T) {
+		body := []byte(`{"challenge":"pogchamp-kappa-360noscope-vohiyo","subscription":{"type":"channel.follow","version":"2"}}`)
+		h := signer(t, "twitch", "twitch-eventsub-secret").Sign("e76c6bd4-55c9-4987-8304-da1588d8988b", now, body)
+		h.Set("Twitch-Eventsub-Message-Type", "webhook_callback_verification")
+		status, rh, got := post(t, g.URL+"/twitch", h, body)
+		if status != 200 || string(got) != "pogchamp-kappa-360noscope-vohiyo" || !strings.HasPrefix(rh.Get("Content-Type"), "text/plain") {
+			t.Errorf("answer %d %q (%s), want 200 and the challenge as text/plain", status, got, rh.Get("Content-Type"))
+		}
+		// Signed under another secret, it is refused like any request.
+		forged := signer(t, "twitch", "a guess").Sign("e76c6bd4-55c9-4987-8304-da1588d8988b", now, body)
+		forged.Set("Twitch-Eventsub-Message-Type", "webhook_callback_verification")
+		if status, _, got := post(t, g.URL+"/twitch", forged, body); status != 401 || strings.Contains(string(got), "pogchamp") {
+			t.Errorf("a forged callback verification: %d %q, want 401 without the challenge", status, got)
+		}
+	})
 	t.Run("cloudevents", func(t *testing.T) {
 		status, h, _ := send(t, http.MethodOptions, g.URL+"/grid", http.Header{"WebHook-Request-Origin": {"eventgrid.azure.net"}}, nil)
 		if status != 200 || h.Get("Allow") != "POST" || h.Get("WebHook-Allowed-Origin") != "eventgrid.azure.net" || h.Get("WebHook-Allowed-Rate") != "120" {
@@ -132,6 +155,7 @@ func TestHandshakes(t *testing.T) {
 		`hookgate_verify_requests_total{result="handshake",scheme="meta"} 1`,
 		`hookgate_verify_requests_total{result="handshake",scheme="zoom"} 1`,
 		`hookgate_verify_requests_total{result="handshake",scheme="twitter"} 1`,
+		`hookgate_verify_requests_total{result="handshake",scheme="twitch"} 1`,
 		`hookgate_verify_requests_total{result="handshake",scheme="standard"} 1`,
 		`hookgate_verify_requests_total{result="bad_verify_token",scheme="meta"} 1`,
 		`hookgate_verify_requests_total{result="bad_crc_token",scheme="twitter"} 1`,
@@ -144,9 +168,10 @@ func TestHandshakes(t *testing.T) {
 
 	// A genuine event after the handshake is forwarded once, and its
 	// duplicate replayed.
+	secrets["twitch"] = "twitch-eventsub-secret"
 	for scheme, secret := range secrets {
 		body := []byte(`{"event_id":"Ev1","event":"meeting.started","type":"event_callback","object":"page"}`)
-		h := signer(t, scheme, secret).Sign("", time.Now(), body)
+		h := signer(t, scheme, secret).Sign("ev-"+scheme, time.Now(), body)
 		before := up.count()
 		for i := range 2 {
 			status, rh, got := post(t, g.URL+"/"+scheme, h, body)

@@ -39,7 +39,7 @@ const crcTokenMax = 128
 // (handshake's switch); the CloudEvents one is any scheme's, when origins
 // are configured. New reads them to know whether a Verifier takes part in
 // any handshake at all.
-var handshakeSchemes = []string{"meta", "twitter", "slack", "zoom"}
+var handshakeSchemes = []string{"meta", "twitter", "slack", "zoom", "twitch"}
 
 // handshake is Handshake, for a Verifier that takes part in one.
 func (v *Verifier) handshake(r Request, now time.Time) (a Answer, ok bool) {
@@ -65,6 +65,15 @@ func (v *Verifier) handshake(r Request, now time.Time) (a Answer, ok bool) {
 				break // the common case: no second verification
 			}
 			if _, ok := v.verifies(r, now); ok && gjson.GetBytes(r.Body, "type").String() == "url_verification" {
+				return text(gjson.GetBytes(r.Body, "challenge").String()), true
+			}
+		case "twitch":
+			// EventSub's callback verification: signed as any message,
+			// answered with its challenge, as plain text.
+			if r.Header.Get("Twitch-Eventsub-Message-Type") != "webhook_callback_verification" {
+				break
+			}
+			if _, ok := v.verifies(r, now); ok {
 				return text(gjson.GetBytes(r.Body, "challenge").String()), true
 			}
 		case "zoom":

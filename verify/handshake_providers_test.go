@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookgate/hookgate/internal/problem"
 )
@@ -133,5 +134,32 @@ func TestZoomURLValidationRotation(t *testing.T) {
 	m.Write([]byte("tok"))
 	if !ok || !strings.Contains(string(a.Body), hex.EncodeToString(m.Sum(nil))) {
 		t.Errorf("signed with the second secret: ok = %v, answer %s; want the token under that secret", ok, a.Body)
+	}
+}
+
+// TestTwitchCallbackVerification: EventSub's webhook_callback_verification
+// is answered with its challenge, as plain text, only when it is signed
+// under the secret; a notification is no handshake.
+func TestTwitchCallbackVerification(t *testing.T) {
+	t.Parallel()
+	v := mustNew(t, "twitch", []string{"s3cRe7s3cRe7"}, Options{})
+	body := []byte(`{"challenge":"pogchamp-kappa-360noscope-vohiyo","subscription":{"id":"f1c2a387-161a-49f9-a165-0f21d7a4e1c4","status":"webhook_callback_verification_pending","type":"channel.follow","version":"2"}}`)
+	h := v.Sign("e76c6bd4-55c9-4987-8304-da1588d8988b", t0, body)
+	h.Set("Twitch-Eventsub-Message-Type", "webhook_callback_verification")
+	a, ok := v.Handshake(Request{Method: http.MethodPost, Header: h, Body: body}, t0)
+	if !ok || a.Status != http.StatusOK || string(a.Body) != "pogchamp-kappa-360noscope-vohiyo" || a.Header.Get("Content-Type") != "text/plain; charset=utf-8" {
+		t.Fatalf("callback verification: ok = %v, answer = %d %q %v", ok, a.Status, a.Body, a.Header)
+	}
+	forged := h.Clone()
+	forged.Set("Twitch-Eventsub-Message-Signature", "sha256="+strings.Repeat("0", 64))
+	if _, ok := v.Handshake(Request{Method: http.MethodPost, Header: forged, Body: body}, t0); ok {
+		t.Error("a mis-signed callback verification was answered")
+	}
+	if _, ok := v.Handshake(Request{Method: http.MethodPost, Header: h, Body: body}, t0.Add(time.Hour)); ok {
+		t.Error("a stale callback verification was answered")
+	}
+	h.Set("Twitch-Eventsub-Message-Type", "notification")
+	if _, ok := v.Handshake(Request{Method: http.MethodPost, Header: h, Body: body}, t0); ok {
+		t.Error("a notification was answered as a handshake")
 	}
 }

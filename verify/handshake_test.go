@@ -104,6 +104,15 @@ func TestHandshakesOfEachScheme(t *testing.T) {
 		{"twitter", get("crc_token=abc")},
 		{"slack", signed(`{"token":"x","challenge":"c","type":"url_verification"}`)},
 		{"zoom", signed(`{"payload":{"plainToken":"p"},"event":"endpoint.url_validation"}`)},
+		{"twitch", func(v *Verifier) Request {
+			body := []byte(`{"challenge":"pogchamp-kappa-360noscope-vohiyo"}`)
+			h := v.Sign("msg_1", t0, body)
+			if h == nil { // a scheme that signs the URL
+				h = http.Header{}
+			}
+			h.Set("Twitch-Eventsub-Message-Type", "webhook_callback_verification")
+			return Request{Method: http.MethodPost, URL: "https://gw.example/hooks", Header: h, Body: body}
+		}},
 		{"cloudevents", func(*Verifier) Request {
 			return Request{Method: http.MethodOptions, URL: "https://gw.example/hooks", Header: http.Header{"Webhook-Request-Origin": {"a.example"}}}
 		}},

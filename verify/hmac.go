@@ -44,8 +44,10 @@ type HMAC struct {
 	Content string `json:"content,omitempty"`
 }
 
-// hmacScheme is the generic scheme configured by an HMAC.
+// hmacScheme is the generic scheme configured by an HMAC: by the user
+// (hmac), or by a provider's row of the catalogue (named).
 type hmacScheme struct {
+	named string // the provider's name; "" for hmac
 	cfg   HMAC
 	hash  func() hash.Hash
 	parts []string // the template split: literal text, and "{id}", "{timestamp}", "{body}"
@@ -120,7 +122,13 @@ func newHMACScheme(cfg HMAC) (*hmacScheme, error) {
 	return s, nil
 }
 
-func (s *hmacScheme) name() string                      { return "hmac" }
+func (s *hmacScheme) name() string {
+	if s.named != "" {
+		return s.named
+	}
+	return "hmac"
+}
+
 func (s *hmacScheme) defaultFuture() time.Duration      { return DefaultTolerance }
 func (s *hmacScheme) key(secret string) ([]byte, error) { return []byte(secret), nil }
 
@@ -211,7 +219,7 @@ func (s *hmacScheme) signsID() bool { return slices.Contains(s.parts, "{id}") }
 // stamp is the timestamp as Sign writes it and signs it.
 func (s *hmacScheme) stamp(t time.Time) string {
 	if s.cfg.TimestampFormat == "rfc3339" {
-		return t.Format(time.RFC3339)
+		return t.Format(time.RFC3339Nano)
 	}
 	return strconv.FormatInt(t.Unix(), 10)
 }

@@ -212,93 +212,162 @@ func TestReferenceLibraries(t *testing.T) {
 	})
 }
 
-// TestHMACProviderVectors checks the generic hmac scheme against two
-// providers' published vectors that no named scheme covers, both ways
-// (verify the published signature; sign and get it back).
+// hmacVector is one of hmacVectors.
+type hmacVector struct {
+	name, source string
+	// provider names the catalogue row that verifies it; "": the
+	// generic scheme, configured by cfg
+	provider string
+	cfg      HMAC
+	secret   string
+	headers  map[string]string
+	body     string
+	now      time.Time
+	signedAt time.Time // when the provider signed, in its zone; zero: now
+}
+
+// hmacVectors are providers' published vectors of HMAC signatures that
+// no named scheme covers: the catalogue's rows (provider), and the
+// generic scheme's configurations (cfg).
+var hmacVectors = []hmacVector{
+	{
+		// coinbase/coinbase-commerce-node@1.0.4, test/testWebhook.spec.js,
+		// "should successfully verify signature and return event".
+		name:     "coinbase-commerce",
+		source:   "coinbase-commerce-node testWebhook.spec.js",
+		provider: "coinbase-commerce",
+		secret:   "30291a20-0bd1-4267-9b0f-e6e7b123c0bf",
+		headers:  map[string]string{"X-CC-Webhook-Signature": "8be7742c7d372f08a6a3224edadf18a22b65fa9e28f3f2de97376cdaa092590d"},
+		body:     "{\"id\":1,\"scheduled_for\":\"2017-01-31T20:50:02Z\",\"attempt_number\":1,\"event\":{\"id\":\"24934862-d980-46cb-9402-43c81b0cdba6\",\"type\":\"charge:created\",\"api_version\":\"2018-03-22\",\"created_at\":\"2017-01-31T20:49:02Z\",\"data\":{\"code\":\"66BEOV2A\",\"name\":\"The Sovereign Individual\",\"description\":\"Mastering the Transition to the Information Age\",\"hosted_url\":\"https://commerce.coinbase.com/charges/66BEOV2A\",\"created_at\":\"2017-01-31T20:49:02Z\",\"expires_at\":\"2017-01-31T21:04:02Z\",\"timeline\":[{\"time\":\"2017-01-31T20:49:02Z\",\"status\":\"NEW\"}],\"metadata\":{},\"pricing_type\":\"no_price\",\"payments\":[],\"addresses\":{\"bitcoin\":\"0000000000000000000000000000000000\",\"ethereum\":\"0x0000000000000000000000000000000000000000\",\"litecoin\":\"3000000000000000000000000000000000\",\"bitcoincash\":\"bitcoincash:000000000000000000000000000000000000000000\"}}}}",
+		now:      t0,
+	},
+	{
+		// The fixture of @linear/sdk's own test (packages/sdk/src/_tests/
+		// LinearWebhooks.test.ts, secret "SECRET"), its webhookTimestamp
+		// pinned; the signature accepted by @linear/sdk@98.0.0's
+		// LinearWebhookClient.verify (which has no signing function).
+		name:     "linear",
+		source:   "@linear/sdk@98.0.0 LinearWebhookClient.verify",
+		provider: "linear",
+		secret:   "SECRET",
+		headers:  map[string]string{"Linear-Delivery": "8f3c9c4e-1b2a-4c5d-9e6f-7a8b9c0d1e2f", "Linear-Signature": "9f9fe461cff5e6619c44f1bbe9f1d540e2af8838b8d727b1875bd858b023fac2"},
+		body:     "{\"action\":\"create\",\"data\":{\"id\":\"2174add1-f7c8-44e3-bbf3-2d60b5ea8bc9\",\"createdAt\":\"2020-01-23T12:53:18.084Z\",\"updatedAt\":\"2020-01-23T12:53:18.084Z\",\"archivedAt\":null,\"body\":\"Indeed, I think this is definitely an improvement over the previous version.\",\"edited\":false,\"issueId\":\"539068e2-ae88-4d09-bd75-22eb4a59612f\",\"userId\":\"aacdca22-6266-4c0a-ab3c-8fa70a26765c\"},\"type\":\"Comment\",\"url\":\"https://linear.app/issue/LIN-1778/foo-bar#comment-77217de3-fb52-4dad-bb9a-b356beb93de8\",\"createdAt\":\"2020-01-23T12:53:18.084Z\",\"webhookTimestamp\":1579784000000}",
+		now:      t0,
+	},
+	{
+		// Segment's Webhooks (Actions) destination, @segment/action-
+		// destinations@3.497.0, dist/destinations/webhook/index.js
+		// extendRequest with sharedSecret "abc123" and data {cool: true},
+		// as its test "supports request signing".
+		name:     "segment",
+		source:   "@segment/action-destinations@3.497.0 webhook extendRequest",
+		provider: "segment",
+		secret:   "abc123",
+		headers:  map[string]string{"X-Signature": "5099cab379b3be52908387457007040cc934ef86"},
+		body:     "{\"cool\":true}",
+		now:      t0,
+	},
+	{
+		// twitchdev/twitch-cli@fd7dac6, internal/events/trigger/
+		// forward_event.go, getSignatureHeader, run on a channel.follow
+		// notification shaped as Twitch's docs show it.
+		name:     "twitch",
+		source:   "twitch-cli getSignatureHeader",
+		provider: "twitch",
+		secret:   "s3cRe7s3cRe7",
+		headers: map[string]string{
+			"Twitch-Eventsub-Message-Id":        "e76c6bd4-55c9-4987-8304-da1588d8988b",
+			"Twitch-Eventsub-Message-Timestamp": "2019-11-16T10:11:12.634234626Z",
+			"Twitch-Eventsub-Message-Signature": "sha256=797cd9e53eb8126db294466b6a0034bc095ca579382315bf9bf5e4d746012f3b",
+		},
+		body:     "{\"subscription\":{\"id\":\"f1c2a387-161a-49f9-a165-0f21d7a4e1c4\",\"type\":\"channel.follow\",\"version\":\"2\",\"status\":\"enabled\",\"cost\":0,\"condition\":{\"broadcaster_user_id\":\"12826\",\"moderator_user_id\":\"12826\"},\"transport\":{\"method\":\"webhook\",\"callback\":\"https://example.com/webhooks/callback\"},\"created_at\":\"2019-11-16T10:11:12.634234626Z\"},\"event\":{\"user_id\":\"1337\",\"user_login\":\"awesome_user\",\"user_name\":\"Awesome_User\",\"broadcaster_user_id\":\"12826\",\"broadcaster_user_login\":\"twitch\",\"broadcaster_user_name\":\"Twitch\",\"followed_at\":\"2020-07-15T18:16:11.17106713Z\"}}",
+		now:      time.Date(2019, 11, 16, 10, 12, 12, 0, time.UTC),
+		signedAt: time.Date(2019, 11, 16, 10, 11, 12, 634234626, time.UTC),
+	},
+	{
+		// box/box-python-sdk, test/box_sdk_gen/test/webhooks.py,
+		// testWebhookValidation: the primary key's signature.
+		name:     "box",
+		source:   "box-python-sdk webhooks.py",
+		provider: "box",
+		secret:   "SamplePrimaryKey",
+		headers: map[string]string{
+			"BOX-DELIVERY-ID":        "f96bb54b-ee16-4fc5-aa65-8c2d9e5b546f",
+			"BOX-DELIVERY-TIMESTAMP": "2020-01-01T00:00:00-07:00",
+			"BOX-SIGNATURE-PRIMARY":  "6TfeAW3A1PASkgboxxA5yqHNKOwFyMWuEXny/FPD5hI=",
+		},
+		body:     `{"type":"webhook_event","webhook":{"id":"1234567890"},"trigger":"FILE.UPLOADED","source":{"id":"1234567890","type":"file","name":"Test.txt"}}`,
+		now:      time.Date(2020, 1, 1, 7, 1, 0, 0, time.UTC),
+		signedAt: time.Date(2020, 1, 1, 0, 0, 0, 0, time.FixedZone("", -7*3600)),
+	},
+	{
+		// The same test, the secondary key's signature header.
+		name:   "box secondary",
+		source: "box-python-sdk webhooks.py",
+		cfg: HMAC{IDHeader: "BOX-DELIVERY-ID", TimestampHeader: "BOX-DELIVERY-TIMESTAMP", TimestampFormat: "rfc3339", SignatureHeader: "BOX-SIGNATURE-SECONDARY",
+			Algorithm: "sha256", Encoding: "base64", Content: "{body}{timestamp}"},
+		secret: "SampleSecondaryKey",
+		headers: map[string]string{
+			"BOX-DELIVERY-ID":         "f96bb54b-ee16-4fc5-aa65-8c2d9e5b546f",
+			"BOX-DELIVERY-TIMESTAMP":  "2020-01-01T00:00:00-07:00",
+			"BOX-SIGNATURE-SECONDARY": "v+1CD1Jdo3muIcbpv5lxxgPglOqMfsNHPV899xWYydo=",
+		},
+		body:     `{"type":"webhook_event","webhook":{"id":"1234567890"},"trigger":"FILE.UPLOADED","source":{"id":"1234567890","type":"file","name":"Test.txt"}}`,
+		now:      time.Date(2020, 1, 1, 7, 1, 0, 0, time.UTC),
+		signedAt: time.Date(2020, 1, 1, 0, 0, 0, 0, time.FixedZone("", -7*3600)),
+	},
+	{
+		// square/square-python-sdk, tests/integration/
+		// test_webhooks_helper.py (the same vector is in Square's other
+		// SDKs): the notification URL, then the body.
+		name:   "square",
+		source: "square-python-sdk test_webhooks_helper.py",
+		cfg: HMAC{SignatureHeader: "X-Square-Hmacsha256-Signature", Algorithm: "sha256", Encoding: "base64",
+			Content: "https://webhook.site/679a4f3a-dcfa-49ee-bac5-9d0edad886b9{body}"},
+		secret:  "Ibxx_5AKakO-3qeNVR61Dw",
+		headers: map[string]string{"X-Square-Hmacsha256-Signature": "GF4YkrJgGBDZ9NIYbNXBnMzqb2HoL4RW/S6vkZ9/2N4="},
+		body:    `{"merchant_id":"MLEFBHHSJGVHD","type":"webhooks.test_notification","event_id":"ac3ac95b-f97d-458c-a6e6-18981597e05f","created_at":"2022-07-13T20:30:59.037339943Z","data":{"type":"webhooks","id":"bc368e64-01aa-407e-b46e-3231809b1129"}}`,
+		now:     t0,
+	},
+	{
+		name:    "square escaped",
+		source:  "square-python-sdk test_webhooks_helper.py",
+		cfg:     HMAC{SignatureHeader: "X-Square-Hmacsha256-Signature", Encoding: "base64", Content: "https://webhook.site/webhooks{body}"},
+		secret:  "signature-key",
+		headers: map[string]string{"X-Square-Hmacsha256-Signature": "Cxt7+aTi4rKgcA0bC4g9EHdVtLSDWdqccmL5MvihU4U="},
+		body:    `{"data":{"type":"webhooks","id":">id<"}}`,
+		now:     t0,
+	},
+	{
+		// GitHub's legacy X-Hub-Signature (HMAC-SHA1, hex, "sha1="),
+		// which the github scheme does not read: octokit/
+		// webhooks-methods.js, README.md, sign({secret: "mysecret",
+		// algorithm: "sha1"}, eventPayload), eventPayload {foo: "bar"}
+		// as JSON. Also the hex encoding and a prefix.
+		name:    "github sha1",
+		source:  "octokit/webhooks-methods.js README",
+		cfg:     HMAC{SignatureHeader: "X-Hub-Signature", Algorithm: "sha1", Prefix: "sha1="},
+		secret:  "mysecret",
+		headers: map[string]string{"X-Hub-Signature": "sha1=d03207e4b030cf234e3447bac4d93add4c6643d8"},
+		body:    `{"foo":"bar"}`,
+		now:     t0,
+	},
+}
+
+// TestHMACProviderVectors checks hmacVectors both ways (verify the
+// published signature; sign and get it back).
 func TestHMACProviderVectors(t *testing.T) {
-	tests := []struct {
-		name, source string
-		cfg          HMAC
-		secret       string
-		headers      map[string]string
-		body         string
-		now          time.Time
-		signedAt     time.Time // when the provider signed, in its zone; zero: now
-	}{
-		{
-			// box/box-python-sdk, test/box_sdk_gen/test/webhooks.py,
-			// testWebhookValidation: the primary key's signature.
-			name:   "box",
-			source: "box-python-sdk webhooks.py",
-			cfg: HMAC{IDHeader: "BOX-DELIVERY-ID", TimestampHeader: "BOX-DELIVERY-TIMESTAMP", TimestampFormat: "rfc3339", SignatureHeader: "BOX-SIGNATURE-PRIMARY",
-				Algorithm: "sha256", Encoding: "base64", Content: "{body}{timestamp}"},
-			secret: "SamplePrimaryKey",
-			headers: map[string]string{
-				"BOX-DELIVERY-ID":        "f96bb54b-ee16-4fc5-aa65-8c2d9e5b546f",
-				"BOX-DELIVERY-TIMESTAMP": "2020-01-01T00:00:00-07:00",
-				"BOX-SIGNATURE-PRIMARY":  "6TfeAW3A1PASkgboxxA5yqHNKOwFyMWuEXny/FPD5hI=",
-			},
-			body:     `{"type":"webhook_event","webhook":{"id":"1234567890"},"trigger":"FILE.UPLOADED","source":{"id":"1234567890","type":"file","name":"Test.txt"}}`,
-			now:      time.Date(2020, 1, 1, 7, 1, 0, 0, time.UTC),
-			signedAt: time.Date(2020, 1, 1, 0, 0, 0, 0, time.FixedZone("", -7*3600)),
-		},
-		{
-			// The same test, the secondary key's signature header.
-			name:   "box secondary",
-			source: "box-python-sdk webhooks.py",
-			cfg: HMAC{IDHeader: "BOX-DELIVERY-ID", TimestampHeader: "BOX-DELIVERY-TIMESTAMP", TimestampFormat: "rfc3339", SignatureHeader: "BOX-SIGNATURE-SECONDARY",
-				Algorithm: "sha256", Encoding: "base64", Content: "{body}{timestamp}"},
-			secret: "SampleSecondaryKey",
-			headers: map[string]string{
-				"BOX-DELIVERY-ID":         "f96bb54b-ee16-4fc5-aa65-8c2d9e5b546f",
-				"BOX-DELIVERY-TIMESTAMP":  "2020-01-01T00:00:00-07:00",
-				"BOX-SIGNATURE-SECONDARY": "v+1CD1Jdo3muIcbpv5lxxgPglOqMfsNHPV899xWYydo=",
-			},
-			body:     `{"type":"webhook_event","webhook":{"id":"1234567890"},"trigger":"FILE.UPLOADED","source":{"id":"1234567890","type":"file","name":"Test.txt"}}`,
-			now:      time.Date(2020, 1, 1, 7, 1, 0, 0, time.UTC),
-			signedAt: time.Date(2020, 1, 1, 0, 0, 0, 0, time.FixedZone("", -7*3600)),
-		},
-		{
-			// square/square-python-sdk, tests/integration/
-			// test_webhooks_helper.py (the same vector is in Square's other
-			// SDKs): the notification URL, then the body.
-			name:   "square",
-			source: "square-python-sdk test_webhooks_helper.py",
-			cfg: HMAC{SignatureHeader: "X-Square-Hmacsha256-Signature", Algorithm: "sha256", Encoding: "base64",
-				Content: "https://webhook.site/679a4f3a-dcfa-49ee-bac5-9d0edad886b9{body}"},
-			secret:  "Ibxx_5AKakO-3qeNVR61Dw",
-			headers: map[string]string{"X-Square-Hmacsha256-Signature": "GF4YkrJgGBDZ9NIYbNXBnMzqb2HoL4RW/S6vkZ9/2N4="},
-			body:    `{"merchant_id":"MLEFBHHSJGVHD","type":"webhooks.test_notification","event_id":"ac3ac95b-f97d-458c-a6e6-18981597e05f","created_at":"2022-07-13T20:30:59.037339943Z","data":{"type":"webhooks","id":"bc368e64-01aa-407e-b46e-3231809b1129"}}`,
-			now:     t0,
-		},
-		{
-			name:    "square escaped",
-			source:  "square-python-sdk test_webhooks_helper.py",
-			cfg:     HMAC{SignatureHeader: "X-Square-Hmacsha256-Signature", Encoding: "base64", Content: "https://webhook.site/webhooks{body}"},
-			secret:  "signature-key",
-			headers: map[string]string{"X-Square-Hmacsha256-Signature": "Cxt7+aTi4rKgcA0bC4g9EHdVtLSDWdqccmL5MvihU4U="},
-			body:    `{"data":{"type":"webhooks","id":">id<"}}`,
-			now:     t0,
-		},
-		{
-			// GitHub's legacy X-Hub-Signature (HMAC-SHA1, hex, "sha1="),
-			// which the github scheme does not read: octokit/
-			// webhooks-methods.js, README.md, sign({secret: "mysecret",
-			// algorithm: "sha1"}, eventPayload), eventPayload {foo: "bar"}
-			// as JSON. Also the hex encoding and a prefix.
-			name:    "github sha1",
-			source:  "octokit/webhooks-methods.js README",
-			cfg:     HMAC{SignatureHeader: "X-Hub-Signature", Algorithm: "sha1", Prefix: "sha1="},
-			secret:  "mysecret",
-			headers: map[string]string{"X-Hub-Signature": "sha1=d03207e4b030cf234e3447bac4d93add4c6643d8"},
-			body:    `{"foo":"bar"}`,
-			now:     t0,
-		},
-	}
-	for _, tt := range tests {
+	for _, tt := range hmacVectors {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := tt.cfg
-			v := mustNew(t, "hmac", []string{"another secret", tt.secret}, Options{HMAC: &cfg, Future: time.Hour})
+			scheme, cfg, opts := "hmac", tt.cfg, Options{HMAC: &tt.cfg, Future: time.Hour}
+			if tt.provider != "" {
+				p, ok := provider(tt.provider)
+				if !ok || p.HMAC == nil {
+					t.Fatalf("no catalogue row %q with an HMAC", tt.provider)
+				}
+				scheme, cfg, opts = tt.provider, *p.HMAC, Options{Future: time.Hour}
+			}
+			v := mustNew(t, scheme, []string{"another secret", tt.secret}, opts)
 			h := http.Header{}
 			for k, val := range tt.headers {
 				h.Set(k, val)
@@ -314,7 +383,7 @@ func TestHMACProviderVectors(t *testing.T) {
 				t.Errorf("another body: err = %v, want ErrBadSignature", err)
 			}
 			// Sign: the provider's very headers, then they verify.
-			signer := mustNew(t, "hmac", []string{tt.secret}, Options{HMAC: &cfg, Future: time.Hour})
+			signer := mustNew(t, scheme, []string{tt.secret}, opts)
 			at := tt.signedAt
 			if at.IsZero() {
 				at = tt.now

@@ -133,12 +133,24 @@ type Request struct {
 func New(schemeName string, secrets []string, opts Options) (*Verifier, error) {
 	var s scheme
 	var err error
-	if schemeName == "hmac" {
+	p, isProvider := provider(schemeName)
+	switch {
+	case schemeName == "hmac":
 		if opts.HMAC == nil {
 			return nil, errors.New("scheme hmac needs its configuration: signature_header, algorithm, encoding, prefix, content")
 		}
 		s, err = newHMACScheme(*opts.HMAC)
-	} else {
+	case opts.HMAC != nil:
+		return nil, fmt.Errorf("an hmac configuration is for scheme hmac, not %s", schemeName)
+	case isProvider && p.HMAC != nil:
+		var hs *hmacScheme
+		if hs, err = newHMACScheme(*p.HMAC); err == nil {
+			hs.named = p.Name
+			s = hs
+		}
+	case isProvider:
+		s, err = lookup(p.Scheme)
+	default:
 		s, err = lookup(schemeName)
 	}
 	if err != nil {
@@ -372,13 +384,20 @@ func (v *Verifier) CanSign() bool {
 	return len(v.keys) > 0 || v.private != nil || (v.rfc != nil && v.rfc.signer != "")
 }
 
-// Schemes lists the supported scheme names (hmac, the generic one,
-// included last).
+// Schemes lists the names New takes: the catalogue's providers and the
+// schemes that are no provider's (rfc9421), in name order, then hmac, the
+// generic one.
 func Schemes() []string {
-	names := make([]string, len(schemes), len(schemes)+1)
-	for i, s := range schemes {
-		names[i] = s.name()
+	var names []string
+	for _, p := range catalogue {
+		names = append(names, p.Name)
 	}
+	for _, s := range schemes {
+		if !slices.Contains(names, s.name()) {
+			names = append(names, s.name())
+		}
+	}
+	slices.Sort(names)
 	return append(names, "hmac")
 }
 

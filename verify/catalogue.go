@@ -1,0 +1,74 @@
+package verify
+
+// The catalogue: every provider webhook_verify and hookgate sign know by
+// name, one row each. A provider signs with one of the named schemes
+// (stripe, github, ...), or with the generic hmac scheme under a
+// configuration of its own, which the row holds: adding such a provider
+// is adding a row, with a vector from the provider's own documentation or
+// SDK in catalogue_test.go and a section in docs/providers.md.
+
+import "slices"
+
+// Provider is one row of the catalogue.
+type Provider struct {
+	// Name is what webhook_verify and hookgate sign --scheme take.
+	Name string
+	// Title is the provider's name, as it writes it.
+	Title string
+	// Scheme is the named scheme it signs with; "" when HMAC describes
+	// its signature.
+	Scheme string
+	// HMAC is its signature, for a provider without a scheme of its own.
+	HMAC *HMAC
+	// Docs is the provider's documentation of its signature.
+	Docs string
+}
+
+// catalogue is every provider, in name order.
+var catalogue = []Provider{
+	{Name: "box", Title: "Box", Docs: "https://developer.box.com/guides/webhooks/v2/signatures-v2/",
+		HMAC: &HMAC{IDHeader: "BOX-DELIVERY-ID", TimestampHeader: "BOX-DELIVERY-TIMESTAMP", TimestampFormat: "rfc3339",
+			SignatureHeader: "BOX-SIGNATURE-PRIMARY", Encoding: "base64", Content: "{body}{timestamp}"}},
+	{Name: "clerk", Title: "Clerk", Scheme: "standard",
+		Docs: "https://clerk.com/docs/webhooks/sync-data"},
+	{Name: "coinbase-commerce", Title: "Coinbase Commerce", Docs: "https://docs.cdp.coinbase.com/commerce-onchain/docs/webhooks",
+		HMAC: &HMAC{SignatureHeader: "X-CC-Webhook-Signature"}},
+	{Name: "github", Title: "GitHub", Scheme: "github",
+		Docs: "https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries"},
+	{Name: "hookgate", Title: "hookgate", Scheme: "hookgate",
+		Docs: "https://github.com/hookgate/hookgate/blob/main/docs/receiving.md#schemes"},
+	{Name: "linear", Title: "Linear", Docs: "https://linear.app/developers/webhooks",
+		HMAC: &HMAC{IDHeader: "Linear-Delivery", SignatureHeader: "Linear-Signature"}},
+	{Name: "meta", Title: "Meta (Facebook, Instagram, WhatsApp)", Scheme: "meta",
+		Docs: "https://developers.facebook.com/docs/graph-api/webhooks/getting-started#validate-payloads"},
+	{Name: "resend", Title: "Resend", Scheme: "standard",
+		Docs: "https://resend.com/docs/webhooks/verify-webhooks-requests"},
+	{Name: "segment", Title: "Segment", Docs: "https://www.twilio.com/docs/segment/connections/destinations/catalog/actions-webhook",
+		HMAC: &HMAC{SignatureHeader: "X-Signature", Algorithm: "sha1"}},
+	{Name: "shopify", Title: "Shopify", Scheme: "shopify",
+		Docs: "https://shopify.dev/docs/apps/build/webhooks/subscribe/https#step-2-validate-the-origin-of-your-webhook-to-ensure-its-coming-from-shopify"},
+	{Name: "slack", Title: "Slack", Scheme: "slack",
+		Docs: "https://api.slack.com/authentication/verifying-requests-from-slack"},
+	{Name: "standard", Title: "Standard Webhooks (Svix)", Scheme: "standard",
+		Docs: "https://github.com/standard-webhooks/standard-webhooks/blob/main/spec/standard-webhooks.md"},
+	{Name: "stripe", Title: "Stripe", Scheme: "stripe",
+		Docs: "https://docs.stripe.com/webhooks#verify-events"},
+	{Name: "twilio", Title: "Twilio", Scheme: "twilio",
+		Docs: "https://www.twilio.com/docs/usage/webhooks/webhooks-security"},
+	{Name: "twitch", Title: "Twitch EventSub", Docs: "https://dev.twitch.tv/docs/eventsub/handling-webhook-events/#verifying-the-event-message",
+		HMAC: &HMAC{IDHeader: "Twitch-Eventsub-Message-Id", TimestampHeader: "Twitch-Eventsub-Message-Timestamp", TimestampFormat: "rfc3339",
+			SignatureHeader: "Twitch-Eventsub-Message-Signature", Prefix: "sha256=", Content: "{id}{timestamp}{body}"}},
+	{Name: "twitter", Title: "X (Account Activity API)", Scheme: "twitter",
+		Docs: "https://docs.x.com/x-api/webhooks/introduction"},
+	{Name: "zoom", Title: "Zoom", Scheme: "zoom",
+		Docs: "https://developers.zoom.us/docs/api/webhooks/#verify-webhook-events"},
+}
+
+// provider is the row named name.
+func provider(name string) (Provider, bool) {
+	i := slices.IndexFunc(catalogue, func(p Provider) bool { return p.Name == name })
+	if i < 0 {
+		return Provider{}, false
+	}
+	return catalogue[i], true
+}

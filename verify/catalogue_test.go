@@ -1,0 +1,115 @@
+package verify
+
+import (
+	"errors"
+	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// namedVectors names, for each named scheme a catalogue row signs with,
+// the test that checks it against vectors its provider published (or,
+// where none is published, of the same construction): hmacVectors covers
+// the rows without a scheme of their own.
+var namedVectors = map[string]string{
+	"standard": "TestDocumentedVectors, TestReferenceLibraries",
+	"stripe":   "TestDocumentedVectors, TestReferenceLibraries",
+	"github":   "TestDocumentedVectors, TestReferenceLibraries",
+	"shopify":  "TestDocumentedVectors",
+	"slack":    "TestDocumentedVectors, TestReferenceLibraries",
+	"hookgate": "TestRoundTripEveryScheme (hookgate's own)",
+	"zoom":     "TestProviderVectors",
+	"meta":     "TestProviderVectors",
+	"twitter":  "TestProviderVectors",
+	"twilio":   "TestTwilioVectors",
+}
+
+// TestCatalogue: the rows are in name order, each named once, with a
+// title and its provider's documentation; each signs with a named scheme
+// or an HMAC of its own (never both), which New accepts; and each is
+// proved by a vector.
+func TestCatalogue(t *testing.T) {
+	names := []string{}
+	for _, p := range catalogue {
+		names = append(names, p.Name)
+		switch {
+		case p.Title == "" || !strings.HasPrefix(p.Docs, "https://"):
+			t.Errorf("%s: a title and an https documentation link are required", p.Name)
+		case (p.Scheme == "") == (p.HMAC == nil):
+			t.Errorf("%s: a named scheme or an HMAC, one of them", p.Name)
+		case p.Scheme != p.Name && func() bool { _, err := lookup(p.Name); return err == nil }():
+			t.Errorf("%s: named after a scheme it does not sign with", p.Name)
+		}
+		if _, err := New(p.Name, []string{testSecret(p.Scheme, 0)}, Options{}); err != nil && p.Scheme != "rfc9421" {
+			t.Errorf("New(%s): %v", p.Name, err)
+		}
+		proved := namedVectors[p.Scheme] != "" || slices.ContainsFunc(hmacVectors, func(v hmacVector) bool { return v.provider == p.Name })
+		if !proved {
+			t.Errorf("%s: no vector proves it (hmacVectors, or namedVectors for its scheme)", p.Name)
+		}
+	}
+	if !slices.IsSorted(names) || len(slices.Compact(slices.Clone(names))) != len(names) {
+		t.Errorf("the catalogue is not in name order, each name once: %v", names)
+	}
+	if _, err := New("box", []string{"s"}, Options{HMAC: &HMAC{SignatureHeader: "X"}}); err == nil {
+		t.Error("a provider's row took an hmac configuration")
+	}
+}
+
+// TestProvidersDocumented: docs/providers.md has a section per row, which
+// gives its webhook_verify line, and no section for a provider the
+// catalogue does not have.
+func TestProvidersDocumented(t *testing.T) {
+	b, err := os.ReadFile("../docs/providers.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	sections := map[string]string{} // title -> its text
+	parts := regexp.MustCompile(`(?m)^## `).Split(doc, -1)
+	for _, part := range parts[1:] {
+		title, text, _ := strings.Cut(part, "\n")
+		sections[title] = text
+	}
+	for _, p := range catalogue {
+		text, ok := sections[p.Title]
+		if !ok {
+			t.Errorf("docs/providers.md has no section ## %s", p.Title)
+			continue
+		}
+		if !strings.Contains(text, "webhook_verify "+p.Name) || !strings.Contains(text, p.Docs) {
+			t.Errorf("docs/providers.md, ## %s: want its webhook_verify %s line and a link to %s", p.Title, p.Name, p.Docs)
+		}
+		delete(sections, p.Title)
+	}
+	for title := range sections {
+		t.Errorf("docs/providers.md, ## %s: no such provider in the catalogue", title)
+	}
+}
+
+// TestSvixProviders: Clerk and Resend send Svix's headers, and Svix's own
+// vector (svix-webhooks go/webhook_test.go, TestWebhookSign; accepted by
+// @clerk/backend's verifyWebhook and resend's webhooks.verify) verifies
+// under their names.
+func TestSvixProviders(t *testing.T) {
+	body := []byte(`{"test": 2432232314}`)
+	h := http.Header{
+		"Svix-Id":        {"msg_p5jXN8AQM9LWM0D4loKWxJek"},
+		"Svix-Timestamp": {"1614265330"},
+		"Svix-Signature": {"v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="},
+	}
+	for _, name := range []string{"clerk", "resend"} {
+		v := mustNew(t, name, []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, Options{})
+		d, err := v.Verify(Request{Header: h, Body: body}, time.Unix(1614265331, 0))
+		if err != nil || d.ID != "msg_p5jXN8AQM9LWM0D4loKWxJek" {
+			t.Errorf("%s: Verify = %+v, %v", name, d, err)
+		}
+		if _, err := v.Verify(Request{Header: h, Body: append(body, ' ')}, time.Unix(1614265331, 0)); !errors.Is(err, ErrBadSignature) {
+			t.Errorf("%s: another body: %v, want ErrBadSignature", name, err)
+		}
+	}
+}
