@@ -100,3 +100,19 @@ func TestOrderingCaddyfile(t *testing.T) {
 		}
 	}
 }
+
+// TestHMACSignatureListCaddyfile adapts the hmac block's separator and
+// timestamp_field, and a catalogue provider's name as the scheme.
+func TestHMACSignatureListCaddyfile(t *testing.T) {
+	adapter := caddyconfig.GetAdapter("caddyfile")
+	for _, tt := range []struct{ in, want string }{
+		{":80 {\n webhook_verify hmac {\n  secret s\n  hmac {\n   signature_header Paddle-Signature\n   separator ;\n   timestamp_field ts\n   prefix h1=\n   content {timestamp}:{body}\n  }\n }\n}",
+			`"hmac":{"content":"{timestamp}:{body}","prefix":"h1=","separator":";","signature_header":"Paddle-Signature","timestamp_field":"ts"}`},
+		{":80 {\n webhook_verify pagerduty {\n  secret s\n }\n}", `"scheme":"pagerduty"`},
+	} {
+		out, _, err := adapter.Adapt([]byte(tt.in), map[string]any{"filename": "Caddyfile"})
+		if err != nil || !strings.Contains(string(out), tt.want) {
+			t.Errorf("adapting\n%s\n: %s, %v; want %s", tt.in, out, err, tt.want)
+		}
+	}
+}

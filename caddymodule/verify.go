@@ -276,6 +276,8 @@ func (v *Verify) arrived(r *http.Request) (method, url string) {
 //			encoding         hex|base64
 //			prefix           <text>
 //			content          <template over {id} {timestamp} {body}>
+//			separator        <text>    # the signature header's fields: any prefixed one may match
+//			timestamp_field  <name>    # the field that holds the timestamp (with separator)
 //		}
 //	}
 //
@@ -349,6 +351,8 @@ func (v *Verify) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				{"encoding", cfparse.String(&h.Encoding)},
 				{"prefix", cfparse.String(&h.Prefix)},
 				{"content", cfparse.String(&h.Content)},
+				{"separator", cfparse.String(&h.Separator)},
+				{"timestamp_field", cfparse.String(&h.TimestampField)},
 			})
 		}},
 	}, "secret")

@@ -113,3 +113,42 @@ func TestSvixProviders(t *testing.T) {
 		}
 	}
 }
+
+// TestSignatureLists: a signature header split into fields (separator)
+// verifies when any of its signatures does (a rotation), ignores fields
+// of other versions, and refuses a header with none, with two
+// timestamps, or with more signatures than a rotation has.
+func TestSignatureLists(t *testing.T) {
+	body := []byte(`{"event":{"id":"e1"}}`)
+	pd := mustNew(t, "pagerduty", []string{"new secret"}, Options{})
+	good := pd.Sign("", t0, body).Get("X-Pagerduty-Signature")
+	stale := "v1=" + strings.Repeat("ab", 32)
+	pa := mustNew(t, "paddle", []string{"pdl_ntfset_secret"}, Options{})
+	paddle := pa.Sign("", t0, body).Get("Paddle-Signature") // ts=…;h1=…
+	ts, h1, _ := strings.Cut(paddle, ";")
+	for _, tt := range []struct {
+		v      *Verifier
+		header string
+		value  string
+		want   error // nil: genuine
+	}{
+		{pd, "X-PagerDuty-Signature", stale + "," + good, nil},
+		{pd, "X-PagerDuty-Signature", good + ", v2=ff", nil},
+		{pd, "X-PagerDuty-Signature", stale, ErrBadSignature},
+		{pd, "X-PagerDuty-Signature", "v2=" + strings.TrimPrefix(good, "v1="), ErrMalformedHeader},
+		{pd, "X-PagerDuty-Signature", good + ",v1=zz", ErrMalformedHeader},
+		{pd, "X-PagerDuty-Signature", strings.Repeat(stale+",", 8) + good, ErrMalformedHeader},
+		{pa, "Paddle-Signature", ts + ";h1=" + strings.Repeat("00", 32) + ";" + h1, nil},
+		{pa, "Paddle-Signature", h1 + ";" + ts, nil},
+		{pa, "Paddle-Signature", h1, ErrMalformedHeader},
+		{pa, "Paddle-Signature", ts + ";" + ts + ";" + h1, ErrMalformedHeader},
+		{pa, "Paddle-Signature", "ts=1700000001;" + h1, ErrBadSignature},
+	} {
+		h := http.Header{}
+		h.Set(tt.header, tt.value)
+		_, err := tt.v.Verify(Request{Header: h, Body: body}, t0)
+		if (tt.want == nil) != (err == nil) || tt.want != nil && !errors.Is(err, tt.want) {
+			t.Errorf("%s: %.60s: err = %v, want %v", tt.header, tt.value, err, tt.want)
+		}
+	}
+}

@@ -140,6 +140,9 @@ var signers = []struct {
 	{scheme: "hmac", secret: "mysecret", hmac: &HMAC{SignatureHeader: "X-Hub-Signature", Algorithm: "sha1", Prefix: "sha1="}},
 	{scheme: "hmac", secret: "SamplePrimaryKey", hmac: &HMAC{IDHeader: "Box-Delivery-Id", TimestampHeader: "Box-Delivery-Timestamp",
 		TimestampFormat: "rfc3339", SignatureHeader: "Box-Signature-Primary", Encoding: "base64", Content: "{body}{timestamp}"}},
+	{scheme: "paddle", secret: "pdl_ntfset_secret"},
+	{scheme: "pagerduty", secret: "pagerduty secret"},
+	{scheme: "twitch", secret: "s3cRe7s3cRe7"},
 }
 
 // FuzzSignVerify checks that whatever a signer signs, it verifies (and, for
@@ -193,6 +196,8 @@ var hmacShapes = []HMAC{
 	{SignatureHeader: "X-Sig", Algorithm: "sha1", Prefix: "sha1="},
 	{IDHeader: "X-Id", SignatureHeader: "X-Sig", Algorithm: "sha512", Content: "{id}{body}"},
 	{TimestampHeader: "X-Ts", SignatureHeader: "X-Sig", Encoding: "base64", Content: "{body}{timestamp}"},
+	{SignatureHeader: "X-Sig", Separator: ",", Prefix: "v1="},
+	{SignatureHeader: "X-Sig", Separator: ";", TimestampField: "ts", Prefix: "h1=", Content: "{timestamp}:{body}"},
 }
 
 func FuzzHMACHeaders(f *testing.F) {
@@ -200,6 +205,8 @@ func FuzzHMACHeaders(f *testing.F) {
 	f.Add(uint8(3), "", "2026-11-30T10:00:00Z", "AAAA", []byte(nil))
 	f.Add(uint8(1), "x", "+1700000000", "sha1=d03207e4b030cf234e3447bac4d93add4c6643d8", []byte(`{"foo":"bar"}`))
 	f.Add(uint8(2), "x", "", "zz", []byte(`x`))
+	f.Add(uint8(4), "", "", "v1=00,v1=zz, v2=ab,,v1=", []byte(`{}`))
+	f.Add(uint8(5), "", "", "ts=1700000000;h1=00;h1=11;h2=x;ts=1", []byte(`{}`))
 	verifiers := make([]*Verifier, len(hmacShapes))
 	for i := range hmacShapes {
 		v, err := New("hmac", []string{"secret one", "mysecret"}, Options{HMAC: &hmacShapes[i]})

@@ -42,6 +42,16 @@ type HMAC struct {
 	// Content is the signed content: a template over {id}, {timestamp}
 	// and {body}. Default "{body}".
 	Content string `json:"content,omitempty"`
+	// Separator, when set, splits the signature header into fields: each
+	// that starts with Prefix is a signature (any may match: PagerDuty's
+	// "v1=<hex>,v1=<hex>" during a rotation), the others are ignored but
+	// the timestamp's.
+	Separator string `json:"separator,omitempty"`
+	// TimestampField names the field of the signature header that holds
+	// the timestamp, instead of a header of its own (Paddle's
+	// "ts=<unix>;h1=<hex>": timestamp_field ts, separator ";", prefix
+	// "h1="). It needs Separator.
+	TimestampField string `json:"timestamp_field,omitempty"`
 }
 
 // hmacScheme is the generic scheme configured by an HMAC: by the user
@@ -77,10 +87,18 @@ func newHMACScheme(cfg HMAC) (*hmacScheme, error) {
 	default:
 		return nil, fmt.Errorf("scheme hmac: encoding %q: want hex or base64", cfg.Encoding)
 	}
+	switch {
+	case cfg.TimestampField != "" && cfg.Separator == "":
+		return nil, errors.New("scheme hmac: timestamp_field needs the separator between the signature header's fields")
+	case cfg.TimestampField != "" && cfg.TimestampHeader != "":
+		return nil, errors.New("scheme hmac: a timestamp_header or a timestamp_field, not both")
+	case cfg.Separator != "" && cfg.Prefix == "":
+		return nil, errors.New("scheme hmac: separator needs the prefix that marks a signature among the fields")
+	}
 	switch cfg.TimestampFormat {
 	case "", "unix":
 	case "rfc3339":
-		if cfg.TimestampHeader == "" {
+		if cfg.TimestampHeader == "" && cfg.TimestampField == "" {
 			return nil, errors.New("scheme hmac: timestamp_format rfc3339: timestamp_header is required")
 		}
 	default:
@@ -110,8 +128,8 @@ func newHMACScheme(cfg HMAC) (*hmacScheme, error) {
 				return nil, errors.New("scheme hmac: content signs {id}: id_header is required")
 			}
 		case "{timestamp}":
-			if cfg.TimestampHeader == "" {
-				return nil, errors.New("scheme hmac: content signs {timestamp}: timestamp_header is required")
+			if cfg.TimestampHeader == "" && cfg.TimestampField == "" {
+				return nil, errors.New("scheme hmac: content signs {timestamp}: timestamp_header is required (or timestamp_field)")
 			}
 		default:
 			return nil, fmt.Errorf("scheme hmac: content %q: unknown field %s (want {id}, {timestamp} or {body})", cfg.Content, field)
@@ -156,21 +174,65 @@ func (s *hmacScheme) parse(r Request) (parsed, error) {
 		}
 		p.hasTS = true
 	}
-	enc, ok := strings.CutPrefix(vals[0], s.cfg.Prefix)
+	if s.cfg.Separator == "" {
+		raw, err := s.decode(vals[0])
+		if err != nil {
+			return p, err
+		}
+		p.sigs = [][]byte{raw}
+		return p, nil
+	}
+	for field := range strings.SplitSeq(vals[0], s.cfg.Separator) {
+		field = strings.TrimSpace(field)
+		if ts, ok := strings.CutPrefix(field, s.cfg.TimestampField+"="); ok && s.cfg.TimestampField != "" {
+			if p.hasTS {
+				return p, malformed(sigH, "holds its "+s.cfg.TimestampField+" field twice")
+			}
+			p.rawTS = ts
+			if p.ts, err = parseTimestamp(sigH, ts); err != nil {
+				return p, err
+			}
+			p.hasTS = true
+			continue
+		}
+		if !strings.HasPrefix(field, s.cfg.Prefix) {
+			continue // another version's signature, or a field unknown here
+		}
+		if len(p.sigs) == maxEntries {
+			return p, malformed(sigH, fmt.Sprintf("holds over %d signatures", maxEntries))
+		}
+		raw, err := s.decode(field)
+		if err != nil {
+			return p, err
+		}
+		p.sigs = append(p.sigs, raw)
+	}
+	switch {
+	case s.cfg.TimestampField != "" && !p.hasTS:
+		return p, malformed(sigH, "has no "+s.cfg.TimestampField+" field")
+	case len(p.sigs) == 0:
+		return p, malformed(sigH, "has no "+s.cfg.Prefix+" signature")
+	}
+	return p, nil
+}
+
+// decode reads one signature, Prefix and then the encoded MAC.
+func (s *hmacScheme) decode(v string) ([]byte, error) {
+	enc, ok := strings.CutPrefix(v, s.cfg.Prefix)
 	if !ok {
-		return p, malformed(sigH, "does not start with "+s.cfg.Prefix)
+		return nil, malformed(s.cfg.SignatureHeader, "does not start with "+s.cfg.Prefix)
 	}
 	var raw []byte
+	var err error
 	if s.cfg.Encoding == "base64" {
 		raw, err = base64.StdEncoding.Strict().DecodeString(enc)
 	} else {
 		raw, err = hex.DecodeString(enc)
 	}
 	if err != nil {
-		return p, malformed(sigH, "is not "+s.encoding())
+		return nil, malformed(s.cfg.SignatureHeader, "is not "+s.encoding())
 	}
-	p.sigs = [][]byte{raw}
-	return p, nil
+	return raw, nil
 }
 
 func (s *hmacScheme) encoding() string {
@@ -239,5 +301,13 @@ func (s *hmacScheme) header(h http.Header, p parsed, mac []byte) {
 	if s.cfg.Encoding == "base64" {
 		enc = base64.StdEncoding.EncodeToString(mac)
 	}
-	h.Set(s.cfg.SignatureHeader, s.cfg.Prefix+enc)
+	v := s.cfg.Prefix + enc
+	if s.cfg.TimestampField != "" {
+		ts := p.rawTS
+		if ts == "" {
+			ts = strconv.FormatInt(p.ts, 10)
+		}
+		v = s.cfg.TimestampField + "=" + ts + s.cfg.Separator + v
+	}
+	h.Set(s.cfg.SignatureHeader, v)
 }

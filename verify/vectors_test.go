@@ -231,6 +231,30 @@ type hmacVector struct {
 // generic scheme's configurations (cfg).
 var hmacVectors = []hmacVector{
 	{
+		// PagerDuty/go-pagerduty@v1.8.0, webhookv3/webhookv3_test.go,
+		// TestVerifySignature, case "valid".
+		name:     "pagerduty",
+		source:   "go-pagerduty webhookv3_test.go",
+		provider: "pagerduty",
+		secret:   "lDQHScfUeXUKaQRNF+8XIiDKZ7XX3itBAYzwU0TARw8lJqRnkKl2iB1anSb0Z+IK",
+		headers:  map[string]string{"X-PagerDuty-Signature": "v1=0c0b9495b893a39e70d1fea2fe11fbe0a825f88b9f67846f6cc07dd2bc5476cd"},
+		body:     "{\"event\":{\"id\":\"01BWDWL3NYY7LUFPZCC28QUCMK\",\"event_type\":\"incident.priority_updated\",\"resource_type\":\"incident\",\"occurred_at\":\"2021-04-26T17:36:27.458Z\",\"agent\":{\"html_url\":\"https://acme.pagerduty.com/users/PLH1HKV\",\"id\":\"PLH1HKV\",\"self\":\"https://api.pagerduty.com/users/PLH1HKV\",\"summary\":\"Tenex Engineer\",\"type\":\"user_reference\"},\"client\":null,\"data\":{\"id\":\"PGR0VU2\",\"type\":\"incident\",\"self\":\"https://api.pagerduty.com/incidents/PGR0VU2\",\"html_url\":\"https://acme.pagerduty.com/incidents/PGR0VU2\",\"number\":2,\"status\":\"triggered\",\"title\":\"A little bump in the road\",\"service\":{\"html_url\":\"https://acme.pagerduty.com/services/PF9KMXH\",\"id\":\"PF9KMXH\",\"self\":\"https://api.pagerduty.com/services/PF9KMXH\",\"summary\":\"API Service\",\"type\":\"service_reference\"},\"assignees\":[{\"html_url\":\"https://acme.pagerduty.com/users/PTUXL6G\",\"id\":\"PTUXL6G\",\"self\":\"https://api.pagerduty.com/users/PTUXL6G\",\"summary\":\"User 123\",\"type\":\"user_reference\"}],\"escalation_policy\":{\"html_url\":\"https://acme.pagerduty.com/escalation_policies/PUS0KTE\",\"id\":\"PUS0KTE\",\"self\":\"https://api.pagerduty.com/escalation_policies/PUS0KTE\",\"summary\":\"Default\",\"type\":\"escalation_policy_reference\"},\"teams\":[{\"html_url\":\"https://acme.pagerduty.com/teams/PFCVPS0\",\"id\":\"PFCVPS0\",\"self\":\"https://api.pagerduty.com/teams/PFCVPS0\",\"summary\":\"Engineering\",\"type\":\"team_reference\"}],\"priority\":{\"html_url\":\"https://acme.pagerduty.com/account/incident_priorities\",\"id\":\"PSO75BM\",\"self\":\"https://api.pagerduty.com/priorities/PSO75BM\",\"summary\":\"P1\",\"type\":\"priority_reference\"},\"urgency\":\"high\",\"conference_bridge\":{\"conference_number\":1000,\"conference_url\":\"https://example.com\"},\"resolve_reason\":null}}}",
+		now:      t0,
+	},
+	{
+		// PaddleHQ/paddle-node-sdk, src/__tests__/notifications/
+		// webhooks-validator.node.test.ts, case "Valid signature"
+		// (accepted by @paddle/paddle-node-sdk@3.10.0's isSignatureValid).
+		name:     "paddle",
+		source:   "paddle-node-sdk webhooks-validator.node.test.ts",
+		provider: "paddle",
+		secret:   "VALID_SECRET",
+		headers:  map[string]string{"Paddle-Signature": "ts=1698796800;h1=a300428748dce5c70e4da19bffd60769591ea969c99dea3105d0ec9612cf43f9"},
+		body:     "{\"data\": [\"1\", \"2\"]}",
+		now:      time.Unix(1698796801, 0),
+		signedAt: time.Unix(1698796800, 0),
+	},
+	{
 		// coinbase/coinbase-commerce-node@1.0.4, test/testWebhook.spec.js,
 		// "should successfully verify signature and return event".
 		name:     "coinbase-commerce",

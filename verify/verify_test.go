@@ -427,6 +427,9 @@ func TestHMACConfigErrors(t *testing.T) {
 		{HMAC{SignatureHeader: "S", Content: "{body"}, "an unclosed {"},
 		{HMAC{SignatureHeader: "S", TimestampFormat: "rfc3339"}, "timestamp_header is required"},
 		{HMAC{SignatureHeader: "S", TimestampHeader: "T", TimestampFormat: "iso"}, `timestamp_format "iso"`},
+		{HMAC{SignatureHeader: "S", TimestampField: "ts", Prefix: "h1="}, "timestamp_field needs the separator"},
+		{HMAC{SignatureHeader: "S", TimestampField: "ts", TimestampHeader: "T", Separator: ";", Prefix: "h1="}, "not both"},
+		{HMAC{SignatureHeader: "S", Separator: ","}, "separator needs the prefix"},
 	}
 	for _, tt := range tests {
 		cfg := tt.cfg
