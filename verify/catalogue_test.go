@@ -26,6 +26,8 @@ var namedVectors = map[string]string{
 	"meta":     "TestProviderVectors",
 	"twitter":  "TestProviderVectors",
 	"twilio":   "TestTwilioVectors",
+	"discord":  "TestDiscordVector",
+	"sendgrid": "TestSendGridVector",
 }
 
 // TestCatalogue: the rows are in name order, each named once, with a

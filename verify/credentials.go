@@ -21,6 +21,8 @@ var credentialHeaders = map[string][]string{
 	"twitter":  {twitterSignature},
 	"twilio":   {twilioSignatureHeader},
 	"rfc9421":  {"Signature", "Signature-Input"},
+	"discord":  {discordSignature, discordTimestamp},
+	"sendgrid": {sendgridSignature, sendgridTimestamp},
 }
 
 // CredentialHeaders names the headers that carry v's signature and signed

@@ -39,7 +39,7 @@ const crcTokenMax = 128
 // (handshake's switch); the CloudEvents one is any scheme's, when origins
 // are configured. New reads them to know whether a Verifier takes part in
 // any handshake at all.
-var handshakeSchemes = []string{"meta", "twitter", "slack", "zoom", "twitch"}
+var handshakeSchemes = []string{"meta", "twitter", "slack", "zoom", "twitch", "discord"}
 
 // handshake is Handshake, for a Verifier that takes part in one.
 func (v *Verifier) handshake(r Request, now time.Time) (a Answer, ok bool) {
@@ -66,6 +66,16 @@ func (v *Verifier) handshake(r Request, now time.Time) (a Answer, ok bool) {
 			}
 			if _, ok := v.verifies(r, now); ok && gjson.GetBytes(r.Body, "type").String() == "url_verification" {
 				return text(gjson.GetBytes(r.Body, "challenge").String()), true
+			}
+		case "discord":
+			// The interactions endpoint's PING (type 1), signed as any
+			// interaction, is answered with a PONG; Discord also sends
+			// mis-signed ones, which must be refused.
+			if gjson.GetBytes(r.Body, "type").Int() != 1 {
+				break
+			}
+			if _, err := v.Verify(r, now); err == nil {
+				return Answer{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"type":1}`)}, true
 			}
 		case "twitch":
 			// EventSub's callback verification: signed as any message,

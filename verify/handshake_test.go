@@ -104,6 +104,7 @@ func TestHandshakesOfEachScheme(t *testing.T) {
 		{"twitter", get("crc_token=abc")},
 		{"slack", signed(`{"token":"x","challenge":"c","type":"url_verification"}`)},
 		{"zoom", signed(`{"payload":{"plainToken":"p"},"event":"endpoint.url_validation"}`)},
+		{"discord", signed(`{"id":"ping-1","type":1,"application_id":"1"}`)},
 		{"twitch", func(v *Verifier) Request {
 			body := []byte(`{"challenge":"pogchamp-kappa-360noscope-vohiyo"}`)
 			h := v.Sign("msg_1", t0, body)

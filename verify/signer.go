@@ -5,7 +5,8 @@ import "errors"
 // NewSigner returns the Verifier that signs a destination's deliveries:
 // scheme ("" is standard) with its one secret and, for rfc9421, the keyid
 // the signature names ("" for the other schemes, which refuse one). A
-// whpk_ public key only verifies: it is refused.
+// public key (whpk_, or a public-key scheme's) only verifies: it is
+// refused.
 func NewSigner(scheme, secret, keyID string) (*Verifier, error) {
 	if scheme == "" {
 		scheme = "standard"
@@ -17,6 +18,9 @@ func NewSigner(scheme, secret, keyID string) (*Verifier, error) {
 	v, err := New(scheme, []string{secret}, Options{KeyIDs: keyIDs})
 	if err != nil {
 		return nil, err
+	}
+	if _, isKey := v.scheme.(keyScheme); isKey && !v.CanSign() {
+		return nil, errors.New("a public key only verifies: sign with the private key, in PKCS#8 PEM")
 	}
 	if !v.CanSign() {
 		return nil, errors.New("a whpk_ public key only verifies: sign with the whsk_ key")

@@ -231,6 +231,40 @@ type hmacVector struct {
 // generic scheme's configurations (cfg).
 var hmacVectors = []hmacVector{
 	{
+		// muxinc/mux-node-sdk@13.0.0, tests/api-resources/webhooks.test.ts,
+		// verifySignature "should pass for valid signature".
+		name:     "mux",
+		source:   "mux-node-sdk webhooks.test.ts",
+		provider: "mux",
+		secret:   "SuperSecret123",
+		headers:  map[string]string{"Mux-Signature": "t=1565125718,v1=854ece4c22acef7c66b57d4e504153bc512595e8e9c772ece2a68150548c19a7"},
+		body:     "{\"test\":\"body\"}",
+		now:      time.Unix(1565125718, 0),
+	},
+	{
+		// razorpay/razorpay-node@2.9.6, test/utils/razorpay-utils.spec.js,
+		// validateWebhookSignature.
+		name:     "razorpay",
+		source:   "razorpay-node razorpay-utils.spec.js",
+		provider: "razorpay",
+		secret:   "123456",
+		headers:  map[string]string{"X-Razorpay-Signature": "2fe04e22977002e6c7cb553adab8b460cb9e2a4970d5953cb27a8472752e3bbc"},
+		body:     "{\"a\":1,\"b\":2,\"c\":{\"d\":3}}",
+		now:      t0,
+	},
+	{
+		// gocardless/gocardless-nodejs@8.6.3, src/webhooks.test.ts, "parses
+		// a string body with valid signature": its fixture, minified as the
+		// test signs it.
+		name:     "gocardless",
+		source:   "gocardless-nodejs webhooks.test.ts",
+		provider: "gocardless",
+		secret:   "ED7D658C-D8EB-4941-948B-3973214F2D49",
+		headers:  map[string]string{"Webhook-Signature": "2693754819d3e32d7e8fcb13c729631f316c6de8dc1cf634d6527f1c07276e7e"},
+		body:     "{\"events\":[{\"id\":\"EV00BD05S5VM2T\",\"created_at\":\"2018-07-05T09:13:51.404Z\",\"resource_type\":\"subscriptions\",\"action\":\"created\",\"links\":{\"subscription\":\"SB0003JJQ2MR06\"},\"details\":{\"origin\":\"api\",\"cause\":\"subscription_created\",\"description\":\"Subscription created via the API.\"},\"metadata\":{}},{\"id\":\"EV00BD05TB8K63\",\"created_at\":\"2018-07-05T09:13:56.893Z\",\"resource_type\":\"mandates\",\"action\":\"created\",\"links\":{\"mandate\":\"MD000AMA19XGEC\"},\"details\":{\"origin\":\"api\",\"cause\":\"mandate_created\",\"description\":\"Mandate created via the API.\"},\"metadata\":{}}]}",
+		now:      t0,
+	},
+	{
 		// PagerDuty/go-pagerduty@v1.8.0, webhookv3/webhookv3_test.go,
 		// TestVerifySignature, case "valid".
 		name:     "pagerduty",

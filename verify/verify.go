@@ -5,6 +5,7 @@
 package verify
 
 import (
+	"crypto"
 	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -69,11 +70,16 @@ type Verifier struct {
 	macs   []*macKey // the same keys, keyed once (macKey)
 	// Ed25519 keys (standard's v1a): public keys verify; a private key
 	// (from a whsk_ secret) also signs.
-	publics  []ed25519.PublicKey
-	private  ed25519.PrivateKey
-	past     time.Duration
-	future   time.Duration // < 0: no limit
-	signsV1a bool          // the first secret is a whsk_ key
+	publics []ed25519.PublicKey
+	private ed25519.PrivateKey
+	// The public-key schemes' keys (keyScheme): each verifies; keySigner,
+	// from a private key, signs; keyScopes are their dedupe scopes.
+	pubKeys   []crypto.PublicKey
+	keySigner crypto.Signer
+	keyScopes []*scope
+	past      time.Duration
+	future    time.Duration // < 0: no limit
+	signsV1a  bool          // the first secret is a whsk_ key
 	// rfc holds scheme rfc9421's keys by keyid; that scheme takes its own
 	// path through Verify and SignRequest (rfc9421.go).
 	rfc *rfc9421
@@ -190,6 +196,18 @@ func New(schemeName string, secrets []string, opts Options) (*Verifier, error) {
 		if secret == "" {
 			return nil, fmt.Errorf("secret %d is empty", i+1)
 		}
+		if ks, ok := s.(keyScheme); ok {
+			pub, priv, err := ks.readKey(secret)
+			if err != nil {
+				return nil, fmt.Errorf("secret %d: %w", i+1, err)
+			}
+			v.pubKeys = append(v.pubKeys, pub)
+			v.keyScopes = append(v.keyScopes, newScope(keyScope(pub)))
+			if priv != nil && v.keySigner == nil {
+				v.keySigner = priv
+			}
+			continue
+		}
 		if pub, priv, ok, err := asymmetricKey(s, secret); ok || err != nil {
 			if err != nil {
 				return nil, fmt.Errorf("secret %d: %w", i+1, err)
@@ -283,6 +301,10 @@ func (v *Verifier) verify(r Request, now time.Time) (Delivery, int, error) {
 			k.put(m)
 		}
 	}
+	keyed := -1 // the public key that matched (keyScheme)
+	if ks, ok := v.scheme.(keyScheme); ok {
+		keyed, matched = v.verifyKeys(ks, p, body)
+	}
 	if len(v.publics) > 0 && len(p.asym) > 0 {
 		content := signedContent(p, body)
 		for _, pub := range v.publics {
@@ -303,6 +325,8 @@ func (v *Verifier) verify(r Request, now time.Time) (Delivery, int, error) {
 		d.SignatureSHA256 = hex.EncodeToString(sum[:])
 	case d.Key == KeyBody && key >= 0: // the body-keyed schemes verify by HMAC
 		d.SecretFingerprint = v.macs[key].scope.fingerprint()
+	case d.Key == KeyBody && keyed >= 0: // or by a public key
+		d.SecretFingerprint = v.keyScopes[keyed].fingerprint()
 	}
 	if p.hasTS {
 		// Compare instants, not durations: a far-away timestamp would
@@ -361,6 +385,9 @@ func (v *Verifier) SignRequest(r Request, id string, ts time.Time) (http.Header,
 	if hs, ok := v.scheme.(*hmacScheme); ok {
 		p.rawTS = hs.stamp(ts)
 	}
+	if ks, ok := v.scheme.(keyScheme); ok {
+		return v.keyHeaders(ks, p, body)
+	}
 	if v.signsV1a || len(v.keys) == 0 {
 		h := make(http.Header)
 		if v.private != nil {
@@ -381,7 +408,7 @@ func (v *Verifier) SignRequest(r Request, id string, ts time.Time) (http.Header,
 // CanSign reports whether the Verifier holds a key that signs: an HMAC
 // secret, or a whsk_ private key (a whpk_ public key only verifies).
 func (v *Verifier) CanSign() bool {
-	return len(v.keys) > 0 || v.private != nil || (v.rfc != nil && v.rfc.signer != "")
+	return len(v.keys) > 0 || v.private != nil || v.keySigner != nil || (v.rfc != nil && v.rfc.signer != "")
 }
 
 // Schemes lists the names New takes: the catalogue's providers and the
@@ -444,7 +471,8 @@ type scheme interface {
 	header(h http.Header, p parsed, mac []byte)
 }
 
-var schemes = []scheme{standardScheme{}, stripeScheme{}, githubScheme{}, shopifyScheme{}, slackScheme{}, hookgateScheme{}, zoomScheme{}, metaScheme{}, twitterScheme{}, twilioScheme{}, rfc9421Scheme{}}
+var schemes = []scheme{standardScheme{}, stripeScheme{}, githubScheme{}, shopifyScheme{}, slackScheme{}, hookgateScheme{}, zoomScheme{}, metaScheme{}, twitterScheme{}, twilioScheme{}, rfc9421Scheme{},
+	discordScheme{}, sendgridScheme{}}
 
 func lookup(name string) (scheme, error) {
 	for _, s := range schemes {
@@ -582,6 +610,12 @@ func (v *Verifier) keyBy(id string) Key {
 		}
 	case twilioScheme:
 		return KeySignature
+	case sendgridScheme:
+		return KeyBody
+	case discordScheme:
+		if id == "" {
+			return KeyBody
+		}
 	case slackScheme:
 		if id == "" {
 			return KeySignature

@@ -22,6 +22,10 @@ func testSecret(scheme string, n int) string {
 		return []string{"whsec_test_secret", "whsec_rotated"}[n]
 	case "rfc9421":
 		return []string{testRFCKey1, testRFCKey2}[n]
+	case "discord":
+		return []string{testEd25519Key1, testEd25519Key2}[n]
+	case "sendgrid":
+		return []string{testP256Key1, testP256Key2}[n]
 	}
 	return []string{"It's a Secret to Everybody", "the next secret"}[n]
 }
@@ -64,7 +68,7 @@ func TestRoundTripEveryScheme(t *testing.T) {
 				t.Fatalf("Verify of own signature: %v", err)
 			}
 			wantID := map[string]string{"standard": "msg_1", "stripe": "evt_1", "github": "msg_1", "shopify": "msg_1", "slack": "Ev1", "hookgate": "msg_1", "hmac": "msg_1",
-				"clerk": "msg_1", "resend": "msg_1"}[scheme]
+				"clerk": "msg_1", "resend": "msg_1", "discord": "evt_1"}[scheme]
 			if p, ok := provider(scheme); ok && p.HMAC != nil && p.HMAC.IDHeader != "" {
 				wantID = "msg_1" // the row's ID header
 			}
