@@ -271,6 +271,7 @@ func (v *Verify) arrived(r *http.Request) (method, url string) {
 //		hmac {
 //			id_header        <name>
 //			timestamp_header <name>
+//			timestamp_format unix|unix_ms|rfc3339
 //			signature_header <name>
 //			algorithm        sha1|sha256|sha512
 //			encoding         hex|base64
@@ -346,6 +347,7 @@ func (v *Verify) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return cfparse.ParseBlock(d, "hmac", cfparse.Block{
 				{"id_header", cfparse.String(&h.IDHeader)},
 				{"timestamp_header", cfparse.String(&h.TimestampHeader)},
+				{"timestamp_format", cfparse.String(&h.TimestampFormat)},
 				{"signature_header", cfparse.String(&h.SignatureHeader)},
 				{"algorithm", cfparse.String(&h.Algorithm)},
 				{"encoding", cfparse.String(&h.Encoding)},

@@ -74,6 +74,10 @@ var catalogue = []Provider{
 			SignatureHeader: "Twitch-Eventsub-Message-Signature", Prefix: "sha256=", Content: "{id}{timestamp}{body}"}},
 	{Name: "twitter", Title: "X (Account Activity API)", Scheme: "twitter",
 		Docs: "https://docs.x.com/x-api/webhooks/introduction"},
+	{Name: "webflow", Title: "Webflow", Docs: "https://developers.webflow.com/data/docs/working-with-webhooks",
+		HMAC: &HMAC{TimestampHeader: "X-Webflow-Timestamp", TimestampFormat: "unix_ms", SignatureHeader: "X-Webflow-Signature", Content: "{timestamp}:{body}"}},
+	{Name: "workos", Title: "WorkOS", Docs: "https://workos.com/docs/webhooks/securing-your-webhook-endpoint/validating-events-are-from-workos",
+		HMAC: &HMAC{SignatureHeader: "WorkOS-Signature", Separator: ", ", TimestampField: "t", TimestampFormat: "unix_ms", Prefix: "v1=", Content: "{timestamp}.{body}"}},
 	{Name: "zoom", Title: "Zoom", Scheme: "zoom",
 		Docs: "https://developers.zoom.us/docs/api/webhooks/#verify-webhook-events"},
 }

@@ -26,9 +26,11 @@ type HMAC struct {
 	// 3339); optional. When set, it is required, signed as it is written,
 	// and checked against the tolerance.
 	TimestampHeader string `json:"timestamp_header,omitempty"`
-	// TimestampFormat is how Sign writes the timestamp: unix (seconds,
-	// the default) or rfc3339 (in the signing time's zone, as Box does).
-	// Verify reads either, so webhook_verify has no use for it.
+	// TimestampFormat is how the timestamp is written: unix (seconds, the
+	// default) or rfc3339 (in the signing time's zone, as Box does), which
+	// Verify reads alike, so that only Sign needs it; or unix_ms
+	// (milliseconds, as WorkOS and Webflow write it), which Verify reads
+	// only so.
 	TimestampFormat string `json:"timestamp_format,omitempty"`
 	// SignatureHeader names the signature's header. Required.
 	SignatureHeader string `json:"signature_header"`
@@ -97,12 +99,12 @@ func newHMACScheme(cfg HMAC) (*hmacScheme, error) {
 	}
 	switch cfg.TimestampFormat {
 	case "", "unix":
-	case "rfc3339":
+	case "rfc3339", "unix_ms":
 		if cfg.TimestampHeader == "" && cfg.TimestampField == "" {
-			return nil, errors.New("scheme hmac: timestamp_format rfc3339: timestamp_header is required")
+			return nil, fmt.Errorf("scheme hmac: timestamp_format %s: timestamp_header is required", cfg.TimestampFormat)
 		}
 	default:
-		return nil, fmt.Errorf("scheme hmac: timestamp_format %q: want unix or rfc3339", cfg.TimestampFormat)
+		return nil, fmt.Errorf("scheme hmac: timestamp_format %q: want unix, unix_ms or rfc3339", cfg.TimestampFormat)
 	}
 	content := cfg.Content
 	if content == "" {
@@ -169,7 +171,7 @@ func (s *hmacScheme) parse(r Request) (parsed, error) {
 	}
 	if s.cfg.TimestampHeader != "" {
 		p.rawTS = vals[1]
-		if p.ts, err = parseTimestamp(s.cfg.TimestampHeader, p.rawTS); err != nil {
+		if p.ts, err = s.readTS(s.cfg.TimestampHeader, p.rawTS); err != nil {
 			return p, err
 		}
 		p.hasTS = true
@@ -189,7 +191,7 @@ func (s *hmacScheme) parse(r Request) (parsed, error) {
 				return p, malformed(sigH, "holds its "+s.cfg.TimestampField+" field twice")
 			}
 			p.rawTS = ts
-			if p.ts, err = parseTimestamp(sigH, ts); err != nil {
+			if p.ts, err = s.readTS(sigH, ts); err != nil {
 				return p, err
 			}
 			p.hasTS = true
@@ -242,6 +244,15 @@ func (s *hmacScheme) encoding() string {
 	return s.cfg.Encoding
 }
 
+// readTS reads the timestamp as written in header, in unix seconds.
+func (s *hmacScheme) readTS(header, v string) (int64, error) {
+	if s.cfg.TimestampFormat == "unix_ms" {
+		ms, err := parseUnix(header, v)
+		return ms / 1000, err
+	}
+	return parseTimestamp(header, v)
+}
+
 // parseTimestamp reads a timestamp header: canonical unix seconds, or RFC
 // 3339 (as Twitch sends).
 func parseTimestamp(header, v string) (int64, error) {
@@ -280,8 +291,11 @@ func (s *hmacScheme) signsID() bool { return slices.Contains(s.parts, "{id}") }
 
 // stamp is the timestamp as Sign writes it and signs it.
 func (s *hmacScheme) stamp(t time.Time) string {
-	if s.cfg.TimestampFormat == "rfc3339" {
+	switch s.cfg.TimestampFormat {
+	case "rfc3339":
 		return t.Format(time.RFC3339Nano)
+	case "unix_ms":
+		return strconv.FormatInt(t.UnixMilli(), 10)
 	}
 	return strconv.FormatInt(t.Unix(), 10)
 }

@@ -231,6 +231,31 @@ type hmacVector struct {
 // generic scheme's configurations (cfg).
 var hmacVectors = []hmacVector{
 	{
+		// @workos-inc/node@8.13.0 signed it (computeSignature, its tests'
+		// secret "secret" and fixture webhook.json), and its constructEvent
+		// verified it: the SDK's tests sign at run time.
+		name:     "workos",
+		source:   "@workos-inc/node@8.13.0 computeSignature and constructEvent",
+		provider: "workos",
+		secret:   "secret",
+		headers:  map[string]string{"WorkOS-Signature": "t=1700000000000, v1=223f201fc1ba13d007c16c7f8c983f809e970a8dca00619909b7f23f23638bd2"},
+		body:     "{\"id\":\"wh_123\",\"data\":{\"id\":\"directory_user_01FAEAJCR3ZBZ30D8BD1924TVG\",\"state\":\"active\",\"idp_id\":\"00u1e8mutl6wlH3lL4x7\",\"object\":\"directory_user\",\"last_name\":\"Lunchford\",\"first_name\":\"Blair\",\"directory_id\":\"directory_01F9M7F68PZP8QXP8G7X5QRHS7\",\"created_at\":\"2021-06-25T19:07:33.155Z\",\"updated_at\":\"2021-06-25T19:07:33.155Z\",\"raw_attributes\":{\"name\":{\"givenName\":\"Blair\",\"familyName\":\"Lunchford\",\"middleName\":\"Elizabeth\",\"honorificPrefix\":\"Ms.\"},\"title\":\"Software Engineer\",\"active\":true,\"groups\":[],\"locale\":\"en-US\",\"schemas\":[\"urn:ietf:params:scim:schemas:core:2.0:User\",\"urn:ietf:params:scim:schemas:extension:enterprise:2.0:User\"],\"addresses\":[{\"region\":\"CA\",\"primary\":true,\"locality\":\"San Francisco\",\"postalCode\":\"94016\"}],\"externalId\":\"00u1e8mutl6wlH3lL4x7\",\"displayName\":\"Blair Lunchford\",\"urn:ietf:params:scim:schemas:extension:enterprise:2.0:User\":{\"manager\":{\"value\":\"2\",\"displayName\":\"Kate Chapman\"},\"division\":\"Engineering\",\"department\":\"Customer Success\"}}},\"event\":\"dsync.user.created\",\"created_at\":\"2021-06-25T19:07:33.155Z\"}",
+		now:      time.UnixMilli(1700000001000),
+		signedAt: time.UnixMilli(1700000000000),
+	},
+	{
+		// Accepted by webflow-api@3.3.4's webhooks.verifySignature (and a
+		// changed body refused): Webflow publishes no fixed vector.
+		name:     "webflow",
+		source:   "webflow-api@3.3.4 webhooks.verifySignature",
+		provider: "webflow",
+		secret:   "whsec_test_webflow",
+		headers:  map[string]string{"X-Webflow-Timestamp": "1700000000000", "X-Webflow-Signature": "f37cfd7e32bf3203254fd0d7a11322296783409f4ff09e990ad0a9f743bcaabf"},
+		body:     "{\"triggerType\":\"form_submission\",\"payload\":{\"name\":\"Contact Us\",\"siteId\":\"65427cf400e02b306eaa049c\",\"data\":{\"First Name\":\"Zaphod\"},\"id\":\"6321ca84df3949bfc6752327\"}}",
+		now:      time.UnixMilli(1700000001000),
+		signedAt: time.UnixMilli(1700000000000),
+	},
+	{
 		// muxinc/mux-node-sdk@13.0.0, tests/api-resources/webhooks.test.ts,
 		// verifySignature "should pass for valid signature".
 		name:     "mux",
