@@ -143,6 +143,8 @@ var signers = []struct {
 	{scheme: "paddle", secret: "pdl_ntfset_secret"},
 	{scheme: "pagerduty", secret: "pagerduty secret"},
 	{scheme: "twitch", secret: "s3cRe7s3cRe7"},
+	{scheme: "workos", secret: "workos secret"},
+	{scheme: "webflow", secret: "webflow secret"},
 }
 
 // FuzzSignVerify checks that whatever a signer signs, it verifies (and, for
@@ -198,6 +200,7 @@ var hmacShapes = []HMAC{
 	{TimestampHeader: "X-Ts", SignatureHeader: "X-Sig", Encoding: "base64", Content: "{body}{timestamp}"},
 	{SignatureHeader: "X-Sig", Separator: ",", Prefix: "v1="},
 	{SignatureHeader: "X-Sig", Separator: ";", TimestampField: "ts", Prefix: "h1=", Content: "{timestamp}:{body}"},
+	{TimestampHeader: "X-Ts", TimestampFormat: "unix_ms", SignatureHeader: "X-Sig", Content: "{timestamp}:{body}"},
 }
 
 func FuzzHMACHeaders(f *testing.F) {
@@ -207,6 +210,7 @@ func FuzzHMACHeaders(f *testing.F) {
 	f.Add(uint8(2), "x", "", "zz", []byte(`x`))
 	f.Add(uint8(4), "", "", "v1=00,v1=zz, v2=ab,,v1=", []byte(`{}`))
 	f.Add(uint8(5), "", "", "ts=1700000000;h1=00;h1=11;h2=x;ts=1", []byte(`{}`))
+	f.Add(uint8(6), "", "1700000000000", "00", []byte(`{}`))
 	verifiers := make([]*Verifier, len(hmacShapes))
 	for i := range hmacShapes {
 		v, err := New("hmac", []string{"secret one", "mysecret"}, Options{HMAC: &hmacShapes[i]})
