@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"cmp"
 	"crypto/sha1" //nolint:gosec // G505: HMAC-SHA1 is what some providers sign with (GitHub's X-Hub-Signature); HMAC does not rest on SHA-1's collision resistance
 	"crypto/sha256"
 	"crypto/sha512"
@@ -41,8 +42,9 @@ type HMAC struct {
 	// Prefix is stripped from the signature header's value (e.g.
 	// "sha256="); a value without it is malformed.
 	Prefix string `json:"prefix,omitempty"`
-	// Content is the signed content: a template over {id}, {timestamp}
-	// and {body}. Default "{body}".
+	// Content is the signed content: a template over {id}, {timestamp},
+	// {body}, and {method} and {url}, the request's as the sender made
+	// it (webhook_verify's url option, as for twilio). Default "{body}".
 	Content string `json:"content,omitempty"`
 	// Separator, when set, splits the signature header into fields: each
 	// that starts with Prefix is a signature (any may match: PagerDuty's
@@ -66,6 +68,9 @@ type hmacScheme struct {
 	// credentials are the signature's and the timestamp's headers
 	// (Verifier.CredentialHeaders).
 	credentials []string
+	// signsTarget is whether the content signs the request's {method} or
+	// {url}: the request's URL is then needed (Verifier.SignsURL).
+	signsTarget bool
 }
 
 // newHMACScheme checks cfg and builds its scheme.
@@ -125,6 +130,8 @@ func newHMACScheme(cfg HMAC) (*hmacScheme, error) {
 		}
 		switch field := content[i : i+end+1]; field {
 		case "{body}":
+		case "{method}", "{url}":
+			s.signsTarget = true
 		case "{id}":
 			if cfg.IDHeader == "" {
 				return nil, errors.New("scheme hmac: content signs {id}: id_header is required")
@@ -134,7 +141,7 @@ func newHMACScheme(cfg HMAC) (*hmacScheme, error) {
 				return nil, errors.New("scheme hmac: content signs {timestamp}: timestamp_header is required (or timestamp_field)")
 			}
 		default:
-			return nil, fmt.Errorf("scheme hmac: content %q: unknown field %s (want {id}, {timestamp} or {body})", cfg.Content, field)
+			return nil, fmt.Errorf("scheme hmac: content %q: unknown field %s (want {id}, {timestamp}, {body}, {method} or {url})", cfg.Content, field)
 		}
 		s.parts = append(s.parts, content[i:i+end+1])
 		content = content[i+end+1:]
@@ -152,9 +159,25 @@ func (s *hmacScheme) name() string {
 func (s *hmacScheme) defaultFuture() time.Duration      { return DefaultTolerance }
 func (s *hmacScheme) key(secret string) ([]byte, error) { return []byte(secret), nil }
 
+// prepare reads the request's method and URL, for a content that signs
+// them (targetScheme).
+func (s *hmacScheme) prepare(r Request, p *parsed) error {
+	if !s.signsTarget {
+		return nil
+	}
+	if r.URL == "" {
+		return errors.New("the request's URL is unknown, and " + s.name() + " signs it")
+	}
+	p.method, p.url = cmp.Or(r.Method, http.MethodPost), r.URL
+	return nil
+}
+
 func (s *hmacScheme) parse(r Request) (parsed, error) {
 	h := r.Header
 	var p parsed
+	if err := s.prepare(r, &p); err != nil {
+		return p, err
+	}
 	sigH := s.cfg.SignatureHeader
 	names := []string{sigH}
 	if s.cfg.TimestampHeader != "" {
@@ -278,6 +301,10 @@ func (s *hmacScheme) mac(m hash.Hash, p parsed, body []byte) {
 			m.Write([]byte(p.id))
 		case "{timestamp}":
 			m.Write([]byte(ts))
+		case "{method}":
+			m.Write([]byte(p.method))
+		case "{url}":
+			m.Write([]byte(p.url))
 		default:
 			m.Write([]byte(part))
 		}

@@ -224,12 +224,28 @@ type hmacVector struct {
 	body     string
 	now      time.Time
 	signedAt time.Time // when the provider signed, in its zone; zero: now
+	// method and url are the request's, for a content that signs them.
+	method, url string
 }
 
 // hmacVectors are providers' published vectors of HMAC signatures that
 // no named scheme covers: the catalogue's rows (provider), and the
 // generic scheme's configurations (cfg).
 var hmacVectors = []hmacVector{
+	{
+		// @hubspot/api-client@13.5.0's Signature.getSignature("POST", "v3",
+		// ...), on the inputs of its own test (test/unit/signature.spec.ts).
+		name:     "hubspot",
+		source:   "@hubspot/api-client@13.5.0 Signature.getSignature",
+		provider: "hubspot",
+		secret:   "yyyyyyyy-yyyy-yyyy-yyyy-yyyyyyyyyyyy",
+		headers:  map[string]string{"X-HubSpot-Request-Timestamp": "1700000000000", "X-HubSpot-Signature-v3": "rQEKkaNUiu+1qGF//O/pw4BCzstSqO1PyUnGICmf+7o="},
+		body:     "{\"example_field\":\"example_value\"}",
+		now:      time.UnixMilli(1700000001000),
+		signedAt: time.UnixMilli(1700000000000),
+		method:   "POST",
+		url:      "https://www.example.com/webhook_uri",
+	},
 	{
 		// @workos-inc/node@8.13.0 signed it (computeSignature, its tests'
 		// secret "secret" and fixture webhook.json), and its constructEvent
@@ -403,23 +419,24 @@ var hmacVectors = []hmacVector{
 		// square/square-python-sdk, tests/integration/
 		// test_webhooks_helper.py (the same vector is in Square's other
 		// SDKs): the notification URL, then the body.
-		name:   "square",
-		source: "square-python-sdk test_webhooks_helper.py",
-		cfg: HMAC{SignatureHeader: "X-Square-Hmacsha256-Signature", Algorithm: "sha256", Encoding: "base64",
-			Content: "https://webhook.site/679a4f3a-dcfa-49ee-bac5-9d0edad886b9{body}"},
-		secret:  "Ibxx_5AKakO-3qeNVR61Dw",
-		headers: map[string]string{"X-Square-Hmacsha256-Signature": "GF4YkrJgGBDZ9NIYbNXBnMzqb2HoL4RW/S6vkZ9/2N4="},
-		body:    `{"merchant_id":"MLEFBHHSJGVHD","type":"webhooks.test_notification","event_id":"ac3ac95b-f97d-458c-a6e6-18981597e05f","created_at":"2022-07-13T20:30:59.037339943Z","data":{"type":"webhooks","id":"bc368e64-01aa-407e-b46e-3231809b1129"}}`,
-		now:     t0,
+		name:     "square",
+		source:   "square-python-sdk test_webhooks_helper.py",
+		provider: "square",
+		url:      "https://webhook.site/679a4f3a-dcfa-49ee-bac5-9d0edad886b9",
+		secret:   "Ibxx_5AKakO-3qeNVR61Dw",
+		headers:  map[string]string{"X-Square-Hmacsha256-Signature": "GF4YkrJgGBDZ9NIYbNXBnMzqb2HoL4RW/S6vkZ9/2N4="},
+		body:     `{"merchant_id":"MLEFBHHSJGVHD","type":"webhooks.test_notification","event_id":"ac3ac95b-f97d-458c-a6e6-18981597e05f","created_at":"2022-07-13T20:30:59.037339943Z","data":{"type":"webhooks","id":"bc368e64-01aa-407e-b46e-3231809b1129"}}`,
+		now:      t0,
 	},
 	{
-		name:    "square escaped",
-		source:  "square-python-sdk test_webhooks_helper.py",
-		cfg:     HMAC{SignatureHeader: "X-Square-Hmacsha256-Signature", Encoding: "base64", Content: "https://webhook.site/webhooks{body}"},
-		secret:  "signature-key",
-		headers: map[string]string{"X-Square-Hmacsha256-Signature": "Cxt7+aTi4rKgcA0bC4g9EHdVtLSDWdqccmL5MvihU4U="},
-		body:    `{"data":{"type":"webhooks","id":">id<"}}`,
-		now:     t0,
+		name:     "square escaped",
+		source:   "square-python-sdk test_webhooks_helper.py",
+		provider: "square",
+		url:      "https://webhook.site/webhooks",
+		secret:   "signature-key",
+		headers:  map[string]string{"X-Square-Hmacsha256-Signature": "Cxt7+aTi4rKgcA0bC4g9EHdVtLSDWdqccmL5MvihU4U="},
+		body:     `{"data":{"type":"webhooks","id":">id<"}}`,
+		now:      t0,
 	},
 	{
 		// GitHub's legacy X-Hub-Signature (HMAC-SHA1, hex, "sha1="),
@@ -455,15 +472,21 @@ func TestHMACProviderVectors(t *testing.T) {
 			for k, val := range tt.headers {
 				h.Set(k, val)
 			}
-			d, err := v.Verify(Request{Header: h, Body: []byte(tt.body)}, tt.now)
+			req := Request{Method: tt.method, URL: tt.url, Header: h, Body: []byte(tt.body)}
+			d, err := v.Verify(req, tt.now)
 			if err != nil {
 				t.Fatalf("%s's vector (%s): %v", tt.name, tt.source, err)
 			}
 			if d.ID != tt.headers[cfg.IDHeader] {
 				t.Errorf("ID = %q, want %q", d.ID, tt.headers[cfg.IDHeader])
 			}
-			if _, err := v.Verify(Request{Header: h, Body: []byte(tt.body + " ")}, tt.now); !errors.Is(err, ErrBadSignature) {
+			if _, err := v.Verify(Request{Method: tt.method, URL: tt.url, Header: h, Body: []byte(tt.body + " ")}, tt.now); !errors.Is(err, ErrBadSignature) {
 				t.Errorf("another body: err = %v, want ErrBadSignature", err)
+			}
+			if tt.url != "" {
+				if _, err := v.Verify(Request{Method: tt.method, URL: tt.url + "x", Header: h, Body: []byte(tt.body)}, tt.now); !errors.Is(err, ErrBadSignature) {
+					t.Errorf("another URL: err = %v, want ErrBadSignature", err)
+				}
 			}
 			// Sign: the provider's very headers, then they verify.
 			signer := mustNew(t, scheme, []string{tt.secret}, opts)
@@ -471,13 +494,16 @@ func TestHMACProviderVectors(t *testing.T) {
 			if at.IsZero() {
 				at = tt.now
 			}
-			signed := signer.Sign(tt.headers[cfg.IDHeader], at, []byte(tt.body))
+			signed, err := signer.SignRequest(Request{Method: tt.method, URL: tt.url, Body: []byte(tt.body)}, tt.headers[cfg.IDHeader], at)
+			if err != nil {
+				t.Fatal(err)
+			}
 			for k, want := range tt.headers {
 				if got := signed.Get(k); got != want {
 					t.Errorf("signed %s: %q, want the published %q", k, got, want)
 				}
 			}
-			if _, err := v.Verify(Request{Header: signed, Body: []byte(tt.body)}, tt.now); err != nil {
+			if _, err := v.Verify(Request{Method: tt.method, URL: tt.url, Header: signed, Body: []byte(tt.body)}, tt.now); err != nil {
 				t.Errorf("verifying our own signature: %v", err)
 			}
 		})

@@ -357,6 +357,9 @@ func (v *Verifier) Sign(id string, ts time.Time, body []byte) http.Header {
 // SignsURL reports whether the scheme signs the request's method or URL,
 // so that SignRequest needs them.
 func (v *Verifier) SignsURL() bool {
+	if h, ok := v.scheme.(*hmacScheme); ok {
+		return h.signsTarget
+	}
 	_, ok := v.scheme.(targetScheme)
 	return ok
 }
@@ -437,6 +440,9 @@ type parsed struct {
 	sigs  [][]byte
 	asym  [][]byte // standard's v1a (Ed25519) signatures
 	rawTS string   // the timestamp as written, for schemes that sign it so (hmac)
+	// method and url are the request's, for an hmac content that signs
+	// them.
+	method, url string
 	// contents are the forms of the signed content a sender may have
 	// signed, for the schemes that build it from the request (twilio: the
 	// URL with and without its port); mac signs contents[alt].
