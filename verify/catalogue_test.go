@@ -28,6 +28,7 @@ var namedVectors = map[string]string{
 	"twilio":   "TestTwilioVectors",
 	"discord":  "TestDiscordVector",
 	"sendgrid": "TestSendGridVector",
+	"telnyx":   "TestTelnyxVector",
 }
 
 // TestCatalogue: the rows are in name order, each named once, with a

@@ -23,6 +23,7 @@ var credentialHeaders = map[string][]string{
 	"rfc9421":  {"Signature", "Signature-Input"},
 	"discord":  {discordSignature, discordTimestamp},
 	"sendgrid": {sendgridSignature, sendgridTimestamp},
+	"telnyx":   {telnyxSignature, telnyxTimestamp},
 }
 
 // CredentialHeaders names the headers that carry v's signature and signed

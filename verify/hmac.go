@@ -37,7 +37,8 @@ type HMAC struct {
 	SignatureHeader string `json:"signature_header"`
 	// Algorithm is sha1, sha256 or sha512. Default sha256.
 	Algorithm string `json:"algorithm,omitempty"`
-	// Encoding is hex or base64. Default hex.
+	// Encoding is hex, base64 (standard, padded), or base64url (URL-safe,
+	// unpadded, as Sanity writes it). Default hex.
 	Encoding string `json:"encoding,omitempty"`
 	// Prefix is stripped from the signature header's value (e.g.
 	// "sha256="); a value without it is malformed.
@@ -90,9 +91,9 @@ func newHMACScheme(cfg HMAC) (*hmacScheme, error) {
 		return nil, fmt.Errorf("scheme hmac: algorithm %q: want sha1, sha256 or sha512", cfg.Algorithm)
 	}
 	switch cfg.Encoding {
-	case "", "hex", "base64":
+	case "", "hex", "base64", "base64url":
 	default:
-		return nil, fmt.Errorf("scheme hmac: encoding %q: want hex or base64", cfg.Encoding)
+		return nil, fmt.Errorf("scheme hmac: encoding %q: want hex, base64 or base64url", cfg.Encoding)
 	}
 	switch {
 	case cfg.TimestampField != "" && cfg.Separator == "":
@@ -249,9 +250,12 @@ func (s *hmacScheme) decode(v string) ([]byte, error) {
 	}
 	var raw []byte
 	var err error
-	if s.cfg.Encoding == "base64" {
+	switch s.cfg.Encoding {
+	case "base64":
 		raw, err = base64.StdEncoding.Strict().DecodeString(enc)
-	} else {
+	case "base64url":
+		raw, err = base64.RawURLEncoding.Strict().DecodeString(enc)
+	default:
 		raw, err = hex.DecodeString(enc)
 	}
 	if err != nil {
@@ -339,8 +343,11 @@ func (s *hmacScheme) header(h http.Header, p parsed, mac []byte) {
 		h.Set(s.cfg.TimestampHeader, ts)
 	}
 	enc := hex.EncodeToString(mac)
-	if s.cfg.Encoding == "base64" {
+	switch s.cfg.Encoding {
+	case "base64":
 		enc = base64.StdEncoding.EncodeToString(mac)
+	case "base64url":
+		enc = base64.RawURLEncoding.EncodeToString(mac)
 	}
 	v := s.cfg.Prefix + enc
 	if s.cfg.TimestampField != "" {

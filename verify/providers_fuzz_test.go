@@ -88,15 +88,16 @@ func FuzzTwitter(f *testing.F) {
 	})
 }
 
-// FuzzPublicKeySchemes: discord's and sendgrid's headers, whatever they
+// FuzzPublicKeySchemes: discord's, sendgrid's and telnyx's headers, whatever they
 // hold, give only documented errors, and what each signs verifies.
 func FuzzPublicKeySchemes(f *testing.F) {
 	f.Add(uint8(0), "00", "1700000000", []byte(`{"id":"1","type":1}`))
 	f.Add(uint8(0), strings.Repeat("ab", 64), "+1700000000", []byte(nil))
 	f.Add(uint8(1), "MEUCIQ==", "1700000000", []byte(`[{"sg_event_id":"e"}]`))
 	f.Add(uint8(1), "", "", []byte(`[]`))
-	verifiers := make([]*Verifier, 2)
-	for i, sc := range []struct{ scheme, key string }{{"discord", testEd25519Key1}, {"sendgrid", testP256Key1}} {
+	f.Add(uint8(2), "AAAA", "1700000000", []byte(`{"data":{"id":"x"}}`))
+	verifiers := make([]*Verifier, 3)
+	for i, sc := range []struct{ scheme, key string }{{"discord", testEd25519Key1}, {"sendgrid", testP256Key1}, {"telnyx", testEd25519Key2}} {
 		v, err := New(sc.scheme, []string{sc.key}, Options{})
 		if err != nil {
 			f.Fatal(err)
@@ -105,13 +106,9 @@ func FuzzPublicKeySchemes(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, n uint8, sig, ts string, body []byte) {
 		h := http.Header{}
-		if n%2 == 0 {
-			h.Set(discordSignature, sig)
-			h.Set(discordTimestamp, ts)
-		} else {
-			h.Set(sendgridSignature, sig)
-			h.Set(sendgridTimestamp, ts)
-		}
-		fuzzProvider(t, verifiers[n%2], h, body, t0)
+		names := [][2]string{{discordSignature, discordTimestamp}, {sendgridSignature, sendgridTimestamp}, {telnyxSignature, telnyxTimestamp}}[n%3]
+		h.Set(names[0], sig)
+		h.Set(names[1], ts)
+		fuzzProvider(t, verifiers[n%3], h, body, t0)
 	})
 }

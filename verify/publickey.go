@@ -144,6 +144,80 @@ func (discordScheme) header(h http.Header, p parsed, sig []byte) {
 	h.Set(discordTimestamp, stampOf(p))
 }
 
+// telnyxScheme is Telnyx's (API v2): telnyx-signature-ed25519, the
+// base64 Ed25519 signature of the telnyx-timestamp header's value, "|",
+// then the body, under the public key Telnyx's portal shows (the base64
+// of its 32 bytes). The delivery ID is the event's data.id, in the signed
+// body.
+type telnyxScheme struct{}
+
+const (
+	telnyxSignature = "Telnyx-Signature-Ed25519"
+	telnyxTimestamp = "Telnyx-Timestamp"
+)
+
+func (telnyxScheme) name() string                 { return "telnyx" }
+func (telnyxScheme) defaultFuture() time.Duration { return DefaultTolerance }
+func (telnyxScheme) key(string) ([]byte, error) {
+	return nil, errors.New("telnyx verifies with a public key")
+}
+
+func (telnyxScheme) readKey(secret string) (crypto.PublicKey, crypto.Signer, error) {
+	priv, isPEM, err := privateKeyPEM(secret)
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case isPEM:
+		ed, ok := priv.(ed25519.PrivateKey)
+		if !ok {
+			return nil, nil, errors.New("telnyx signs with an Ed25519 key")
+		}
+		return ed.Public(), ed, nil
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(secret))
+	if err != nil || len(raw) != ed25519.PublicKeySize {
+		return nil, nil, errors.New("telnyx's public key is the base64 of 32 bytes (the portal's Public Key)")
+	}
+	return ed25519.PublicKey(raw), nil, nil
+}
+
+func (telnyxScheme) parse(r Request) (parsed, error) {
+	var p parsed
+	vals, err := headers(r.Header, telnyxSignature, telnyxTimestamp)
+	if err != nil {
+		return p, err
+	}
+	sig, err := base64.StdEncoding.Strict().DecodeString(vals[0])
+	if err != nil || len(sig) != ed25519.SignatureSize {
+		return p, malformed(telnyxSignature, "is not a base64 Ed25519 signature")
+	}
+	if p.ts, err = parseUnix(telnyxTimestamp, vals[1]); err != nil {
+		return p, err
+	}
+	p.hasTS, p.rawTS, p.sigs = true, vals[1], [][]byte{sig}
+	p.id = gjson.GetBytes(r.Body, "data.id").String()
+	return p, nil
+}
+
+func (telnyxScheme) content(p parsed, body []byte) []byte {
+	return append([]byte(stampOf(p)+"|"), body...)
+}
+
+func (telnyxScheme) verifyKey(pub crypto.PublicKey, content, sig []byte) bool {
+	return discordScheme{}.verifyKey(pub, content, sig)
+}
+
+func (telnyxScheme) signKey(priv crypto.Signer, content []byte) ([]byte, error) {
+	return priv.Sign(rand.Reader, content, crypto.Hash(0))
+}
+
+func (telnyxScheme) mac(hash.Hash, parsed, []byte) {}
+
+func (telnyxScheme) header(h http.Header, p parsed, sig []byte) {
+	h.Set(telnyxSignature, base64.StdEncoding.EncodeToString(sig))
+	h.Set(telnyxTimestamp, stampOf(p))
+}
+
 // sendgridScheme is Twilio SendGrid's signed Event Webhook:
 // X-Twilio-Email-Event-Webhook-Signature, the base64 ASN.1 ECDSA P-256
 // signature of SHA-256 over the X-Twilio-Email-Event-Webhook-Timestamp

@@ -1,6 +1,10 @@
 package verify
 
 import (
+	"crypto/ed25519"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"net/http"
 	"strings"
@@ -108,5 +112,39 @@ func TestDiscordVector(t *testing.T) {
 	signed := signer.Sign("", time.Unix(1700000000, 0), []byte(body))
 	if signed.Get("X-Signature-Ed25519") != sig || signed.Get("X-Signature-Timestamp") != ts {
 		t.Errorf("signed %v, want the vector's headers", signed)
+	}
+}
+
+// TestTelnyxVector: a call.answered event signed with the RFC 8032 test 2
+// seed, which Telnyx's telnyx@7.24.0 TelnyxWebhook.verify accepted (and
+// refused with the body changed), verifies under the public key as
+// Telnyx's portal shows it (base64), keyed by the event's data.id; the
+// seed's private key signs the same headers.
+func TestTelnyxVector(t *testing.T) {
+	const (
+		pub  = "PUAXw+hDiVqStwqnTRt+vJyYLM8uxJaMwM1V8Sr0Zgw="
+		sig  = "DCg+LuVaXZlLxJmCyBBYgNXBOmFqiFcaOfX4LgOVDHxaa2alTqZ78FWntjK8Hsa1euaWTV8A4iqYbE6ot8PpDg=="
+		body = `{"data":{"event_type":"call.answered","id":"0ccc7b54-4df3-4bca-a65a-3da1ecc777f0","occurred_at":"2018-02-02T22:25:27.521992Z","payload":{"call_control_id":"v2:T02llQxIyaRkhfRKxgAP8nY511EhFLizdvdUKJiSw8d6A9BborherQ"},"record_type":"event"}}`
+	)
+	h := http.Header{}
+	h.Set("Telnyx-Signature-Ed25519", sig)
+	h.Set("Telnyx-Timestamp", "1700000000")
+	v := mustNew(t, "telnyx", []string{pub}, Options{})
+	now := time.Unix(1700000005, 0)
+	d, err := v.Verify(Request{Header: h, Body: []byte(body)}, now)
+	if err != nil || d.ID != "0ccc7b54-4df3-4bca-a65a-3da1ecc777f0" || d.Key != KeyID {
+		t.Fatalf("the vector: %+v, %v", d, err)
+	}
+	if _, err := v.Verify(Request{Header: h, Body: []byte(strings.Replace(body, "answered", "hangup", 1))}, now); !errors.Is(err, ErrBadSignature) {
+		t.Errorf("another body: %v, want ErrBadSignature", err)
+	}
+	seed, _ := hex.DecodeString("4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb")
+	der, err := x509.MarshalPKCS8PrivateKey(ed25519.NewKeyFromSeed(seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer := mustNew(t, "telnyx", []string{string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))}, Options{})
+	if signed := signer.Sign("", time.Unix(1700000000, 0), []byte(body)); signed.Get("Telnyx-Signature-Ed25519") != sig {
+		t.Errorf("signed %v, want the vector's signature", signed)
 	}
 }

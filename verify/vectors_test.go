@@ -233,6 +233,19 @@ type hmacVector struct {
 // generic scheme's configurations (cfg).
 var hmacVectors = []hmacVector{
 	{
+		// sanity-io/webhook-toolkit (@sanity/webhook@4.0.4), test/
+		// signature.test.ts, isValidSignature "returns true on valid
+		// signatures".
+		name:     "sanity",
+		source:   "@sanity/webhook signature.test.ts",
+		provider: "sanity",
+		secret:   "test",
+		headers:  map[string]string{"Sanity-Webhook-Signature": "t=1633519811129,v1=tLa470fx7qkLLEcMOcEUFuBbRSkGujyskxrNXcoh0N0"},
+		body:     `{"_id":"resume"}`,
+		now:      time.UnixMilli(1633519812000),
+		signedAt: time.UnixMilli(1633519811129),
+	},
+	{
 		// @hubspot/api-client@13.5.0's Signature.getSignature("POST", "v3",
 		// ...), on the inputs of its own test (test/unit/signature.spec.ts).
 		name:     "hubspot",

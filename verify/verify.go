@@ -478,7 +478,7 @@ type scheme interface {
 }
 
 var schemes = []scheme{standardScheme{}, stripeScheme{}, githubScheme{}, shopifyScheme{}, slackScheme{}, hookgateScheme{}, zoomScheme{}, metaScheme{}, twitterScheme{}, twilioScheme{}, rfc9421Scheme{},
-	discordScheme{}, sendgridScheme{}}
+	discordScheme{}, sendgridScheme{}, telnyxScheme{}}
 
 func lookup(name string) (scheme, error) {
 	for _, s := range schemes {
@@ -618,7 +618,7 @@ func (v *Verifier) keyBy(id string) Key {
 		return KeySignature
 	case sendgridScheme:
 		return KeyBody
-	case discordScheme:
+	case discordScheme, telnyxScheme:
 		if id == "" {
 			return KeyBody
 		}

@@ -22,7 +22,7 @@ func testSecret(scheme string, n int) string {
 		return []string{"whsec_test_secret", "whsec_rotated"}[n]
 	case "rfc9421":
 		return []string{testRFCKey1, testRFCKey2}[n]
-	case "discord":
+	case "discord", "telnyx":
 		return []string{testEd25519Key1, testEd25519Key2}[n]
 	case "sendgrid":
 		return []string{testP256Key1, testP256Key2}[n]
