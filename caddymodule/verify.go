@@ -214,11 +214,12 @@ func (v *Verify) check(w http.ResponseWriter, r *http.Request) (result string, r
 		return rej.Code, rej, d, r, err
 	}
 	req := verify.Request{Method: r.Method, Header: r.Header, Body: body}
-	if v.verifier.SignsURL() || r.Method != http.MethodPost {
+	if v.verifier.SignsURL() || r.Method != http.MethodPost || r.URL.RawQuery != "" {
 		// The method and URL as the request arrived, before any rewrite:
-		// what the sender signed, and what a handshake reads. Looked up
-		// only here: most requests are POSTs under schemes that sign
-		// neither.
+		// what the sender signed, and what a handshake reads (a GET's
+		// query, or a POST's: Microsoft Graph's validationToken). Looked
+		// up only here: most requests are POSTs without a query, under
+		// schemes that sign neither.
 		req.Method, req.URL = v.arrived(r)
 	}
 	if a, ok := v.verifier.Handshake(req, v.now()); ok {

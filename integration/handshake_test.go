@@ -47,6 +47,21 @@ func TestHandshakes(t *testing.T) {
 		reverse_proxy %s
 	}`, up.Addr())
 	fmt.Fprintf(&site, `
+	handle /okta {
+		webhook_verify okta {
+			secret "Basic b2t0YS1ob29r"
+		}
+		webhook_dedupe
+		reverse_proxy %[1]s
+	}
+	handle /msgraph {
+		webhook_verify msgraph {
+			secret secretClientValue
+		}
+		webhook_dedupe
+		reverse_proxy %[1]s
+	}`, up.Addr())
+	fmt.Fprintf(&site, `
 	handle /grid {
 		webhook_verify {
 			secret %s
@@ -132,6 +147,18 @@ func TestHandshakes(t *testing.T) {
 			t.Errorf("a forged callback verification: %d %q, want 401 without the challenge", status, got)
 		}
 	})
+	t.Run("okta", func(t *testing.T) {
+		status, _, got := send(t, http.MethodGet, g.URL+"/okta", http.Header{"X-Okta-Verification-Challenge": {"2QcG_1n4lY3WmGfo7G3YgwSC4hZ0ZCNNk5rbTPHk"}}, nil)
+		if status != 200 || string(got) != `{"verification":"2QcG_1n4lY3WmGfo7G3YgwSC4hZ0ZCNNk5rbTPHk"}` {
+			t.Errorf("answer %d %s", status, got)
+		}
+	})
+	t.Run("msgraph", func(t *testing.T) {
+		status, h, got := send(t, http.MethodPost, g.URL+"/msgraph?validationToken=Validation%3A+Testing+client+application+reachability", http.Header{"Content-Type": {"text/plain"}}, nil)
+		if status != 200 || string(got) != "Validation: Testing client application reachability" || !strings.HasPrefix(h.Get("Content-Type"), "text/plain") {
+			t.Errorf("answer %d %q (%s)", status, got, h.Get("Content-Type"))
+		}
+	})
 	t.Run("cloudevents", func(t *testing.T) {
 		status, h, _ := send(t, http.MethodOptions, g.URL+"/grid", http.Header{"WebHook-Request-Origin": {"eventgrid.azure.net"}}, nil)
 		if status != 200 || h.Get("Allow") != "POST" || h.Get("WebHook-Allowed-Origin") != "eventgrid.azure.net" || h.Get("WebHook-Allowed-Rate") != "120" {
@@ -156,6 +183,8 @@ func TestHandshakes(t *testing.T) {
 		`hookgate_verify_requests_total{result="handshake",scheme="zoom"} 1`,
 		`hookgate_verify_requests_total{result="handshake",scheme="twitter"} 1`,
 		`hookgate_verify_requests_total{result="handshake",scheme="twitch"} 1`,
+		`hookgate_verify_requests_total{result="handshake",scheme="okta"} 1`,
+		`hookgate_verify_requests_total{result="handshake",scheme="msgraph"} 1`,
 		`hookgate_verify_requests_total{result="handshake",scheme="standard"} 1`,
 		`hookgate_verify_requests_total{result="bad_verify_token",scheme="meta"} 1`,
 		`hookgate_verify_requests_total{result="bad_crc_token",scheme="twitter"} 1`,
@@ -182,5 +211,17 @@ func TestHandshakes(t *testing.T) {
 		if n := up.count() - before; n != 1 {
 			t.Errorf("%s: the upstream got the event %d times, want 1", scheme, n)
 		}
+	}
+
+	// A Graph notification carries the clientState: forwarded once; a
+	// forged one is refused.
+	body := []byte(`{"value":[{"subscriptionId":"s1","clientState":"secretClientValue","changeType":"created","resource":"users/u/messages/m"}]}`)
+	before := up.count()
+	if status, _, got := post(t, g.URL+"/msgraph", http.Header{}, body); status != 200 || up.count() != before+1 {
+		t.Errorf("a notification: %d %s, forwarded %d times", status, got, up.count()-before)
+	}
+	forged := []byte(`{"value":[{"subscriptionId":"s1","clientState":"guess","changeType":"created","resource":"users/u/messages/m"}]}`)
+	if status, _, _ := post(t, g.URL+"/msgraph", http.Header{}, forged); status != 401 {
+		t.Errorf("a forged notification: %d, want 401", status)
 	}
 }

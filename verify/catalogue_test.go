@@ -29,6 +29,11 @@ var namedVectors = map[string]string{
 	"discord":  "TestDiscordVector",
 	"sendgrid": "TestSendGridVector",
 	"telnyx":   "TestTelnyxVector",
+	"gitlab":   "TestTokenSchemes",
+	"postmark": "TestTokenSchemes",
+	"okta":     "TestTokenSchemes",
+	"figma":    "TestTokenSchemes",
+	"msgraph":  "TestTokenSchemes (Microsoft Graph's documented notification)",
 }
 
 // TestCatalogue: the rows are in name order, each named once, with a

@@ -24,6 +24,9 @@ var credentialHeaders = map[string][]string{
 	"discord":  {discordSignature, discordTimestamp},
 	"sendgrid": {sendgridSignature, sendgridTimestamp},
 	"telnyx":   {telnyxSignature, telnyxTimestamp},
+	"gitlab":   {"X-Gitlab-Token"},
+	"postmark": {"Authorization"},
+	"okta":     {"Authorization"},
 }
 
 // CredentialHeaders names the headers that carry v's signature and signed

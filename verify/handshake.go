@@ -39,7 +39,7 @@ const crcTokenMax = 128
 // (handshake's switch); the CloudEvents one is any scheme's, when origins
 // are configured. New reads them to know whether a Verifier takes part in
 // any handshake at all.
-var handshakeSchemes = []string{"meta", "twitter", "slack", "zoom", "twitch", "discord"}
+var handshakeSchemes = []string{"meta", "twitter", "slack", "zoom", "twitch", "discord", "okta", "msgraph"}
 
 // handshake is Handshake, for a Verifier that takes part in one.
 func (v *Verifier) handshake(r Request, now time.Time) (a Answer, ok bool) {
@@ -57,9 +57,23 @@ func (v *Verifier) handshake(r Request, now time.Time) (a Answer, ok bool) {
 			if q.Has("crc_token") {
 				return v.twitterCRC(q.Get("crc_token")), true
 			}
+		case "okta":
+			// The event hook's one-time verification: the challenge, as
+			// JSON. Unsigned, so held to a token's characters.
+			if c := r.Header.Get("X-Okta-Verification-Challenge"); c != "" && len(c) <= crcTokenMax && crcAlphabet(c) {
+				body, _ := json.Marshal(map[string]string{"verification": c})
+				return Answer{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}, true
+			}
 		}
 	case http.MethodPost, "":
 		switch v.scheme.name() {
+		case "msgraph":
+			// A subscription's validation: the token, echoed as plain
+			// text. Unsigned (Graph's is readable text), so held to
+			// printable ASCII and a bound.
+			if t := query(r.URL).Get("validationToken"); t != "" && len(t) <= graphTokenMax && printable(t) {
+				return text(t), true
+			}
 		case "slack":
 			if !bytes.Contains(r.Body, []byte("url_verification")) {
 				break // the common case: no second verification
@@ -128,6 +142,19 @@ func (v *Verifier) twitterCRC(token string) Answer {
 	}
 	body, _ := json.Marshal(map[string]string{"response_token": "sha256=" + base64.StdEncoding.EncodeToString(hmacSHA256(v.keys[0], []byte(token)))})
 	return Answer{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
+}
+
+// graphTokenMax bounds the Microsoft Graph validation token echoed.
+const graphTokenMax = 1024
+
+// printable reports whether s is printable ASCII, spaces included.
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 func crcAlphabet(s string) bool {

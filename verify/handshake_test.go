@@ -105,6 +105,12 @@ func TestHandshakesOfEachScheme(t *testing.T) {
 		{"slack", signed(`{"token":"x","challenge":"c","type":"url_verification"}`)},
 		{"zoom", signed(`{"payload":{"plainToken":"p"},"event":"endpoint.url_validation"}`)},
 		{"discord", signed(`{"id":"ping-1","type":1,"application_id":"1"}`)},
+		{"okta", func(*Verifier) Request {
+			return Request{Method: http.MethodGet, URL: "https://gw.example/hooks", Header: http.Header{"X-Okta-Verification-Challenge": {"2QcG_1n4lY3WmGfo7G3YgwSC4hZ0ZCNNk5rbTPHk"}}}
+		}},
+		{"msgraph", func(*Verifier) Request {
+			return Request{Method: http.MethodPost, URL: "https://gw.example/hooks?validationToken=Validation%3A+Testing+client+application+reachability+for+subscription+Request-Id%3A+1b5", Header: http.Header{}}
+		}},
 		{"twitch", func(v *Verifier) Request {
 			body := []byte(`{"challenge":"pogchamp-kappa-360noscope-vohiyo"}`)
 			h := v.Sign("msg_1", t0, body)

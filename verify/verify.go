@@ -302,8 +302,11 @@ func (v *Verifier) verify(r Request, now time.Time) (Delivery, int, error) {
 		}
 	}
 	keyed := -1 // the public key that matched (keyScheme)
-	if ks, ok := v.scheme.(keyScheme); ok {
-		keyed, matched = v.verifyKeys(ks, p, body)
+	switch s := v.scheme.(type) {
+	case keyScheme:
+		keyed, matched = v.verifyKeys(s, p, body)
+	case tokenScheme:
+		key, matched = v.verifyTokens(s, r)
 	}
 	if len(v.publics) > 0 && len(p.asym) > 0 {
 		content := signedContent(p, body)
@@ -390,6 +393,9 @@ func (v *Verifier) SignRequest(r Request, id string, ts time.Time) (http.Header,
 	}
 	if ks, ok := v.scheme.(keyScheme); ok {
 		return v.keyHeaders(ks, p, body)
+	}
+	if ts, ok := v.scheme.(tokenScheme); ok {
+		return v.tokenHeaders(ts), nil
 	}
 	if v.signsV1a || len(v.keys) == 0 {
 		h := make(http.Header)
@@ -478,7 +484,12 @@ type scheme interface {
 }
 
 var schemes = []scheme{standardScheme{}, stripeScheme{}, githubScheme{}, shopifyScheme{}, slackScheme{}, hookgateScheme{}, zoomScheme{}, metaScheme{}, twitterScheme{}, twilioScheme{}, rfc9421Scheme{},
-	discordScheme{}, sendgridScheme{}, telnyxScheme{}}
+	discordScheme{}, sendgridScheme{}, telnyxScheme{},
+	tokenScheme{named: "gitlab", in: "X-Gitlab-Token"},
+	tokenScheme{named: "postmark", in: "Authorization", basic: true},
+	tokenScheme{named: "okta", in: "Authorization"},
+	tokenScheme{named: "figma", field: "passcode"},
+	tokenScheme{named: "msgraph", field: "value.#.clientState"}}
 
 func lookup(name string) (scheme, error) {
 	for _, s := range schemes {
@@ -616,7 +627,7 @@ func (v *Verifier) keyBy(id string) Key {
 		}
 	case twilioScheme:
 		return KeySignature
-	case sendgridScheme:
+	case sendgridScheme, tokenScheme:
 		return KeyBody
 	case discordScheme, telnyxScheme:
 		if id == "" {

@@ -62,6 +62,9 @@ func TestRoundTripEveryScheme(t *testing.T) {
 			if signer.SignsURL() {
 				t.Skip("signs the URL the request is sent to: see its own tests")
 			}
+			if _, ok := signer.scheme.(tokenScheme); ok {
+				t.Skip("a token signs nothing: TestTokenSchemes")
+			}
 			h := signer.Sign("msg_1", t0, body)
 			d, err := signer.Verify(Request{Header: h, Body: body}, t0)
 			if err != nil {
@@ -89,6 +92,9 @@ func TestRotation(t *testing.T) {
 			if both.SignsURL() {
 				t.Skip("signs the URL the request is sent to: see its own tests")
 			}
+			if _, ok := both.scheme.(tokenScheme); ok {
+				t.Skip("a token signs nothing: TestTokenSchemes")
+			}
 			for name, s := range map[string]*Verifier{"old": old, "next": next} {
 				if _, err := both.Verify(Request{Header: s.Sign("m", t0, body), Body: body}, t0); err != nil {
 					t.Errorf("signed with %s secret: %v", name, err)
@@ -108,6 +114,9 @@ func TestOneChangedByteIsRejected(t *testing.T) {
 			v := mustNew(t, scheme, []string{testSecret(scheme, 0)}, Options{})
 			if v.SignsURL() {
 				t.Skip("signs the URL the request is sent to: see its own tests")
+			}
+			if _, ok := v.scheme.(tokenScheme); ok {
+				t.Skip("a token signs nothing: TestTokenSchemes")
 			}
 			h := v.Sign("msg_1", t0, body)
 
