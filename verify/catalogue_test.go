@@ -99,25 +99,48 @@ func TestProvidersDocumented(t *testing.T) {
 	}
 }
 
-// TestSvixProviders: Clerk and Resend send Svix's headers, and Svix's own
-// vector (svix-webhooks go/webhook_test.go, TestWebhookSign; accepted by
-// @clerk/backend's verifyWebhook and resend's webhooks.verify) verifies
-// under their names.
-func TestSvixProviders(t *testing.T) {
-	body := []byte(`{"test": 2432232314}`)
-	h := http.Header{
+// TestStandardProviders: the providers that send Standard Webhooks (or
+// Svix's names for them) verify their SDKs' own vectors under their names:
+// Svix's (svix-webhooks go/webhook_test.go, TestWebhookSign; accepted by
+// @clerk/backend's verifyWebhook and resend's webhooks.verify, and the
+// test of replicate-javascript's validateWebhook) and OpenAI's
+// (openai-node tests/api-resources/webhooks.test.ts, "taken from a real
+// webhook event").
+func TestStandardProviders(t *testing.T) {
+	svix := http.Header{
 		"Svix-Id":        {"msg_p5jXN8AQM9LWM0D4loKWxJek"},
 		"Svix-Timestamp": {"1614265330"},
 		"Svix-Signature": {"v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="},
 	}
-	for _, name := range []string{"clerk", "resend"} {
-		v := mustNew(t, name, []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, Options{})
-		d, err := v.Verify(Request{Header: h, Body: body}, time.Unix(1614265331, 0))
-		if err != nil || d.ID != "msg_p5jXN8AQM9LWM0D4loKWxJek" {
-			t.Errorf("%s: Verify = %+v, %v", name, d, err)
+	standard := http.Header{
+		"Webhook-Id":        {"msg_p5jXN8AQM9LWM0D4loKWxJek"},
+		"Webhook-Timestamp": {"1614265330"},
+		"Webhook-Signature": {"v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="},
+	}
+	openai := http.Header{
+		"Webhook-Id":        {"wh_685c059ae39c8190af8c71ed1022a24d"},
+		"Webhook-Timestamp": {"1750861210"},
+		"Webhook-Signature": {"v1,gUAg4R2hWouRZqRQG4uJypNS8YK885G838+EHb4nKBY="},
+	}
+	const svixSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	for _, tt := range []struct {
+		name, secret string
+		header       http.Header
+		body         string
+		now          time.Time
+	}{
+		{"clerk", svixSecret, svix, `{"test": 2432232314}`, time.Unix(1614265331, 0)},
+		{"resend", svixSecret, svix, `{"test": 2432232314}`, time.Unix(1614265331, 0)},
+		{"replicate", svixSecret, standard, `{"test": 2432232314}`, time.Unix(1614265331, 0)},
+		{"openai", "whsec_RdvaYFYUXuIFuEbvZHwMfYFhUf7aMYjYcmM24+Aj40c=", openai, `{"id": "evt_685c059ae3a481909bdc86819b066fb6", "object": "event", "created_at": 1750861210, "type": "response.completed", "data": {"id": "resp_123"}}`, time.Unix(1750861210, 0)},
+	} {
+		v := mustNew(t, tt.name, []string{tt.secret}, Options{})
+		d, err := v.Verify(Request{Header: tt.header, Body: []byte(tt.body)}, tt.now)
+		if err != nil || d.ID != tt.header.Get("Svix-Id")+tt.header.Get("Webhook-Id") {
+			t.Errorf("%s: Verify = %+v, %v", tt.name, d, err)
 		}
-		if _, err := v.Verify(Request{Header: h, Body: append(body, ' ')}, time.Unix(1614265331, 0)); !errors.Is(err, ErrBadSignature) {
-			t.Errorf("%s: another body: %v, want ErrBadSignature", name, err)
+		if _, err := v.Verify(Request{Header: tt.header, Body: []byte(tt.body + " ")}, tt.now); !errors.Is(err, ErrBadSignature) {
+			t.Errorf("%s: another body: %v, want ErrBadSignature", tt.name, err)
 		}
 	}
 }

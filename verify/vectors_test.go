@@ -233,6 +233,20 @@ type hmacVector struct {
 // generic scheme's configurations (cfg).
 var hmacVectors = []hmacVector{
 	{
+		// polarsource/polar-js's test (src/webhooks.test.ts, validateEvent:
+		// its secret "TestSecret", default webhook-id and body), the
+		// timestamp fixed; accepted by @polar-sh/sdk@0.49.0's validateEvent,
+		// which keys the HMAC by the secret's own bytes (no whsec_ decoding).
+		name:     "polar",
+		source:   "@polar-sh/sdk@0.49.0 validateEvent",
+		provider: "polar",
+		secret:   "TestSecret",
+		headers:  map[string]string{"Webhook-Id": "WEBHOOK_ID", "Webhook-Timestamp": "1700000000", "Webhook-Signature": "v1,LCbQWUSHSTKrERtvnjaFq7tgN/cjBMNmexAuPhsXdfM="},
+		body:     "{\"type\": \"unknown\"}",
+		now:      time.Unix(1700000001, 0),
+		signedAt: time.Unix(1700000000, 0),
+	},
+	{
 		// sanity-io/webhook-toolkit (@sanity/webhook@4.0.4), test/
 		// signature.test.ts, isValidSignature "returns true on valid
 		// signatures".
