@@ -54,6 +54,13 @@ func TestHandshakes(t *testing.T) {
 		webhook_dedupe
 		reverse_proxy %[1]s
 	}
+	handle /nylas {
+		webhook_verify nylas {
+			secret nylas-webhook-secret
+		}
+		webhook_dedupe
+		reverse_proxy %[1]s
+	}
 	handle /msgraph {
 		webhook_verify msgraph {
 			secret secretClientValue
@@ -153,6 +160,12 @@ func TestHandshakes(t *testing.T) {
 			t.Errorf("answer %d %s", status, got)
 		}
 	})
+	t.Run("nylas", func(t *testing.T) {
+		status, _, got := send(t, http.MethodGet, g.URL+"/nylas?challenge=bc609b38-c81f-47fb-a275-1d9bd61a968b", nil, nil)
+		if status != 200 || string(got) != "bc609b38-c81f-47fb-a275-1d9bd61a968b" {
+			t.Errorf("answer %d %q", status, got)
+		}
+	})
 	t.Run("msgraph", func(t *testing.T) {
 		status, h, got := send(t, http.MethodPost, g.URL+"/msgraph?validationToken=Validation%3A+Testing+client+application+reachability", http.Header{"Content-Type": {"text/plain"}}, nil)
 		if status != 200 || string(got) != "Validation: Testing client application reachability" || !strings.HasPrefix(h.Get("Content-Type"), "text/plain") {
@@ -184,6 +197,7 @@ func TestHandshakes(t *testing.T) {
 		`hookgate_verify_requests_total{result="handshake",scheme="twitter"} 1`,
 		`hookgate_verify_requests_total{result="handshake",scheme="twitch"} 1`,
 		`hookgate_verify_requests_total{result="handshake",scheme="okta"} 1`,
+		`hookgate_verify_requests_total{result="handshake",scheme="nylas"} 1`,
 		`hookgate_verify_requests_total{result="handshake",scheme="msgraph"} 1`,
 		`hookgate_verify_requests_total{result="handshake",scheme="standard"} 1`,
 		`hookgate_verify_requests_total{result="bad_verify_token",scheme="meta"} 1`,

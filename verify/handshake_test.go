@@ -105,6 +105,7 @@ func TestHandshakesOfEachScheme(t *testing.T) {
 		{"slack", signed(`{"token":"x","challenge":"c","type":"url_verification"}`)},
 		{"zoom", signed(`{"payload":{"plainToken":"p"},"event":"endpoint.url_validation"}`)},
 		{"discord", signed(`{"id":"ping-1","type":1,"application_id":"1"}`)},
+		{"nylas", get("challenge=bc609b38-c81f-47fb-a275-1d9bd61a968b")},
 		{"okta", func(*Verifier) Request {
 			return Request{Method: http.MethodGet, URL: "https://gw.example/hooks", Header: http.Header{"X-Okta-Verification-Challenge": {"2QcG_1n4lY3WmGfo7G3YgwSC4hZ0ZCNNk5rbTPHk"}}}
 		}},

@@ -233,6 +233,30 @@ type hmacVector struct {
 // generic scheme's configurations (cfg).
 var hmacVectors = []hmacVector{
 	{
+		// EasyPost/easypost-node@8.8.0, test/services/webhook.test.js,
+		// "validates a webhook secret", with the secret, signature and body
+		// of EasyPost/examples' client-library fixtures. The SDKs normalize
+		// the secret to NFKD first: "sécret" is given so.
+		name:     "easypost",
+		source:   "easypost-node webhook.test.js",
+		provider: "easypost",
+		secret:   "se\u0301cret",
+		headers:  map[string]string{"X-Hmac-Signature": "hmac-sha256-hex=38f3f53c103713df81616a0a186d77141957323ec21d5fe9363db93840f527db"},
+		body:     "{\"description\":\"tracker.updated\",\"mode\":\"production\",\"previous_attributes\":{\"status\":\"in_transit\"},\"created_at\":\"2024-08-02T19:26:52.000Z\",\"pending_urls\":[\"https://example.com/easypost\"],\"completed_urls\":[],\"updated_at\":\"2024-08-02T19:26:52.000Z\",\"id\":\"evt_1\",\"user_id\":\"user_1\",\"status\":\"pending\",\"object\":\"Event\",\"result\":{\"id\":\"trk_1\",\"object\":\"Tracker\",\"mode\":\"production\",\"tracking_code\":\"1\",\"status\":\"in_transit\",\"status_detail\":\"arrived_at_facility\",\"created_at\":\"2024-07-31T14:45:27Z\",\"updated_at\":\"2024-08-02T19:26:51Z\",\"signed_by\":null,\"weight\":614.4,\"est_delivery_date\":\"2024-08-05T00:00:00Z\",\"shipment_id\":null,\"carrier\":\"FedEx\",\"tracking_details\":[{\"object\":\"TrackingDetail\",\"message\":\"Shipment information sent to FedEx\",\"description\":\"Shipment information sent to FedEx\",\"status\":\"pre_transit\",\"status_detail\":\"label_created\",\"datetime\":\"2024-07-31T15:00:00Z\",\"source\":\"FedEx\",\"carrier_code\":\"OC\",\"tracking_location\":{\"object\":\"TrackingLocation\",\"city\":null,\"state\":null,\"country\":\"US\",\"zip\":\"32837\"}},{\"object\":\"TrackingDetail\",\"message\":\"Picked up\",\"description\":\"Picked up\",\"status\":\"in_transit\",\"status_detail\":\"arrived_at_facility\",\"datetime\":\"2024-07-31T19:27:00Z\",\"source\":\"FedEx\",\"carrier_code\":\"PU\",\"tracking_location\":{\"object\":\"TrackingLocation\",\"city\":\"ORLANDO\",\"state\":\"FL\",\"country\":\"US\",\"zip\":\"32809\"}},{\"object\":\"TrackingDetail\",\"message\":\"Arrived at FedEx location\",\"description\":\"Arrived at FedEx location\",\"status\":\"in_transit\",\"status_detail\":\"arrived_at_facility\",\"datetime\":\"2024-07-31T22:35:00Z\",\"source\":\"FedEx\",\"carrier_code\":\"AR\",\"tracking_location\":{\"object\":\"TrackingLocation\",\"city\":\"ORLANDO\",\"state\":\"FL\",\"country\":\"US\",\"zip\":\"32809\"}},{\"object\":\"TrackingDetail\",\"message\":\"Departed FedEx location\",\"description\":\"Departed FedEx location\",\"status\":\"in_transit\",\"status_detail\":\"departed_facility\",\"datetime\":\"2024-08-01T14:42:13Z\",\"source\":\"FedEx\",\"carrier_code\":\"DP\",\"tracking_location\":{\"object\":\"TrackingLocation\",\"city\":\"ORLANDO\",\"state\":\"FL\",\"country\":\"US\",\"zip\":\"32809\"}},{\"object\":\"TrackingDetail\",\"message\":\"On the way\",\"description\":\"On the way\",\"status\":\"in_transit\",\"status_detail\":\"unknown\",\"datetime\":\"2024-08-02T02:46:19Z\",\"source\":\"FedEx\",\"carrier_code\":\"IT\",\"tracking_location\":{\"object\":\"TrackingLocation\",\"city\":\"KENLY\",\"state\":\"NC\",\"country\":\"US\",\"zip\":\"27542\"}},{\"object\":\"TrackingDetail\",\"message\":\"On the way\",\"description\":\"On the way\",\"status\":\"in_transit\",\"status_detail\":\"unknown\",\"datetime\":\"2024-08-02T18:35:20Z\",\"source\":\"FedEx\",\"carrier_code\":\"IT\",\"tracking_location\":{\"object\":\"TrackingLocation\",\"city\":\"EDISON TWP\",\"state\":\"NJ\",\"country\":\"US\",\"zip\":\"08817\"}},{\"object\":\"TrackingDetail\",\"message\":\"Arrived at FedEx location\",\"description\":\"Arrived at FedEx location\",\"status\":\"in_transit\",\"status_detail\":\"arrived_at_facility\",\"datetime\":\"2024-08-02T18:50:00Z\",\"source\":\"FedEx\",\"carrier_code\":\"AR\",\"tracking_location\":{\"object\":\"TrackingLocation\",\"city\":\"EDISON\",\"state\":\"NJ\",\"country\":\"US\",\"zip\":\"08817\"}}],\"carrier_detail\":{\"object\":\"CarrierDetail\",\"service\":\"FEDEX_GROUND\",\"container_type\":null,\"est_delivery_date_local\":\"2024-08-05\",\"est_delivery_time_local\":null,\"origin_location\":\"ORLANDO FL US\",\"origin_tracking_location\":{\"object\":\"TrackingLocation\",\"city\":\"ORLANDO\",\"state\":\"FL\",\"country\":\"US\",\"zip\":\"32809\"},\"destination_location\":\"BROOKLYN HGTS NY US\",\"destination_tracking_location\":null,\"guaranteed_delivery_date\":null,\"alternate_identifier\":null,\"initial_delivery_attempt\":null},\"finalized\":false,\"is_return\":false,\"public_url\":\"https://track.easypost.com/1\"}}",
+		now:      t0,
+	},
+	{
+		// nylas/nylas-nodejs@6.10.0, __tests__/webhook-notification-
+		// spec.js, verifySignature "should pass if the body matches".
+		name:     "nylas",
+		source:   "nylas-nodejs webhook-notification-spec.js",
+		provider: "nylas",
+		secret:   "myClientSecret",
+		headers:  map[string]string{"X-Nylas-Signature": "ddc02f921a4835e310f249dc09770c3fea2cb6fe949adc1887d7adc04a581e1c"},
+		body:     "test123",
+		now:      t0,
+	},
+	{
 		// polarsource/polar-js's test (src/webhooks.test.ts, validateEvent:
 		// its secret "TestSecret", default webhook-id and body), the
 		// timestamp fixed; accepted by @polar-sh/sdk@0.49.0's validateEvent,
