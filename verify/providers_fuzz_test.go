@@ -106,7 +106,7 @@ func FuzzPublicKeySchemes(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, n uint8, sig, ts string, body []byte) {
 		h := http.Header{}
-		names := [][2]string{{discordSignature, discordTimestamp}, {sendgridSignature, sendgridTimestamp}, {telnyxSignature, telnyxTimestamp}}[n%3]
+		names := [][2]string{{discord.sigHeader, discord.tsHeader}, {sendgridSignature, sendgridTimestamp}, {telnyx.sigHeader, telnyx.tsHeader}}[n%3]
 		h.Set(names[0], sig)
 		h.Set(names[1], ts)
 		fuzzProvider(t, verifiers[n%3], h, body, t0)

@@ -69,25 +69,38 @@ func privateKeyPEM(secret string) (crypto.Signer, bool, error) {
 	return signer, true, nil
 }
 
-// discordScheme is Discord's interactions endpoint: X-Signature-Ed25519,
-// the hex Ed25519 signature of the X-Signature-Timestamp header's value
-// then the body, under the application's public key (64 hex digits, as
-// Discord's developer portal shows it). The delivery ID is the
-// interaction's id, in the signed body.
-type discordScheme struct{}
-
-const (
-	discordSignature = "X-Signature-Ed25519"
-	discordTimestamp = "X-Signature-Timestamp"
-)
-
-func (discordScheme) name() string                 { return "discord" }
-func (discordScheme) defaultFuture() time.Duration { return DefaultTolerance }
-func (discordScheme) key(string) ([]byte, error) {
-	return nil, errors.New("discord verifies with a public key")
+// ed25519Scheme is a provider's Ed25519 signature: sigHeader holds the
+// signature of tsHeader's value, sep, then the body, under the key pair
+// whose public key the provider shows (keyHex: 64 hex digits; else the
+// base64 of its 32 bytes), the signature hex (sigHex) or base64. The
+// delivery ID is idPath of the signed body.
+type ed25519Scheme struct {
+	named               string
+	sigHeader, tsHeader string
+	sep                 string
+	keyHex, sigHex      bool
+	idPath              string
 }
 
-func (discordScheme) readKey(secret string) (crypto.PublicKey, crypto.Signer, error) {
+// discord is Discord's interactions endpoint: X-Signature-Ed25519 (hex)
+// over X-Signature-Timestamp then the body, under the application's Public
+// Key (hex); the ID is the interaction's. telnyx is Telnyx's (API v2):
+// telnyx-signature-ed25519 (base64) over telnyx-timestamp, "|", then the
+// body, under the portal's Public Key (base64); the ID is the event's.
+var (
+	discord = ed25519Scheme{named: "discord", sigHeader: "X-Signature-Ed25519", tsHeader: "X-Signature-Timestamp",
+		keyHex: true, sigHex: true, idPath: "id"}
+	telnyx = ed25519Scheme{named: "telnyx", sigHeader: "Telnyx-Signature-Ed25519", tsHeader: "Telnyx-Timestamp",
+		sep: "|", idPath: "data.id"}
+)
+
+func (s ed25519Scheme) name() string               { return s.named }
+func (ed25519Scheme) defaultFuture() time.Duration { return DefaultTolerance }
+func (s ed25519Scheme) key(string) ([]byte, error) {
+	return nil, errors.New(s.named + " verifies with a public key")
+}
+
+func (s ed25519Scheme) readKey(secret string) (crypto.PublicKey, crypto.Signer, error) {
 	priv, isPEM, err := privateKeyPEM(secret)
 	switch {
 	case err != nil:
@@ -95,127 +108,71 @@ func (discordScheme) readKey(secret string) (crypto.PublicKey, crypto.Signer, er
 	case isPEM:
 		ed, ok := priv.(ed25519.PrivateKey)
 		if !ok {
-			return nil, nil, errors.New("discord signs with an Ed25519 key")
+			return nil, nil, errors.New(s.named + " signs with an Ed25519 key")
 		}
 		return ed.Public(), ed, nil
 	}
-	raw, err := hex.DecodeString(secret)
+	secret = strings.TrimSpace(secret)
+	var raw []byte
+	if s.keyHex {
+		raw, err = hex.DecodeString(secret)
+	} else {
+		raw, err = base64.StdEncoding.DecodeString(secret)
+	}
 	if err != nil || len(raw) != ed25519.PublicKeySize {
-		return nil, nil, errors.New("discord's public key is 64 hex digits (the application's Public Key)")
+		if s.keyHex {
+			return nil, nil, errors.New(s.named + "'s public key is 64 hex digits (the application's Public Key)")
+		}
+		return nil, nil, errors.New(s.named + "'s public key is the base64 of 32 bytes (the portal's Public Key)")
 	}
 	return ed25519.PublicKey(raw), nil, nil
 }
 
-func (discordScheme) parse(r Request) (parsed, error) {
+func (s ed25519Scheme) parse(r Request) (parsed, error) {
 	var p parsed
-	vals, err := headers(r.Header, discordSignature, discordTimestamp)
+	vals, err := headers(r.Header, s.sigHeader, s.tsHeader)
 	if err != nil {
 		return p, err
 	}
-	sig, err := hex.DecodeString(vals[0])
-	if err != nil || len(sig) != ed25519.SignatureSize {
-		return p, malformed(discordSignature, "is not a hex Ed25519 signature")
+	var sig []byte
+	if s.sigHex {
+		sig, err = hex.DecodeString(vals[0])
+	} else {
+		sig, err = base64.StdEncoding.Strict().DecodeString(vals[0])
 	}
-	if p.ts, err = parseUnix(discordTimestamp, vals[1]); err != nil {
+	if err != nil || len(sig) != ed25519.SignatureSize {
+		return p, malformed(s.sigHeader, "is not an Ed25519 signature")
+	}
+	if p.ts, err = parseUnix(s.tsHeader, vals[1]); err != nil {
 		return p, err
 	}
 	p.hasTS, p.rawTS, p.sigs = true, vals[1], [][]byte{sig}
-	p.id = gjson.GetBytes(r.Body, "id").String()
+	p.id = gjson.GetBytes(r.Body, s.idPath).String()
 	return p, nil
 }
 
-func (discordScheme) content(p parsed, body []byte) []byte {
-	return append([]byte(stampOf(p)), body...)
+func (s ed25519Scheme) content(p parsed, body []byte) []byte {
+	return append([]byte(stampOf(p)+s.sep), body...)
 }
 
-func (discordScheme) verifyKey(pub crypto.PublicKey, content, sig []byte) bool {
+func (ed25519Scheme) verifyKey(pub crypto.PublicKey, content, sig []byte) bool {
 	k, ok := pub.(ed25519.PublicKey)
 	return ok && ed25519.Verify(k, content, sig)
 }
 
-func (discordScheme) signKey(priv crypto.Signer, content []byte) ([]byte, error) {
+func (ed25519Scheme) signKey(priv crypto.Signer, content []byte) ([]byte, error) {
 	return priv.Sign(rand.Reader, content, crypto.Hash(0))
 }
 
-func (discordScheme) mac(hash.Hash, parsed, []byte) {}
+func (ed25519Scheme) mac(hash.Hash, parsed, []byte) {}
 
-func (discordScheme) header(h http.Header, p parsed, sig []byte) {
-	h.Set(discordSignature, hex.EncodeToString(sig))
-	h.Set(discordTimestamp, stampOf(p))
-}
-
-// telnyxScheme is Telnyx's (API v2): telnyx-signature-ed25519, the
-// base64 Ed25519 signature of the telnyx-timestamp header's value, "|",
-// then the body, under the public key Telnyx's portal shows (the base64
-// of its 32 bytes). The delivery ID is the event's data.id, in the signed
-// body.
-type telnyxScheme struct{}
-
-const (
-	telnyxSignature = "Telnyx-Signature-Ed25519"
-	telnyxTimestamp = "Telnyx-Timestamp"
-)
-
-func (telnyxScheme) name() string                 { return "telnyx" }
-func (telnyxScheme) defaultFuture() time.Duration { return DefaultTolerance }
-func (telnyxScheme) key(string) ([]byte, error) {
-	return nil, errors.New("telnyx verifies with a public key")
-}
-
-func (telnyxScheme) readKey(secret string) (crypto.PublicKey, crypto.Signer, error) {
-	priv, isPEM, err := privateKeyPEM(secret)
-	switch {
-	case err != nil:
-		return nil, nil, err
-	case isPEM:
-		ed, ok := priv.(ed25519.PrivateKey)
-		if !ok {
-			return nil, nil, errors.New("telnyx signs with an Ed25519 key")
-		}
-		return ed.Public(), ed, nil
+func (s ed25519Scheme) header(h http.Header, p parsed, sig []byte) {
+	if s.sigHex {
+		h.Set(s.sigHeader, hex.EncodeToString(sig))
+	} else {
+		h.Set(s.sigHeader, base64.StdEncoding.EncodeToString(sig))
 	}
-	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(secret))
-	if err != nil || len(raw) != ed25519.PublicKeySize {
-		return nil, nil, errors.New("telnyx's public key is the base64 of 32 bytes (the portal's Public Key)")
-	}
-	return ed25519.PublicKey(raw), nil, nil
-}
-
-func (telnyxScheme) parse(r Request) (parsed, error) {
-	var p parsed
-	vals, err := headers(r.Header, telnyxSignature, telnyxTimestamp)
-	if err != nil {
-		return p, err
-	}
-	sig, err := base64.StdEncoding.Strict().DecodeString(vals[0])
-	if err != nil || len(sig) != ed25519.SignatureSize {
-		return p, malformed(telnyxSignature, "is not a base64 Ed25519 signature")
-	}
-	if p.ts, err = parseUnix(telnyxTimestamp, vals[1]); err != nil {
-		return p, err
-	}
-	p.hasTS, p.rawTS, p.sigs = true, vals[1], [][]byte{sig}
-	p.id = gjson.GetBytes(r.Body, "data.id").String()
-	return p, nil
-}
-
-func (telnyxScheme) content(p parsed, body []byte) []byte {
-	return append([]byte(stampOf(p)+"|"), body...)
-}
-
-func (telnyxScheme) verifyKey(pub crypto.PublicKey, content, sig []byte) bool {
-	return discordScheme{}.verifyKey(pub, content, sig)
-}
-
-func (telnyxScheme) signKey(priv crypto.Signer, content []byte) ([]byte, error) {
-	return priv.Sign(rand.Reader, content, crypto.Hash(0))
-}
-
-func (telnyxScheme) mac(hash.Hash, parsed, []byte) {}
-
-func (telnyxScheme) header(h http.Header, p parsed, sig []byte) {
-	h.Set(telnyxSignature, base64.StdEncoding.EncodeToString(sig))
-	h.Set(telnyxTimestamp, stampOf(p))
+	h.Set(s.tsHeader, stampOf(p))
 }
 
 // sendgridScheme is Twilio SendGrid's signed Event Webhook:

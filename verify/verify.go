@@ -484,7 +484,7 @@ type scheme interface {
 }
 
 var schemes = []scheme{standardScheme{}, stripeScheme{}, githubScheme{}, shopifyScheme{}, slackScheme{}, hookgateScheme{}, zoomScheme{}, metaScheme{}, twitterScheme{}, twilioScheme{}, rfc9421Scheme{},
-	discordScheme{}, sendgridScheme{}, telnyxScheme{},
+	discord, sendgridScheme{}, telnyx,
 	tokenScheme{named: "gitlab", in: "X-Gitlab-Token"},
 	tokenScheme{named: "postmark", in: "Authorization", basic: true},
 	tokenScheme{named: "okta", in: "Authorization"},
@@ -629,7 +629,7 @@ func (v *Verifier) keyBy(id string) Key {
 		return KeySignature
 	case sendgridScheme, tokenScheme:
 		return KeyBody
-	case discordScheme, telnyxScheme:
+	case ed25519Scheme:
 		if id == "" {
 			return KeyBody
 		}
