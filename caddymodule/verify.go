@@ -275,7 +275,7 @@ func (v *Verify) arrived(r *http.Request) (method, url string) {
 //			timestamp_format unix|unix_ms|rfc3339
 //			signature_header <name>
 //			algorithm        sha1|sha256|sha512
-//			encoding         hex|base64
+//			encoding         hex|base64|base64url
 //			prefix           <text>
 //			content          <template over {id} {timestamp} {body}>
 //			separator        <text>    # the signature header's fields: any prefixed one may match

@@ -204,8 +204,9 @@ func query(rawURL string) url.Values {
 // must not sniff.
 func text(s string) Answer {
 	return Answer{Status: http.StatusOK, Header: http.Header{
-		"Content-Type":           {"text/plain; charset=utf-8"},
-		"X-Content-Type-Options": {"nosniff"},
+		"Content-Type":            {"text/plain; charset=utf-8"},
+		"X-Content-Type-Options":  {"nosniff"},
+		"Content-Security-Policy": {"default-src 'none'"}, // an echo is never a page
 	}, Body: []byte(s)}
 }
 

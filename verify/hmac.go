@@ -24,8 +24,9 @@ type HMAC struct {
 	// IDHeader names the delivery ID's header; optional.
 	IDHeader string `json:"id_header,omitempty"`
 	// TimestampHeader names the timestamp's header (unix seconds, or RFC
-	// 3339); optional. When set, it is required, signed as it is written,
-	// and checked against the tolerance.
+	// 3339); optional. When set, it is required, checked against the
+	// tolerance, and must be signed as it is written: content holds
+	// {timestamp}.
 	TimestampHeader string `json:"timestamp_header,omitempty"`
 	// TimestampFormat is how the timestamp is written: unix (seconds, the
 	// default) or rfc3339 (in the signing time's zone, as Box does), which
@@ -146,6 +147,10 @@ func newHMACScheme(cfg HMAC) (*hmacScheme, error) {
 		}
 		s.parts = append(s.parts, content[i:i+end+1])
 		content = content[i+end+1:]
+	}
+	if (cfg.TimestampHeader != "" || cfg.TimestampField != "") && !slices.Contains(s.parts, "{timestamp}") {
+		// The window would judge a timestamp anyone may rewrite.
+		return nil, errors.New("scheme hmac: a timestamp is checked against the tolerance only when content signs it: add {timestamp} to content, or drop timestamp_header and timestamp_field")
 	}
 	return s, nil
 }

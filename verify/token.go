@@ -2,32 +2,37 @@ package verify
 
 // The token schemes: providers that sign nothing, but send a shared
 // secret with each request (a header, HTTP basic auth, or a field of the
-// body), which hookgate compares with the configured one in constant
+// body), which hookgate compares with the configured ones in constant
 // time. A token proves the sender and nothing of the body or its age: a
 // captured request can be replayed, which dedupe (keyed by the body)
 // stops once it has seen it.
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/tidwall/gjson"
 )
 
 // tokenScheme is one provider's token: in a header (or, with basic, the
-// password of HTTP basic auth, its secret written user:password), or at
-// field of a JSON body, each occurrence of which must hold it.
+// password of HTTP basic auth, its secret written user:password), or in
+// the JSON body (body reads it there).
 type tokenScheme struct {
 	named string
 	in    string // the header
 	basic bool
-	field string // a gjson path; # for every element of an array
+	// body reads the tokens of a JSON body: every one must be a secret.
+	// It decodes as encoding/json does (the last of duplicate keys, as
+	// the service behind reads them), and refuses what is not JSON.
+	body func([]byte) ([]string, error)
+	// where names the token in the body, for errors and hookgate sign.
+	where string
 }
 
 func (s tokenScheme) name() string                     { return s.named }
@@ -36,99 +41,131 @@ func (tokenScheme) key(secret string) ([]byte, error)  { return []byte(secret), 
 func (tokenScheme) mac(hash.Hash, parsed, []byte)      {}
 func (tokenScheme) header(http.Header, parsed, []byte) {}
 
-// maxToken bounds a token read: no configured secret is longer.
-const maxToken = 4096
+// maxTokens bounds the tokens of one body (Microsoft Graph's batch), and
+// maxToken a token's length: no configured secret is longer.
+const (
+	maxTokens = 1000
+	maxToken  = 4096
+)
 
-// tokens reads the request's tokens; each must match a secret.
-func (s tokenScheme) tokens(r Request) ([][]byte, error) {
-	if s.field != "" {
-		res := gjson.GetBytes(r.Body, s.field)
-		var out [][]byte
-		add := func(v gjson.Result) {
-			if v.Type == gjson.String && len(v.Str) <= maxToken {
-				out = append(out, []byte(v.Str))
-			} else {
-				out = append(out, nil) // not a token: matches no secret
-			}
-		}
-		if res.IsArray() {
-			for _, v := range res.Array() {
-				add(v)
-			}
-			// Every element carries the token: one without it would ride
-			// along with a genuine one.
-			if list, _, each := strings.Cut(s.field, ".#."); each {
-				if n := gjson.GetBytes(r.Body, list+".#").Int(); n != int64(len(out)) {
-					return nil, errors.New("an element of the body's " + list + " holds no token")
-				}
-			}
-		} else if res.Exists() {
-			add(res)
-		}
-		if len(out) == 0 {
-			return nil, errors.New("the body holds no " + s.field)
-		}
-		return out, nil
+// figmaPasscode reads Figma's passcode.
+func figmaPasscode(body []byte) ([]string, error) {
+	var v struct {
+		Passcode *string `json:"passcode"`
 	}
-	vals, err := headers(r.Header, s.in)
+	if err := json.Unmarshal(body, &v); err != nil || v.Passcode == nil {
+		return nil, errors.New("the body holds no passcode")
+	}
+	return []string{*v.Passcode}, nil
+}
+
+// graphClientStates reads the clientState of each of Microsoft Graph's
+// notifications: every one must carry it, or one without it would ride
+// along with a genuine one. A JSON array decoded into a fresh slice gets
+// fresh elements: of duplicate keys within one, the last counts.
+func graphClientStates(body []byte) ([]string, error) {
+	// Through a map first: a second "value" replaces the first whole,
+	// where decoding into a struct would merge the two arrays' elements.
+	var top map[string]json.RawMessage
+	var value []struct {
+		ClientState *string `json:"clientState"`
+	}
+	if err := json.Unmarshal(body, &top); err != nil || json.Unmarshal(top["value"], &value) != nil || len(value) == 0 {
+		return nil, errors.New("the body holds no notification in its value")
+	}
+	if len(value) > maxTokens {
+		return nil, fmt.Errorf("the body holds over %d notifications", maxTokens)
+	}
+	out := make([]string, len(value))
+	for i, n := range value {
+		if n.ClientState == nil {
+			return nil, errors.New("a notification of the body holds no clientState")
+		}
+		out[i] = *n.ClientState
+	}
+	return out, nil
+}
+
+// headerToken reads the token of a header scheme.
+func (s tokenScheme) headerToken(h http.Header) (string, error) {
+	vals, err := headers(h, s.in)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	v := vals[0]
 	if s.basic {
-		enc, ok := strings.CutPrefix(v, "Basic ")
-		raw, err := base64.StdEncoding.DecodeString(enc)
-		if !ok || err != nil {
-			return nil, malformed(s.in, "is not HTTP basic auth")
+		if len(v) < 6 || !strings.EqualFold(v[:6], "Basic ") {
+			return "", malformed(s.in, "is not HTTP basic auth")
+		}
+		raw, err := base64.StdEncoding.Strict().DecodeString(v[6:])
+		if err != nil {
+			return "", malformed(s.in, "is not HTTP basic auth")
 		}
 		v = string(raw)
 	}
 	if len(v) > maxToken {
-		return nil, malformed(s.in, "is longer than any token")
+		return "", malformed(s.in, "is longer than any token")
 	}
-	return [][]byte{[]byte(v)}, nil
+	return v, nil
 }
 
-// parse reads nothing a signature check needs: verifyTokens reads the
-// tokens.
+// parse checks that a header scheme's header is there (a missing one is
+// ErrMissingHeader); verifyTokens reads the tokens.
 func (s tokenScheme) parse(r Request) (parsed, error) {
-	if _, err := s.tokens(r); err != nil {
-		if s.field != "" { // no token where the provider puts it: unauthenticated
-			return parsed{}, fmt.Errorf("%w: %v", ErrBadSignature, err)
+	if s.body == nil {
+		if _, err := s.headerToken(r.Header); err != nil {
+			return parsed{}, err
 		}
-		return parsed{}, err
 	}
 	return parsed{}, nil
 }
 
-// verifyTokens reports which of v's secrets every token of r matches.
+// verifyTokens reports whether every token of r is one of v's secrets,
+// and which secret the first is. Tokens and secrets are compared by their
+// SHA-256, in constant time: neither a secret's length nor where a
+// mismatch lies shows in the time taken.
 func (v *Verifier) verifyTokens(s tokenScheme, r Request) (int, bool) {
-	toks, err := s.tokens(r)
-	if err != nil {
-		return -1, false
-	}
-	for i, k := range v.keys {
-		all := true
-		for _, t := range toks {
-			all = all && subtle.ConstantTimeCompare(t, k) == 1
+	var toks []string
+	if s.body != nil {
+		var err error
+		if toks, err = s.body(r.Body); err != nil {
+			return -1, false
 		}
-		if all {
-			return i, true
+	} else {
+		tok, err := s.headerToken(r.Header)
+		if err != nil {
+			return -1, false
 		}
+		toks = []string{tok}
 	}
-	return -1, false
+	first, all := -1, 1
+	for _, t := range toks {
+		sum := sha256.Sum256([]byte(t))
+		found := 0
+		for i, k := range v.keys {
+			ks := sha256.Sum256(k)
+			eq := subtle.ConstantTimeCompare(sum[:], ks[:])
+			if eq == 1 && first < 0 {
+				first = i
+			}
+			found |= eq
+		}
+		all &= found
+	}
+	return first, all == 1 && first >= 0
 }
 
-// tokenHeaders is what a sender of s adds: the first secret, where s
-// carries it (a body field is the sender's to write).
-func (v *Verifier) tokenHeaders(s tokenScheme) http.Header {
+// tokenHeaders is what a sender of s adds: the first secret, in its
+// header. A body's token is the sender's to write: hookgate sign says so.
+func (v *Verifier) tokenHeaders(s tokenScheme) (http.Header, error) {
 	h := make(http.Header)
 	switch {
-	case s.field != "":
+	case s.body != nil:
+		return nil, fmt.Errorf("%s's token is in the body: write the secret as its %s", s.named, s.where)
 	case s.basic:
 		h.Set(s.in, "Basic "+base64.StdEncoding.EncodeToString(v.keys[0]))
 	default:
 		h.Set(s.in, string(v.keys[0]))
 	}
-	return h
+	return h, nil
 }

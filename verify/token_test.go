@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -45,6 +46,15 @@ func TestTokenSchemes(t *testing.T) {
 		{"msgraph", "secretClientValue", nil, `{"value":[{"clientState":"secretClientValue","id":"1"},{"clientState":"forged","id":"2"}]}`, ErrBadSignature},
 		{"msgraph", "secretClientValue", nil, `{"value":[{"clientState":"secretClientValue","id":"1"},{"id":"2"}]}`, ErrBadSignature},
 		{"msgraph", "secretClientValue", nil, `{"value":[]}`, ErrBadSignature},
+		// Two subscriptions to one URL, each with its own clientState,
+		// both configured: a batch of both is genuine.
+		{"msgraph", "secretClientValue", nil, `{"value":[{"clientState":"secretClientValue","id":"1"},{"clientState":"an older secret","id":"2"}]}`, nil},
+		// Read as the service behind reads it: the last of duplicate keys;
+		// and only JSON.
+		{"msgraph", "secretClientValue", nil, `{"value":[{"clientState":"secretClientValue"}],"value":[{"resource":"evil"}]}`, ErrBadSignature},
+		{"msgraph", "secretClientValue", nil, `{"value":[{"clientState":"secretClientValue"}]`, ErrBadSignature},
+		{"figma", "figma-passcode", nil, `{"passcode":"figma-passcode","passcode":"guess"}`, ErrBadSignature},
+		{"postmark", "hooks:pa55word", http.Header{"Authorization": {"basic " + base64.StdEncoding.EncodeToString([]byte("hooks:pa55word"))}}, `{}`, nil},
 	} {
 		v := mustNew(t, tt.scheme, []string{"an older secret", tt.secret}, Options{})
 		d, err := v.Verify(Request{Header: tt.header, Body: []byte(tt.body)}, t0)
@@ -55,9 +65,13 @@ func TestTokenSchemes(t *testing.T) {
 			t.Errorf("%s, %.40s: err = %v, want %v", tt.scheme, tt.body, err, tt.want)
 		}
 	}
-	// hookgate sign writes the header token; a body's is the sender's.
+	// hookgate sign writes the header token; a body's is the sender's, and
+	// signing says so.
 	if h := mustNew(t, "postmark", []string{"hooks:pa55word"}, Options{}).Sign("", t0, nil); h.Get("Authorization") != basic("hooks:pa55word") {
 		t.Errorf("postmark signs %v", h)
+	}
+	if _, err := mustNew(t, "figma", []string{"p"}, Options{}).SignRequest(Request{Body: []byte(`{}`)}, "", t0); err == nil || !strings.Contains(err.Error(), "passcode") {
+		t.Errorf("signing figma: %v, want an error naming the passcode", err)
 	}
 }
 

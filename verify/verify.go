@@ -395,7 +395,7 @@ func (v *Verifier) SignRequest(r Request, id string, ts time.Time) (http.Header,
 		return v.keyHeaders(ks, p, body)
 	}
 	if ts, ok := v.scheme.(tokenScheme); ok {
-		return v.tokenHeaders(ts), nil
+		return v.tokenHeaders(ts)
 	}
 	if v.signsV1a || len(v.keys) == 0 {
 		h := make(http.Header)
@@ -488,8 +488,8 @@ var schemes = []scheme{standardScheme{}, stripeScheme{}, githubScheme{}, shopify
 	tokenScheme{named: "gitlab", in: "X-Gitlab-Token"},
 	tokenScheme{named: "postmark", in: "Authorization", basic: true},
 	tokenScheme{named: "okta", in: "Authorization"},
-	tokenScheme{named: "figma", field: "passcode"},
-	tokenScheme{named: "msgraph", field: "value.#.clientState"}}
+	tokenScheme{named: "figma", body: figmaPasscode, where: "passcode"},
+	tokenScheme{named: "msgraph", body: graphClientStates, where: "clientState in each notification of value"}}
 
 func lookup(name string) (scheme, error) {
 	for _, s := range schemes {

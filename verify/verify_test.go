@@ -443,6 +443,8 @@ func TestHMACConfigErrors(t *testing.T) {
 		{HMAC{SignatureHeader: "S", TimestampField: "ts", Prefix: "h1="}, "timestamp_field needs the separator"},
 		{HMAC{SignatureHeader: "S", TimestampField: "ts", TimestampHeader: "T", Separator: ";", Prefix: "h1="}, "not both"},
 		{HMAC{SignatureHeader: "S", Separator: ","}, "separator needs the prefix"},
+		{HMAC{SignatureHeader: "S", TimestampHeader: "T"}, "only when content signs it"},
+		{HMAC{SignatureHeader: "S", Separator: ",", TimestampField: "t", Prefix: "v1="}, "only when content signs it"},
 	}
 	for _, tt := range tests {
 		cfg := tt.cfg

@@ -42,7 +42,9 @@ for a JSON body; for another, application/x-www-form-urlencoded under twilio,
 none otherwise). An -H of a header the signature sets (the delivery ID's,
 the timestamp's, the signature's) is refused: give the ID with --id and the
 timestamp with --timestamp. The schemes that sign the URL (twilio,
-rfc9421) sign --url, or --send's URL; rfc9421 names its key with --key-id.
+rfc9421, hubspot, square) sign --url, or --send's URL; rfc9421 names its
+key with --key-id. The public-key ones (discord, sendgrid, telnyx) sign
+with a PKCS#8 PEM private key as --secret.
 See docs/receiving.md, "Sending test requests".`,
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.Flags().String("scheme", "standard", "signature scheme: "+strings.Join(namedSchemes(), ", "))
@@ -50,7 +52,7 @@ See docs/receiving.md, "Sending test requests".`,
 			cmd.Flags().String("id", "", "delivery ID (default a random msg_ ID)")
 			cmd.Flags().Int64("timestamp", 0, "unix timestamp to sign (default now)")
 			cmd.Flags().String("send", "", "POST the signed request to this URL")
-			cmd.Flags().String("url", "", "the URL to sign, for the schemes that sign it (twilio, rfc9421; default --send's)")
+			cmd.Flags().String("url", "", "the URL to sign, for the schemes that sign it (twilio, rfc9421, hubspot, square; default --send's)")
 			cmd.Flags().String("key-id", "", "rfc9421: the keyid the signature names")
 			cmd.Flags().StringArrayP("header", "H", nil, "with --send: add a request header 'Name: value' (repeatable)")
 			cmd.Flags().String("content-type", "", "with --send: the body's Content-Type")
