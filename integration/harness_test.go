@@ -5,6 +5,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -275,4 +276,37 @@ func send(t testing.TB, method, url string, h http.Header, body []byte) (int, ht
 		t.Fatal(err)
 	}
 	return resp.StatusCode, resp.Header, b
+}
+
+// destDepth is a destination's depth, as the admin API says it.
+type destDepth struct {
+	Queued, Leased, Paused, Dead, Corrupt, Waiting, Held int
+}
+
+// destinationStatus is destination name's state (active, paused or
+// orphaned) and depth, as GET /hookgate/destinations says them.
+func destinationStatus(t *testing.T, g *gateway, name string) (string, destDepth) {
+	t.Helper()
+	resp, err := http.Get(g.Admin + "/hookgate/destinations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var list struct {
+		Destinations []struct {
+			Name  string
+			State string
+			Depth destDepth
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		t.Fatalf("GET /hookgate/destinations: %s: %v", resp.Status, err)
+	}
+	for _, d := range list.Destinations {
+		if d.Name == name {
+			return d.State, d.Depth
+		}
+	}
+	t.Fatalf("GET /hookgate/destinations: no %s in %+v", name, list)
+	return "", destDepth{}
 }

@@ -377,36 +377,6 @@ func (s *ingressService) receipts(seq string) []ingressReceipt {
 	return slices.Clone(s.bySeq[seq])
 }
 
-// svcDepth is destination svc's depth, as the admin API says it.
-type svcDepth struct {
-	Queued, Leased, Paused, Dead, Corrupt int
-}
-
-func destinationDepth(t *testing.T, g *gateway) svcDepth {
-	t.Helper()
-	resp, err := http.Get(g.Admin + "/hookgate/destinations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	var list struct {
-		Destinations []struct {
-			Name  string
-			Depth svcDepth
-		}
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
-		t.Fatalf("GET /hookgate/destinations: %s: %v", resp.Status, err)
-	}
-	for _, d := range list.Destinations {
-		if d.Name == "svc" {
-			return d.Depth
-		}
-	}
-	t.Fatalf("GET /hookgate/destinations: no svc in %+v", list)
-	return svcDepth{}
-}
-
 // waitDrained waits until the gateway holds no envelope of svc queued
 // or leased: each has then been settled, delivered or dead, and every
 // request it made is counted by the service. It reports whether the
@@ -416,7 +386,7 @@ func waitDrained(t *testing.T, g *gateway, svc *ingressService, n int) bool {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		d := destinationDepth(t, g)
+		_, d := destinationStatus(t, g, "svc")
 		distinct, _ := svc.counts()
 		if d.Queued == 0 && d.Leased == 0 {
 			if distinct < n {
@@ -537,7 +507,7 @@ func TestIngressOutage(t *testing.T) {
 				t.Errorf("the retry of %s %s: %d %+v %v; want 2xx, a duplicate, queued", events[i].Scheme, events[i].Seq, r.Status, r.Answer, r.Err)
 			}
 		}
-		if d := destinationDepth(t, g); d.Queued+d.Leased != n || d.Dead != 0 {
+		if _, d := destinationStatus(t, g, "svc"); d.Queued+d.Leased != n || d.Dead != 0 {
 			t.Errorf("with the service down, svc's depth is %+v; want %d queued or leased, none dead", d, n)
 		}
 
@@ -562,7 +532,7 @@ func TestIngressOutage(t *testing.T) {
 		if total != n {
 			t.Errorf("the service received %d requests for %d events", total, n)
 		}
-		if d := destinationDepth(t, g); d.Dead != 0 || d.Corrupt != 0 {
+		if _, d := destinationStatus(t, g, "svc"); d.Dead != 0 || d.Corrupt != 0 {
 			t.Errorf("svc's depth at the end is %+v; want none dead or corrupt", d)
 		}
 	})
@@ -721,7 +691,7 @@ func TestIngressSurvivesSIGKILL(t *testing.T) {
 				case len(twice) > 2*destWorkers:
 					t.Errorf("%d events delivered twice; want at most %d: the attempts in flight at the kill, and the answers not yet settled", len(twice), 2*destWorkers)
 				}
-				if d := destinationDepth(t, g); d.Dead != 0 || d.Corrupt != 0 {
+				if _, d := destinationStatus(t, g, "svc"); d.Dead != 0 || d.Corrupt != 0 {
 					t.Errorf("svc's depth at the end is %+v; want none dead or corrupt", d)
 				}
 			})

@@ -157,47 +157,15 @@ func enqueueOrdered(t *testing.T, url string, entities, from, to int) {
 	wg.Wait()
 }
 
-// ledgerDepth is destination ledger's depth, as the admin API says it.
-type ledgerDepth struct {
-	Queued, Leased, Paused, Dead, Waiting, Held int
-}
-
-// ledgerState is ledger's state (active or paused) and depth.
-func ledgerState(t *testing.T, g *gateway) (string, ledgerDepth) {
-	t.Helper()
-	resp, err := http.Get(g.Admin + "/hookgate/destinations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	var list struct {
-		Destinations []struct {
-			Name  string
-			State string
-			Depth ledgerDepth
-		}
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
-		t.Fatalf("GET /hookgate/destinations: %s: %v", resp.Status, err)
-	}
-	for _, d := range list.Destinations {
-		if d.Name == "ledger" {
-			return d.State, d.Depth
-		}
-	}
-	t.Fatalf("GET /hookgate/destinations: no ledger in %+v", list)
-	return "", ledgerDepth{}
-}
-
 // waitSettled waits until ledger holds nothing queued, leased or paused
 // but the held entities' waiting envelopes, resuming it whenever a 410
 // paused it, as its operator would; a generous deadline bounds the wait
 // (a polling bound, not a measurement).
-func waitSettled(t *testing.T, g *gateway) ledgerDepth {
+func waitSettled(t *testing.T, g *gateway) destDepth {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		state, d := ledgerState(t, g)
+		state, d := destinationStatus(t, g, "ledger")
 		if state == "paused" {
 			adminPost(t, g, "/hookgate/destinations/ledger/resume", "", nil)
 			continue
@@ -277,7 +245,7 @@ func TestOrderedDeliveryProperty(t *testing.T) {
 				total := entities * events
 				deadline := time.Now().Add(time.Minute)
 				for rcv.requests() < total/3 && time.Now().Before(deadline) {
-					if state, _ := ledgerState(t, g); state == "paused" { // a 410
+					if state, _ := destinationStatus(t, g, "ledger"); state == "paused" { // a 410
 						adminPost(t, g, "/hookgate/destinations/ledger/resume", "", nil)
 					}
 					time.Sleep(10 * time.Millisecond)
@@ -315,7 +283,7 @@ func TestOrderedDeliveryProperty(t *testing.T) {
 						waitSettled(t, g)
 						dead = deadIDs(t, g)
 					}
-					if _, d = ledgerState(t, g); d.Held != 0 || d.Waiting != 0 || d.Queued != 0 {
+					if _, d = destinationStatus(t, g, "ledger"); d.Held != 0 || d.Waiting != 0 || d.Queued != 0 {
 						t.Fatalf("after the redrives: %+v", d)
 					}
 					rcv.checkOrder(t)
