@@ -93,6 +93,11 @@ type Verify struct {
 	// origin. Default: *.
 	CloudEventsRate string `json:"cloudevents_rate,omitempty"`
 
+	// SNS configures scheme sns: the topics accepted, the hosts its
+	// certificates come from, and whether to confirm subscriptions.
+	// Required by it.
+	SNS *verify.SNS `json:"sns,omitempty"`
+
 	verifier *verify.Verifier
 	now      func() time.Time
 	metrics  *telemetry.Metrics
@@ -145,6 +150,7 @@ func (v *Verify) Provision(ctx caddy.Context) error {
 		Future: time.Duration(v.FutureTolerance),
 		HMAC:   v.HMAC, KeyIDs: v.KeyIDs, IDHeader: v.IDHeader,
 		VerifyToken: secrets[len(v.Secrets)], CloudEventsOrigins: v.CloudEventsOrigins, CloudEventsRate: v.CloudEventsRate,
+		SNS: v.SNS,
 	})
 	if err != nil {
 		return err
@@ -213,7 +219,7 @@ func (v *Verify) check(w http.ResponseWriter, r *http.Request) (result string, r
 		rej = bodyRejection(err)
 		return rej.Code, rej, d, r, err
 	}
-	req := verify.Request{Method: r.Method, Header: r.Header, Body: body}
+	req := verify.Request{Method: r.Method, Header: r.Header, Body: body, Context: r.Context()}
 	if v.verifier.SignsURL() || r.Method != http.MethodPost || r.URL.RawQuery != "" {
 		// The method and URL as the request arrived, before any rewrite:
 		// what the sender signed, and what a handshake reads (a GET's
@@ -269,6 +275,9 @@ func (v *Verify) arrived(r *http.Request) (method, url string) {
 //		verify_token <token>           # meta: the subscription handshake's token
 //		cloudevents_origins <origin>...
 //		cloudevents_rate <rate>
+//		topics <arn>...                # sns: the topics accepted
+//		cert_hosts <host>...           # sns: where certificates may come from (default SNS's)
+//		confirm_subscriptions          # sns: confirm a listed topic's subscription
 //		hmac {
 //			id_header        <name>
 //			timestamp_header <name>
@@ -318,6 +327,9 @@ func (v *Verify) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		{"verify_token", cfparse.String(&v.VerifyToken)},
 		{"cloudevents_rate", cfparse.String(&v.CloudEventsRate)},
 		{"cloudevents_origins", cfparse.List(&v.CloudEventsOrigins)},
+		{"topics", func(d *caddyfile.Dispenser) error { return cfparse.List(&v.sns().Topics)(d) }},
+		{"cert_hosts", func(d *caddyfile.Dispenser) error { return cfparse.List(&v.sns().CertHosts)(d) }},
+		{"confirm_subscriptions", func(d *caddyfile.Dispenser) error { return cfparse.Flag(&v.sns().ConfirmSubscriptions)(d) }},
 		{"tolerance", func(d *caddyfile.Dispenser) error {
 			args := d.RemainingArgs()
 			if len(args) < 1 || len(args) > 2 {
@@ -359,6 +371,14 @@ func (v *Verify) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			})
 		}},
 	}, "secret")
+}
+
+// sns is v's SNS configuration, made on first use.
+func (v *Verify) sns() *verify.SNS {
+	if v.SNS == nil {
+		v.SNS = new(verify.SNS)
+	}
+	return v.SNS
 }
 
 // Interface guards

@@ -87,6 +87,8 @@ var catalogue = []Provider{
 		Docs: "https://shopify.dev/docs/apps/build/webhooks/subscribe/https#step-2-validate-the-origin-of-your-webhook-to-ensure-its-coming-from-shopify"},
 	{Name: "slack", Title: "Slack", Scheme: "slack",
 		Docs: "https://api.slack.com/authentication/verifying-requests-from-slack"},
+	{Name: "sns", Title: "Amazon SNS", Scheme: "sns",
+		Docs: "https://docs.aws.amazon.com/sns/latest/dg/sns-verify-signature-of-message.html"},
 	{Name: "square", Title: "Square", Docs: "https://developer.squareup.com/docs/webhooks/step3validate",
 		HMAC: &HMAC{SignatureHeader: "X-Square-Hmacsha256-Signature", Encoding: "base64", Content: "{url}{body}"}},
 	{Name: "standard", Title: "Standard Webhooks (Svix)", Scheme: "standard",

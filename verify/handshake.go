@@ -39,7 +39,7 @@ const crcTokenMax = 128
 // (handshake's switch); the CloudEvents one is any scheme's, when origins
 // are configured. New reads them to know whether a Verifier takes part in
 // any handshake at all.
-var handshakeSchemes = []string{"meta", "twitter", "slack", "zoom", "twitch", "discord", "okta", "msgraph", "nylas"}
+var handshakeSchemes = []string{"meta", "twitter", "slack", "zoom", "twitch", "discord", "okta", "msgraph", "nylas", "sns"}
 
 // handshake is Handshake, for a Verifier that takes part in one.
 func (v *Verifier) handshake(r Request, now time.Time) (a Answer, ok bool) {
@@ -73,6 +73,22 @@ func (v *Verifier) handshake(r Request, now time.Time) (a Answer, ok bool) {
 		}
 	case http.MethodPost, "":
 		switch v.scheme.name() {
+		case "sns":
+			// A listed topic's SubscriptionConfirmation, signed as any
+			// message, confirmed by a GET of its SubscribeURL when
+			// confirm_subscriptions is on; else passed on, verified.
+			if !v.sns.cfg.ConfirmSubscriptions || r.Header.Get("X-Amz-Sns-Message-Type") != "SubscriptionConfirmation" {
+				break
+			}
+			_, m, err := v.sns.verify(r, now, v.past, v.future)
+			if err == nil {
+				err = v.sns.confirm(r.Context, m)
+			}
+			if err != nil {
+				reason, err := Rejection(err)
+				return refuse(reason, err.Error()), true
+			}
+			return text("subscription to " + m.TopicArn + " confirmed"), true
 		case "msgraph":
 			// A subscription's validation: the token, echoed as plain
 			// text. Unsigned (Graph's is readable text), so held to

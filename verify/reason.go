@@ -19,6 +19,16 @@ func Rejection(err error) (problem.Reason, error) {
 		return problem.MalformedHeader, err
 	case errors.Is(err, ErrTimestampOutOfTolerance):
 		return problem.TimestampOutOfTolerance, err
+	case errors.Is(err, ErrMalformedBody):
+		return problem.MalformedBody, err
+	case errors.Is(err, ErrKeyUnavailable):
+		return problem.KeyUnavailable, err
+	case errors.Is(err, ErrTopicNotAllowed):
+		return problem.TopicNotAllowed, err
+	case errors.Is(err, ErrCertURLNotAllowed):
+		return problem.CertURLNotAllowed, err
+	case errors.Is(err, ErrNotConfirmed):
+		return problem.SubscriptionNotConfirmed, err
 	}
 	return problem.BadSignature, ErrBadSignature
 }

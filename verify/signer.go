@@ -15,7 +15,14 @@ func NewSigner(scheme, secret, keyID string) (*Verifier, error) {
 	if keyID != "" {
 		keyIDs = []string{keyID}
 	}
-	v, err := New(scheme, []string{secret}, Options{KeyIDs: keyIDs})
+	opts := Options{KeyIDs: keyIDs}
+	if scheme == "sns" { // its key is named by its certificate's URL
+		if keyID == "" {
+			return nil, errors.New("scheme sns names the certificate of its key: give its SigningCertURL as the key ID")
+		}
+		opts = Options{SNS: &SNS{signingCertURL: keyID}}
+	}
+	v, err := New(scheme, []string{secret}, opts)
 	if err != nil {
 		return nil, err
 	}

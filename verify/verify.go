@@ -5,6 +5,7 @@
 package verify
 
 import (
+	"context"
 	"crypto"
 	"crypto/ed25519"
 	"crypto/hmac"
@@ -83,6 +84,9 @@ type Verifier struct {
 	// rfc holds scheme rfc9421's keys by keyid; that scheme takes its own
 	// path through Verify and SignRequest (rfc9421.go).
 	rfc *rfc9421
+	// sns holds scheme sns's configuration and certificates; that scheme
+	// takes its own path too (sns.go).
+	sns *sns
 
 	// The handshakes' settings (handshake.go). handshakes is whether
 	// the scheme or the options take part in any: most take part in none,
@@ -118,6 +122,12 @@ type Options struct {
 	// CloudEventsRate is the WebHook-Allowed-Rate answered to an allowed
 	// origin. Default "*".
 	CloudEventsRate string
+	// SNS configures scheme sns (sns.go); required by it.
+	SNS *SNS
+	// Client makes the fetches of the schemes that fetch their provider's
+	// keys (sns); nil means a client with the system's roots. Its
+	// redirects are never followed, and its timeout is at most 5s.
+	Client *http.Client
 }
 
 // Request is what a signature can cover: the method, the URL as the sender
@@ -131,6 +141,9 @@ type Request struct {
 	URL    string
 	Header http.Header
 	Body   []byte
+	// Context bounds what verifying r fetches (sns's certificates);
+	// nil means context.Background.
+	Context context.Context
 }
 
 // New returns a Verifier for the named scheme. At least one secret is
@@ -162,7 +175,10 @@ func New(schemeName string, secrets []string, opts Options) (*Verifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(secrets) == 0 {
+	if opts.SNS != nil && s.name() != "sns" {
+		return nil, fmt.Errorf("topics, cert_hosts and confirm_subscriptions are scheme sns's, not %s's", schemeName)
+	}
+	if len(secrets) == 0 && s.name() != "sns" {
 		return nil, fmt.Errorf("scheme %s: at least one secret is required", schemeName)
 	}
 	v := &Verifier{scheme: s, past: opts.Past, future: opts.Future,
@@ -183,10 +199,21 @@ func New(schemeName string, secrets []string, opts Options) (*Verifier, error) {
 	if v.future == 0 {
 		v.future = s.defaultFuture()
 	}
-	if s.name() == "rfc9421" {
+	switch s.name() {
+	case "rfc9421":
 		if v.rfc, err = newRFC9421(secrets, opts); err != nil {
 			return nil, err
 		}
+		return v, nil
+	case "sns":
+		if len(opts.KeyIDs) > 0 {
+			return nil, errors.New("scheme sns: keyids are for scheme rfc9421 only")
+		}
+		if v.sns, err = newSNS(secrets, opts); err != nil {
+			return nil, err
+		}
+		// Its handshake is answered only when it is to be confirmed.
+		v.handshakes = len(v.ceOrigins) > 0 || v.sns.cfg.ConfirmSubscriptions
 		return v, nil
 	}
 	if len(opts.KeyIDs) > 0 {
@@ -279,6 +306,10 @@ func (d *Delivery) DedupeKey(bodySHA256 func() string) string {
 func (v *Verifier) verify(r Request, now time.Time) (Delivery, int, error) {
 	if v.rfc != nil {
 		d, err := v.verifyRFC9421(r, now)
+		return d, -1, err
+	}
+	if v.sns != nil {
+		d, _, err := v.sns.verify(r, now, v.past, v.future)
 		return d, -1, err
 	}
 	body := r.Body
@@ -388,6 +419,9 @@ func (v *Verifier) SignRequest(r Request, id string, ts time.Time) (http.Header,
 	if v.rfc != nil {
 		return v.signRFC9421(r, id, ts)
 	}
+	if v.sns != nil {
+		return nil, errors.New("sns signs inside the body: use SignMessage")
+	}
 	if hs, ok := v.scheme.(*hmacScheme); ok {
 		p.rawTS = hs.stamp(ts)
 	}
@@ -417,7 +451,19 @@ func (v *Verifier) SignRequest(r Request, id string, ts time.Time) (http.Header,
 // CanSign reports whether the Verifier holds a key that signs: an HMAC
 // secret, or a whsk_ private key (a whpk_ public key only verifies).
 func (v *Verifier) CanSign() bool {
-	return len(v.keys) > 0 || v.private != nil || v.keySigner != nil || (v.rfc != nil && v.rfc.signer != "")
+	return len(v.keys) > 0 || v.private != nil || v.keySigner != nil || (v.rfc != nil && v.rfc.signer != "") ||
+		(v.sns != nil && v.sns.signer != nil)
+}
+
+// SignMessage returns the headers and the body a genuine sender sends for
+// r, signed with the first secret: r's body, but for the schemes that
+// sign inside it (sns), which return it with their signature's fields.
+func (v *Verifier) SignMessage(r Request, id string, ts time.Time) (http.Header, []byte, error) {
+	if v.sns != nil {
+		return v.sns.sign(r.Body, id, ts)
+	}
+	h, err := v.SignRequest(r, id, ts)
+	return h, r.Body, err
 }
 
 // Schemes lists the names New takes: the catalogue's providers and the
@@ -484,7 +530,7 @@ type scheme interface {
 }
 
 var schemes = []scheme{standardScheme{}, stripeScheme{}, githubScheme{}, shopifyScheme{}, slackScheme{}, hookgateScheme{}, zoomScheme{}, metaScheme{}, twitterScheme{}, twilioScheme{}, rfc9421Scheme{},
-	discord, sendgridScheme{}, telnyx,
+	discord, sendgridScheme{}, telnyx, snsScheme{},
 	tokenScheme{named: "gitlab", in: "X-Gitlab-Token"},
 	tokenScheme{named: "postmark", in: "Authorization", basic: true},
 	tokenScheme{named: "okta", in: "Authorization"},

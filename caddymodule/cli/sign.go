@@ -29,7 +29,8 @@ func init() {
 		Short: "Signs a webhook body as a genuine sender would, and optionally sends it",
 		Long: `
 Prints the headers a genuine sender of the given scheme adds to the body,
-one "Name: value" per line. With --send, POSTs the signed body to the URL
+one "Name: value" per line; for sns, whose signature is inside the body,
+then an empty line and the signed body. With --send, POSTs the signed body to the URL
 instead and prints the response's status line, headers and body; the exit
 code is 0 for a 2xx answer and 1 otherwise.
 
@@ -44,7 +45,9 @@ the timestamp's, the signature's) is refused: give the ID with --id and the
 timestamp with --timestamp. The schemes that sign the URL (twilio,
 rfc9421, hubspot, square) sign --url, or --send's URL; rfc9421 names its
 key with --key-id. The public-key ones (discord, sendgrid, telnyx) sign
-with a PKCS#8 PEM private key as --secret.
+with a PKCS#8 PEM private key as --secret; sns too, an RSA key, with
+--key-id the SigningCertURL its certificate is served at, and the body an
+SNS message (Type, TopicArn, Message; sign fills in the rest).
 See docs/receiving.md, "Sending test requests".`,
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.Flags().String("scheme", "standard", "signature scheme: "+strings.Join(namedSchemes(), ", "))
@@ -53,7 +56,7 @@ See docs/receiving.md, "Sending test requests".`,
 			cmd.Flags().Int64("timestamp", 0, "unix timestamp to sign (default now)")
 			cmd.Flags().String("send", "", "POST the signed request to this URL")
 			cmd.Flags().String("url", "", "the URL to sign, for the schemes that sign it (twilio, rfc9421, hubspot, square; default --send's)")
-			cmd.Flags().String("key-id", "", "rfc9421: the keyid the signature names")
+			cmd.Flags().String("key-id", "", "rfc9421: the keyid the signature names; sns: the SigningCertURL of the key's certificate")
 			cmd.Flags().StringArrayP("header", "H", nil, "with --send: add a request header 'Name: value' (repeatable)")
 			cmd.Flags().String("content-type", "", "with --send: the body's Content-Type")
 			cmd.Args = cobra.ExactArgs(1)
@@ -96,6 +99,10 @@ func cmdSign(cmd *cobra.Command, args []string) (int, error) {
 		return 1, fmt.Errorf("--scheme %q: unknown scheme; %swant one of %s", scheme, hint, strings.Join(namedSchemes(), ", "))
 	case scheme == "rfc9421" && fl.String("key-id") == "":
 		return 1, fmt.Errorf("scheme rfc9421 names the key it signs with: pass --key-id <keyid>, the keyid the receiver's secret line gives it")
+	case scheme == "sns" && fl.String("key-id") == "":
+		return 1, fmt.Errorf("scheme sns names the certificate of the key it signs with: pass --key-id <SigningCertURL>, where the certificate is served")
+	case fl.String("key-id") != "" && scheme != "rfc9421" && scheme != "sns":
+		return 1, fmt.Errorf("--key-id is for schemes rfc9421 and sns, not %s", scheme)
 	}
 	v, err := verify.NewSigner(scheme, secret, fl.String("key-id"))
 	if err != nil {
@@ -140,7 +147,7 @@ func cmdSign(cmd *cobra.Command, args []string) (int, error) {
 		named = append(named, strings.TrimSpace(name))
 		h.Add(strings.TrimSpace(name), strings.TrimSpace(value))
 	}
-	sig, err := v.SignRequest(verify.Request{Method: http.MethodPost, URL: target, Header: h, Body: body}, id, ts)
+	sig, signed, err := v.SignMessage(verify.Request{Method: http.MethodPost, URL: target, Header: h, Body: body}, id, ts)
 	if err != nil {
 		return 1, err
 	}
@@ -154,9 +161,12 @@ func cmdSign(cmd *cobra.Command, args []string) (int, error) {
 	}
 	if send == "" {
 		printHeaders(out, sig)
+		if !bytes.Equal(signed, body) {
+			fmt.Fprintf(out, "\n%s\n", signed)
+		}
 		return 0, nil
 	}
-	req, err := http.NewRequest(http.MethodPost, send, bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, send, bytes.NewReader(signed))
 	if err != nil {
 		return 1, err
 	}
@@ -164,7 +174,7 @@ func cmdSign(cmd *cobra.Command, args []string) (int, error) {
 	for k, vs := range sig {
 		req.Header[k] = vs
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req) //nolint:gosec // G704: the URL is the user's own --send
 	if err != nil {
 		return 1, err
 	}

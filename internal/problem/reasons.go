@@ -23,6 +23,11 @@ var (
 	BadVerifyToken                = Reason{"bad_verify_token", http.StatusForbidden} // Meta's handshake
 	BadCRCToken                   = Reason{"bad_crc_token", http.StatusBadRequest}   // X's CRC
 	OriginNotAllowed              = Reason{"origin_not_allowed", http.StatusForbidden}
+	MalformedBody                 = Reason{"malformed_body", http.StatusBadRequest}             // sns: not an SNS message
+	KeyUnavailable                = Reason{"key_unavailable", http.StatusServiceUnavailable}    // sns: the certificate could not be fetched
+	TopicNotAllowed               = Reason{"topic_not_allowed", http.StatusForbidden}           // sns
+	CertURLNotAllowed             = Reason{"cert_url_not_allowed", http.StatusForbidden}        // sns
+	SubscriptionNotConfirmed      = Reason{"subscription_not_confirmed", http.StatusBadGateway} // sns
 	MissingIdempotencyKey         = Reason{"missing_idempotency_key", http.StatusBadRequest}
 	IdempotencyKeyTooLong         = Reason{"idempotency_key_too_long", http.StatusBadRequest}
 	InFlight                      = Reason{"in_flight", http.StatusConflict}
@@ -91,6 +96,7 @@ var (
 var Reasons = []Reason{
 	BodyTooLarge, BodyUnreadable, MissingHeader, MalformedHeader, BadSignature,
 	TimestampOutOfTolerance, BadVerifyToken, BadCRCToken, OriginNotAllowed,
+	MalformedBody, KeyUnavailable, TopicNotAllowed, CertURLNotAllowed, SubscriptionNotConfirmed,
 	MissingIdempotencyKey, IdempotencyKeyTooLong, InFlight, KeyReusedWithDifferentPayload,
 	MissingEntity, EntityTooLong, MissingEventTime, MalformedEventTime, MissingSequence,
 	MalformedSequence, EventTimeInFuture, EntityBusy, Superseded, TooOld,
