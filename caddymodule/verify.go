@@ -98,6 +98,10 @@ type Verify struct {
 	// Required by it.
 	SNS *verify.SNS `json:"sns,omitempty"`
 
+	// PubSub configures scheme pubsub: the audience and the service
+	// accounts its tokens must name. Required by it.
+	PubSub *verify.PubSub `json:"pubsub,omitempty"`
+
 	verifier *verify.Verifier
 	now      func() time.Time
 	metrics  *telemetry.Metrics
@@ -150,7 +154,7 @@ func (v *Verify) Provision(ctx caddy.Context) error {
 		Future: time.Duration(v.FutureTolerance),
 		HMAC:   v.HMAC, KeyIDs: v.KeyIDs, IDHeader: v.IDHeader,
 		VerifyToken: secrets[len(v.Secrets)], CloudEventsOrigins: v.CloudEventsOrigins, CloudEventsRate: v.CloudEventsRate,
-		SNS: v.SNS,
+		SNS: v.SNS, PubSub: v.PubSub,
 	})
 	if err != nil {
 		return err
@@ -278,6 +282,9 @@ func (v *Verify) arrived(r *http.Request) (method, url string) {
 //		topics <arn>...                # sns: the topics accepted
 //		cert_hosts <host>...           # sns: where certificates may come from (default SNS's)
 //		confirm_subscriptions          # sns: confirm a listed topic's subscription
+//		audience <aud>                 # pubsub: the push subscription's audience
+//		service_accounts <email>...    # pubsub: its service account
+//		jwks_url <url>                 # pubsub: where Google's keys are (default Google's)
 //		hmac {
 //			id_header        <name>
 //			timestamp_header <name>
@@ -330,6 +337,9 @@ func (v *Verify) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		{"topics", func(d *caddyfile.Dispenser) error { return cfparse.List(&v.sns().Topics)(d) }},
 		{"cert_hosts", func(d *caddyfile.Dispenser) error { return cfparse.List(&v.sns().CertHosts)(d) }},
 		{"confirm_subscriptions", func(d *caddyfile.Dispenser) error { return cfparse.Flag(&v.sns().ConfirmSubscriptions)(d) }},
+		{"audience", func(d *caddyfile.Dispenser) error { return cfparse.String(&v.pubsub().Audience)(d) }},
+		{"service_accounts", func(d *caddyfile.Dispenser) error { return cfparse.List(&v.pubsub().ServiceAccounts)(d) }},
+		{"jwks_url", func(d *caddyfile.Dispenser) error { return cfparse.String(&v.pubsub().JWKSURL)(d) }},
 		{"tolerance", func(d *caddyfile.Dispenser) error {
 			args := d.RemainingArgs()
 			if len(args) < 1 || len(args) > 2 {
@@ -379,6 +389,14 @@ func (v *Verify) sns() *verify.SNS {
 		v.SNS = new(verify.SNS)
 	}
 	return v.SNS
+}
+
+// pubsub is v's Pub/Sub configuration, made on first use.
+func (v *Verify) pubsub() *verify.PubSub {
+	if v.PubSub == nil {
+		v.PubSub = new(verify.PubSub)
+	}
+	return v.PubSub
 }
 
 // Interface guards

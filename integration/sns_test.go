@@ -23,11 +23,11 @@ import (
 	"github.com/hookgate/hookgate/verify"
 )
 
-// awsStandIn is a local stand-in for SNS's certificate host: HTTPS under
-// a test CA that the gateway trusts through SSL_CERT_FILE (its only trust
-// root), serving a certificate and answering subscription confirmations,
-// and counting what it is asked.
-type awsStandIn struct {
+// keyHost is a local stand-in for a provider's key host (SNS's
+// certificates, Google's JWKS): HTTPS under a test CA that the gateway
+// trusts through SSL_CERT_FILE (its only trust root), serving the pages
+// it holds, and counting what it is asked.
+type keyHost struct {
 	*httptest.Server
 	mu       sync.Mutex
 	pages    map[string]string // path -> body
@@ -35,9 +35,9 @@ type awsStandIn struct {
 	rootFile string            // the PEM of the test CA, for SSL_CERT_FILE
 }
 
-func newAWSStandIn(t *testing.T, pages map[string]string) *awsStandIn {
+func newKeyHost(t *testing.T, pages map[string]string) *keyHost {
 	t.Helper()
-	s := &awsStandIn{pages: pages, got: map[string]int{}}
+	s := &keyHost{pages: pages, got: map[string]int{}}
 	s.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -58,7 +58,7 @@ func newAWSStandIn(t *testing.T, pages map[string]string) *awsStandIn {
 	return s
 }
 
-func (s *awsStandIn) count(path string) int {
+func (s *keyHost) count(path string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.got[path]
@@ -90,7 +90,7 @@ func snsKey(t *testing.T) (keyPEM, certPEM string) {
 func TestSNSThroughTheBinary(t *testing.T) {
 	const topic = "arn:aws:sns:eu-west-1:123456789012:enrollments"
 	keyPEM, certPEM := snsKey(t)
-	aws := newAWSStandIn(t, map[string]string{"/SimpleNotificationService-test.pem": certPEM, "/": "<ConfirmSubscriptionResponse/>"})
+	aws := newKeyHost(t, map[string]string{"/SimpleNotificationService-test.pem": certPEM, "/": "<ConfirmSubscriptionResponse/>"})
 	certURL := aws.URL + "/SimpleNotificationService-test.pem"
 	up := newUpstream(t, nil)
 	site := fmt.Sprintf(`

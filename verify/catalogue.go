@@ -71,6 +71,8 @@ var catalogue = []Provider{
 			Separator: " ", Prefix: "v1,", Encoding: "base64", Content: "{id}.{timestamp}.{body}"}},
 	{Name: "postmark", Title: "Postmark", Scheme: "postmark",
 		Docs: "https://postmarkapp.com/developer/webhooks/webhooks-overview"},
+	{Name: "pubsub", Title: "Google Cloud Pub/Sub (push)", Scheme: "pubsub",
+		Docs: "https://cloud.google.com/pubsub/docs/authenticate-push-subscriptions"},
 	{Name: "razorpay", Title: "Razorpay", Docs: "https://razorpay.com/docs/webhooks/validate-test/",
 		HMAC: &HMAC{IDHeader: "X-Razorpay-Event-Id", SignatureHeader: "X-Razorpay-Signature"}},
 	{Name: "replicate", Title: "Replicate", Scheme: "standard", Docs: "https://replicate.com/docs/topics/webhooks/verify-webhook"},

@@ -35,6 +35,7 @@ var namedVectors = map[string]string{
 	"figma":    "TestTokenSchemes",
 	"msgraph":  "TestTokenSchemes (Microsoft Graph's documented notification)",
 	"sns":      "TestSNSVectors (genuine SNS deliveries, from aws-sdk-java-v2's tests)",
+	"pubsub":   "TestPubSubVector (a Google-signed ID token, from google-auth-library-java's tests)",
 }
 
 // TestCatalogue: the rows are in name order, each named once, with a
@@ -54,8 +55,11 @@ func TestCatalogue(t *testing.T) {
 			t.Errorf("%s: named after a scheme it does not sign with", p.Name)
 		}
 		secrets, opts := []string{testSecret(p.Scheme, 0)}, Options{}
-		if p.Scheme == "sns" { // no secret: its messages name their certificates
+		switch p.Scheme { // no secret: their keys are fetched
+		case "sns":
 			secrets, opts.SNS = nil, &SNS{Topics: []string{snsTopic}}
+		case "pubsub":
+			secrets, opts.PubSub = nil, &PubSub{Audience: googleTokenAudience, ServiceAccounts: []string{googleTokenAccount}}
 		}
 		if _, err := New(p.Name, secrets, opts); err != nil && p.Scheme != "rfc9421" {
 			t.Errorf("New(%s): %v", p.Name, err)

@@ -27,6 +27,7 @@ var credentialHeaders = map[string][]string{
 	"gitlab":   {"X-Gitlab-Token"},
 	"postmark": {"Authorization"},
 	"okta":     {"Authorization"},
+	"pubsub":   {"Authorization"},
 }
 
 // CredentialHeaders names the headers that carry v's signature and signed

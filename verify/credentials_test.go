@@ -20,6 +20,9 @@ func TestCredentialHeaders(t *testing.T) {
 			if ts, ok := v.scheme.(tokenScheme); (ok && ts.body != nil) || v.sns != nil {
 				t.Skip("its token or signature is in the body: no header is a credential")
 			}
+			if v.pubsub != nil {
+				t.Skip("verifies with Google's keys, fetched: TestPubSubVector")
+			}
 			creds := v.CredentialHeaders()
 			if len(creds) == 0 {
 				t.Fatal("no credential headers")

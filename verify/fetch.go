@@ -167,3 +167,10 @@ func (f *fetcher) remember(url string, c fetched, now time.Time) {
 	}
 	f.cache[url] = c
 }
+
+// forget drops url's cached answer: the next get fetches it again.
+func (f *fetcher) forget(url string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.cache, url)
+}

@@ -22,9 +22,18 @@ func NewSigner(scheme, secret, keyID string) (*Verifier, error) {
 		}
 		opts = Options{SNS: &SNS{signingCertURL: keyID}}
 	}
+	if scheme == "pubsub" { // its token names the service account
+		if keyID == "" {
+			return nil, errors.New("scheme pubsub's token names a service account: give its email as the key ID")
+		}
+		opts = Options{}
+	}
 	v, err := New(scheme, []string{secret}, opts)
 	if err != nil {
 		return nil, err
+	}
+	if v.pubsub != nil {
+		v.pubsub.account = keyID
 	}
 	if _, isKey := v.scheme.(keyScheme); isKey && !v.CanSign() {
 		return nil, errors.New("a public key only verifies: sign with the private key, in PKCS#8 PEM")

@@ -87,6 +87,9 @@ type Verifier struct {
 	// sns holds scheme sns's configuration and certificates; that scheme
 	// takes its own path too (sns.go).
 	sns *sns
+	// pubsub holds scheme pubsub's configuration and Google's keys; its
+	// own path too (pubsub.go).
+	pubsub *pubsub
 
 	// The handshakes' settings (handshake.go). handshakes is whether
 	// the scheme or the options take part in any: most take part in none,
@@ -124,8 +127,10 @@ type Options struct {
 	CloudEventsRate string
 	// SNS configures scheme sns (sns.go); required by it.
 	SNS *SNS
+	// PubSub configures scheme pubsub (pubsub.go); required by it.
+	PubSub *PubSub
 	// Client makes the fetches of the schemes that fetch their provider's
-	// keys (sns); nil means a client with the system's roots. Its
+	// keys (sns, pubsub); nil means a client with the system's roots. Its
 	// redirects are never followed, and its timeout is at most 5s.
 	Client *http.Client
 }
@@ -178,7 +183,10 @@ func New(schemeName string, secrets []string, opts Options) (*Verifier, error) {
 	if opts.SNS != nil && s.name() != "sns" {
 		return nil, fmt.Errorf("topics, cert_hosts and confirm_subscriptions are scheme sns's, not %s's", schemeName)
 	}
-	if len(secrets) == 0 && s.name() != "sns" {
+	if opts.PubSub != nil && s.name() != "pubsub" {
+		return nil, fmt.Errorf("audience, service_accounts and jwks_url are scheme pubsub's, not %s's", schemeName)
+	}
+	if len(secrets) == 0 && s.name() != "sns" && s.name() != "pubsub" {
 		return nil, fmt.Errorf("scheme %s: at least one secret is required", schemeName)
 	}
 	v := &Verifier{scheme: s, past: opts.Past, future: opts.Future,
@@ -214,6 +222,14 @@ func New(schemeName string, secrets []string, opts Options) (*Verifier, error) {
 		}
 		// Its handshake is answered only when it is to be confirmed.
 		v.handshakes = len(v.ceOrigins) > 0 || v.sns.cfg.ConfirmSubscriptions
+		return v, nil
+	case "pubsub":
+		if len(opts.KeyIDs) > 0 {
+			return nil, errors.New("scheme pubsub: keyids are for scheme rfc9421 only")
+		}
+		if v.pubsub, err = newPubSub(secrets, opts); err != nil {
+			return nil, err
+		}
 		return v, nil
 	}
 	if len(opts.KeyIDs) > 0 {
@@ -310,6 +326,10 @@ func (v *Verifier) verify(r Request, now time.Time) (Delivery, int, error) {
 	}
 	if v.sns != nil {
 		d, _, err := v.sns.verify(r, now, v.past, v.future)
+		return d, -1, err
+	}
+	if v.pubsub != nil {
+		d, err := v.pubsub.verify(r, now, v.past, v.future)
 		return d, -1, err
 	}
 	body := r.Body
@@ -422,6 +442,9 @@ func (v *Verifier) SignRequest(r Request, id string, ts time.Time) (http.Header,
 	if v.sns != nil {
 		return nil, errors.New("sns signs inside the body: use SignMessage")
 	}
+	if v.pubsub != nil {
+		return v.pubsub.sign(r, ts)
+	}
 	if hs, ok := v.scheme.(*hmacScheme); ok {
 		p.rawTS = hs.stamp(ts)
 	}
@@ -452,7 +475,7 @@ func (v *Verifier) SignRequest(r Request, id string, ts time.Time) (http.Header,
 // secret, or a whsk_ private key (a whpk_ public key only verifies).
 func (v *Verifier) CanSign() bool {
 	return len(v.keys) > 0 || v.private != nil || v.keySigner != nil || (v.rfc != nil && v.rfc.signer != "") ||
-		(v.sns != nil && v.sns.signer != nil)
+		(v.sns != nil && v.sns.signer != nil) || (v.pubsub != nil && v.pubsub.signer != nil)
 }
 
 // SignMessage returns the headers and the body a genuine sender sends for
@@ -530,7 +553,7 @@ type scheme interface {
 }
 
 var schemes = []scheme{standardScheme{}, stripeScheme{}, githubScheme{}, shopifyScheme{}, slackScheme{}, hookgateScheme{}, zoomScheme{}, metaScheme{}, twitterScheme{}, twilioScheme{}, rfc9421Scheme{},
-	discord, sendgridScheme{}, telnyx, snsScheme{},
+	discord, sendgridScheme{}, telnyx, snsScheme{}, pubsubScheme{},
 	tokenScheme{named: "gitlab", in: "X-Gitlab-Token"},
 	tokenScheme{named: "postmark", in: "Authorization", basic: true},
 	tokenScheme{named: "okta", in: "Authorization"},

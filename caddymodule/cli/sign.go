@@ -47,7 +47,9 @@ rfc9421, hubspot, square) sign --url, or --send's URL; rfc9421 names its
 key with --key-id. The public-key ones (discord, sendgrid, telnyx) sign
 with a PKCS#8 PEM private key as --secret; sns too, an RSA key, with
 --key-id the SigningCertURL its certificate is served at, and the body an
-SNS message (Type, TopicArn, Message; sign fills in the rest).
+SNS message (Type, TopicArn, Message; sign fills in the rest); and pubsub,
+an RSA key, with --key-id the service account its token names and --url
+(or --send's) its audience.
 See docs/receiving.md, "Sending test requests".`,
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.Flags().String("scheme", "standard", "signature scheme: "+strings.Join(namedSchemes(), ", "))
@@ -55,8 +57,8 @@ See docs/receiving.md, "Sending test requests".`,
 			cmd.Flags().String("id", "", "delivery ID (default a random msg_ ID)")
 			cmd.Flags().Int64("timestamp", 0, "unix timestamp to sign (default now)")
 			cmd.Flags().String("send", "", "POST the signed request to this URL")
-			cmd.Flags().String("url", "", "the URL to sign, for the schemes that sign it (twilio, rfc9421, hubspot, square; default --send's)")
-			cmd.Flags().String("key-id", "", "rfc9421: the keyid the signature names; sns: the SigningCertURL of the key's certificate")
+			cmd.Flags().String("url", "", "the URL to sign, for the schemes that sign it (twilio, rfc9421, hubspot, square; pubsub's audience; default --send's)")
+			cmd.Flags().String("key-id", "", "rfc9421: the keyid the signature names; sns: the SigningCertURL of the key's certificate; pubsub: the service account")
 			cmd.Flags().StringArrayP("header", "H", nil, "with --send: add a request header 'Name: value' (repeatable)")
 			cmd.Flags().String("content-type", "", "with --send: the body's Content-Type")
 			cmd.Args = cobra.ExactArgs(1)
@@ -101,8 +103,10 @@ func cmdSign(cmd *cobra.Command, args []string) (int, error) {
 		return 1, fmt.Errorf("scheme rfc9421 names the key it signs with: pass --key-id <keyid>, the keyid the receiver's secret line gives it")
 	case scheme == "sns" && fl.String("key-id") == "":
 		return 1, fmt.Errorf("scheme sns names the certificate of the key it signs with: pass --key-id <SigningCertURL>, where the certificate is served")
-	case fl.String("key-id") != "" && scheme != "rfc9421" && scheme != "sns":
-		return 1, fmt.Errorf("--key-id is for schemes rfc9421 and sns, not %s", scheme)
+	case scheme == "pubsub" && fl.String("key-id") == "":
+		return 1, fmt.Errorf("scheme pubsub's token names a service account: pass --key-id <email>")
+	case fl.String("key-id") != "" && scheme != "rfc9421" && scheme != "sns" && scheme != "pubsub":
+		return 1, fmt.Errorf("--key-id is for schemes rfc9421, sns and pubsub, not %s", scheme)
 	}
 	v, err := verify.NewSigner(scheme, secret, fl.String("key-id"))
 	if err != nil {
