@@ -57,7 +57,7 @@ func newStand(pages map[string]string) (*stand, *http.Client) {
 	return s, &http.Client{Transport: s}
 }
 
-func readTestdata(t *testing.T, name string) []byte {
+func readTestdata(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile("testdata/" + name)
 	if err != nil {
