@@ -218,6 +218,9 @@ func TestAdaptErrors(t *testing.T) {
 		{"rfc9421 after its secrets", ":80 {\n webhook_verify {\n  secret k whsec_a2V5\n  scheme rfc9421\n }\n}", "scheme rfc9421 must come before its secrets"},
 		{"url twice", ":80 {\n webhook_verify twilio {\n  url a\n  url b\n }\n}", "url given twice"},
 		{"cloudevents_origins empty", ":80 {\n webhook_verify {\n  cloudevents_origins\n }\n}", "wrong argument count"},
+		{"topics empty", ":80 {\n webhook_verify sns {\n  topics\n }\n}", "wrong argument count"},
+		{"confirm_subscriptions with an argument", ":80 {\n webhook_verify sns {\n  topics arn:aws:sns:a:1:t\n  confirm_subscriptions yes\n }\n}", "wrong argument count"},
+		{"audience twice", ":80 {\n webhook_verify pubsub {\n  audience a\n  audience b\n }\n}", "audience given twice"},
 		{"dedupe unknown subdirective", ":80 {\n webhook_dedupe {\n  leese 1s\n }\n}", `unknown webhook_dedupe subdirective "leese"`},
 		{"dedupe bad in_flight", ":80 {\n webhook_dedupe {\n  in_flight wait\n }\n}", "in_flight: want wait <duration>, or reject"},
 		{"dedupe record 5xx", ":80 {\n webhook_dedupe {\n  record 2xx 5xx\n }\n}", "a server error is never final"},
@@ -393,5 +396,36 @@ func TestDevSecretWarns(t *testing.T) {
 	}
 	if strings.Contains(g.logs.String(), devSecret) {
 		t.Error("the logs print the secret")
+	}
+}
+
+// TestProvidersDocAdapts adapts each provider's Caddyfile lines in
+// docs/providers.md inside a site, and checks the JSON names the
+// provider's scheme: a documented subdirective that webhook_verify does
+// not know fails here.
+func TestProvidersDocAdapts(t *testing.T) {
+	doc, err := os.ReadFile("../docs/providers.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```caddyfile\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
+	if len(blocks) < 40 {
+		t.Fatalf("docs/providers.md has %d Caddyfile blocks, want one per provider", len(blocks))
+	}
+	for _, b := range blocks {
+		scheme := regexp.MustCompile(`webhook_verify (\S+)`).FindStringSubmatch(b[1])
+		if scheme == nil {
+			t.Errorf("a block without webhook_verify:\n%s", b[1])
+			continue
+		}
+		t.Run(scheme[1], func(t *testing.T) {
+			out, err := adapt(t, []byte(":8080 {\n"+b[1]+"\nrespond 200\n}\n"))
+			if err != nil {
+				t.Fatalf("adapt:\n%s\n%v", b[1], err)
+			}
+			if !bytes.Contains(out, []byte(`"scheme": "`+scheme[1]+`"`)) {
+				t.Fatalf("the JSON does not name scheme %s:\n%s", scheme[1], out)
+			}
+		})
 	}
 }
