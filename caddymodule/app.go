@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/netguard"
 	"github.com/hookgate/hookgate/internal/portcheck"
 	"github.com/hookgate/hookgate/internal/route"
 	"github.com/hookgate/hookgate/internal/store"
@@ -54,6 +55,11 @@ type App struct {
 	// Destinations are where the sender delivers.
 	Destinations []*DestinationConfig `json:"destinations,omitempty"`
 
+	// AllowNetworks are the ranges (CIDR) the SSRF guard lets through,
+	// though a rule refuses them: an internal network whose receivers a
+	// guarded destination may reach. Default none.
+	AllowNetworks []string `json:"allow_networks,omitempty"`
+
 	// Reconcile declares reconcile jobs, run by `hookgate reconcile`, and
 	// by the gateway for the jobs with `every`.
 	Reconcile []*ReconcileJob `json:"reconcile,omitempty"`
@@ -65,6 +71,8 @@ type App struct {
 	storeUsed     bool        // a handler, the sender or a schedule needs the store
 	poolKey       string      // the open store's key in connections
 	destinations  []sender.Destination
+	guard         *netguard.Guard // the SSRF guard, made when a destination turns it on
+	loadGuard     *netguard.Guard // the same without the listeners, for the URLs at load
 	sender        *sender.Sender
 	settled       *sender.Settled
 	dedupers      []*dedupe.Deduper // this config's, whose caches a forget clears

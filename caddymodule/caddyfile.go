@@ -71,6 +71,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return a.Store.unmarshalCaddyfile(d)
 		})},
 		{"key_prefix", once(a.KeyPrefix != "", cfparse.String(&a.KeyPrefix))},
+		{"allow_networks", once(a.AllowNetworks != nil, cfparse.List(&a.AllowNetworks))},
 		{"sender", once(a.Sender != nil, func(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()
@@ -247,6 +248,7 @@ func (sc *SenderConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 //		events  <glob>...
 //		ordering none|entity
 //		on_dead  skip|hold
+//		guard    on|off    # the SSRF guard (default off for a static destination)
 //	}
 func (dc *DestinationConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	err := cfparse.ParseBlock(d, "destination", cfparse.Block{
@@ -272,6 +274,7 @@ func (dc *DestinationConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}},
 		{"ordering", cfparse.String(&dc.Ordering)},
 		{"on_dead", cfparse.String(&dc.OnDead)},
+		{"guard", cfparse.String(&dc.Guard)},
 	})
 	switch {
 	case err != nil:
@@ -283,6 +286,9 @@ func (dc *DestinationConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	if _, err := sender.ParseOrdering(dc.Ordering, dc.OnDead); err != nil {
 		return d.Errf("destination %s: %v", dc.Name, err)
+	}
+	if dc.Guard != "" && dc.Guard != "on" && dc.Guard != "off" {
+		return d.Errf("destination %s: guard %q: want on or off", dc.Name, dc.Guard)
 	}
 	return nil
 }

@@ -95,6 +95,10 @@ type DestinationConfig struct {
 	// (default) lets the next go, hold keeps it waiting until the dead
 	// head is redriven, resent, purged or trimmed.
 	OnDead string `json:"on_dead,omitempty"`
+	// Guard is on to send through the SSRF guard: the URL may reach only
+	// public addresses, or allow_networks. Default off: a static
+	// destination is the operator's own.
+	Guard string `json:"guard,omitempty"`
 }
 
 // provisionSender builds the sender's destinations. The sender itself
@@ -120,6 +124,9 @@ func (a *App) provisionSender() error {
 			return fmt.Errorf("destination %q: %w", dc.Name, err)
 		}
 		d.Ordering = o
+		if d.Guard, err = a.guarded(dc); err != nil {
+			return err
+		}
 		secret, err := resolveSecret(repl, fmt.Sprintf("destination %q: secret", dc.Name), dc.Secret)
 		if err != nil {
 			return err
@@ -193,6 +200,7 @@ func (a *App) startSender() error {
 		Logger:   zaplog.Slog(a.logger.Named("sender")),
 		Observer: a.metrics.SenderObserver(),
 		Breakers: conn.Breakers(a.KeyPrefix),
+		Guard:    a.guard,
 	})
 	if err != nil {
 		return err

@@ -220,6 +220,8 @@ func TestAdaptErrors(t *testing.T) {
 		{"cloudevents_origins empty", ":80 {\n webhook_verify {\n  cloudevents_origins\n }\n}", "wrong argument count"},
 		{"topics empty", ":80 {\n webhook_verify sns {\n  topics\n }\n}", "wrong argument count"},
 		{"confirm_subscriptions with an argument", ":80 {\n webhook_verify sns {\n  topics arn:aws:sns:a:1:t\n  confirm_subscriptions yes\n }\n}", "wrong argument count"},
+		{"destination bad guard", "{\n hookgate {\n  destination d {\n   url http://x\n   secret s\n   guard maybe\n  }\n }\n}\n:80", `guard "maybe": want on or off`},
+		{"allow_networks twice", "{\n hookgate {\n  allow_networks 10.0.0.0/8\n  allow_networks 10.1.0.0/16\n }\n}\n:80", "allow_networks given twice"},
 		{"audience twice", ":80 {\n webhook_verify pubsub {\n  audience a\n  audience b\n }\n}", "audience given twice"},
 		{"dedupe unknown subdirective", ":80 {\n webhook_dedupe {\n  leese 1s\n }\n}", `unknown webhook_dedupe subdirective "leese"`},
 		{"dedupe bad in_flight", ":80 {\n webhook_dedupe {\n  in_flight wait\n }\n}", "in_flight: want wait <duration>, or reject"},

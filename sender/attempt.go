@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/hookgate/hookgate/internal/netguard"
 	"github.com/hookgate/hookgate/verify"
 	"github.com/sony/gobreaker/v2"
 )
@@ -152,9 +153,10 @@ func (s *Sender) post(ctx context.Context, d *destination, e *Envelope, now time
 	if err := checkHeader(req.Header); err != nil {
 		return 0, nil, "", &requestError{err}
 	}
-	resp, err := s.client.Do(req)
+	resp, err := d.client.Do(req)
 	if err != nil {
-		if refused(err) {
+		var guard *netguard.RefusedError
+		if refused(err) || errors.As(err, &guard) { // permanent: no retry reaches another answer
 			err = &requestError{err}
 		}
 		return 0, nil, "", d.scrub(err)

@@ -24,11 +24,13 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/hookgate/hookgate/internal/netguard"
 	"github.com/hookgate/hookgate/verify"
 	"github.com/sony/gobreaker/v2"
 	"golang.org/x/time/rate"
@@ -101,6 +103,9 @@ type Destination struct {
 	// Ordering orders its envelopes per entity (Queue.Order); the zero
 	// value does not.
 	Ordering Ordering
+	// Guard sends through the SSRF guard (Options.Guard): its URL may
+	// reach only public addresses, or the ranges the guard allows.
+	Guard bool
 }
 
 // CheckDestinations reports the first destination that has no name, a
@@ -188,6 +193,7 @@ type Sender struct {
 type destination struct {
 	Destination
 	origin  string       // scheme://host[:port] of URL: what errors name
+	client  *http.Client // the sender's, or its guarded one (Guard)
 	breaker *breaker     // this instance's own
 	shared  *sharedStore // the breaker's board, which breaker follows
 	// request is the template of every request to URL: its method, parsed
@@ -220,6 +226,11 @@ type Options struct {
 	// Breakers shares the breakers' state with other instances; nil
 	// keeps it in this process.
 	Breakers Remote
+	// Guard is the SSRF guard of the destinations with Guard set: their
+	// requests go through a clone of Transport (an *http.Transport)
+	// that dials through it, and never through a proxy (which would
+	// reach what the guard refuses). Nil: a guard with no range allowed.
+	Guard *netguard.Guard
 }
 
 // New returns a Sender over q for dests.
@@ -259,6 +270,10 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 	if err := CheckDestinations(dests); err != nil {
 		return nil, err
 	}
+	var guarded *http.Client
+	if slices.ContainsFunc(dests, func(d Destination) bool { return d.Guard }) {
+		guarded = s.guardedClient(opts)
+	}
 	for _, d := range dests {
 		u, err := url.Parse(d.URL)
 		if err != nil {
@@ -269,7 +284,11 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 			workers = max(1, cfg.Workers/2)
 		}
 		workers = min(workers, cfg.Workers)
-		ds := &destination{Destination: d, origin: u.Scheme + "://" + u.Host, shared: s.shared, workers: workers, wake: make(chan struct{}, 1)}
+		ds := &destination{Destination: d, origin: u.Scheme + "://" + u.Host, shared: s.shared, workers: workers, wake: make(chan struct{}, 1),
+			client: s.client}
+		if d.Guard {
+			ds.client = guarded
+		}
 		if ds.request, err = http.NewRequest(http.MethodPost, d.URL, nil); err != nil {
 			return nil, fmt.Errorf("destination %q: %w", d.Name, ds.scrub(err))
 		}
@@ -289,6 +308,25 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 		s.order = append(s.order, d.Name)
 	}
 	return s, nil
+}
+
+// guardedClient is s.client, dialling through opts.Guard, without a
+// proxy.
+func (s *Sender) guardedClient(opts Options) *http.Client {
+	g := opts.Guard
+	if g == nil {
+		g = netguard.New(netguard.Options{})
+	}
+	t, ok := opts.Transport.(*http.Transport)
+	if !ok {
+		t = http.DefaultTransport.(*http.Transport)
+	}
+	t = t.Clone()
+	t.Proxy = nil
+	t.DialContext = g.DialContext
+	c := *s.client
+	c.Transport = t
+	return &c
 }
 
 func withDefaults(cfg Config) Config {
