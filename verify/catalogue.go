@@ -35,6 +35,8 @@ var catalogue = []Provider{
 		HMAC: &HMAC{SignatureHeader: "X-CC-Webhook-Signature"}},
 	{Name: "discord", Title: "Discord (interactions)", Scheme: "discord",
 		Docs: "https://discord.com/developers/docs/interactions/overview#setting-up-an-endpoint-validating-security-request-headers"},
+	{Name: "dropbox", Title: "Dropbox", Docs: "https://www.dropbox.com/developers/reference/webhooks",
+		HMAC: &HMAC{SignatureHeader: "X-Dropbox-Signature"}},
 	{Name: "easypost", Title: "EasyPost", Docs: "https://docs.easypost.com/guides/webhooks-guide",
 		HMAC: &HMAC{SignatureHeader: "X-Hmac-Signature", Prefix: "hmac-sha256-hex="}},
 	{Name: "figma", Title: "Figma", Scheme: "figma", Docs: "https://www.figma.com/developers/api#webhooks-v2"},

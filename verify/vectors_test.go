@@ -246,6 +246,19 @@ var hmacVectors = []hmacVector{
 		now:      t0,
 	},
 	{
+		// Dropbox publishes no vector, and its official SDKs do not
+		// verify webhooks: computed here with `openssl dgst -sha256 -hmac
+		// dropbox-app-secret` over a notification shaped as Dropbox's
+		// webhooks reference shows one (an independent HMAC, not ours).
+		name:     "dropbox",
+		source:   "computed with openssl: no published vector",
+		provider: "dropbox",
+		secret:   "dropbox-app-secret",
+		headers:  map[string]string{"X-Dropbox-Signature": "caa817a54840f54d629497422c1b2027d1a7a6a2ac53036b671fcec3871f0742"},
+		body:     `{"list_folder": {"accounts": ["dbid:AAH4f99T0taONIb-OurWxbNQ6ywGRopQngc", "dbid:AAA-y2lt1fDjPmGpwhfjkQ1F7gYDAYmFMgg"]}, "delta": {"users": [12345678, 23456789]}}`,
+		now:      t0,
+	},
+	{
 		// nylas/nylas-nodejs@6.10.0, __tests__/webhook-notification-
 		// spec.js, verifySignature "should pass if the body matches".
 		name:     "nylas",
