@@ -26,6 +26,8 @@ type Provider struct {
 
 // catalogue is every provider, in name order.
 var catalogue = []Provider{
+	{Name: "asana", Title: "Asana", Docs: "https://developers.asana.com/docs/webhooks-guide",
+		HMAC: &HMAC{SignatureHeader: "X-Hook-Signature"}},
 	{Name: "box", Title: "Box", Docs: "https://developer.box.com/guides/webhooks/v2/signatures-v2/",
 		HMAC: &HMAC{IDHeader: "BOX-DELIVERY-ID", TimestampHeader: "BOX-DELIVERY-TIMESTAMP", TimestampFormat: "rfc3339",
 			SignatureHeader: "BOX-SIGNATURE-PRIMARY", Encoding: "base64", Content: "{body}{timestamp}"}},

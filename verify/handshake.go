@@ -39,7 +39,7 @@ const crcTokenMax = 128
 // (handshake's switch); the CloudEvents one is any scheme's, when origins
 // are configured. New reads them to know whether a Verifier takes part in
 // any handshake at all.
-var handshakeSchemes = []string{"meta", "twitter", "slack", "zoom", "twitch", "discord", "okta", "msgraph", "nylas", "dropbox", "sns"}
+var handshakeSchemes = []string{"meta", "twitter", "slack", "zoom", "twitch", "discord", "okta", "msgraph", "nylas", "dropbox", "asana", "sns"}
 
 // handshake is Handshake, for a Verifier that takes part in one.
 func (v *Verifier) handshake(r Request, now time.Time) (a Answer, ok bool) {
@@ -74,6 +74,12 @@ func (v *Verifier) handshake(r Request, now time.Time) (a Answer, ok bool) {
 		}
 	case http.MethodPost, "":
 		switch v.scheme.name() {
+		case "asana":
+			// A webhook's creation: X-Hook-Secret, to be echoed, and
+			// trusted on first use (learned.go).
+			if _, ok := r.Header[hookSecretHeader]; ok {
+				return v.hookSecret(r), true
+			}
 		case "sns":
 			// A listed topic's SubscriptionConfirmation, signed as any
 			// message, confirmed by a GET of its SubscribeURL when

@@ -123,6 +123,9 @@ func TestHandshakesOfEachScheme(t *testing.T) {
 			h.Set("Twitch-Eventsub-Message-Type", "webhook_callback_verification")
 			return Request{Method: http.MethodPost, URL: "https://gw.example/hooks", Header: h, Body: body}
 		}},
+		{"asana", func(*Verifier) Request {
+			return Request{Method: http.MethodPost, URL: "https://gw.example/hooks", Endpoint: "/hooks", Header: http.Header{"X-Hook-Secret": {testSecret("asana", 0)}}}
+		}},
 		{"cloudevents", func(*Verifier) Request {
 			return Request{Method: http.MethodOptions, URL: "https://gw.example/hooks", Header: http.Header{"Webhook-Request-Origin": {"a.example"}}}
 		}},
