@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/hookgate/hookgate/caddymodule/cfparse"
 	"github.com/hookgate/hookgate/internal/problem"
+	"github.com/hookgate/hookgate/internal/store"
 	"github.com/hookgate/hookgate/internal/telemetry"
 	"github.com/hookgate/hookgate/verify"
 )
@@ -51,7 +53,9 @@ type Verify struct {
 
 	// Secrets are the signing secrets; a request is genuine when any one
 	// matches (rotation). Placeholders {env.*} and {file.*} are replaced
-	// when the config loads. Required.
+	// when the config loads. Required, but by sns, and by asana, which
+	// learns each endpoint's secret from Asana's handshake and keeps it in
+	// the hookgate app's store.
 	Secrets []string `json:"secrets,omitempty"`
 
 	// Tolerance is how old a signed timestamp may be. Default: 5m.
@@ -145,12 +149,21 @@ func (v *Verify) Provision(ctx caddy.Context) error {
 	if v.HMAC != nil && v.Scheme != "hmac" {
 		return fmt.Errorf("an hmac block needs scheme hmac, not %s", v.Scheme)
 	}
+	app, err := appFrom(ctx)
+	if err != nil {
+		return err
+	}
+	v.metrics = app.metrics
+	var learned verify.Learned
+	if v.Scheme == "asana" {
+		learned = learnedSecrets{store: app.useStore(), scheme: v.Scheme}
+	}
 	verifier, err := verify.New(v.Scheme, secrets[:len(v.Secrets)], verify.Options{
 		Past:   time.Duration(v.Tolerance),
 		Future: time.Duration(v.FutureTolerance),
 		HMAC:   v.HMAC, KeyIDs: v.KeyIDs, IDHeader: v.IDHeader,
 		VerifyToken: secrets[len(v.Secrets)], CloudEventsOrigins: v.CloudEventsOrigins, CloudEventsRate: v.CloudEventsRate,
-		SNS: v.SNS,
+		SNS: v.SNS, Learned: learned,
 	})
 	if err != nil {
 		return err
@@ -159,12 +172,27 @@ func (v *Verify) Provision(ctx caddy.Context) error {
 	if slices.Contains(secrets, DevSecret) {
 		v.logger.Warn("webhook_verify runs on the public development secret: anyone can forge requests; set HOOKGATE_SECRET to a secret of your own")
 	}
-	app, err := appFrom(ctx)
-	if err != nil {
-		return err
-	}
-	v.metrics = app.metrics
 	return nil
+}
+
+// learnedSecrets keeps the secrets a scheme's handshake gives (asana's) in
+// the hookgate app's store, kept once and for good under
+// <scheme>:<endpoint>. The secret is never logged.
+type learnedSecrets struct {
+	store  *store.Lazy
+	scheme string
+}
+
+// Learn keeps secret as endpoint's unless one is kept: verify.Learned.
+func (l learnedSecrets) Learn(ctx context.Context, endpoint, secret string) (string, error) {
+	kept, err := l.store.Keep(ctx, l.scheme+":"+endpoint, []byte(secret))
+	return string(kept), err
+}
+
+// Secret reads endpoint's kept secret, "" when none is: verify.Learned.
+func (l learnedSecrets) Secret(ctx context.Context, endpoint string) (string, error) {
+	kept, err := l.store.Kept(ctx, l.scheme+":"+endpoint)
+	return string(kept), err
 }
 
 // ServeHTTP verifies the request and hands it on, or rejects it.
@@ -220,6 +248,9 @@ func (v *Verify) check(w http.ResponseWriter, r *http.Request) (result string, r
 		return rej.Code, rej, d, r, err
 	}
 	req := verify.Request{Method: r.Method, Header: r.Header, Body: body, Context: r.Context()}
+	if v.Scheme == "asana" {
+		req.Endpoint = arrivedPath(r) // the endpoint its learned secret belongs to
+	}
 	if v.verifier.SignsURL() || r.Method != http.MethodPost || r.URL.RawQuery != "" {
 		// The method and URL as the request arrived, before any rewrite:
 		// what the sender signed, and what a handshake reads (a GET's
@@ -263,11 +294,19 @@ func (v *Verify) arrived(r *http.Request) (method, url string) {
 	return method, scheme + "://" + r.Host + uri
 }
 
+// arrivedPath is the path r arrived at, before any rewrite.
+func arrivedPath(r *http.Request) string {
+	if orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok {
+		return orig.URL.Path
+	}
+	return r.URL.Path
+}
+
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
 //	webhook_verify [<scheme>] {
 //		scheme    <provider>|standard|rfc9421|hmac
-//		secret    <secret>...          # rfc9421: secret <keyid> <key>, one per line
+//		secret    <secret>...          # rfc9421: secret <keyid> <key>, one per line; asana: none needed
 //		tolerance <dur> [<future>]
 //		max_body  <size>
 //		url       <url with placeholders>  # twilio, rfc9421: the URL as the provider called it
