@@ -26,6 +26,7 @@ import (
 	"github.com/hookgate/hookgate/internal/forward"
 	"github.com/hookgate/hookgate/internal/outage"
 	"github.com/hookgate/hookgate/internal/problem"
+	"github.com/hookgate/hookgate/internal/reqbody"
 	"github.com/hookgate/hookgate/internal/telemetry"
 )
 
@@ -219,13 +220,13 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	// without verify, dedupe reads at most DefaultMaxBody itself.
 	r, body, err := bufferBody(withContext(r, ctx), DefaultMaxBody)
 	if err != nil {
-		count(writeBodyRejection(w, err))
+		count(reqbody.WriteRejection(w, err))
 		return nil
 	}
 	ctx = r.Context()
 	repl := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	b, _ := bodyOf(r) // bufferBody put it there
-	key, rej, detail := h.key(repl, b.delivery.DedupeKey(b.sha256Hex))
+	b, _ := reqbody.Of(r) // bufferBody put it there
+	key, rej, detail := h.key(repl, b.Delivery.DedupeKey(b.SHA256Hex))
 	if rej != (problem.Reason{}) {
 		count(rej.Code)
 		problem.Write(w, rej, detail, 0)
@@ -237,7 +238,7 @@ func (h *Dedupe) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 
 	cctx, claimSpan := telemetry.StartSpan(ctx, "webhook_dedupe.claim")
 	// The fingerprint is shared with {webhook.body_sha256}: computed once.
-	dec, err := h.deduper.BeginBody(cctx, key, body, b.sha256)
+	dec, err := h.deduper.BeginBody(cctx, key, body, b.SHA256)
 	claimSpan.End()
 	if err != nil && ctx.Err() != nil {
 		return nil // the client left while its copy waited: nothing to answer

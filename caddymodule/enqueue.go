@@ -16,6 +16,7 @@ import (
 
 	"github.com/hookgate/hookgate/caddymodule/cfparse"
 	"github.com/hookgate/hookgate/internal/problem"
+	"github.com/hookgate/hookgate/internal/reqbody"
 	"github.com/hookgate/hookgate/internal/zaplog"
 	"github.com/hookgate/hookgate/sender"
 	"github.com/hookgate/hookgate/sender/intake"
@@ -74,7 +75,7 @@ func (Enqueue) CaddyModule() caddy.ModuleInfo {
 // Provision sets up the handler.
 func (h *Enqueue) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
-	maxBody, err := provisionMaxBody(h.MaxBody)
+	maxBody, err := reqbody.Max(h.MaxBody)
 	if err != nil {
 		return err
 	}
@@ -97,7 +98,7 @@ func (h *Enqueue) Provision(ctx caddy.Context) error {
 func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	r, body, err := bufferBody(r, h.MaxBody)
 	if err != nil {
-		writeBodyRejection(w, err)
+		reqbody.WriteRejection(w, err)
 		return nil
 	}
 	s := h.app.sender
@@ -109,9 +110,9 @@ func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	in := intake.Inbound{Body: body, ContentType: r.Header.Get("Content-Type"), ID: r.Header.Get("Idempotency-Key"),
 		MustBeJSON: strings.Contains(h.ID, "{webhook.json."), EventType: repl.ReplaceKnown(h.EventType, ""),
 		Entity: repl.ReplaceKnown(h.Entity, ""), EventTime: repl.ReplaceKnown(h.EventTime, "")}
-	if b, _ := bodyOf(r); b.delivery.Scheme != "" { // behind webhook_verify: its key
-		in.Verified = &b.delivery
-		in.ID = cmp.Or(b.delivery.DedupeKey(b.sha256Hex), in.ID)
+	if b, _ := reqbody.Of(r); b.Delivery.Scheme != "" { // behind webhook_verify: its key
+		in.Verified = &b.Delivery
+		in.ID = cmp.Or(b.Delivery.DedupeKey(b.SHA256Hex), in.ID)
 	}
 	if h.ID != "" { // an unknown or empty placeholder is no ID, never a literal one
 		in.ID, _ = repl.ReplaceOrErr(h.ID, true, true)

@@ -18,6 +18,7 @@ import (
 	"github.com/hookgate/hookgate/internal/forward"
 	"github.com/hookgate/hookgate/internal/outage"
 	"github.com/hookgate/hookgate/internal/problem"
+	"github.com/hookgate/hookgate/internal/reqbody"
 	"github.com/hookgate/hookgate/internal/telemetry"
 )
 
@@ -152,7 +153,7 @@ func (h *Freshness) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	// reads it itself, so that {webhook.json.*} resolves.
 	r, _, err := bufferBody(withContext(r, ctx), DefaultMaxBody)
 	if err != nil {
-		count(writeBodyRejection(w, err))
+		count(reqbody.WriteRejection(w, err))
 		return nil
 	}
 	ctx = r.Context()

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/hookgate/hookgate/internal/netguard"
@@ -26,13 +25,9 @@ func (a *App) guarded(dc *DestinationConfig) (bool, error) {
 		return false, fmt.Errorf("destination %q: guard %q: want on or off", dc.Name, dc.Guard)
 	}
 	if a.guard == nil {
-		allow := make([]netip.Prefix, 0, len(a.AllowNetworks))
-		for _, cidr := range a.AllowNetworks {
-			p, err := netip.ParsePrefix(cidr)
-			if err != nil {
-				return false, fmt.Errorf("allow_networks %q: want a CIDR range, e.g. 10.20.0.0/16", cidr)
-			}
-			allow = append(allow, p.Masked())
+		allow, err := netguard.ParsePrefixes(a.AllowNetworks)
+		if err != nil {
+			return false, fmt.Errorf("allow_networks: %w", err)
 		}
 		a.guard = netguard.New(netguard.Options{Allow: allow, Listeners: a.listeners})
 		a.loadGuard = netguard.New(netguard.Options{Allow: allow})
@@ -49,29 +44,14 @@ func (a *App) guarded(dc *DestinationConfig) (bool, error) {
 // listeners are the HTTP servers' addresses: the gateway's own, which a
 // guarded destination must not reach.
 func (a *App) listeners() []netip.AddrPort {
-	v, err := a.ctx.AppIfConfigured("http")
+	v, _ := a.ctx.AppIfConfigured("http")
 	app, ok := v.(*caddyhttp.App)
-	if err != nil || !ok {
+	if !ok {
 		return nil
 	}
-
-	var out []netip.AddrPort
+	var listen []string
 	for _, srv := range app.Servers {
-		for _, l := range srv.Listen {
-			na, err := caddy.ParseNetworkAddress(l)
-			if err != nil || na.IsUnixNetwork() || na.IsFdNetwork() {
-				continue
-			}
-			addr := netip.IPv6Unspecified()
-			if na.Host != "" {
-				if addr, err = netip.ParseAddr(na.Host); err != nil {
-					continue // a name: its addresses are checked as any other's
-				}
-			}
-			for p := na.StartPort; p <= na.EndPort && p <= 65535; p++ {
-				out = append(out, netip.AddrPortFrom(addr, uint16(p)))
-			}
-		}
+		listen = append(listen, srv.Listen...)
 	}
-	return out
+	return netguard.ListenAddrs(listen)
 }

@@ -21,6 +21,8 @@ import (
 
 	"github.com/hookgate/hookgate/caddymodule/cfparse"
 	"github.com/hookgate/hookgate/internal/problem"
+	"github.com/hookgate/hookgate/internal/reqbody"
+	"github.com/hookgate/hookgate/internal/store"
 	"github.com/hookgate/hookgate/internal/telemetry"
 	"github.com/hookgate/hookgate/verify"
 )
@@ -51,7 +53,9 @@ type Verify struct {
 
 	// Secrets are the signing secrets; a request is genuine when any one
 	// matches (rotation). Placeholders {env.*} and {file.*} are replaced
-	// when the config loads. Required.
+	// when the config loads. Required, but by sns, and by asana, which
+	// learns each endpoint's secret from Asana's handshake and keeps it in
+	// the hookgate app's store.
 	Secrets []string `json:"secrets,omitempty"`
 
 	// Tolerance is how old a signed timestamp may be. Default: 5m.
@@ -122,7 +126,7 @@ func (v *Verify) Provision(ctx caddy.Context) error {
 	if v.Scheme == "" {
 		v.Scheme = "standard"
 	}
-	maxBody, err := provisionMaxBody(v.MaxBody)
+	maxBody, err := reqbody.Max(v.MaxBody)
 	if err != nil {
 		return err
 	}
@@ -149,12 +153,21 @@ func (v *Verify) Provision(ctx caddy.Context) error {
 	if v.HMAC != nil && v.Scheme != "hmac" {
 		return fmt.Errorf("an hmac block needs scheme hmac, not %s", v.Scheme)
 	}
+	app, err := appFrom(ctx)
+	if err != nil {
+		return err
+	}
+	v.metrics = app.metrics
+	var learned verify.Learned
+	if v.Scheme == "asana" {
+		learned = store.Learned{Store: app.useStore(), Scheme: v.Scheme}
+	}
 	verifier, err := verify.New(v.Scheme, secrets[:len(v.Secrets)], verify.Options{
 		Past:   time.Duration(v.Tolerance),
 		Future: time.Duration(v.FutureTolerance),
 		HMAC:   v.HMAC, KeyIDs: v.KeyIDs, IDHeader: v.IDHeader,
 		VerifyToken: secrets[len(v.Secrets)], CloudEventsOrigins: v.CloudEventsOrigins, CloudEventsRate: v.CloudEventsRate,
-		SNS: v.SNS, PubSub: v.PubSub,
+		SNS: v.SNS, PubSub: v.PubSub, Learned: learned,
 	})
 	if err != nil {
 		return err
@@ -163,11 +176,6 @@ func (v *Verify) Provision(ctx caddy.Context) error {
 	if slices.Contains(secrets, DevSecret) {
 		v.logger.Warn("webhook_verify runs on the public development secret: anyone can forge requests; set HOOKGATE_SECRET to a secret of your own")
 	}
-	app, err := appFrom(ctx)
-	if err != nil {
-		return err
-	}
-	v.metrics = app.metrics
 	return nil
 }
 
@@ -203,8 +211,8 @@ func (v *Verify) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		ts = strconv.FormatInt(d.Timestamp.Unix(), 10)
 	}
 	repl.Set("webhook.timestamp", ts)
-	if b, ok := bodyOf(r); ok {
-		b.delivery = d // what webhook_dedupe's default key follows, and two placeholders
+	if b, ok := reqbody.Of(r); ok {
+		b.Delivery = d // what webhook_dedupe's default key follows, and two placeholders
 	}
 	return next.ServeHTTP(w, r)
 }
@@ -220,10 +228,13 @@ const resultHandshake = "handshake"
 func (v *Verify) check(w http.ResponseWriter, r *http.Request) (result string, rej problem.Reason, d verify.Delivery, _ *http.Request, err error) {
 	r, body, err := bufferBody(r, v.MaxBody)
 	if err != nil {
-		rej = bodyRejection(err)
+		rej = reqbody.Rejection(err)
 		return rej.Code, rej, d, r, err
 	}
 	req := verify.Request{Method: r.Method, Header: r.Header, Body: body, Context: r.Context()}
+	if v.Scheme == "asana" {
+		req.Endpoint = arrivedPath(r) // the endpoint its learned secret belongs to
+	}
 	if v.verifier.SignsURL() || r.Method != http.MethodPost || r.URL.RawQuery != "" {
 		// The method and URL as the request arrived, before any rewrite:
 		// what the sender signed, and what a handshake reads (a GET's
@@ -267,11 +278,19 @@ func (v *Verify) arrived(r *http.Request) (method, url string) {
 	return method, scheme + "://" + r.Host + uri
 }
 
+// arrivedPath is the path r arrived at, before any rewrite.
+func arrivedPath(r *http.Request) string {
+	if orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok {
+		return orig.URL.Path
+	}
+	return r.URL.Path
+}
+
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
 //	webhook_verify [<scheme>] {
 //		scheme    <provider>|standard|rfc9421|hmac
-//		secret    <secret>...          # rfc9421: secret <keyid> <key>, one per line
+//		secret    <secret>...          # rfc9421: secret <keyid> <key>, one per line; asana: none needed
 //		tolerance <dur> [<future>]
 //		max_body  <size>
 //		url       <url with placeholders>  # twilio, rfc9421: the URL as the provider called it
@@ -334,12 +353,12 @@ func (v *Verify) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		{"verify_token", cfparse.String(&v.VerifyToken)},
 		{"cloudevents_rate", cfparse.String(&v.CloudEventsRate)},
 		{"cloudevents_origins", cfparse.List(&v.CloudEventsOrigins)},
-		{"topics", func(d *caddyfile.Dispenser) error { return cfparse.List(&v.sns().Topics)(d) }},
-		{"cert_hosts", func(d *caddyfile.Dispenser) error { return cfparse.List(&v.sns().CertHosts)(d) }},
-		{"confirm_subscriptions", func(d *caddyfile.Dispenser) error { return cfparse.Flag(&v.sns().ConfirmSubscriptions)(d) }},
-		{"audience", func(d *caddyfile.Dispenser) error { return cfparse.String(&v.pubsub().Audience)(d) }},
-		{"service_accounts", func(d *caddyfile.Dispenser) error { return cfparse.List(&v.pubsub().ServiceAccounts)(d) }},
-		{"jwks_url", func(d *caddyfile.Dispenser) error { return cfparse.String(&v.pubsub().JWKSURL)(d) }},
+		{"topics", func(d *caddyfile.Dispenser) error { return cfparse.List(&made(&v.SNS).Topics)(d) }},
+		{"cert_hosts", func(d *caddyfile.Dispenser) error { return cfparse.List(&made(&v.SNS).CertHosts)(d) }},
+		{"confirm_subscriptions", func(d *caddyfile.Dispenser) error { return cfparse.Flag(&made(&v.SNS).ConfirmSubscriptions)(d) }},
+		{"audience", func(d *caddyfile.Dispenser) error { return cfparse.String(&made(&v.PubSub).Audience)(d) }},
+		{"service_accounts", func(d *caddyfile.Dispenser) error { return cfparse.List(&made(&v.PubSub).ServiceAccounts)(d) }},
+		{"jwks_url", func(d *caddyfile.Dispenser) error { return cfparse.String(&made(&v.PubSub).JWKSURL)(d) }},
 		{"tolerance", func(d *caddyfile.Dispenser) error {
 			args := d.RemainingArgs()
 			if len(args) < 1 || len(args) > 2 {
@@ -383,20 +402,12 @@ func (v *Verify) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}, "secret")
 }
 
-// sns is v's SNS configuration, made on first use.
-func (v *Verify) sns() *verify.SNS {
-	if v.SNS == nil {
-		v.SNS = new(verify.SNS)
+// made is *p, made on first use.
+func made[T any](p **T) *T {
+	if *p == nil {
+		*p = new(T)
 	}
-	return v.SNS
-}
-
-// pubsub is v's Pub/Sub configuration, made on first use.
-func (v *Verify) pubsub() *verify.PubSub {
-	if v.PubSub == nil {
-		v.PubSub = new(verify.PubSub)
-	}
-	return v.PubSub
+	return *p
 }
 
 // Interface guards

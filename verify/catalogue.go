@@ -26,6 +26,8 @@ type Provider struct {
 
 // catalogue is every provider, in name order.
 var catalogue = []Provider{
+	{Name: "asana", Title: "Asana", Docs: "https://developers.asana.com/docs/webhooks-guide",
+		HMAC: &HMAC{SignatureHeader: "X-Hook-Signature"}},
 	{Name: "box", Title: "Box", Docs: "https://developer.box.com/guides/webhooks/v2/signatures-v2/",
 		HMAC: &HMAC{IDHeader: "BOX-DELIVERY-ID", TimestampHeader: "BOX-DELIVERY-TIMESTAMP", TimestampFormat: "rfc3339",
 			SignatureHeader: "BOX-SIGNATURE-PRIMARY", Encoding: "base64", Content: "{body}{timestamp}"}},
@@ -35,6 +37,8 @@ var catalogue = []Provider{
 		HMAC: &HMAC{SignatureHeader: "X-CC-Webhook-Signature"}},
 	{Name: "discord", Title: "Discord (interactions)", Scheme: "discord",
 		Docs: "https://discord.com/developers/docs/interactions/overview#setting-up-an-endpoint-validating-security-request-headers"},
+	{Name: "dropbox", Title: "Dropbox", Docs: "https://www.dropbox.com/developers/reference/webhooks",
+		HMAC: &HMAC{SignatureHeader: "X-Dropbox-Signature"}},
 	{Name: "easypost", Title: "EasyPost", Docs: "https://docs.easypost.com/guides/webhooks-guide",
 		HMAC: &HMAC{SignatureHeader: "X-Hmac-Signature", Prefix: "hmac-sha256-hex="}},
 	{Name: "figma", Title: "Figma", Scheme: "figma", Docs: "https://www.figma.com/developers/api#webhooks-v2"},

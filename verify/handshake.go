@@ -39,7 +39,7 @@ const crcTokenMax = 128
 // (handshake's switch); the CloudEvents one is any scheme's, when origins
 // are configured. New reads them to know whether a Verifier takes part in
 // any handshake at all.
-var handshakeSchemes = []string{"meta", "twitter", "slack", "zoom", "twitch", "discord", "okta", "msgraph", "nylas", "sns"}
+var handshakeSchemes = []string{"meta", "twitter", "slack", "zoom", "twitch", "discord", "okta", "msgraph", "nylas", "dropbox", "asana", "sns"}
 
 // handshake is Handshake, for a Verifier that takes part in one.
 func (v *Verifier) handshake(r Request, now time.Time) (a Answer, ok bool) {
@@ -57,8 +57,9 @@ func (v *Verifier) handshake(r Request, now time.Time) (a Answer, ok bool) {
 			if q.Has("crc_token") {
 				return v.twitterCRC(q.Get("crc_token")), true
 			}
-		case "nylas":
-			// A webhook's creation: GET ?challenge=<c>, answered with c.
+		case "nylas", "dropbox":
+			// A webhook's creation: GET ?challenge=<c>, answered with c
+			// (Dropbox asks for text/plain and nosniff, which text sets).
 			// Unsigned, so held to a token's characters.
 			if c := q.Get("challenge"); c != "" && len(c) <= crcTokenMax && crcAlphabet(c) {
 				return text(c), true
@@ -73,6 +74,12 @@ func (v *Verifier) handshake(r Request, now time.Time) (a Answer, ok bool) {
 		}
 	case http.MethodPost, "":
 		switch v.scheme.name() {
+		case "asana":
+			// A webhook's creation: X-Hook-Secret, to be echoed, and
+			// trusted on first use (learned.go).
+			if _, ok := r.Header[hookSecretHeader]; ok {
+				return v.hookSecret(r), true
+			}
 		case "sns":
 			// A listed topic's SubscriptionConfirmation, signed as any
 			// message, confirmed by a GET of its SubscribeURL when

@@ -163,3 +163,38 @@ func TestTwitchCallbackVerification(t *testing.T) {
 		t.Error("a notification was answered as a handshake")
 	}
 }
+
+// TestDropboxChallenge: a webhook's verification, GET ?challenge=<c>, is
+// answered 200 with c as plain text the browser must not sniff, as
+// Dropbox's reference asks; it is unsigned, so a challenge that is empty,
+// over 128 characters or outside the token characters is not echoed, and
+// goes on to Verify (which refuses it: no signature).
+func TestDropboxChallenge(t *testing.T) {
+	t.Parallel()
+	v := mustNew(t, "dropbox", []string{"dropbox-app-secret"}, Options{})
+	get := func(q string) Request {
+		return Request{Method: http.MethodGet, URL: "https://gw.example/dropbox?" + q, Header: http.Header{}}
+	}
+	a, ok := v.Handshake(get("challenge=abc123"), t0)
+	if !ok || a.Status != http.StatusOK || string(a.Body) != "abc123" {
+		t.Fatalf("challenge: ok = %v, answer = %+v, want 200 abc123", ok, a)
+	}
+	if a.Header.Get("Content-Type") != "text/plain; charset=utf-8" || a.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("headers = %v, want text/plain and nosniff", a.Header)
+	}
+	if a, ok := v.Handshake(get("challenge="+strings.Repeat("A", crcTokenMax)), t0); !ok || len(a.Body) != crcTokenMax {
+		t.Errorf("a challenge of %d characters: ok = %v, answer = %+v, want it echoed", crcTokenMax, ok, a)
+	}
+	for _, q := range []string{"challenge=", "challenge=" + strings.Repeat("A", crcTokenMax+1), "challenge=%3Cscript%3E", "challenge=a+b", "other=1"} {
+		r := get(q)
+		if a, ok := v.Handshake(r, t0); ok {
+			t.Errorf("%.40s: answered %+v, want it left to Verify", q, a)
+		}
+		if _, err := v.Verify(r, t0); !errors.Is(err, ErrMissingHeader) {
+			t.Errorf("%.40s: Verify = %v, want ErrMissingHeader", q, err)
+		}
+	}
+	if _, ok := v.Handshake(Request{Method: http.MethodPost, URL: "https://gw.example/dropbox?challenge=abc123", Header: http.Header{}}, t0); ok {
+		t.Error("a POST with a challenge was answered as the handshake")
+	}
+}

@@ -29,6 +29,8 @@ func Rejection(err error) (problem.Reason, error) {
 		return problem.CertURLNotAllowed, err
 	case errors.Is(err, ErrNotConfirmed):
 		return problem.SubscriptionNotConfirmed, err
+	case errors.Is(err, ErrStoreUnavailable):
+		return problem.StoreUnavailable, err
 	}
 	return problem.BadSignature, ErrBadSignature
 }

@@ -246,6 +246,33 @@ var hmacVectors = []hmacVector{
 		now:      t0,
 	},
 	{
+		// Asana publishes no vector, and its official SDKs do not verify
+		// webhooks: computed here with `openssl dgst -sha256 -hmac` under
+		// the X-Hook-Secret of Asana's own handshake example (Establish a
+		// webhook), over an event shaped as its webhooks guide shows one
+		// (an independent HMAC, not ours).
+		name:     "asana",
+		source:   "computed with openssl: no published vector",
+		provider: "asana",
+		secret:   "b537207f20cbfa02357cf448134da559e8bd39d61597dcd5631b8012eae53e81",
+		headers:  map[string]string{"X-Hook-Signature": "cf3cbed64c75f2c0e2354b7189b9fd94e3d91fcd32ed66417b02695c2e7e35ee"},
+		body:     `{"events":[{"user":{"gid":"1123","resource_type":"user"},"created_at":"2018-03-20T20:42:03.227Z","action":"changed","resource":{"gid":"1337","resource_type":"task","resource_subtype":"default_task"},"parent":null,"change":{"field":"assignee","action":"changed"}}]}`,
+		now:      t0,
+	},
+	{
+		// Dropbox publishes no vector, and its official SDKs do not
+		// verify webhooks: computed here with `openssl dgst -sha256 -hmac
+		// dropbox-app-secret` over a notification shaped as Dropbox's
+		// webhooks reference shows one (an independent HMAC, not ours).
+		name:     "dropbox",
+		source:   "computed with openssl: no published vector",
+		provider: "dropbox",
+		secret:   "dropbox-app-secret",
+		headers:  map[string]string{"X-Dropbox-Signature": "caa817a54840f54d629497422c1b2027d1a7a6a2ac53036b671fcec3871f0742"},
+		body:     `{"list_folder": {"accounts": ["dbid:AAH4f99T0taONIb-OurWxbNQ6ywGRopQngc", "dbid:AAA-y2lt1fDjPmGpwhfjkQ1F7gYDAYmFMgg"]}, "delta": {"users": [12345678, 23456789]}}`,
+		now:      t0,
+	},
+	{
 		// nylas/nylas-nodejs@6.10.0, __tests__/webhook-notification-
 		// spec.js, verifySignature "should pass if the body matches".
 		name:     "nylas",

@@ -90,6 +90,8 @@ type Verifier struct {
 	// pubsub holds scheme pubsub's configuration and Google's keys; its
 	// own path too (pubsub.go).
 	pubsub *pubsub
+	// learned holds the secrets handshakes gave (asana; learned.go).
+	learned *learned
 
 	// The handshakes' settings (handshake.go). handshakes is whether
 	// the scheme or the options take part in any: most take part in none,
@@ -133,6 +135,10 @@ type Options struct {
 	// keys (sns, pubsub); nil means a client with the system's roots. Its
 	// redirects are never followed, and its timeout is at most 5s.
 	Client *http.Client
+	// Learned stores the secrets an endpoint's handshake gives (asana,
+	// learned.go); with it, asana needs no configured secret. Nil means
+	// only the configured secrets verify.
+	Learned Learned
 }
 
 // Request is what a signature can cover: the method, the URL as the sender
@@ -146,9 +152,12 @@ type Request struct {
 	URL    string
 	Header http.Header
 	Body   []byte
-	// Context bounds what verifying r fetches (sns's certificates);
-	// nil means context.Background.
+	// Context bounds what verifying r fetches (sns's certificates) and
+	// reads (a learned secret); nil means context.Background.
 	Context context.Context
+	// Endpoint is the path r arrived at, before any rewrite: the
+	// endpoint a learned secret belongs to (asana).
+	Endpoint string
 }
 
 // New returns a Verifier for the named scheme. At least one secret is
@@ -186,7 +195,11 @@ func New(schemeName string, secrets []string, opts Options) (*Verifier, error) {
 	if opts.PubSub != nil && s.name() != "pubsub" {
 		return nil, fmt.Errorf("audience, service_accounts and jwks_url are scheme pubsub's, not %s's", schemeName)
 	}
-	if len(secrets) == 0 && s.name() != "sns" && s.name() != "pubsub" {
+	learns := slices.Contains(learningSchemes, s.name())
+	if opts.Learned != nil && !learns {
+		return nil, fmt.Errorf("learned secrets are asana's handshake's, not %s's", schemeName)
+	}
+	if len(secrets) == 0 && s.name() != "sns" && s.name() != "pubsub" && opts.Learned == nil {
 		return nil, fmt.Errorf("scheme %s: at least one secret is required", schemeName)
 	}
 	v := &Verifier{scheme: s, past: opts.Past, future: opts.Future,
@@ -272,6 +285,11 @@ func New(schemeName string, secrets []string, opts Options) (*Verifier, error) {
 	if _, ok := s.(standardScheme); ok {
 		v.scheme = standardScheme{ed25519: len(v.publics) > 0}
 	}
+	if opts.Learned != nil {
+		newHash := newHashOf(s)
+		v.learned = &learned{store: opts.Learned, keys: map[string]*macKey{},
+			newMAC: func(raw []byte) *macKey { return newMACKey(newHash, raw) }}
+	}
 	return v, nil
 }
 
@@ -352,6 +370,20 @@ func (v *Verifier) verify(r Request, now time.Time) (Delivery, int, error) {
 			k.put(m)
 		}
 	}
+	var learnedKey *macKey // the endpoint's learned secret, when it matched
+	if v.learned != nil && !matched && len(p.sigs) > 0 {
+		ctx := r.Context
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		lk, err := v.learned.key(ctx, r.Endpoint)
+		if err != nil {
+			return Delivery{}, -1, err
+		}
+		if lk != nil && v.macMatches(lk, &p, body) {
+			matched, learnedKey = true, lk
+		}
+	}
 	keyed := -1 // the public key that matched (keyScheme)
 	switch s := v.scheme.(type) {
 	case keyScheme:
@@ -381,6 +413,8 @@ func (v *Verifier) verify(r Request, now time.Time) (Delivery, int, error) {
 		d.SecretFingerprint = v.macs[key].scope.fingerprint()
 	case d.Key == KeyBody && keyed >= 0: // or by a public key
 		d.SecretFingerprint = v.keyScopes[keyed].fingerprint()
+	case d.Key == KeyBody && learnedKey != nil: // or by a learned secret
+		d.SecretFingerprint = learnedKey.scope.fingerprint()
 	}
 	if p.hasTS {
 		// Compare instants, not durations: a far-away timestamp would
@@ -394,6 +428,24 @@ func (v *Verifier) verify(r Request, now time.Time) (Delivery, int, error) {
 		}
 	}
 	return d, key, nil
+}
+
+// macMatches reports whether one of p's signatures is k's MAC of the
+// signed content, as verify's loop over the configured keys does.
+func (v *Verifier) macMatches(k *macKey, p *parsed, body []byte) bool {
+	matched := false
+	for p.alt = 0; p.alt < max(1, len(p.contents)); p.alt++ {
+		m := k.get()
+		v.scheme.mac(m, *p, body)
+		mac := m.mac()
+		for _, sig := range p.sigs {
+			if hmac.Equal(mac, sig) {
+				matched = true
+			}
+		}
+		k.put(m)
+	}
+	return matched
 }
 
 // Sign returns the headers a genuine sender adds to body, signed with the

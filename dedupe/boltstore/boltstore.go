@@ -131,7 +131,8 @@ func New(db *bolt.DB, opts Options) (*Store, error) {
 				}
 			}
 		}
-		return nil
+		_, err := tx.CreateBucketIfNotExists(keptBucket)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating buckets: %w", err)

@@ -28,3 +28,10 @@ func entryKey(prefix, key string) string {
 func entityKey(prefix, entity string) string {
 	return prefix + ":fresh:{" + entity + "}"
 }
+
+// keptKey is a STRING holding a value kept once and for good (Store.Keep):
+// set by SET NX, never changed, and without a TTL, so that no eviction
+// policy but allkeys-* drops it.
+func keptKey(prefix, key string) string {
+	return prefix + ":kept:{" + key + "}"
+}

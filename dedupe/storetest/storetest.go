@@ -5,6 +5,7 @@ package storetest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -18,10 +19,15 @@ import (
 	"github.com/hookgate/hookgate/dedupe/freshness"
 )
 
-// Backend is what a backend provides: the dedupe and freshness stores.
+// Backend is what a backend provides: the dedupe and freshness stores,
+// and the values kept once and for good.
 type Backend interface {
 	dedupe.Store
 	freshness.EntityStore
+	// Keep stores value under key unless one is kept there, and returns
+	// the one kept; Kept reads it, nil when there is none.
+	Keep(ctx context.Context, key string, value []byte) ([]byte, error)
+	Kept(ctx context.Context, key string) ([]byte, error)
 }
 
 // NewStore returns a store for one test, isolated from every other test's
@@ -51,6 +57,7 @@ func record() dedupe.Record {
 // Run runs the suite.
 func Run(t *testing.T, newStore NewStore) {
 	runEntities(t, newStore)
+	runKept(t, newStore)
 
 	t.Run("ClaimThenInFlightThenMismatch", func(t *testing.T) {
 		t.Parallel()

@@ -20,6 +20,7 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -309,4 +310,55 @@ func (g *Guard) control(_, address string, _ syscall.RawConn) error {
 		return fmt.Errorf("netguard: dialling %q: %w", address, err)
 	}
 	return g.Check(ap.Addr().String(), ap.Addr(), ap.Port())
+}
+
+// ParsePrefixes reads CIDR ranges (allow_networks), masked.
+func ParsePrefixes(cidrs []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(cidrs))
+	for _, c := range cidrs {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return nil, fmt.Errorf("%q: want a CIDR range, e.g. 10.20.0.0/16", c)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// ListenAddrs reads listen addresses as Caddy writes them
+// ([network/]host:port[-port]): those on IP addresses, one per port; a
+// listener without a host is on the unspecified address. Unix sockets,
+// file descriptors and names are left out: a name's addresses are
+// checked as any other's.
+func ListenAddrs(listen []string) []netip.AddrPort {
+	var out []netip.AddrPort
+	for _, l := range listen {
+		network, addr, ok := strings.Cut(l, "/")
+		if !ok {
+			addr, network = network, "tcp"
+		}
+		if !strings.HasPrefix(network, "tcp") && !strings.HasPrefix(network, "udp") {
+			continue
+		}
+		host, ports, err := net.SplitHostPort(addr)
+		if err != nil {
+			continue
+		}
+		ip := netip.IPv6Unspecified()
+		if host != "" {
+			if ip, err = netip.ParseAddr(host); err != nil {
+				continue
+			}
+		}
+		first, last, _ := strings.Cut(ports, "-")
+		if last == "" {
+			last = first
+		}
+		lo, err1 := strconv.ParseUint(first, 10, 16)
+		hi, err2 := strconv.ParseUint(last, 10, 16)
+		for p := lo; err1 == nil && err2 == nil && p <= hi; p++ {
+			out = append(out, netip.AddrPortFrom(ip, uint16(p)))
+		}
+	}
+	return out
 }

@@ -222,3 +222,20 @@ func TestControl(t *testing.T) {
 		t.Fatalf("control of a public address: %v", err)
 	}
 }
+
+// TestListenAddrs reads Caddy's listen addresses.
+func TestListenAddrs(t *testing.T) {
+	got := ListenAddrs([]string{":443", "tcp/127.0.0.1:8080", "udp/[::1]:8443", "0.0.0.0:9000-9002", "unix//run/x.sock", "fd/3", "example.com:80", "bad"})
+	want := []string{"[::]:443", "127.0.0.1:8080", "[::1]:8443", "0.0.0.0:9000", "0.0.0.0:9001", "0.0.0.0:9002"}
+	if len(got) != len(want) {
+		t.Fatalf("ListenAddrs = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i].String() != want[i] {
+			t.Fatalf("ListenAddrs = %v, want %v", got, want)
+		}
+	}
+	if _, err := ParsePrefixes([]string{"10.0.0.0/8", "nope"}); err == nil || !strings.Contains(err.Error(), `"nope"`) {
+		t.Fatalf("ParsePrefixes: %v", err)
+	}
+}

@@ -23,6 +23,7 @@ var (
 	BadVerifyToken                = Reason{"bad_verify_token", http.StatusForbidden} // Meta's handshake
 	BadCRCToken                   = Reason{"bad_crc_token", http.StatusBadRequest}   // X's CRC
 	OriginNotAllowed              = Reason{"origin_not_allowed", http.StatusForbidden}
+	HandshakeRefused              = Reason{"handshake_refused", http.StatusConflict}            // asana: the endpoint holds another secret
 	MalformedBody                 = Reason{"malformed_body", http.StatusBadRequest}             // sns: not an SNS message
 	KeyUnavailable                = Reason{"key_unavailable", http.StatusServiceUnavailable}    // sns: the certificate could not be fetched
 	TopicNotAllowed               = Reason{"topic_not_allowed", http.StatusForbidden}           // sns
@@ -95,7 +96,7 @@ var (
 // Reasons is every reason code hookgate writes, in the order above.
 var Reasons = []Reason{
 	BodyTooLarge, BodyUnreadable, MissingHeader, MalformedHeader, BadSignature,
-	TimestampOutOfTolerance, BadVerifyToken, BadCRCToken, OriginNotAllowed,
+	TimestampOutOfTolerance, BadVerifyToken, BadCRCToken, OriginNotAllowed, HandshakeRefused,
 	MalformedBody, KeyUnavailable, TopicNotAllowed, CertURLNotAllowed, SubscriptionNotConfirmed,
 	MissingIdempotencyKey, IdempotencyKeyTooLong, InFlight, KeyReusedWithDifferentPayload,
 	MissingEntity, EntityTooLong, MissingEventTime, MalformedEventTime, MissingSequence,

@@ -46,11 +46,13 @@ const (
 	opGet
 	opAcquireEntity
 	opFinishEntity
+	opKeep
+	opKept
 	numOps
 )
 
 // opNames are the operations' labels.
-var opNames = [numOps]string{"claim", "record", "release", "get", "acquire_entity", "finish_entity"}
+var opNames = [numOps]string{"claim", "record", "release", "get", "acquire_entity", "finish_entity", "keep", "kept"}
 
 // NewLazy returns the state of the store open opens, on first use;
 // prefix starts its Redis keys, and backend labels its latency.
@@ -178,6 +180,28 @@ func (l *Lazy) FinishEntity(ctx context.Context, entity, token string, f freshne
 	err = s.FinishEntity(ctx, entity, token, f)
 	l.writes.report(err, false) // a watermark not raised and a lease not held write nothing
 	return err
+}
+
+// Keep is State's Keep: a value kept once and for good.
+func (l *Lazy) Keep(ctx context.Context, key string, value []byte) ([]byte, error) {
+	s, start, err := l.state()
+	if err != nil {
+		return nil, err
+	}
+	defer l.done(ctx, opKeep, start)
+	kept, err := s.Keep(ctx, key, value)
+	l.writes.report(err, false) // it may have found a value kept, and written nothing
+	return kept, err
+}
+
+// Kept is State's Kept.
+func (l *Lazy) Kept(ctx context.Context, key string) ([]byte, error) {
+	s, start, err := l.state()
+	if err != nil {
+		return nil, err
+	}
+	defer l.done(ctx, opKept, start)
+	return s.Kept(ctx, key)
 }
 
 var _ State = (*Lazy)(nil)

@@ -81,10 +81,16 @@ func (c Config) Check() error {
 	return nil
 }
 
-// State is what the store holds for the receiver: dedupe and freshness.
+// State is what the store holds for the receiver: dedupe and freshness,
+// and the values kept once and for good (the secrets a handshake learns).
 type State interface {
 	dedupe.Store
 	freshness.EntityStore
+	// Keep stores value under key unless one is kept there already, and
+	// returns the one kept: the first writer's, for good.
+	Keep(ctx context.Context, key string, value []byte) ([]byte, error)
+	// Kept returns the value kept under key, nil when there is none.
+	Kept(ctx context.Context, key string) ([]byte, error)
 }
 
 // Conn is an open store. On Redis, what it hands out takes a key prefix:
