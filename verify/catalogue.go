@@ -28,6 +28,8 @@ type Provider struct {
 var catalogue = []Provider{
 	{Name: "asana", Title: "Asana", Docs: "https://developers.asana.com/docs/webhooks-guide",
 		HMAC: &HMAC{SignatureHeader: "X-Hook-Signature"}},
+	{Name: "bitbucket", Title: "Bitbucket Cloud", Docs: "https://support.atlassian.com/bitbucket-cloud/docs/manage-webhooks/",
+		HMAC: &HMAC{SignatureHeader: "X-Hub-Signature", Prefix: "sha256="}},
 	{Name: "box", Title: "Box", Docs: "https://developer.box.com/guides/webhooks/v2/signatures-v2/",
 		HMAC: &HMAC{IDHeader: "BOX-DELIVERY-ID", TimestampHeader: "BOX-DELIVERY-TIMESTAMP", TimestampFormat: "rfc3339",
 			SignatureHeader: "BOX-SIGNATURE-PRIMARY", Encoding: "base64", Content: "{body}{timestamp}"}},

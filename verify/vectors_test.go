@@ -419,6 +419,20 @@ var hmacVectors = []hmacVector{
 		now:      t0,
 	},
 	{
+		// Atlassian's documentation of Bitbucket Cloud's secured webhooks
+		// ("Manage webhooks", Secure webhooks) gives this vector, the one
+		// GitHub's documentation gives for X-Hub-Signature-256; read here
+		// as public repositories quote it, the page itself not being
+		// reachable from this machine.
+		name:     "bitbucket",
+		source:   "Atlassian's Bitbucket Cloud webhook docs",
+		provider: "bitbucket",
+		secret:   "It's a Secret to Everybody",
+		headers:  map[string]string{"X-Hub-Signature": "sha256=a4771c39fbe90f317c7824e83ddef3caae9cb3d976c214ace1f2937e133263c9"},
+		body:     "Hello World!",
+		now:      t0,
+	},
+	{
 		// The fixture of @linear/sdk's own test (packages/sdk/src/_tests/
 		// LinearWebhooks.test.ts, secret "SECRET"), its webhookTimestamp
 		// pinned; the signature accepted by @linear/sdk@98.0.0's
