@@ -249,6 +249,7 @@ func (sc *SenderConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 //		ordering none|entity
 //		on_dead  skip|hold
 //		guard    on|off    # the SSRF guard (default off for a static destination)
+//		previous_secret <secret> <until RFC 3339>  # a rotation's old secret, signing too until then
 //	}
 func (dc *DestinationConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	err := cfparse.ParseBlock(d, "destination", cfparse.Block{
@@ -275,6 +276,13 @@ func (dc *DestinationConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		{"ordering", cfparse.String(&dc.Ordering)},
 		{"on_dead", cfparse.String(&dc.OnDead)},
 		{"guard", cfparse.String(&dc.Guard)},
+		{"previous_secret", func(d *caddyfile.Dispenser) error {
+			if args := d.RemainingArgs(); len(args) == 2 {
+				dc.PreviousSecret, dc.PreviousUntil = args[0], args[1]
+				return nil
+			}
+			return d.Errf("destination %s: want previous_secret <secret> <until, RFC 3339>", dc.Name)
+		}},
 	})
 	switch {
 	case err != nil:

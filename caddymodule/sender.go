@@ -95,6 +95,12 @@ type DestinationConfig struct {
 	// (default) lets the next go, hold keeps it waiting until the dead
 	// head is redriven, resent, purged or trimmed.
 	OnDead string `json:"on_dead,omitempty"`
+	// PreviousSecret signs too until PreviousUntil (RFC 3339): a
+	// rotation's old secret, beside the new one in the schemes that
+	// carry several signatures (standard, stripe, ...); the others send
+	// the new one only.
+	PreviousSecret string `json:"previous_secret,omitempty"`
+	PreviousUntil  string `json:"previous_until,omitempty"`
 	// Guard is on to send through the SSRF guard: the URL may reach only
 	// public addresses, or allow_networks. Default off: a static
 	// destination is the operator's own.
@@ -136,6 +142,9 @@ func (a *App) provisionSender() error {
 			return fmt.Errorf("destination %q: %w", dc.Name, err)
 		}
 		d.Signer = signer
+		if d.Previous, d.PreviousUntil, err = a.previous(repl, dc, signer); err != nil {
+			return err
+		}
 		if secret == DevSecret {
 			a.logger.Warn("destination signs with the public development secret: set HOOKGATE_SECRET to a secret of your own", zap.String("destination", dc.Name))
 		}
@@ -146,6 +155,30 @@ func (a *App) provisionSender() error {
 		return fmt.Errorf("sender: %w", err)
 	}
 	return a.senderConfig().Validate()
+}
+
+// previous is dc's previous secret's signer and until when it signs.
+func (a *App) previous(repl *caddy.Replacer, dc *DestinationConfig, signer *verify.Verifier) (sender.Signer, time.Time, error) {
+	if dc.PreviousSecret == "" {
+		return nil, time.Time{}, nil
+	}
+	until, err := time.Parse(time.RFC3339, dc.PreviousUntil)
+	if err != nil {
+		return nil, until, fmt.Errorf("destination %q: previous_secret: want its expiry, RFC 3339 (2026-12-10T00:00:00Z)", dc.Name)
+	}
+	secret, err := resolveSecret(repl, fmt.Sprintf("destination %q: previous_secret", dc.Name), dc.PreviousSecret)
+	if err != nil {
+		return nil, until, err
+	}
+	prev, err := verify.NewSigner(dc.Scheme, secret, dc.KeyID)
+	if err != nil {
+		return nil, until, fmt.Errorf("destination %q: previous_secret: %w", dc.Name, err)
+	}
+	if !signer.CarriesSeveral() {
+		a.logger.Warn("destination's scheme carries one signature: it signs with the new secret only, previous_secret is not sent",
+			zap.String("destination", dc.Name), zap.String("scheme", dc.Scheme))
+	}
+	return prev, until, nil
 }
 
 // history is what the queue keeps of what settled.

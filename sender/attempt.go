@@ -265,6 +265,12 @@ func (d *destination) target(e *Envelope) string {
 	return joinURL(d.request.URL, e.Received.Path).String()
 }
 
+// cosigner is a Signer whose scheme may carry a rotation's old signature
+// beside the new one: *verify.Verifier.
+type cosigner interface {
+	Cosign(h, previous http.Header) bool
+}
+
 // header is the header of e's request to d at now: the headers durable
 // ingress kept, the destination's own (they win), the payload's content
 // type (unless the destination sets one), Hookgate-Received-At and
@@ -306,9 +312,18 @@ func (d *destination) header(e *Envelope, now time.Time) (http.Header, error) {
 	}
 	if d.Signer != nil {
 		// The signature comes after the headers it may cover (rfc9421).
-		sig, err := d.Signer.SignRequest(verify.Request{Method: http.MethodPost, URL: d.target(e), Header: h, Body: e.Payload}, e.ID, now)
+		req := verify.Request{Method: http.MethodPost, URL: d.target(e), Header: h, Body: e.Payload}
+		sig, err := d.Signer.SignRequest(req, e.ID, now)
 		if err != nil {
 			return nil, err
+		}
+		if c, ok := d.Signer.(cosigner); ok && d.Previous != nil && now.Before(d.PreviousUntil) {
+			// A rotation: the old secret signs too, until it expires.
+			old, err := d.Previous.SignRequest(req, e.ID, now)
+			if err != nil {
+				return nil, err
+			}
+			c.Cosign(sig, old)
 		}
 		for k, v := range sig {
 			h[k] = v

@@ -87,6 +87,12 @@ type Destination struct {
 	URL  string
 	// Signer signs each request; nil sends it unsigned.
 	Signer Signer
+	// Previous signs each request too, until PreviousUntil: a rotation's
+	// old secret, its signature beside the new one's in the scheme's
+	// form for several (verify.Verifier.Cosign); a scheme that carries
+	// one signature sends the new one only.
+	Previous      Signer
+	PreviousUntil time.Time
 	// Workers caps this destination's deliveries in flight; default: half
 	// the global cap, at least 1, so that no destination can take every
 	// slot. It is at most the global cap.
