@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -233,7 +234,11 @@ func (v *Verify) check(w http.ResponseWriter, r *http.Request) (result string, r
 	}
 	req := verify.Request{Method: r.Method, Header: r.Header, Body: body, Context: r.Context()}
 	if v.Scheme == "asana" {
-		req.Endpoint = arrivedPath(r) // the endpoint its learned secret belongs to
+		// The endpoint its learned secret belongs to: the path as Caddy's
+		// path matcher sees it (any case; // and dot segments resolved),
+		// so that no other spelling of a route can learn a secret of its
+		// own.
+		req.Endpoint = caddyhttp.CleanPath(strings.ToLower(arrivedPath(r)), true)
 	}
 	if v.verifier.SignsURL() || r.Method != http.MethodPost || r.URL.RawQuery != "" {
 		// The method and URL as the request arrived, before any rewrite:

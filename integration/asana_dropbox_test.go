@@ -129,6 +129,20 @@ func TestAsana(t *testing.T) {
 		if status, _, _ := post(t, g.URL+"/asana/other", signer(t, "asana", asanaSecret).Sign("", time.Now(), []byte(body)), []byte(body)); status != 401 {
 			t.Errorf("the learned secret on another path: %d, want 401", status)
 		}
+		// Another spelling of the same route (Caddy's path matcher takes
+		// any case, // and dot segments) is the same endpoint: it cannot
+		// learn a secret of its own, nor take a forged delivery.
+		for _, variant := range []string{"/ASANA/tasks", "//asana/tasks", "/asana/./tasks", "/x/../asana/tasks"} {
+			if status, h, got := handshake(g, variant, asanaOther); status != 409 {
+				t.Errorf("an attacker's handshake at %s: %d %s, want 409", variant, status, got)
+			} else if problemBody(t, status, h, got) != problem.HandshakeRefused.Code {
+				t.Errorf("an attacker's handshake at %s: %s", variant, got)
+			}
+			signed := signer(t, "asana", asanaOther).Sign("", time.Now(), []byte(body))
+			if status, _, _ := post(t, g.URL+variant, signed, []byte(body)); status != 401 {
+				t.Errorf("a delivery forged under the attacker's secret at %s: %d, want 401", variant, status)
+			}
+		}
 		if n := up.count(); n != 1 {
 			t.Errorf("the upstream got %d requests, want 1", n)
 		}
