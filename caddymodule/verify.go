@@ -258,7 +258,10 @@ func (v *Verify) check(w http.ResponseWriter, r *http.Request) (result string, r
 		return resultHandshake, rej, d, r, nil
 	}
 	if d, err = v.verifier.Verify(req, v.now()); err != nil {
-		rej, err = verify.Rejection(err)
+		cause := err
+		if rej, err = verify.Rejection(err); err != cause {
+			v.logger.Debug("webhook rejected: the cause", zap.String("reason", rej.Code), zap.Error(cause))
+		}
 		return rej.Code, rej, d, r, err
 	}
 	return "accepted", rej, d, r, nil

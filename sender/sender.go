@@ -330,6 +330,7 @@ func (s *Sender) guardedClient(opts Options) *http.Client {
 	t = t.Clone()
 	t.Proxy = nil
 	t.DialContext = g.DialContext
+	t.DialTLSContext, t.DialTLS, t.Dial = nil, nil, nil //nolint:staticcheck // SA1019: the deprecated dialers would dial around the guard as well
 	c := *s.client
 	c.Transport = t
 	return &c

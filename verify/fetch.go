@@ -168,9 +168,19 @@ func (f *fetcher) remember(url string, c fetched, now time.Time) {
 	f.cache[url] = c
 }
 
-// forget drops url's cached answer: the next get fetches it again.
-func (f *fetcher) forget(url string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.cache, url)
+// refresh fetches url again, and keeps the answer only when the fetch
+// succeeds: a failure leaves the cached answer in use.
+func (f *fetcher) refresh(ctx context.Context, url string, now time.Time, parse parseFunc) (any, error) {
+	v, _, _ := f.group.Do(url, func() (any, error) {
+		if !f.limit.AllowN(now, 1) {
+			return fetched{err: fmt.Errorf("%w: too many new key URLs; %s not fetched", ErrKeyUnavailable, url)}, nil
+		}
+		c := f.fetch(ctx, url, now, parse)
+		if c.err == nil {
+			f.remember(url, c, now)
+		}
+		return c, nil
+	})
+	c := v.(fetched)
+	return c.value, c.err
 }

@@ -92,10 +92,10 @@ type pubsub struct {
 	account string
 }
 
-// keySet is a fetched JWKS, and when it was fetched.
+// keySet is a fetched JWKS's keys, and when it was fetched.
 type keySet struct {
-	jose.JSONWebKeySet
-	at time.Time
+	keys []jose.JSONWebKey
+	at   time.Time
 }
 
 func newPubSub(secrets []string, opts Options) (*pubsub, error) {
@@ -196,37 +196,61 @@ func (p *pubsub) verify(r Request, now time.Time, past, future time.Duration) (D
 
 // key is the RSA key kid names in Google's key set. A kid the cached set
 // lacks fetches the set again (Google rotates its keys), at most once a
-// minute.
+// minute; a failed fetch leaves the cached set in use.
 func (p *pubsub) key(ctx context.Context, kid string, now time.Time) (*rsa.PublicKey, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	for range 2 {
-		v, err := p.fetch.get(ctx, p.cfg.JWKSURL, now, readJWKS(now))
-		if err != nil {
-			return nil, err
-		}
-		set := v.(*keySet)
-		if keys := set.Key(kid); len(keys) > 0 {
-			if k, ok := keys[0].Key.(*rsa.PublicKey); ok {
-				return k, nil
-			}
-		}
-		if now.Sub(set.at) < jwksMinTTL {
-			break
-		}
-		p.fetch.forget(p.cfg.JWKSURL)
+	v, err := p.fetch.get(ctx, p.cfg.JWKSURL, now, readJWKS(now))
+	if err != nil {
+		return nil, err
+	}
+	set := v.(*keySet)
+	if k := set.rsa(kid); k != nil {
+		return k, nil
+	}
+	if now.Sub(set.at) < jwksMinTTL {
+		return nil, fmt.Errorf("%w: no key %q in the JWKS", ErrBadSignature, kid)
+	}
+	if v, err = p.fetch.refresh(ctx, p.cfg.JWKSURL, now, readJWKS(now)); err != nil {
+		return nil, err
+	}
+	if k := v.(*keySet).rsa(kid); k != nil {
+		return k, nil
 	}
 	return nil, fmt.Errorf("%w: no key %q in the JWKS", ErrBadSignature, kid)
 }
 
-// readJWKS reads a fetched JWKS fetched at now, kept as its Cache-Control
-// says, within bounds.
+// rsa is the RSA key kid names, nil for none.
+func (s *keySet) rsa(kid string) *rsa.PublicKey {
+	for _, k := range s.keys {
+		if k.KeyID == kid {
+			if pub, ok := k.Key.(*rsa.PublicKey); ok {
+				return pub
+			}
+		}
+	}
+	return nil
+}
+
+// readJWKS reads a JWKS fetched at now, kept as its Cache-Control says,
+// within bounds. A key that does not parse (a type go-jose does not
+// know) is left out, not the set.
 func readJWKS(now time.Time) parseFunc {
 	return func(body []byte, h http.Header) (any, time.Duration, error) {
-		set := &keySet{at: now}
-		if err := json.Unmarshal(body, &set.JSONWebKeySet); err != nil || len(set.Keys) == 0 {
+		var raw struct{ Keys []json.RawMessage }
+		if err := json.Unmarshal(body, &raw); err != nil {
 			return nil, 0, errors.New("the answer is not a JWKS")
+		}
+		set := &keySet{at: now}
+		for _, r := range raw.Keys {
+			var k jose.JSONWebKey
+			if json.Unmarshal(r, &k) == nil {
+				set.keys = append(set.keys, k)
+			}
+		}
+		if len(set.keys) == 0 {
+			return nil, 0, errors.New("the JWKS holds no key")
 		}
 		return set, min(max(maxAge(h.Get("Cache-Control"), jwksDefaultTTL), jwksMinTTL), jwksMaxTTL), nil
 	}

@@ -180,6 +180,24 @@ func TestPubSubSignAndRotation(t *testing.T) {
 	if err := push(s2, now.Add(2*time.Minute)); err != nil || stand.count("https://keys.example/jwks") != 2 {
 		t.Fatalf("a new key after a minute: %v, fetched %d times", err, stand.count("https://keys.example/jwks"))
 	}
+	// A kid nobody knows, when the JWKS host is down: the set in use
+	// stays, and genuine pushes still verify.
+	delete(stand.pages, "https://keys.example/jwks")
+	k3, _ := rsa.GenerateKey(rand.Reader, 2048)
+	s3, _ := NewSigner("pubsub", rsaPKCS8(t, k3), account)
+	if err := push(s3, now.Add(4*time.Minute)); !errors.Is(err, ErrKeyUnavailable) {
+		t.Fatalf("an unknown kid with the JWKS host down: %v", err)
+	}
+	if err := push(s2, now.Add(4*time.Minute)); err != nil {
+		t.Fatalf("a genuine push after a failed refresh: %v", err)
+	}
+	// A JWKS with a key go-jose does not know keeps its other keys.
+	stand.pages["https://keys.example/jwks"] = strings.Replace(testJWKS(t, k1), `{"keys":[`, `{"keys":[{"kty":"OKP","crv":"X448","x":"AA","kid":"odd"},`, 1)
+	fresh := newPubSubVerifier(t, PubSub{Audience: endpoint, ServiceAccounts: []string{account}, JWKSURL: "https://keys.example/jwks"}, client)
+	h, _ := s1.SignRequest(Request{URL: endpoint, Body: []byte(pushBody)}, "", now)
+	if _, err := fresh.Verify(Request{Header: h, Body: []byte(pushBody)}, now); err != nil {
+		t.Fatalf("a JWKS with an unknown key type: %v", err)
+	}
 	if _, err := s1.SignRequest(Request{Body: []byte(pushBody)}, "", now); err == nil {
 		t.Fatal("signed without an audience URL")
 	}

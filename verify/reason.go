@@ -2,6 +2,7 @@ package verify
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/hookgate/hookgate/internal/problem"
 )
@@ -22,15 +23,23 @@ func Rejection(err error) (problem.Reason, error) {
 	case errors.Is(err, ErrMalformedBody):
 		return problem.MalformedBody, err
 	case errors.Is(err, ErrKeyUnavailable):
-		return problem.KeyUnavailable, err
+		// Its cause (a DNS or dial error) would tell anyone the
+		// gateway's network: the caller logs it.
+		return problem.KeyUnavailable, errKeyUnavailableDetail
 	case errors.Is(err, ErrTopicNotAllowed):
 		return problem.TopicNotAllowed, err
 	case errors.Is(err, ErrCertURLNotAllowed):
 		return problem.CertURLNotAllowed, err
 	case errors.Is(err, ErrNotConfirmed):
-		return problem.SubscriptionNotConfirmed, err
+		return problem.SubscriptionNotConfirmed, errNotConfirmedDetail
 	case errors.Is(err, ErrStoreUnavailable):
 		return problem.StoreUnavailable, err
 	}
 	return problem.BadSignature, ErrBadSignature
 }
+
+// The details of the rejections whose causes stay in the logs.
+var (
+	errKeyUnavailableDetail = fmt.Errorf("%w: the provider's key could not be fetched; try again", ErrKeyUnavailable)
+	errNotConfirmedDetail   = fmt.Errorf("%w: the SubscribeURL did not answer 200", ErrNotConfirmed)
+)

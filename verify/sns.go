@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // SNS configures scheme sns.
@@ -81,6 +82,9 @@ func (snsScheme) header(http.Header, parsed, []byte) {}
 // (us-east-1, us-gov-west-1, cn-north-1, ...), not any amazonaws.com
 // host (sns.s3.amazonaws.com would be an S3 bucket's).
 var snsRegionHost = regexp.MustCompile(`^sns\.[a-z]{2}(-[a-z]+)+-[0-9]+\.amazonaws\.com(\.cn)?$`)
+
+// snsCertPath is the path of SNS's certificates on its own hosts.
+var snsCertPath = regexp.MustCompile(`^/SimpleNotificationService-[0-9a-f]{32}\.pem$`)
 
 // snsCertTTL is how long a fetched certificate is used before it is
 // fetched again: at most one fetch per URL an hour.
@@ -206,39 +210,47 @@ func readSNS(body []byte) (*snsMessage, error) {
 // malformed_body).
 var ErrMalformedBody = errors.New("malformed body")
 
-// jsonStrings reads body's top-level JSON object: its string members (a
-// member of another type is kept out), refusing a key given twice.
+// snsFields are the fields of an SNS message, each a string.
+var snsFields = []string{"Type", "MessageId", "Token", "TopicArn", "Subject", "Message", "Timestamp", "SignatureVersion",
+	"Signature", "SigningCertURL", "SubscribeURL", "UnsubscribeURL"}
+
+// jsonStrings reads body's one JSON object, valid UTF-8 with nothing
+// after it: its string members. It refuses a key given twice, also in
+// another case or Unicode folding (a decoder that matches names so, as
+// Go's, would read the unsigned one), and a field of SNS's that is not a
+// string (the signed string would leave it out).
 func jsonStrings(body []byte) (map[string]string, error) {
+	if !utf8.Valid(body) || !json.Valid(body) {
+		return nil, errors.New("not JSON")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return nil, errors.New("not a JSON object")
 	}
 	fields := make(map[string]string)
-	seen := make(map[string]bool)
+	var seen []string
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
 			return nil, errors.New("not JSON")
 		}
 		key := t.(string) // a member's name
-		if seen[key] {
-			return nil, fmt.Errorf("%q is given twice", key)
+		for _, k := range append(seen, snsFields...) {
+			if strings.EqualFold(k, key) && (k != key || slices.Contains(seen, key)) {
+				return nil, fmt.Errorf("%q is given twice, or as another spelling of %q", key, k)
+			}
 		}
-		seen[key] = true
+		seen = append(seen, key)
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
 			return nil, errors.New("not JSON")
 		}
-		var s string
-		if json.Unmarshal(v, &s) == nil {
-			fields[key] = s
+		var str string
+		if err := json.Unmarshal(v, &str); err == nil {
+			fields[key] = str
+		} else if slices.Contains(snsFields, key) {
+			return nil, fmt.Errorf("%s is not a string", key)
 		}
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, errors.New("not JSON")
-	}
-	if _, err := dec.Token(); err == nil {
-		return nil, errors.New("more than one JSON value")
 	}
 	return fields, nil
 }
@@ -339,6 +351,10 @@ func (s *sns) allowed(raw string, cert bool) error {
 		return fmt.Errorf("%w: the %s's path does not end in .pem", ErrCertURLNotAllowed, what)
 	case !s.hostAllowed(u):
 		return fmt.Errorf("%w: the %s's host %s is not among cert_hosts", ErrCertURLNotAllowed, what, u.Host)
+	case cert && len(s.cfg.CertHosts) == 0 && !snsCertPath.MatchString(u.Path):
+		// SNS's own certificates only: a request naming another path on
+		// SNS's host would spend the fetches' budget for nothing.
+		return fmt.Errorf("%w: the %s's path is not one of SNS's certificates", ErrCertURLNotAllowed, what)
 	}
 	return nil
 }

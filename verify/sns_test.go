@@ -148,6 +148,7 @@ func TestSNSCertURLs(t *testing.T) {
 		"https://user@sns.us-west-2.amazonaws.com/cert.pem",
 		"https://sns.us-west-2.amazonaws.com:8443/cert.pem",
 		"https://[::1]/cert.pem",
+		"https://sns.us-west-2.amazonaws.com/random.pem", // not one of SNS's certificates
 		"file:///etc/passwd.pem",
 	} {
 		stand, client := newStand(nil)
@@ -224,6 +225,15 @@ func TestSNSMalformed(t *testing.T) {
 		"no Signature":      strings.Replace(string(body), `"Signature"`, `"Sig"`, 1),
 		"SignatureVersion3": strings.Replace(string(body), `"SignatureVersion" : "2"`, `"SignatureVersion" : "3"`, 1),
 		"a bad Timestamp":   strings.Replace(string(body), `2026-03-06T20:00:26.893Z`, `yesterday`, 1),
+		// Review: what a decoder that folds names, or drops what is not
+		// a string, would read otherwise than the signature does.
+		"another case":         strings.Replace(string(body), `"Type" : "Notification",`, `"Type" : "Notification","message":"EVIL",`, 1),
+		"a Unicode folding":    strings.Replace(string(body), `"Type" : "Notification",`, `"Type" : "Notification","Meſſage":"EVIL",`, 1),
+		"a TopicArn spelling":  strings.Replace(string(body), `"Type" : "Notification",`, `"Type" : "Notification","TopicARN":"arn:aws:sns:x:1:evil",`, 1),
+		"a Subject not string": strings.Replace(string(body), `"Type" : "Notification",`, `"Type" : "Notification","Subject":["EVIL"],`, 1),
+		"trailing brace":       string(body) + "}",
+		"trailing garbage":     string(body) + ` ,"Message":"EVIL"}`,
+		"invalid UTF-8":        strings.Replace(string(body), `signature version 2.`, "signature version 2.\xff", 1),
 	} {
 		if _, err := v.Verify(Request{Body: []byte(b)}, at); !errors.Is(err, ErrMalformedBody) {
 			t.Errorf("%s: %v, want %v", name, err, ErrMalformedBody)
@@ -254,7 +264,7 @@ func testSNSKey(t testing.TB) (keyPEM, certPEM string) {
 // SubscribeURL only with confirm_subscriptions, for a listed topic.
 func TestSNSSignAndConfirm(t *testing.T) {
 	keyPEM, certPEM := testSNSKey(t)
-	certURL := "https://sns.eu-west-1.amazonaws.com/SimpleNotificationService-test.pem"
+	certURL := "https://sns.eu-west-1.amazonaws.com/SimpleNotificationService-0123456789abcdef0123456789abcdef.pem"
 	subscribe := "https://sns.eu-west-1.amazonaws.com/?Action=ConfirmSubscription&TopicArn=" + snsTopic + "&Token=t"
 	signer, err := NewSigner("sns", keyPEM, certURL)
 	if err != nil {

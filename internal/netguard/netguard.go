@@ -79,6 +79,7 @@ var refused = rules(map[string][]string{
 		"192.0.0.0/24", "192.0.2.0/24", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24",
 		"240.0.0.0/4", // and 255.255.255.255
 		"100::/64", "2001:db8::/32", "2001:2::/48", "2001:10::/28", "2001:20::/28", "3fff::/20", "5f00::/16",
+		"fec0::/10",      // site-local, deprecated
 		"64:ff9b:1::/48", // NAT64 for local use: its embedding is the network's own
 		"::/96",          // IPv4-compatible, deprecated (its v4 is checked too)
 	},
@@ -132,22 +133,27 @@ func (g *Guard) Check(host string, addr netip.Addr, port uint16) error {
 	if port != 0 && g.ownListener(addr, port) { // allow_networks does not open these
 		return &RefusedError{Host: host, Addr: addr, Rule: "own listener"}
 	}
-	if g.allowed(addr) {
+	if name := ruleOf(addr); name != "" && !g.allowed(addr, name) {
+		return &RefusedError{Host: host, Addr: addr, Rule: name}
+	} else if name != "" {
 		return nil
 	}
-	if name := ruleOf(addr); name != "" {
-		return &RefusedError{Host: host, Addr: addr, Rule: name}
-	}
-	if v4, how, ok := embedded(addr); ok && !g.allowed(v4) {
-		if name := ruleOf(v4); name != "" {
+	if v4, how, ok := embedded(addr); ok {
+		if name := ruleOf(v4); name != "" && !g.allowed(v4, name) {
 			return &RefusedError{Host: host, Addr: addr, Rule: how + " of " + name}
 		}
 	}
 	return nil
 }
 
-func (g *Guard) allowed(addr netip.Addr) bool {
-	return slices.ContainsFunc(g.opts.Allow, func(p netip.Prefix) bool { return p.Contains(addr.Unmap()) || p.Contains(addr) })
+// allowed reports whether an allowed range lets addr through, though
+// rule refuses it. A metadata address is let through only by its own
+// range (169.254.169.254/32), never by a wider one that holds it.
+func (g *Guard) allowed(addr netip.Addr, rule string) bool {
+	addr = addr.Unmap()
+	return slices.ContainsFunc(g.opts.Allow, func(p netip.Prefix) bool {
+		return p.Contains(addr) && (rule != "metadata" || p.Bits() == addr.BitLen())
+	})
 }
 
 // ruleOf is the rule that refuses addr, "" for none.
@@ -204,6 +210,9 @@ func (g *Guard) ownListener(addr netip.Addr, port uint16) bool {
 			return true
 		}
 		if l.Addr().IsUnspecified() {
+			if addr.IsLoopback() { // all of 127.0.0.0/8 reaches it
+				return true
+			}
 			if local == nil {
 				local = g.opts.LocalAddrs()
 			}

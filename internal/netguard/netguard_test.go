@@ -64,6 +64,26 @@ func TestAllow(t *testing.T) {
 	}
 }
 
+// TestAllowNeverOpensMetadata: a range that holds a metadata address
+// opens it only when it is that address's own.
+func TestAllowNeverOpensMetadata(t *testing.T) {
+	for allow, addr := range map[string]string{"fd00::/8": "fd00:ec2::254", "169.254.0.0/16": "169.254.169.254", "100.64.0.0/10": "100.100.100.200", "0.0.0.0/0": "168.63.129.16"} {
+		g := New(Options{Allow: []netip.Prefix{netip.MustParsePrefix(allow)}})
+		var refused *RefusedError
+		if err := g.Check(addr, netip.MustParseAddr(addr), 80); !errors.As(err, &refused) || refused.Rule != "metadata" {
+			t.Errorf("allow %s: %s: %v, want refused as metadata", allow, addr, err)
+		}
+		a := netip.MustParseAddr(addr)
+		exact := New(Options{Allow: []netip.Prefix{netip.PrefixFrom(a, a.BitLen())}})
+		if err := exact.Check(addr, a, 80); err != nil {
+			t.Errorf("allow %s/%d: %v", addr, a.BitLen(), err)
+		}
+	}
+	if err := New(Options{}).Check("fec0::1", netip.MustParseAddr("fec0::1"), 80); err == nil {
+		t.Error("fec0::1 (site-local) allowed")
+	}
+}
+
 // TestOwnListener: the gateway's own listeners are refused, on their
 // address or, for one on an unspecified address, on any of the host's.
 func TestOwnListener(t *testing.T) {
@@ -77,6 +97,7 @@ func TestOwnListener(t *testing.T) {
 	})
 	for ap, want := range map[string]bool{
 		"93.184.216.34:443": true, "[::ffff:93.184.216.34]:443": true, "198.41.0.4:8080": true,
+		"127.0.0.2:443": true, "[::1]:443": true, // loopback reaches a listener on every address
 		"93.184.216.34:8443": false, "198.41.0.4:443": false, "1.1.1.1:443": false,
 	} {
 		a := netip.MustParseAddrPort(ap)
