@@ -209,30 +209,42 @@ var ErrMalformedBody = errors.New("malformed body")
 // jsonStrings reads body's top-level JSON object: its string members (a
 // member of another type is kept out), refusing a key given twice.
 func jsonStrings(body []byte) (map[string]string, error) {
+	members, err := jsonMembers(body)
+	if err != nil {
+		return nil, err
+	}
+	fields := make(map[string]string, len(members))
+	for key, v := range members {
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			fields[key] = s
+		}
+	}
+	return fields, nil
+}
+
+// jsonMembers reads body's top-level JSON object: its members, raw,
+// refusing a key given twice.
+func jsonMembers(body []byte) (map[string]json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return nil, errors.New("not a JSON object")
 	}
-	fields := make(map[string]string)
-	seen := make(map[string]bool)
+	members := make(map[string]json.RawMessage)
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
 			return nil, errors.New("not JSON")
 		}
 		key := t.(string) // a member's name
-		if seen[key] {
+		if _, seen := members[key]; seen {
 			return nil, fmt.Errorf("%q is given twice", key)
 		}
-		seen[key] = true
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
 			return nil, errors.New("not JSON")
 		}
-		var s string
-		if json.Unmarshal(v, &s) == nil {
-			fields[key] = s
-		}
+		members[key] = v
 	}
 	if _, err := dec.Token(); err != nil {
 		return nil, errors.New("not JSON")
@@ -240,7 +252,7 @@ func jsonStrings(body []byte) (map[string]string, error) {
 	if _, err := dec.Token(); err == nil {
 		return nil, errors.New("more than one JSON value")
 	}
-	return fields, nil
+	return members, nil
 }
 
 // verify checks r as an SNS message at now.
