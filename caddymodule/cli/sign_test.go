@@ -108,7 +108,7 @@ func TestSignErrors(t *testing.T) {
 		stderr string
 	}{
 		{[]string{"hello"}, "Error: no secret: pass --secret or set HOOKGATE_SECRET\n"},
-		{[]string{"--secret", testSecret, "--scheme", "nope", "hello"}, "Error: --scheme \"nope\": unknown scheme; want one of asana, bitbucket, box, clerk, coinbase-commerce, discord, dropbox, easypost, figma, github, gitlab, gocardless, hookgate, hubspot, linear, meta, msgraph, mux, nylas, okta, openai, paddle, pagerduty, polar, postmark, pubsub, razorpay, replicate, resend, rfc9421, sanity, segment, sendgrid, shopify, slack, sns, square, standard, stripe, telnyx, twilio, twitch, twitter, webflow, workos, zoom\n"},
+		{[]string{"--secret", testSecret, "--scheme", "nope", "hello"}, "Error: --scheme \"nope\": unknown scheme; want one of asana, bitbucket, box, clerk, coinbase-commerce, discord, dropbox, easypost, figma, github, gitlab, gocardless, hookgate, hubspot, linear, mailgun, meta, msgraph, mux, nylas, okta, openai, paddle, pagerduty, polar, postmark, pubsub, razorpay, replicate, resend, rfc9421, sanity, segment, sendgrid, shopify, slack, sns, square, standard, stripe, telnyx, twilio, twitch, twitter, webflow, workos, zoom\n"},
 		{[]string{"--secret", testSecret, "--scheme", "stripee", "hello"}, "Error: --scheme \"stripee\": unknown scheme; did you mean \"stripe\"? want one of "},
 		{[]string{"--secret", testSecret, "--scheme", "rfc9421", "--url", srv.URL, "hello"}, "Error: scheme rfc9421 names the key it signs with: pass --key-id <keyid>"},
 		{[]string{"--secret", testSecret, "--scheme", "hmac", "hello"}, "Error: the generic hmac scheme is configured in a Caddyfile"},
