@@ -28,6 +28,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -121,6 +122,9 @@ func mailgunJSON(body []byte) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := foldedTwice(top, "signature"); err != nil {
+		return nil, err
+	}
 	raw, ok := top["signature"]
 	if !ok {
 		return nil, errors.New("the body has no signature object")
@@ -129,6 +133,11 @@ func mailgunJSON(body []byte) (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("signature: %v", err)
 	}
+	for _, name := range mailgunFields {
+		if err := foldedTwice(fields, name); err != nil {
+			return nil, fmt.Errorf("signature: %v", err)
+		}
+	}
 	f := make(map[string]string, len(mailgunFields))
 	for _, name := range mailgunFields {
 		if v, ok := fields[name]; ok {
@@ -136,6 +145,18 @@ func mailgunJSON(body []byte) (map[string]string, error) {
 		}
 	}
 	return f, nil
+}
+
+// foldedTwice refuses a key of members that is name in another case:
+// encoding/json, and decoders like it, match keys without regard to case,
+// so a service behind could read that one, unsigned.
+func foldedTwice[V any](members map[string]V, name string) error {
+	for key := range members {
+		if key != name && strings.EqualFold(key, name) {
+			return fmt.Errorf("%s is given twice (as %q)", name, key)
+		}
+	}
+	return nil
 }
 
 // mailgunURLForm reads an urlencoded form's fields.

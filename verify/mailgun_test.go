@@ -107,8 +107,8 @@ func TestMailgunVector(t *testing.T) {
 }
 
 // TestMailgunMalformed: a body without its signature fields, with one
-// given twice (in the JSON signature object, at the JSON top level, or
-// as a repeated form field), or out of bounds is 400 malformed_body, not
+// given twice (in the JSON signature object, at the JSON top level, in
+// another case, or as a repeated form field), or out of bounds is 400 malformed_body, not
 // a missing header; so is a body whose Content-Type is neither JSON nor
 // a form.
 func TestMailgunMalformed(t *testing.T) {
@@ -130,6 +130,9 @@ func TestMailgunMalformed(t *testing.T) {
 		{"json, signature object twice", mailgunJSONType, good[:len(good)-1] + `,"signature":{}}`},
 		{"json, not an object", mailgunJSONType, `["signature"]`},
 		{"json, two values", mailgunJSONType, good + good},
+		{"json, trailing bytes", mailgunJSONType, good + "}"},
+		{"json, token in another case too", mailgunJSONType, strings.Replace(good, `"token":`, `"Token":"unsigned","token":`, 1)},
+		{"json, signature object in another case too", mailgunJSONType, good[:len(good)-1] + `,"Signature":{}}`},
 		{"json, signature not hex", mailgunJSONType, strings.Replace(good, mailgunSignature, strings.Repeat("zz", 32), 1)},
 		{"json, signature short", mailgunJSONType, strings.Replace(good, mailgunSignature, mailgunSignature[:62], 1)},
 		{"json, timestamp not canonical", mailgunJSONType, strings.Replace(good, `"1403645220"`, `"01403645220"`, 1)},

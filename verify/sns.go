@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -249,7 +250,7 @@ func jsonMembers(body []byte) (map[string]json.RawMessage, error) {
 	if _, err := dec.Token(); err != nil {
 		return nil, errors.New("not JSON")
 	}
-	if _, err := dec.Token(); err == nil {
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("more than one JSON value")
 	}
 	return members, nil
