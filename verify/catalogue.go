@@ -57,6 +57,8 @@ var catalogue = []Provider{
 			Encoding: "base64", Content: "{method}{url}{body}{timestamp}"}},
 	{Name: "linear", Title: "Linear", Docs: "https://linear.app/developers/webhooks",
 		HMAC: &HMAC{IDHeader: "Linear-Delivery", SignatureHeader: "Linear-Signature"}},
+	{Name: "mailgun", Title: "Mailgun", Scheme: "mailgun",
+		Docs: "https://documentation.mailgun.com/docs/mailgun/user-manual/webhooks/securing-webhooks"},
 	{Name: "meta", Title: "Meta (Facebook, Instagram, WhatsApp)", Scheme: "meta",
 		Docs: "https://developers.facebook.com/docs/graph-api/webhooks/getting-started#validate-payloads"},
 	{Name: "msgraph", Title: "Microsoft Graph change notifications", Scheme: "msgraph",

@@ -36,6 +36,7 @@ var namedVectors = map[string]string{
 	"msgraph":  "TestTokenSchemes (Microsoft Graph's documented notification)",
 	"sns":      "TestSNSVectors (genuine SNS deliveries, from aws-sdk-java-v2's tests)",
 	"pubsub":   "TestPubSubVector (a Google-signed ID token, from google-auth-library-java's tests)",
+	"mailgun":  "TestMailgunVector (mailgun-php's testVerifyWebhookGood, accepted by mailgun-go v4.23.0)",
 }
 
 // TestCatalogue: the rows are in name order, each named once, with a

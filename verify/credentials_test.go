@@ -20,6 +20,12 @@ func TestCredentialHeaders(t *testing.T) {
 			if ts, ok := v.scheme.(tokenScheme); (ok && ts.body != nil) || v.sns != nil {
 				t.Skip("its token or signature is in the body: no header is a credential")
 			}
+			if _, ok := v.scheme.(mailgunScheme); ok {
+				if creds := v.CredentialHeaders(); len(creds) != 0 {
+					t.Errorf("mailgun signs inside the body, yet names credential headers %v", creds)
+				}
+				return
+			}
 			if v.pubsub != nil {
 				t.Skip("verifies with Google's keys, fetched: TestPubSubVector")
 			}

@@ -180,7 +180,7 @@ func snsHash(v string) (crypto.Hash, bool) {
 // key once (a second value of a signed field would be read by the
 // service behind, unsigned), of a type SNS sends.
 func readSNS(body []byte) (*snsMessage, error) {
-	fields, err := jsonStrings(body)
+	fields, err := jsonStrings(body, snsFields)
 	if err != nil {
 		return nil, fmt.Errorf("%w: the body is not an SNS message: %v", ErrMalformedBody, err)
 	}
@@ -214,46 +214,72 @@ var ErrMalformedBody = errors.New("malformed body")
 var snsFields = []string{"Type", "MessageId", "Token", "TopicArn", "Subject", "Message", "Timestamp", "SignatureVersion",
 	"Signature", "SigningCertURL", "SubscribeURL", "UnsubscribeURL"}
 
-// jsonStrings reads body's one JSON object, valid UTF-8 with nothing
-// after it: its string members. It refuses a key given twice, also in
-// another case or Unicode folding (a decoder that matches names so, as
-// Go's, would read the unsigned one), and a field of SNS's that is not a
-// string (the signed string would leave it out).
-func jsonStrings(body []byte) (map[string]string, error) {
+// jsonStrings reads body's one JSON object (jsonMembers): its string
+// members. It refuses a member named in strs that is not a string (a
+// signed string would leave it out), or is spelled in another case.
+func jsonStrings(body []byte, strs []string) (map[string]string, error) {
+	members, err := jsonMembers(body)
+	if err != nil {
+		return nil, err
+	}
+	fields := make(map[string]string, len(members))
+	for key, v := range members {
+		for _, f := range strs {
+			if key != f && fold(key) == fold(f) {
+				return nil, fmt.Errorf("%q is another spelling of %q", key, f)
+			}
+		}
+		var s string
+		if err := json.Unmarshal(v, &s); err == nil {
+			fields[key] = s
+		} else if slices.Contains(strs, key) {
+			return nil, fmt.Errorf("%s is not a string", key)
+		}
+	}
+	return fields, nil
+}
+
+// jsonMembersMax bounds the members of an object jsonMembers reads.
+const jsonMembersMax = 256
+
+// jsonMembers reads body's one JSON object, valid UTF-8 with nothing
+// after it: its members, raw. It refuses a key given twice, also in
+// another case or Unicode folding: a decoder that matches names so, as
+// Go's encoding/json, would read the one the signature did not.
+func jsonMembers(body []byte) (map[string]json.RawMessage, error) {
 	if !utf8.Valid(body) || !json.Valid(body) {
-		return nil, errors.New("not JSON")
+		return nil, errors.New("not one JSON value")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return nil, errors.New("not a JSON object")
 	}
-	fields := make(map[string]string)
-	var seen []string
+	members := make(map[string]json.RawMessage)
+	folded := make(map[string]string)
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
 			return nil, errors.New("not JSON")
 		}
 		key := t.(string) // a member's name
-		for _, k := range append(seen, snsFields...) {
-			if strings.EqualFold(k, key) && (k != key || slices.Contains(seen, key)) {
-				return nil, fmt.Errorf("%q is given twice, or as another spelling of %q", key, k)
-			}
+		if other, seen := folded[fold(key)]; seen {
+			return nil, fmt.Errorf("%q is given twice (as %q)", key, other)
 		}
-		seen = append(seen, key)
+		if len(members) == jsonMembersMax {
+			return nil, fmt.Errorf("over %d members", jsonMembersMax)
+		}
+		folded[fold(key)] = key
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
 			return nil, errors.New("not JSON")
 		}
-		var str string
-		if err := json.Unmarshal(v, &str); err == nil {
-			fields[key] = str
-		} else if slices.Contains(snsFields, key) {
-			return nil, fmt.Errorf("%s is not a string", key)
-		}
+		members[key] = v
 	}
-	return fields, nil
+	return members, nil
 }
+
+// fold is a key as a decoder that matches names without case sees it.
+func fold(key string) string { return strings.ToLower(strings.ToUpper(key)) }
 
 // verify checks r as an SNS message at now.
 func (s *sns) verify(r Request, now time.Time, past, future time.Duration) (Delivery, *snsMessage, error) {

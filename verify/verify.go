@@ -494,6 +494,9 @@ func (v *Verifier) SignRequest(r Request, id string, ts time.Time) (http.Header,
 	if v.sns != nil {
 		return nil, errors.New("sns signs inside the body: use SignMessage")
 	}
+	if _, ok := v.scheme.(mailgunScheme); ok {
+		return nil, errors.New("mailgun signs inside the body: use SignMessage")
+	}
 	if v.pubsub != nil {
 		return v.pubsub.sign(r, ts)
 	}
@@ -532,10 +535,14 @@ func (v *Verifier) CanSign() bool {
 
 // SignMessage returns the headers and the body a genuine sender sends for
 // r, signed with the first secret: r's body, but for the schemes that
-// sign inside it (sns), which return it with their signature's fields.
+// sign inside it (sns, mailgun), which return it with their signature's
+// fields.
 func (v *Verifier) SignMessage(r Request, id string, ts time.Time) (http.Header, []byte, error) {
 	if v.sns != nil {
 		return v.sns.sign(r.Body, id, ts)
+	}
+	if _, ok := v.scheme.(mailgunScheme); ok {
+		return v.signMailgun(r, id, ts)
 	}
 	h, err := v.SignRequest(r, id, ts)
 	return h, r.Body, err
@@ -605,7 +612,7 @@ type scheme interface {
 }
 
 var schemes = []scheme{standardScheme{}, stripeScheme{}, githubScheme{}, shopifyScheme{}, slackScheme{}, hookgateScheme{}, zoomScheme{}, metaScheme{}, twitterScheme{}, twilioScheme{}, rfc9421Scheme{},
-	discord, sendgridScheme{}, telnyx, snsScheme{}, pubsubScheme{},
+	discord, sendgridScheme{}, telnyx, snsScheme{}, pubsubScheme{}, mailgunScheme{},
 	tokenScheme{named: "gitlab", in: "X-Gitlab-Token"},
 	tokenScheme{named: "postmark", in: "Authorization", basic: true},
 	tokenScheme{named: "okta", in: "Authorization"},

@@ -29,8 +29,8 @@ func init() {
 		Short: "Signs a webhook body as a genuine sender would, and optionally sends it",
 		Long: `
 Prints the headers a genuine sender of the given scheme adds to the body,
-one "Name: value" per line; for sns, whose signature is inside the body,
-then an empty line and the signed body. With --send, POSTs the signed body to the URL
+one "Name: value" per line; for sns and mailgun, whose signatures are
+inside the body, then an empty line and the signed body. With --send, POSTs the signed body to the URL
 instead and prints the response's status line, headers and body; the exit
 code is 0 for a 2xx answer and 1 otherwise.
 
@@ -39,8 +39,8 @@ standard input. The secret defaults to $HOOKGATE_SECRET, so that it need not
 appear in the shell history. The delivery ID defaults to a random msg_ ID,
 the timestamp to now. With --send, -H adds a request header (repeatable, as
 curl's), and --content-type sets the body's type (default application/json
-for a JSON body; for another, application/x-www-form-urlencoded under twilio,
-none otherwise). An -H of a header the signature sets (the delivery ID's,
+for a JSON body; for another, application/x-www-form-urlencoded under twilio
+and mailgun, none otherwise). An -H of a header the signature sets (the delivery ID's,
 the timestamp's, the signature's) is refused: give the ID with --id and the
 timestamp with --timestamp. The schemes that sign the URL (twilio,
 rfc9421, hubspot, square) sign --url, or --send's URL; rfc9421 names its
@@ -49,7 +49,9 @@ with a PKCS#8 PEM private key as --secret; sns too, an RSA key, with
 --key-id the SigningCertURL its certificate is served at, and the body an
 SNS message (Type, TopicArn, Message; sign fills in the rest); and pubsub,
 an RSA key, with --key-id the service account its token names and --url
-(or --send's) its audience.
+(or --send's) its audience. mailgun fills in a JSON body's signature
+object (or a form's timestamp, token and signature fields), the token
+from --id.
 See docs/receiving.md, "Sending test requests".`,
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.Flags().String("scheme", "standard", "signature scheme: "+strings.Join(namedSchemes(), ", "))
@@ -135,7 +137,7 @@ func cmdSign(cmd *cobra.Command, args []string) (int, error) {
 	h := make(http.Header)
 	if json.Valid(body) {
 		h.Set("Content-Type", "application/json")
-	} else if fl.String("scheme") == "twilio" { // it signs any other body as a form's parameters
+	} else if fl.String("scheme") == "twilio" || fl.String("scheme") == "mailgun" { // they sign any other body as a form's
 		h.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
 	if ct := fl.String("content-type"); ct != "" {

@@ -41,6 +41,28 @@ func TestSignPrintsHeaders(t *testing.T) {
 	}
 }
 
+// TestSignMailgun: sign --scheme mailgun prints its Content-Type, then
+// the body with the signature inside: mailgun-php's vector, in a JSON
+// webhook's signature object, or, for a form body, in its fields.
+func TestSignMailgun(t *testing.T) {
+	t.Setenv("HOOKGATE_SECRET", "key-3ax6xnjp29jd6fds4gc373sgvjxteol0")
+	const (
+		token = "5egbgr1vjgqxtrnp65xfznchgdccwh5d6i09vijqi3whgowmn6"
+		sig   = "9cfc5c41582e51246e73c88d34db3af0a3a2692a76fbab81492842f000256d33"
+	)
+	got := execute(t, "", "sign", "--scheme", "mailgun", "--id", token, "--timestamp", "1403645220", `{"event-data":{"event":"delivered"}}`)
+	want := "Content-Type: application/json\n\n" +
+		`{"event-data":{"event":"delivered"},"signature":{"signature":"` + sig + `","timestamp":"1403645220","token":"` + token + `"}}` + "\n"
+	if got != (result{stdout: want}) {
+		t.Errorf("sign --scheme mailgun, a JSON body: %+v; want exit 0 and\n%s", got, want)
+	}
+	got = execute(t, "", "sign", "--scheme", "mailgun", "--id", token, "--timestamp", "1403645220", "event=delivered")
+	want = "Content-Type: application/x-www-form-urlencoded\n\nevent=delivered&signature=" + sig + "&timestamp=1403645220&token=" + token + "\n"
+	if got != (result{stdout: want}) {
+		t.Errorf("sign --scheme mailgun, a form body: %+v; want exit 0 and\n%s", got, want)
+	}
+}
+
 // TestSignSend: with --send, sign POSTs the signed body with the -H
 // headers and the content type, prints the answer, and exits 0 for a 2xx
 // answer, 1 otherwise.
@@ -108,7 +130,7 @@ func TestSignErrors(t *testing.T) {
 		stderr string
 	}{
 		{[]string{"hello"}, "Error: no secret: pass --secret or set HOOKGATE_SECRET\n"},
-		{[]string{"--secret", testSecret, "--scheme", "nope", "hello"}, "Error: --scheme \"nope\": unknown scheme; want one of asana, bitbucket, box, clerk, coinbase-commerce, discord, dropbox, easypost, figma, github, gitlab, gocardless, hookgate, hubspot, linear, meta, msgraph, mux, nylas, okta, openai, paddle, pagerduty, polar, postmark, pubsub, razorpay, replicate, resend, rfc9421, sanity, segment, sendgrid, shopify, slack, sns, square, standard, stripe, telnyx, twilio, twitch, twitter, webflow, workos, zoom\n"},
+		{[]string{"--secret", testSecret, "--scheme", "nope", "hello"}, "Error: --scheme \"nope\": unknown scheme; want one of asana, bitbucket, box, clerk, coinbase-commerce, discord, dropbox, easypost, figma, github, gitlab, gocardless, hookgate, hubspot, linear, mailgun, meta, msgraph, mux, nylas, okta, openai, paddle, pagerduty, polar, postmark, pubsub, razorpay, replicate, resend, rfc9421, sanity, segment, sendgrid, shopify, slack, sns, square, standard, stripe, telnyx, twilio, twitch, twitter, webflow, workos, zoom\n"},
 		{[]string{"--secret", testSecret, "--scheme", "stripee", "hello"}, "Error: --scheme \"stripee\": unknown scheme; did you mean \"stripe\"? want one of "},
 		{[]string{"--secret", testSecret, "--scheme", "rfc9421", "--url", srv.URL, "hello"}, "Error: scheme rfc9421 names the key it signs with: pass --key-id <keyid>"},
 		{[]string{"--secret", testSecret, "--scheme", "hmac", "hello"}, "Error: the generic hmac scheme is configured in a Caddyfile"},
