@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -250,6 +251,7 @@ func (sc *SenderConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 //		on_dead  skip|hold
 //		guard    on|off    # the SSRF guard (default off for a static destination)
 //		previous_secret <secret> <until RFC 3339>  # a rotation's old secret, signing too until then
+//		header   <name> <value>  # sent with every request; repeatable
 //	}
 func (dc *DestinationConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	err := cfparse.ParseBlock(d, "destination", cfparse.Block{
@@ -276,6 +278,17 @@ func (dc *DestinationConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		{"ordering", cfparse.String(&dc.Ordering)},
 		{"on_dead", cfparse.String(&dc.OnDead)},
 		{"guard", cfparse.String(&dc.Guard)},
+		{"header", func(d *caddyfile.Dispenser) error {
+			args := d.RemainingArgs()
+			if len(args) != 2 {
+				return d.Errf("destination %s: want header <name> <value>", dc.Name)
+			}
+			if dc.Headers == nil {
+				dc.Headers = http.Header{}
+			}
+			dc.Headers.Add(args[0], args[1])
+			return nil
+		}},
 		{"previous_secret", func(d *caddyfile.Dispenser) error {
 			if args := d.RemainingArgs(); len(args) == 2 {
 				dc.PreviousSecret, dc.PreviousUntil = args[0], args[1]
@@ -283,7 +296,7 @@ func (dc *DestinationConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			return d.Errf("destination %s: want previous_secret <secret> <until, RFC 3339>", dc.Name)
 		}},
-	})
+	}, "header")
 	switch {
 	case err != nil:
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -95,6 +96,10 @@ type DestinationConfig struct {
 	// (default) lets the next go, hold keeps it waiting until the dead
 	// head is redriven, resent, purged or trimmed.
 	OnDead string `json:"on_dead,omitempty"`
+	// Headers are sent with every request, as given; {env.*} and
+	// {file.*} values are read at load. Refused: hop-by-hop and framing
+	// headers, Host, and those the scheme signs with.
+	Headers http.Header `json:"headers,omitempty"`
 	// PreviousSecret signs too until PreviousUntil (RFC 3339): a
 	// rotation's old secret, beside the new one in the schemes that
 	// carry several signatures (standard, stripe, ...); the others send
@@ -145,6 +150,9 @@ func (a *App) provisionSender() error {
 		if d.Previous, d.PreviousUntil, err = a.previous(repl, dc, signer); err != nil {
 			return err
 		}
+		if d.Header, err = destinationHeaders(repl, dc, signer); err != nil {
+			return err
+		}
 		if secret == DevSecret {
 			a.logger.Warn("destination signs with the public development secret: set HOOKGATE_SECRET to a secret of your own", zap.String("destination", dc.Name))
 		}
@@ -155,6 +163,24 @@ func (a *App) provisionSender() error {
 		return fmt.Errorf("sender: %w", err)
 	}
 	return a.senderConfig().Validate()
+}
+
+// destinationHeaders is dc's headers, their values read, each checked.
+func destinationHeaders(repl *caddy.Replacer, dc *DestinationConfig, signer *verify.Verifier) (http.Header, error) {
+	h := make(http.Header, len(dc.Headers))
+	for name, vals := range dc.Headers {
+		for _, raw := range vals {
+			val, err := resolveSecret(repl, fmt.Sprintf("destination %q: header %s", dc.Name, name), raw)
+			if err == nil {
+				err = sender.CheckHeader(name, val, signer, dc.URL)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("destination %q: %w", dc.Name, err)
+			}
+			h.Add(name, val)
+		}
+	}
+	return h, nil
 }
 
 // previous is dc's previous secret's signer and until when it signs.

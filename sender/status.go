@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hookgate/hookgate/verify"
@@ -24,6 +25,9 @@ type DestinationStatus struct {
 	// ordering entity. Both "" for an orphan.
 	Ordering string `json:"ordering,omitempty"`
 	OnDead   string `json:"on_dead,omitempty"`
+	// Headers are its own headers, a value whose name says it may be a
+	// secret (SecretHeader) shown as Redacted.
+	Headers map[string]string `json:"headers,omitempty"`
 	// PausedBy names who paused it: "gone" for a 410, else the door an
 	// operator used.
 	PausedBy string `json:"paused_by,omitempty"`
@@ -51,6 +55,15 @@ func (s *Sender) Status(ctx context.Context, dest string) (DestinationStatus, er
 			"waiting": st.Waiting, "held": st.Held},
 		OldestReadyAge: st.OldestReady.Seconds()}
 	v.Ordering, v.OnDead = d.Ordering.Words()
+	for name, vals := range d.Header {
+		if v.Headers == nil {
+			v.Headers = make(map[string]string, len(d.Header))
+		}
+		v.Headers[name] = strings.Join(vals, ", ")
+		if SecretHeader(name) {
+			v.Headers[name] = Redacted
+		}
+	}
 	if st.Paused {
 		v.State, v.PausedBy, v.Depth["queued"], v.Depth["paused"] = "paused", st.PausedBy, 0, st.Queued
 	}
