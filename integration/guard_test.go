@@ -80,7 +80,7 @@ func TestGuardThroughTheBinary(t *testing.T) {
 		t.Fatalf("allow_networks 127.0.0.0/8: the receiver got %d requests, want 1", n)
 	}
 	enqueue(g, "/self", "g-3")
-	if out := dead(g, "g-3"); !strings.Contains(out, "own listener") || !strings.Contains(out, `"class": "request"`) {
+	if out := dead(g, "g-3"); !strings.Contains(out, "the gateway's own listener: the SSRF guard refuses it") || !strings.Contains(out, `"class": "request"`) {
 		t.Fatalf("a guarded destination at the gateway's own listener: %s", out)
 	}
 

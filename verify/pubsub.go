@@ -123,7 +123,7 @@ func newPubSub(secrets []string, opts Options) (*pubsub, error) {
 		case err != nil:
 			return nil, fmt.Errorf("secret %d: %w", i+1, err)
 		case !isPEM || !isRSA:
-			return nil, fmt.Errorf("secret %d: scheme pubsub needs no secret (it verifies with Google's keys); a secret is an RSA private key that signs, in PKCS#8 PEM", i+1)
+			return nil, fmt.Errorf("secret %d: scheme pubsub verifies with Google's keys, without a secret; to sign, give an RSA private key in PKCS#8 PEM, the key itself (--secret \"$(cat key.pem)\")", i+1)
 		}
 		if p.signer == nil {
 			p.signer = rk

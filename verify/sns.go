@@ -126,7 +126,7 @@ func newSNS(secrets []string, opts Options) (*sns, error) {
 		case err != nil:
 			return nil, fmt.Errorf("secret %d: %w", i+1, err)
 		case !isPEM || !isRSA:
-			return nil, fmt.Errorf("secret %d: scheme sns needs no secret (it verifies with the certificate each message names); a secret is an RSA private key that signs, in PKCS#8 PEM", i+1)
+			return nil, fmt.Errorf("secret %d: scheme sns verifies with the certificate each message names, without a secret; to sign, give an RSA private key in PKCS#8 PEM, the key itself (--secret \"$(cat key.pem)\")", i+1)
 		}
 		if s.signer == nil {
 			s.signer = rk

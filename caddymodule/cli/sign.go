@@ -131,8 +131,11 @@ func cmdSign(cmd *cobra.Command, args []string) (int, error) {
 	if target == "" {
 		target = send
 	}
-	if target == "" && v.SignsURL() {
-		return 1, fmt.Errorf("scheme %s signs the URL it is sent to: pass --url or --send", fl.String("scheme"))
+	switch {
+	case target == "" && scheme == "pubsub":
+		return 1, fmt.Errorf("scheme pubsub's token names its audience, the push endpoint's URL: pass --url or --send")
+	case target == "" && v.SignsURL():
+		return 1, fmt.Errorf("scheme %s signs the URL it is sent to: pass --url or --send", scheme)
 	}
 	h := make(http.Header)
 	if json.Valid(body) {

@@ -39,10 +39,17 @@ type RefusedError struct {
 }
 
 func (e *RefusedError) Error() string {
+	what := fmt.Sprintf("%s is", e.Addr)
 	if e.Host != e.Addr.String() {
-		return fmt.Sprintf("%s resolves to %s, a %s address: the SSRF guard refuses it (allow_networks opens a range)", e.Host, e.Addr, e.Rule)
+		what = fmt.Sprintf("%s resolves to %s,", e.Host, e.Addr)
 	}
-	return fmt.Sprintf("%s is a %s address: the SSRF guard refuses it (allow_networks opens a range)", e.Addr, e.Rule)
+	switch e.Rule {
+	case "own listener":
+		return what + " the gateway's own listener: the SSRF guard refuses it"
+	case "metadata":
+		return what + " a metadata address: the SSRF guard refuses it (allow_networks opens it only by its own /32 or /128)"
+	}
+	return fmt.Sprintf("%s a %s address: the SSRF guard refuses it (allow_networks opens a range)", what, e.Rule)
 }
 
 // rule is a range the guard refuses.
