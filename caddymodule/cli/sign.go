@@ -147,6 +147,10 @@ func cmdSign(cmd *cobra.Command, args []string) (int, error) {
 		h.Set("Content-Type", ct)
 	}
 	extra, _ := fl.GetStringArray("header")
+	if send == "" && (len(extra) > 0 || fl.String("content-type") != "") {
+		// Without --send, nothing would carry them: say so, not ignore them.
+		return 1, fmt.Errorf("-H and --content-type are the request's, with --send: pass --send <url>, or leave them out")
+	}
 	var named []string
 	for _, line := range extra {
 		name, value, ok := strings.Cut(line, ":")

@@ -134,6 +134,8 @@ func TestSignErrors(t *testing.T) {
 		{[]string{"--secret", testSecret, "--scheme", "stripee", "hello"}, "Error: --scheme \"stripee\": unknown scheme; did you mean \"stripe\"? want one of "},
 		{[]string{"--secret", testSecret, "--scheme", "rfc9421", "--url", srv.URL, "hello"}, "Error: scheme rfc9421 names the key it signs with: pass --key-id <keyid>"},
 		{[]string{"--secret", testSecret, "--scheme", "hmac", "hello"}, "Error: the generic hmac scheme is configured in a Caddyfile"},
+		{[]string{"--secret", testSecret, "-H", "X-GitHub-Event: push", "hello"}, "Error: -H and --content-type are the request's, with --send"},
+		{[]string{"--secret", testSecret, "--content-type", "text/plain", "hello"}, "Error: -H and --content-type are the request's, with --send"},
 		{[]string{"--secret", testSecret, "@" + filepath.Join(t.TempDir(), "none")}, "Error: open "},
 		{[]string{"--secret", testSecret, "--send", srv.URL, "-H", "no-colon", "x"}, "Error: -H \"no-colon\": want 'Name: value'\n"},
 		{[]string{"--secret", testSecret, "--send", "http://127.0.0.1:1/", "x"}, "Error: Post \"http://127.0.0.1:1/\": "},
