@@ -3,9 +3,6 @@ package integration
 import (
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -90,9 +87,7 @@ func TestGuardThroughTheBinary(t *testing.T) {
 		"http://169.254.169.254/latest/meta-data/": `url: 169.254.169.254 is a metadata address`,
 		"http://localhost:" + upPort + "/hooks":    `, a loopback address: the SSRF guard refuses it`,
 	} {
-		dir := t.TempDir()
-		cfg := filepath.Join(dir, "Caddyfile")
-		caddyfile := fmt.Sprintf(`{
+		out, err := validate(t, fmt.Sprintf(`{
 	hookgate {
 		destination meta {
 			url %s
@@ -104,14 +99,8 @@ func TestGuardThroughTheBinary(t *testing.T) {
 :0 {
 	webhook_enqueue meta
 }
-`, url)
-		if err := os.WriteFile(cfg, []byte(caddyfile), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(binary, "validate", "--config", cfg, "--adapter", "caddyfile")
-		cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+dir, "HOME="+dir)
-		out, err := cmd.CombinedOutput()
-		if err == nil || !strings.Contains(string(out), want) {
+`, url))
+		if err == nil || !strings.Contains(out, want) {
 			t.Errorf("hookgate validate of a guarded %s: %v\n%s", url, err, out)
 		}
 	}

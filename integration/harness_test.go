@@ -310,3 +310,18 @@ func destinationStatus(t *testing.T, g *gateway, name string) (string, destDepth
 	t.Fatalf("GET /hookgate/destinations: no %s in %+v", name, list)
 	return "", destDepth{}
 }
+
+// validate runs hookgate validate on caddyfile, in a fresh data
+// directory: whether the config loads, and what it printed.
+func validate(t *testing.T, caddyfile string) (string, error) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(cfg, []byte(caddyfile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "validate", "--config", cfg, "--adapter", "caddyfile")
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+dir, "HOME="+dir)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}

@@ -4,9 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -64,16 +61,8 @@ func TestDestinationHeaders(t *testing.T) {
 		"Connection s3cr3t":           "header Connection: a hop-by-hop or framing header",
 		"Host s3cr3t":                 "header Host: a hop-by-hop or framing header",
 	} {
-		dir := t.TempDir()
-		cfg := filepath.Join(dir, "Caddyfile")
-		caddyfile := fmt.Sprintf("{\n\thookgate {\n\t\tdestination crm {\n\t\t\turl http://127.0.0.1:1/\n\t\t\tsecret %s\n\t\t\theader %s\n\t\t}\n\t}\n}\n:0 {\n\twebhook_enqueue crm\n}\n", devSecret, header)
-		if err := os.WriteFile(cfg, []byte(caddyfile), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(binary, "validate", "--config", cfg, "--adapter", "caddyfile")
-		cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+dir, "HOME="+dir)
-		out, err := cmd.CombinedOutput()
-		if err == nil || !strings.Contains(string(out), want) || strings.Contains(string(out), "s3cr3t") {
+		out, err := validate(t, fmt.Sprintf("{\n\thookgate {\n\t\tdestination crm {\n\t\t\turl http://127.0.0.1:1/\n\t\t\tsecret %s\n\t\t\theader %s\n\t\t}\n\t}\n}\n:0 {\n\twebhook_enqueue crm\n}\n", devSecret, header))
+		if err == nil || !strings.Contains(out, want) || strings.Contains(out, "s3cr3t") {
 			t.Errorf("hookgate validate with header %s: %v\n%s", strings.Fields(header)[0], err, out)
 		}
 	}

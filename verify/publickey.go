@@ -11,12 +11,14 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"hash"
 	"net/http"
 	"strings"
@@ -293,4 +295,25 @@ func (v *Verifier) keyHeaders(ks keyScheme, p parsed, body []byte) (http.Header,
 	h := make(http.Header)
 	ks.header(h, p, sig)
 	return h, nil
+}
+
+// rsaSigner reads the secrets of a scheme that verifies without one (sns,
+// pubsub): each must be an RSA private key in PKCS#8 PEM, the first of
+// which signs; none, nil. why says why a secret is not needed.
+func rsaSigner(secrets []string, why string) (*rsa.PrivateKey, error) {
+	var signer *rsa.PrivateKey
+	for i, secret := range secrets {
+		priv, isPEM, err := privateKeyPEM(secret)
+		rk, isRSA := priv.(*rsa.PrivateKey)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("secret %d: %w", i+1, err)
+		case !isPEM || !isRSA:
+			return nil, fmt.Errorf("secret %d: %s; to sign, give an RSA private key in PKCS#8 PEM, the key itself (--secret \"$(cat key.pem)\")", i+1, why)
+		}
+		if signer == nil {
+			signer = rk
+		}
+	}
+	return signer, nil
 }

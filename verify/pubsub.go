@@ -116,18 +116,9 @@ func newPubSub(secrets []string, opts Options) (*pubsub, error) {
 	case !signing && len(cfg.ServiceAccounts) == 0:
 		return nil, errors.New("scheme pubsub needs service_accounts: the push subscription's service account")
 	}
-	for i, secret := range secrets {
-		priv, isPEM, err := privateKeyPEM(secret)
-		rk, isRSA := priv.(*rsa.PrivateKey)
-		switch {
-		case err != nil:
-			return nil, fmt.Errorf("secret %d: %w", i+1, err)
-		case !isPEM || !isRSA:
-			return nil, fmt.Errorf("secret %d: scheme pubsub verifies with Google's keys, without a secret; to sign, give an RSA private key in PKCS#8 PEM, the key itself (--secret \"$(cat key.pem)\")", i+1)
-		}
-		if p.signer == nil {
-			p.signer = rk
-		}
+	var err error
+	if p.signer, err = rsaSigner(secrets, "scheme pubsub verifies with Google's keys, without a secret"); err != nil {
+		return nil, err
 	}
 	return p, nil
 }

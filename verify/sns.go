@@ -119,18 +119,9 @@ func newSNS(secrets []string, opts Options) (*sns, error) {
 			return nil, fmt.Errorf("scheme sns: cert_hosts %q is not a host name, a host:port or a glob of one", h)
 		}
 	}
-	for i, secret := range secrets {
-		priv, isPEM, err := privateKeyPEM(secret)
-		rk, isRSA := priv.(*rsa.PrivateKey)
-		switch {
-		case err != nil:
-			return nil, fmt.Errorf("secret %d: %w", i+1, err)
-		case !isPEM || !isRSA:
-			return nil, fmt.Errorf("secret %d: scheme sns verifies with the certificate each message names, without a secret; to sign, give an RSA private key in PKCS#8 PEM, the key itself (--secret \"$(cat key.pem)\")", i+1)
-		}
-		if s.signer == nil {
-			s.signer = rk
-		}
+	var err error
+	if s.signer, err = rsaSigner(secrets, "scheme sns verifies with the certificate each message names, without a secret"); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
