@@ -283,32 +283,41 @@ type destDepth struct {
 	Queued, Leased, Paused, Dead, Corrupt, Waiting, Held int
 }
 
-// destinationStatus is destination name's state (active, paused or
-// orphaned) and depth, as GET /hookgate/destinations says them.
-func destinationStatus(t *testing.T, g *gateway, name string) (string, destDepth) {
+// destination is a destination as GET /hookgate/destinations says it.
+type destination struct {
+	Name    string
+	State   string // active, paused or orphaned
+	Depth   destDepth
+	Headers map[string]string
+}
+
+// destinationOf is destination name, as GET /hookgate/destinations says it.
+func destinationOf(t *testing.T, g *gateway, name string) destination {
 	t.Helper()
 	resp, err := http.Get(g.Admin + "/hookgate/destinations")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	var list struct {
-		Destinations []struct {
-			Name  string
-			State string
-			Depth destDepth
-		}
-	}
+	var list struct{ Destinations []destination }
 	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
 		t.Fatalf("GET /hookgate/destinations: %s: %v", resp.Status, err)
 	}
 	for _, d := range list.Destinations {
 		if d.Name == name {
-			return d.State, d.Depth
+			return d
 		}
 	}
 	t.Fatalf("GET /hookgate/destinations: no %s in %+v", name, list)
-	return "", destDepth{}
+	return destination{}
+}
+
+// destinationStatus is destination name's state (active, paused or
+// orphaned) and depth, as GET /hookgate/destinations says them.
+func destinationStatus(t *testing.T, g *gateway, name string) (string, destDepth) {
+	t.Helper()
+	d := destinationOf(t, g, name)
+	return d.State, d.Depth
 }
 
 // validate runs hookgate validate on caddyfile, in a fresh data
