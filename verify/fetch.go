@@ -89,16 +89,24 @@ func (f *fetcher) get(ctx context.Context, url string, now time.Time, parse pars
 	if ok && now.Before(c.until) {
 		return c.value, c.err
 	}
+	return f.fetchShared(ctx, url, now, parse, true)
+}
+
+// fetchShared fetches url once for every caller waiting on it, within the
+// rate limit (a refusal is not remembered: the URL itself did not fail),
+// and caches the answer, or, unless failures too, only a success.
+func (f *fetcher) fetchShared(ctx context.Context, url string, now time.Time, parse parseFunc, failures bool) (any, error) {
 	v, _, _ := f.group.Do(url, func() (any, error) {
 		if !f.limit.AllowN(now, 1) {
-			// Not remembered: the URL itself did not fail.
 			return fetched{err: fmt.Errorf("%w: too many new key URLs; %s not fetched", ErrKeyUnavailable, url)}, nil
 		}
 		c := f.fetch(ctx, url, now, parse)
-		f.remember(url, c, now)
+		if failures || c.err == nil {
+			f.remember(url, c, now)
+		}
 		return c, nil
 	})
-	c = v.(fetched)
+	c := v.(fetched)
 	return c.value, c.err
 }
 
@@ -171,16 +179,5 @@ func (f *fetcher) remember(url string, c fetched, now time.Time) {
 // refresh fetches url again, and keeps the answer only when the fetch
 // succeeds: a failure leaves the cached answer in use.
 func (f *fetcher) refresh(ctx context.Context, url string, now time.Time, parse parseFunc) (any, error) {
-	v, _, _ := f.group.Do(url, func() (any, error) {
-		if !f.limit.AllowN(now, 1) {
-			return fetched{err: fmt.Errorf("%w: too many new key URLs; %s not fetched", ErrKeyUnavailable, url)}, nil
-		}
-		c := f.fetch(ctx, url, now, parse)
-		if c.err == nil {
-			f.remember(url, c, now)
-		}
-		return c, nil
-	})
-	c := v.(fetched)
-	return c.value, c.err
+	return f.fetchShared(ctx, url, now, parse, false)
 }
