@@ -274,7 +274,7 @@ func (a *App) startSender() error {
 	if a.Sender != nil {
 		maxRedrive = a.Sender.MaxRedrive
 	}
-	a.settled = sender.NewSettled(q, s.Destinations(), maxRedrive, nil)
+	a.settled = sender.NewSettled(q, s.Destinations, maxRedrive, nil)
 	a.senderDone.Go(func() { s.Run(ctx) })
 	a.logger.Info("sender started", zap.Strings("destinations", s.Destinations()))
 	s.WarnOrphans(ctx)

@@ -40,7 +40,7 @@ func BenchmarkAttempt(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d := s.dests["bench"]
+	d, _ := s.dest("bench")
 	payload := []byte(`{"type":"reservation.confirmed","data":"` + strings.Repeat("x", 500-44) + `"}`)
 	now := time.Now()
 	e := &Envelope{ID: "evt_00000001", Destination: "bench", EventType: "reservation.confirmed", CreatedAt: now, NextAt: now, Payload: payload}

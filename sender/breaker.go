@@ -188,11 +188,24 @@ func (s *sharedStore) add(name string, b *breaker) {
 	s.entries[name] = &sharedEntry{own: b}
 }
 
+// remove forgets the breaker of a destination removed (Sender.Apply). An
+// outcome or a transition of it that lands later is dropped, and its
+// state reads closed.
+func (s *sharedStore) remove(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.entries, name)
+}
+
 // state is the state of the breaker called name, after a refresh from
 // the remote when one is due.
 func (s *sharedStore) state(name string) gobreaker.State {
 	s.mu.Lock()
 	e := s.entries[name]
+	if e == nil {
+		s.mu.Unlock()
+		return gobreaker.StateClosed
+	}
 	stale := s.remote != nil && s.now().Sub(e.fetched) >= s.refresh
 	s.mu.Unlock()
 	if stale {
@@ -233,6 +246,10 @@ func (s *sharedStore) transition(name string, open bool, expiry time.Time) {
 	}
 	s.mu.Lock()
 	e := s.entries[name]
+	if e == nil {
+		s.mu.Unlock()
+		return
+	}
 	e.transition = &Shared{Open: open, Expiry: expiry, Since: s.now()}
 	poke := s.markLocked(e)
 	s.mu.Unlock()
@@ -264,6 +281,10 @@ func (s *sharedStore) poke() {
 func (s *sharedStore) outcome(name string, success bool, now time.Time) {
 	s.mu.Lock()
 	e := s.entries[name]
+	if e == nil {
+		s.mu.Unlock()
+		return
+	}
 	if success {
 		e.report.OK, e.report.Failing = now, time.Time{}
 	} else if e.report.Failing.IsZero() {

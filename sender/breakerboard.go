@@ -261,7 +261,7 @@ func (s *sharedStore) push() {
 	for _, p := range ps {
 		if again, err := s.put(p.name, p.report, p.tr, p.board); again || err != nil {
 			s.mu.Lock()
-			if e := s.entries[p.name]; e.gen == p.gen { // try again at the next round
+			if e := s.entries[p.name]; e != nil && e.gen == p.gen { // try again at the next round
 				e.dirty = true
 				if e.transition == nil {
 					e.transition = p.tr
@@ -316,6 +316,10 @@ func (s *sharedStore) put(name string, r Report, tr *Shared, b Board) (again boo
 			now.Sub(tr.Since) < vouchWindow && vouched(fresh, s.self, r.Failing, now)
 		s.mu.Lock()
 		e := s.entries[name]
+		if e == nil { // removed meanwhile
+			s.mu.Unlock()
+			return false, nil
+		}
 		if stored {
 			fresh.Shared = *u.Next
 		}

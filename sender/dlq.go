@@ -113,17 +113,17 @@ const DefaultMaxRedrive = 10000
 // one audit record. Ops wraps it for the doors.
 type Settled struct {
 	queue      AuditedQueue
-	dests      []string // configured
+	dests      func() []string // the configured destinations now
 	maxRedrive int
 	now        func() time.Time
 }
 
-// NewSettled returns the service over q for the configured destinations
-// dests; a redrive moves at most maxRedrive letters (0: the default).
+// NewSettled returns the service over q for the configured destinations,
+// which dests lists when called (Sender.Destinations); a redrive moves at most maxRedrive letters (0: the default).
 // Dead letters of a destination the store holds but the configuration
 // does not (an orphan: renamed, removed) stay readable and purgeable;
 // they cannot be redriven.
-func NewSettled(q AuditedQueue, dests []string, maxRedrive int, now func() time.Time) *Settled {
+func NewSettled(q AuditedQueue, dests func() []string, maxRedrive int, now func() time.Time) *Settled {
 	if now == nil {
 		now = time.Now
 	}
@@ -156,18 +156,19 @@ func (s *Settled) check(ctx context.Context, f Filter, configuredOnly bool) ([]s
 			return nil, fmt.Errorf("%w: %v", ErrBadFilter, err)
 		}
 	}
-	if f.Destination != "" && slices.Contains(s.dests, f.Destination) {
+	configured := s.dests()
+	if f.Destination != "" && slices.Contains(configured, f.Destination) {
 		return []string{f.Destination}, nil
 	}
 	if f.Destination == "" && configuredOnly {
-		return s.dests, nil
+		return configured, nil
 	}
-	orphans, err := Orphans(ctx, s.queue, s.dests)
+	orphans, err := Orphans(ctx, s.queue, configured)
 	if err != nil {
 		return nil, err
 	}
 	if f.Destination == "" {
-		return append(slices.Clone(s.dests), orphans...), nil
+		return append(configured, orphans...), nil
 	}
 	if !slices.Contains(orphans, f.Destination) {
 		return nil, fmt.Errorf("%w: unknown destination %q", ErrBadFilter, f.Destination)
@@ -374,7 +375,7 @@ func (s *Settled) Get(ctx context.Context, dest, id string) (*Envelope, State, e
 // orphansMatch is ErrOrphaned, naming them, when f matches dead letters
 // of orphaned destinations.
 func (s *Settled) orphansMatch(ctx context.Context, f Filter) error {
-	orphans, err := Orphans(ctx, s.queue, s.dests)
+	orphans, err := Orphans(ctx, s.queue, s.dests())
 	if err != nil {
 		return err
 	}

@@ -65,7 +65,7 @@ func deadLetters(t *testing.T, n int) *countingQueue {
 // record and gets no redrive ID.
 func TestRedriveByIDReadsOnlyThoseIDs(t *testing.T) {
 	q := deadLetters(t, 20)
-	dlq := sender.NewSettled(q, []string{"d"}, 0, nil)
+	dlq := sender.NewSettled(q, func() []string { return []string{"d"} }, 0, nil)
 	q.scans, q.puts = 0, 0
 	r, err := dlq.Redrive(t.Context(), sender.Filter{Destination: "d", IDs: []string{"d-7", "d-7", "absent"}}, 5, "test", false)
 	if err != nil || r.Matched != 1 || r.Moved != 1 || r.ID == "" || q.scans != 0 {
@@ -94,7 +94,7 @@ func TestRedriveByIDReadsOnlyThoseIDs(t *testing.T) {
 // record under its ID, and Progress of it is scoped.
 func TestRedriveIsOnRecordBeforeItMoves(t *testing.T) {
 	q := deadLetters(t, 3)
-	dlq := sender.NewSettled(q, []string{"d"}, 0, nil)
+	dlq := sender.NewSettled(q, func() []string { return []string{"d"} }, 0, nil)
 	q.failRedrive = true
 	r, err := dlq.Redrive(t.Context(), sender.Filter{Destination: "d"}, 2, "test", false)
 	if err == nil || r.ID == "" {
@@ -179,7 +179,7 @@ func TestRedriveActsBeyondOnePage(t *testing.T) {
 	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	const n = 1300 // more than two pages of the scan
 	q := deadAt(t, n, base)
-	dlq := sender.NewSettled(q, []string{"d"}, 0, nil)
+	dlq := sender.NewSettled(q, func() []string { return []string{"d"} }, 0, nil)
 
 	r, err := dlq.Redrive(t.Context(), sender.Filter{Destination: "d"}, 5000, "test", true)
 	if err != nil || r.Matched != n || r.Moved != 0 {
@@ -260,7 +260,7 @@ func (q *failingQueue) Redrive(ctx context.Context, dest string, ids []string, r
 func TestRedriveNeverReportsAFailingStoreAsNothingToMove(t *testing.T) {
 	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	q := &failingQueue{AuditedQueue: deadAt(t, 5, base), failReads: true}
-	dlq := sender.NewSettled(q, []string{"d"}, 0, nil)
+	dlq := sender.NewSettled(q, func() []string { return []string{"d"} }, 0, nil)
 	for _, f := range []sender.Filter{{Destination: "d", IDs: []string{"d-0001"}}, {Destination: "d"}} {
 		r, err := dlq.Redrive(t.Context(), f, 5, "test", false)
 		if err == nil {
@@ -276,7 +276,7 @@ func TestRedriveRunsToItsEndWhenTheClientLeaves(t *testing.T) {
 	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	ctx, cancel := context.WithCancel(t.Context())
 	q := &failingQueue{AuditedQueue: deadAt(t, 450, base), leave: cancel}
-	dlq := sender.NewSettled(q, []string{"d"}, 0, nil)
+	dlq := sender.NewSettled(q, func() []string { return []string{"d"} }, 0, nil)
 	r, err := dlq.Redrive(ctx, sender.Filter{Destination: "d"}, 450, "test", false)
 	if err != nil || r.Moved != 450 {
 		t.Fatalf("redrive whose client left: %+v, %v; want all 450 moved", r, err)
@@ -293,7 +293,7 @@ func TestRedriveRunsToItsEndWhenTheClientLeaves(t *testing.T) {
 func TestRedriveLimitIsBounded(t *testing.T) {
 	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	q := &failingQueue{AuditedQueue: deadAt(t, 3, base)}
-	dlq := sender.NewSettled(q, []string{"d"}, 100, nil)
+	dlq := sender.NewSettled(q, func() []string { return []string{"d"} }, 100, nil)
 	for _, limit := range []int{0, -1, 101, 1_000_000_000} {
 		if r, err := dlq.Redrive(t.Context(), sender.Filter{}, limit, "test", false); !errors.Is(err, sender.ErrBadLimit) {
 			t.Errorf("limit %d: %+v, %v; want ErrBadLimit", limit, r, err)
@@ -314,7 +314,7 @@ func TestRedriveLimitIsBounded(t *testing.T) {
 func TestProgressReadsCountsNotLetters(t *testing.T) {
 	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	q := &failingQueue{AuditedQueue: deadAt(t, 600, base)}
-	dlq := sender.NewSettled(q, []string{"d"}, 0, nil)
+	dlq := sender.NewSettled(q, func() []string { return []string{"d"} }, 0, nil)
 	first, err := dlq.Redrive(t.Context(), sender.Filter{Destination: "d"}, 600, "test", false)
 	if err != nil || first.Moved != 600 {
 		t.Fatalf("redrive: %+v, %v", first, err)
@@ -380,7 +380,7 @@ func TestRedriveOfAnOrphansLettersIsRefused(t *testing.T) {
 	if _, err := q.Settle(t.Context(), "live", []sender.Outcome{{Kind: sender.Dead, ID: "live-1", LeaseUntil: l[0].LeaseUntil, Envelope: &dead}}, base); err != nil {
 		t.Fatal(err)
 	}
-	dlq := sender.NewSettled(q, []string{"live"}, 0, nil) // "d" is an orphan now
+	dlq := sender.NewSettled(q, func() []string { return []string{"live"} }, 0, nil) // "d" is an orphan now
 	for _, f := range []sender.Filter{{Destination: "d"}, {Class: "http_4xx"}, {IDs: []string{"d-0001"}}, {}} {
 		if r, err := dlq.Redrive(t.Context(), f, 5, "test", true); !errors.Is(err, sender.ErrOrphaned) || !strings.Contains(err.Error(), "d") {
 			t.Errorf("redrive of %+v: %+v, %v; want ErrOrphaned naming d", f, r, err)

@@ -177,7 +177,7 @@ func enqueueN(t *testing.T, s *Sender, dest, prefix string, n int) []string {
 // breakerCounts reads the counts of dest's breaker: this instance's own.
 func breakerCounts(t *testing.T, s *Sender, dest string) gobreaker.Counts {
 	t.Helper()
-	d, ok := s.dests[dest]
+	d, ok := s.dest(dest)
 	if !ok {
 		t.Fatalf("no destination %s", dest)
 	}

@@ -33,8 +33,9 @@ var ErrMissingEventType = errors.New("an event to fan out needs an event type")
 // order.
 func (s *Sender) Subscribers(eventType string) []string {
 	var out []string
-	for _, name := range s.order {
-		for _, g := range s.dests[name].Events {
+	set := s.set.Load()
+	for _, name := range set.order {
+		for _, g := range set.byName[name].Events {
 			if ok, _ := path.Match(g, eventType); ok {
 				out = append(out, name)
 				break
@@ -84,7 +85,7 @@ func (s *Sender) Publish(ctx context.Context, ev *Event) (PublishResult, error) 
 	// publish that completes this one would take them for later
 	// subscribers; Run records them, unless the store failed at start.
 	if !s.seen.Load() {
-		if _, err := s.queue.FirstSeen(ctx, s.order, s.now()); err != nil {
+		if _, err := s.queue.FirstSeen(ctx, s.Destinations(), s.now()); err != nil {
 			return PublishResult{}, err
 		}
 		s.seen.Store(true)

@@ -49,9 +49,9 @@ func (q HistoryQuery) check() error {
 // configured one.
 func (s *Settled) historyDests(ctx context.Context, q HistoryQuery) ([]string, error) {
 	if q.Destination == "" {
-		return s.dests, nil
+		return s.dests(), nil
 	}
-	if slices.Contains(s.dests, q.Destination) {
+	if slices.Contains(s.dests(), q.Destination) {
 		return []string{q.Destination}, nil
 	}
 	known, err := s.queue.Destinations(ctx)
@@ -297,7 +297,7 @@ func (s *Settled) Resend(ctx context.Context, q HistoryQuery, limit int, by stri
 	if err := q.check(); err != nil {
 		return nil, err
 	}
-	if q.Destination != "" && !slices.Contains(s.dests, q.Destination) {
+	if q.Destination != "" && !slices.Contains(s.dests(), q.Destination) {
 		if _, err := s.historyDests(ctx, q); err != nil {
 			return nil, err
 		}
@@ -336,7 +336,7 @@ walk:
 	if dryRun || len(picked) == 0 {
 		return r, nil
 	}
-	if err := s.move(ctx, r, s.dests, picked, "resend", s.queue.Resend); err != nil {
+	if err := s.move(ctx, r, s.dests(), picked, "resend", s.queue.Resend); err != nil {
 		if r.ID == "" {
 			return nil, err // nothing moved: the record was refused
 		}

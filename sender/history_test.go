@@ -54,7 +54,7 @@ func settledQueue(t *testing.T, n int, base time.Time) sender.AuditedQueue {
 func TestHistoryMergesDestinationsNewestFirst(t *testing.T) {
 	base := time.UnixMilli(1_800_000_000_000)
 	q := settledQueue(t, 20, base)
-	s := sender.NewSettled(q, []string{"a", "b", "c"}, 100, nil)
+	s := sender.NewSettled(q, func() []string { return []string{"a", "b", "c"} }, 100, nil)
 	var want []string
 	for i := 19; i >= 0; i-- {
 		want = append(want, fmt.Sprintf("c-%03d", i), fmt.Sprintf("b-%03d", i), fmt.Sprintf("a-%03d", i))
@@ -101,7 +101,7 @@ func TestHistoryMergesDestinationsNewestFirst(t *testing.T) {
 func TestResendIsABoundedAuditedRedrive(t *testing.T) {
 	base := time.UnixMilli(1_800_000_000_000)
 	q := settledQueue(t, 5, base)
-	s := sender.NewSettled(q, []string{"a", "b", "c"}, 100, func() time.Time { return base.Add(time.Hour) })
+	s := sender.NewSettled(q, func() []string { return []string{"a", "b", "c"} }, 100, func() time.Time { return base.Add(time.Hour) })
 	query := sender.HistoryQuery{Destination: "a"}
 	r, err := s.Resend(t.Context(), query, 3, "test", true)
 	if err != nil || r.Matched != 5 || r.Moved != 0 || r.ID != "" {
@@ -184,7 +184,7 @@ func (q *historyReader) take() (read, calls int) {
 func TestHistoryReadsAboutWhatItLists(t *testing.T) {
 	base := time.UnixMilli(1_800_000_000_000)
 	q := &historyReader{AuditedQueue: settledQueue(t, 100, base)}
-	s := sender.NewSettled(q, []string{"a", "b", "c"}, 100, nil)
+	s := sender.NewSettled(q, func() []string { return []string{"a", "b", "c"} }, 100, nil)
 	listed, pages := 0, 0
 	for cursor := ""; ; pages++ {
 		page, next, err := s.History(t.Context(), sender.HistoryQuery{}, cursor, 10)
@@ -209,7 +209,7 @@ func TestHistoryReadsAboutWhatItLists(t *testing.T) {
 func TestResendReadsWhatItSends(t *testing.T) {
 	base := time.UnixMilli(1_800_000_000_000)
 	q := &historyReader{AuditedQueue: settledQueue(t, 200, base)}
-	s := sender.NewSettled(q, []string{"a", "b", "c"}, 100, func() time.Time { return base.Add(time.Hour) })
+	s := sender.NewSettled(q, func() []string { return []string{"a", "b", "c"} }, 100, func() time.Time { return base.Add(time.Hour) })
 	r, err := s.Resend(t.Context(), sender.HistoryQuery{}, 5, "test", false)
 	if err != nil || r.Matched != 5 || !r.More || r.Moved != 5 {
 		t.Fatalf("resend of 5 = %+v, %v; want 5 matched, more, 5 moved", r, err)
@@ -235,7 +235,7 @@ func TestResendReadsWhatItSends(t *testing.T) {
 func TestResendByIDsLooksThemUp(t *testing.T) {
 	base := time.UnixMilli(1_800_000_000_000)
 	q := &historyReader{AuditedQueue: settledQueue(t, 200, base)}
-	s := sender.NewSettled(q, []string{"a", "b", "c"}, 100, func() time.Time { return base.Add(time.Hour) })
+	s := sender.NewSettled(q, func() []string { return []string{"a", "b", "c"} }, 100, func() time.Time { return base.Add(time.Hour) })
 	r, err := s.Resend(t.Context(), sender.HistoryQuery{IDs: []string{"a-003", "c-150", "nope"}}, 10, "test", false)
 	if err != nil || r.Matched != 2 || r.More || r.Moved != 2 {
 		t.Fatalf("resend by IDs = %+v, %v; want 2 matched and moved", r, err)
@@ -280,7 +280,7 @@ func TestHistoryScansOnWhileNothingMatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := sender.NewSettled(q, []string{"a", "b"}, 100, nil)
+	s := sender.NewSettled(q, func() []string { return []string{"a", "b"} }, 100, nil)
 	page, next, err := s.History(t.Context(), sender.HistoryQuery{Entity: "quiet"}, "", 50)
 	if err != nil || len(page) != 1 || page[0].ID != "e0000" || next != "" {
 		t.Errorf("History(entity quiet) = %d entries, next %q, %v; want e0000, the end", len(page), next, err)

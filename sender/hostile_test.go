@@ -178,7 +178,7 @@ func TestUnsignableIsNeverSentUnsigned(t *testing.T) {
 	rcv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { got.Add(1) }))
 	t.Cleanup(rcv.Close)
 	e, _ := deadLetter(t, rcv.URL, "unsignable", func(s *Sender) {
-		d := s.dests["d"]
+		d, _ := s.dest("d")
 		d.Signer = failingSigner{}
 	})
 	if e.Class != ClassRequest || !strings.Contains(e.LastError, "signing: cannot sign this body") || got.Load() != 0 {

@@ -38,7 +38,7 @@ func NewOps(s *Sender, settled *Settled, opts OpsOptions) *Ops {
 
 // Configured reports whether name is a configured destination.
 func (o *Ops) Configured(name string) bool {
-	_, ok := o.sender.dests[name]
+	_, ok := o.sender.dest(name)
 	return ok
 }
 

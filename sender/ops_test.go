@@ -110,7 +110,7 @@ func TestOpsRedriveAndPurge(t *testing.T) {
 	}
 	logs := new(logLines)
 	var counted []sender.Letter
-	ops := sender.NewOps(s, sender.NewSettled(q, s.Destinations(), 0, nil), sender.OpsOptions{
+	ops := sender.NewOps(s, sender.NewSettled(q, s.Destinations, 0, nil), sender.OpsOptions{
 		Logger:   slog.New(logs),
 		Redriven: func(_ context.Context, l []sender.Letter) { counted = append(counted, l...) },
 	})
@@ -159,7 +159,7 @@ func TestOpsResendAndDelivery(t *testing.T) {
 	}
 	logs := new(logLines)
 	var counted []sender.Letter
-	ops := sender.NewOps(s, sender.NewSettled(q, s.Destinations(), 0, nil), sender.OpsOptions{
+	ops := sender.NewOps(s, sender.NewSettled(q, s.Destinations, 0, nil), sender.OpsOptions{
 		Logger:   slog.New(logs),
 		Redriven: func(_ context.Context, l []sender.Letter) { counted = append(counted, l...) },
 	})

@@ -17,7 +17,7 @@ import (
 func TestPurgeIsBoundedAndSaid(t *testing.T) {
 	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	q := deadAt(t, 6, base)
-	dlq := sender.NewSettled(q, []string{"d"}, 100, nil)
+	dlq := sender.NewSettled(q, func() []string { return []string{"d"} }, 100, nil)
 	left := func() int {
 		t.Helper()
 		n, _, err := dlq.Count(t.Context(), sender.Filter{}, 100)

@@ -112,6 +112,10 @@ type Destination struct {
 	// Guard sends through the SSRF guard (Options.Guard): its URL may
 	// reach only public addresses, or the ranges the guard allows.
 	Guard bool
+	// Rev tells versions of a destination apart: Apply keeps running a
+	// destination whose name and Rev it has already, and restarts one
+	// whose Rev changed. Static destinations leave it empty.
+	Rev string
 }
 
 // CheckDestinations reports the first destination that has no name, a
@@ -175,11 +179,12 @@ type Observer interface {
 // Sender delivers the envelopes of its destinations. Create it with New,
 // run it with Run; Enqueue is safe to call at any time.
 type Sender struct {
-	queue  Queue
-	cfg    Config
-	dests  map[string]*destination
-	order  []string
+	queue Queue
+	cfg   Config
+	// set is the destinations now, swapped whole by Apply (apply.go).
+	set    atomic.Pointer[destSet]
 	client *http.Client
+	guard  func() *http.Client // client through the SSRF guard, made once when first needed
 	now    func() time.Time
 	logger *slog.Logger
 	obs    Observer
@@ -193,6 +198,12 @@ type Sender struct {
 	trimWake  chan struct{}
 	trimMu    sync.Mutex
 	trimStale map[string]bool
+	// run is Run's state, for Apply to start and stop destinations' loops.
+	run struct {
+		sync.Mutex
+		ctx     context.Context // nil before Run and after it stopped
+		runners sync.WaitGroup
+	}
 }
 
 // destination is a destination's running state.
@@ -215,7 +226,8 @@ type destination struct {
 	limiter  *rate.Limiter
 	workers  int // its cap on deliveries in flight
 	wake     chan struct{}
-	pause    pauseFlag
+	pause    *pauseFlag         // kept across an update, as breaker is
+	stop     context.CancelFunc // ends its loop; nil when none runs
 }
 
 // Options are a Sender's dependencies; the zero value means the defaults.
@@ -263,7 +275,7 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 		opts.Transport = t
 	}
 	s := &Sender{
-		queue: q, cfg: cfg, dests: map[string]*destination{}, now: opts.Now, logger: opts.Logger, obs: opts.Observer,
+		queue: q, cfg: cfg, now: opts.Now, logger: opts.Logger, obs: opts.Observer,
 		slots:    newSlots(cfg.Workers),
 		trimWake: make(chan struct{}, 1), trimStale: map[string]bool{},
 		shared: newSharedStore(opts.Breakers, cfg.Breaker.Open, breakerRefresh, opts.Now),
@@ -273,45 +285,9 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
 	}
-	if err := CheckDestinations(dests); err != nil {
+	s.guard = sync.OnceValue(func() *http.Client { return s.guardedClient(opts) })
+	if err := s.Apply(dests); err != nil {
 		return nil, err
-	}
-	var guarded *http.Client
-	if slices.ContainsFunc(dests, func(d Destination) bool { return d.Guard }) {
-		guarded = s.guardedClient(opts)
-	}
-	for _, d := range dests {
-		u, err := url.Parse(d.URL)
-		if err != nil {
-			return nil, err // CheckDestinations parsed it
-		}
-		workers := d.Workers
-		if workers <= 0 {
-			workers = max(1, cfg.Workers/2)
-		}
-		workers = min(workers, cfg.Workers)
-		ds := &destination{Destination: d, origin: u.Scheme + "://" + u.Host, shared: s.shared, workers: workers, wake: make(chan struct{}, 1),
-			client: s.client}
-		if d.Guard {
-			ds.client = guarded
-		}
-		if ds.request, err = http.NewRequest(http.MethodPost, d.URL, nil); err != nil {
-			return nil, fmt.Errorf("destination %q: %w", d.Name, ds.scrub(err))
-		}
-		if d.Rate > 0 {
-			ds.limiter = rate.NewLimiter(d.Rate, max(d.Burst, 1))
-		}
-		name := d.Name
-		ds.breaker = newBreaker(name, cfg.Breaker, func(from, to gobreaker.State) {
-			s.logger.Info("destination breaker", "destination", name, "from", from.String(), "to", to.String())
-			if to != gobreaker.StateHalfOpen {
-				s.shared.transition(name, to == gobreaker.StateOpen, time.Now().Add(cfg.Breaker.Open))
-			}
-		})
-		s.shared.add(name, ds.breaker)
-		q.Order(d.Name, d.Ordering)
-		s.dests[d.Name] = ds
-		s.order = append(s.order, d.Name)
 	}
 	return s, nil
 }
@@ -389,7 +365,7 @@ func (cfg Config) check() error {
 }
 
 // Destinations lists the configured destination names, in order.
-func (s *Sender) Destinations() []string { return append([]string(nil), s.order...) }
+func (s *Sender) Destinations() []string { return slices.Clone(s.set.Load().order) }
 
 // Queue is the sender's queue, for the dead-letter service.
 func (s *Sender) Queue() Queue { return s.queue }
@@ -424,7 +400,7 @@ func settleMargin(lease time.Duration) time.Duration {
 // BreakerState is a destination's breaker state (closed when it cannot
 // be read).
 func (s *Sender) BreakerState(dest string) (gobreaker.State, bool) {
-	d, ok := s.dests[dest]
+	d, ok := s.dest(dest)
 	if !ok {
 		return 0, false
 	}
@@ -451,7 +427,7 @@ func (s *Sender) Enqueue(ctx context.Context, e *Envelope) (EnqueueResult, error
 	if err := CheckEntity(e.Entity); err != nil {
 		return EnqueueResult{}, err
 	}
-	d, ok := s.dests[e.Destination]
+	d, ok := s.dest(e.Destination)
 	if !ok {
 		return EnqueueResult{}, fmt.Errorf("%w %q", ErrUnknownDestination, e.Destination)
 	}
@@ -487,12 +463,17 @@ func (s *Sender) Run(ctx context.Context) {
 	wg.Go(func() { s.shared.run(bctx, 50*time.Millisecond) })
 	wg.Go(func() { s.recordFirstSeen(ctx) })
 	wg.Go(func() { s.trimHistory(ctx) })
-	var workers sync.WaitGroup
-	defer workers.Wait()
-	for _, name := range s.order {
-		d := s.dests[name]
-		workers.Go(func() { s.runDestination(ctx, d) })
+	s.run.Lock()
+	s.run.ctx = ctx
+	for _, name := range s.set.Load().order {
+		s.startLocked(s.set.Load().byName[name])
 	}
+	s.run.Unlock()
+	<-ctx.Done()
+	s.run.Lock()
+	s.run.ctx = nil // no loop starts from now on
+	s.run.Unlock()
+	s.run.runners.Wait()
 }
 
 // recordFirstSeen records when the store first saw each destination
@@ -503,7 +484,7 @@ func (s *Sender) recordFirstSeen(ctx context.Context) {
 		if s.seen.Load() || ctx.Err() != nil {
 			return
 		}
-		if _, err := s.queue.FirstSeen(ctx, s.order, s.now()); err == nil {
+		if _, err := s.queue.FirstSeen(ctx, s.Destinations(), s.now()); err == nil {
 			s.seen.Store(true)
 			return
 		}
@@ -534,7 +515,7 @@ func (nopObserver) Enqueued(string, string)               {}
 // Wake makes dest look for due envelopes at once (after a resume or a
 // redrive).
 func (s *Sender) Wake(dest string) {
-	if d, ok := s.dests[dest]; ok {
+	if d, ok := s.dest(dest); ok {
 		select {
 		case d.wake <- struct{}{}:
 		default:

@@ -51,7 +51,7 @@ func (s *Sender) settle(dest string, batch []Outcome, deadline time.Time) {
 				s.logger.Warn("outcomes skipped: their lease had expired and the envelopes were leased again", "destination", dest, "skipped", skipped)
 			}
 			s.trimmed(dest)
-			if released(s.dests[dest], batch) {
+			if released(s.set.Load().byName[dest], batch) {
 				s.Wake(dest)
 			}
 			return

@@ -42,7 +42,7 @@ type DestinationStatus struct {
 // Status reads dest's health; ErrUnknownDestination when there is no such
 // destination.
 func (s *Sender) Status(ctx context.Context, dest string) (DestinationStatus, error) {
-	d, ok := s.dests[dest]
+	d, ok := s.dest(dest)
 	if !ok {
 		return DestinationStatus{}, ErrUnknownDestination
 	}
@@ -85,7 +85,7 @@ const Redacted = "(not shown)"
 // Redacted, but for Content-Type; the signature and its timestamp change
 // with each attempt and are shown as such; the delivery ID is shown.
 func (s *Sender) HeaderSent(e *Envelope) (http.Header, error) {
-	d, ok := s.dests[e.Destination]
+	d, ok := s.dest(e.Destination)
 	if !ok {
 		return nil, ErrUnknownDestination
 	}
@@ -134,7 +134,7 @@ var ErrConfigured = errors.New("destination is configured")
 // delivered, and nothing trimmed (an orphan settles nothing), until an
 // operator moves them to a configured destination or purges them.
 func (s *Sender) Orphans(ctx context.Context) ([]DestinationStatus, error) {
-	names, err := Orphans(ctx, s.queue, s.order)
+	names, err := Orphans(ctx, s.queue, s.Destinations())
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func (s *Sender) Orphans(ctx context.Context) ([]DestinationStatus, error) {
 // orphan checks that name is not configured and that the store holds
 // something of it.
 func (s *Sender) orphan(ctx context.Context, name string) error {
-	if _, ok := s.dests[name]; ok {
+	if _, ok := s.dest(name); ok {
 		return fmt.Errorf("%w: %q is delivered to; only an orphan can be moved or purged", ErrConfigured, name)
 	}
 	names, err := s.queue.Destinations(ctx)
@@ -179,7 +179,7 @@ func (s *Sender) MoveOrphan(ctx context.Context, from, to string) (moved, kept i
 	if err := s.orphan(ctx, from); err != nil {
 		return 0, 0, err
 	}
-	if _, ok := s.dests[to]; !ok {
+	if _, ok := s.dest(to); !ok {
 		return 0, 0, fmt.Errorf("%w %q: move to a configured destination", ErrUnknownDestination, to)
 	}
 	moved, kept, err = s.queue.Move(ctx, from, to, s.now())

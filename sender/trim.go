@@ -43,7 +43,7 @@ func (s *Sender) trimHistory(ctx context.Context) {
 	for {
 		now := s.now()
 		wake := now.Add(trimPoll)
-		for _, d := range s.order {
+		for _, d := range s.Destinations() {
 			if at, ok := next[d]; ok && at.After(now) {
 				wake = earlier(wake, at)
 				continue

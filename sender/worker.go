@@ -331,7 +331,7 @@ func (p *pauseFlag) written(revert, was bool) {
 // refreshPause reads d's pause from the store, unless it did less than
 // pauseRefresh ago.
 func (s *Sender) refreshPause(ctx context.Context, d *destination) {
-	p := &d.pause
+	p := d.pause
 	p.mu.Lock()
 	if time.Since(p.read) < pauseRefresh || p.writing > 0 {
 		p.mu.Unlock()
@@ -360,7 +360,7 @@ func (s *Sender) refreshPause(ctx context.Context, d *destination) {
 // that by made (ErrPausedByOther), one without resumes any. A resume wakes
 // the destination's workers.
 func (s *Sender) SetPaused(ctx context.Context, dest string, paused bool, by string) error {
-	d, ok := s.dests[dest]
+	d, ok := s.dest(dest)
 	if !ok {
 		return fmt.Errorf("%w %q", ErrUnknownDestination, dest)
 	}

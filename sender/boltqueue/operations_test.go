@@ -41,7 +41,7 @@ func TestABrokenDeadLetterIsListedNotAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dlq := sender.NewSettled(q, []string{"d", "e"}, 0, func() time.Time { return t0 })
+	dlq := sender.NewSettled(q, func() []string { return []string{"d", "e"} }, 0, func() time.Time { return t0 })
 	if groups, total, _, err := dlq.Summary(ctx, sender.Filter{}, 0); err != nil {
 		t.Errorf("Summary: %v (want b counted, a listed as broken)", err)
 	} else if total != 2 || len(groups) != 2 || (groups[0].Class != "broken" && groups[1].Class != "broken") {

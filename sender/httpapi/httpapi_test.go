@@ -58,7 +58,7 @@ func setupWith(t *testing.T, dests []sender.Destination) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.ops = sender.NewOps(s, sender.NewSettled(q, s.Destinations(), 10, nil), sender.OpsOptions{
+	f.ops = sender.NewOps(s, sender.NewSettled(q, s.Destinations, 10, nil), sender.OpsOptions{
 		Redriven: func(_ context.Context, letters []sender.Letter) {
 			f.mu.Lock()
 			defer f.mu.Unlock()

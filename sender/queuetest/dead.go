@@ -258,7 +258,7 @@ func runDead(t *testing.T, newQueue NewQueue) {
 			os = append(os, sender.Outcome{Kind: sender.Dead, ID: e.ID, LeaseUntil: x.LeaseUntil, Envelope: &e})
 		}
 		mustSettle(t, q, "d", os, t0, 0)
-		dlq := sender.NewSettled(q.(sender.AuditedQueue), []string{"d"}, 0, nil)
+		dlq := sender.NewSettled(q.(sender.AuditedQueue), names("d"), 0, nil)
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)

@@ -85,7 +85,7 @@ func runOperations(t *testing.T, newQueue NewQueue) {
 		deadLetters(t, q, "old", 2) // l-000, l-001
 		at := t0.Add(time.Minute)
 		now := func() time.Time { return at }
-		before := sender.NewSettled(q, []string{"old"}, 0, now)
+		before := sender.NewSettled(q, names("old"), 0, now)
 		r, err := before.Redrive(t.Context(), sender.Filter{IDs: []string{"l-000"}}, 1, "op", false)
 		if err != nil || r.Moved != 1 {
 			t.Fatalf("Redrive = %+v, %v", r, err)
@@ -102,7 +102,7 @@ func runOperations(t *testing.T, newQueue NewQueue) {
 		if _, err := q.Drop(t.Context(), "old"); err != nil {
 			t.Fatal(err)
 		}
-		after := sender.NewSettled(q, []string{"new"}, 0, now)
+		after := sender.NewSettled(q, names("new"), 0, now)
 		p, err := after.Progress(t.Context(), r.ID, "")
 		if err != nil {
 			t.Fatal(err)
@@ -119,7 +119,7 @@ func runOperations(t *testing.T, newQueue NewQueue) {
 		q := newQueue(t, retention).(sender.AuditedQueue)
 		deadLetters(t, q, "d", 1)
 		at := t0.Add(time.Minute)
-		dlq := sender.NewSettled(q, []string{"d"}, 0, func() time.Time { return at })
+		dlq := sender.NewSettled(q, names("d"), 0, func() time.Time { return at })
 		r, err := dlq.Redrive(t.Context(), sender.Filter{}, 1, "op", false)
 		if err != nil || r.Moved != 1 {
 			t.Fatalf("Redrive = %+v, %v", r, err)
@@ -163,7 +163,7 @@ func runOperations(t *testing.T, newQueue NewQueue) {
 			mustSettle(t, q, d, os, t0, 0)
 		}
 		// "100%:x" is an orphan.
-		dlq := sender.NewSettled(q, dests[:2], 0, func() time.Time { return t0 })
+		dlq := sender.NewSettled(q, names(dests[:2]...), 0, func() time.Time { return t0 })
 		for limit := 1; limit <= 4; limit++ {
 			got := map[string]int{}
 			cursor := ""
@@ -389,4 +389,9 @@ func randomOperations(t *testing.T, q sender.Queue, seed uint64) {
 			check(step, op)
 		}
 	}
+}
+
+// names lists the configured destinations for NewSettled.
+func names(dests ...string) func() []string {
+	return func() []string { return dests }
 }

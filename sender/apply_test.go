@@ -1,0 +1,80 @@
+package sender_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/hookgate/hookgate/sender"
+)
+
+// TestApply: destinations added while the sender runs deliver, one whose
+// Rev changes delivers to its new URL, one removed stops (its envelopes
+// stay in the store, an orphan's), and one refused changes nothing.
+func TestApply(t *testing.T) {
+	one := newReceiver(t, func(string, int) int { return 200 })
+	two := newReceiver(t, func(id string, _ int) int {
+		if id == "msg_dead" {
+			return 400 // kept as a dead letter: the removed destination's orphan
+		}
+		return 200
+	})
+	q := newQueue(t)
+	static := sender.Destination{Name: "static", URL: one.URL, Signer: signer(t)}
+	s, err := sender.New(q, fast, []sender.Destination{static}, sender.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, s)
+
+	added := sender.Destination{Name: "added", URL: one.URL, Signer: signer(t), Rev: "1", Events: []string{"seat.*"}}
+	if err := s.Apply([]sender.Destination{static, added}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Destinations(); !slices.Equal(got, []string{"static", "added"}) {
+		t.Fatalf("Destinations() = %v", got)
+	}
+	if got := s.Subscribers("seat.released"); !slices.Equal(got, []string{"added"}) {
+		t.Fatalf("Subscribers(seat.released) = %v", got)
+	}
+	enqueue(t, s, "added", "msg_1")
+	eventually(t, "the added destination delivers", func() bool { return one.total.Load() == 1 })
+
+	moved := added
+	moved.URL, moved.Rev = two.URL, "2"
+	if err := s.Apply([]sender.Destination{static, moved}); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, s, "added", "msg_2")
+	eventually(t, "the updated destination delivers to its new URL", func() bool { return two.total.Load() == 1 })
+
+	enqueue(t, s, "added", "msg_dead")
+	eventually(t, "a dead letter", func() bool { return two.total.Load() == 2 })
+	eventually(t, "it is settled", func() bool {
+		st, err := s.Status(t.Context(), "added")
+		return err == nil && st.Depth["dead"] == 1
+	})
+
+	if err := s.Apply([]sender.Destination{static, moved, {Name: "bad", URL: "ftp://x"}}); err == nil {
+		t.Fatal("Apply took a destination with an ftp:// URL")
+	}
+	if got := s.Destinations(); !slices.Equal(got, []string{"static", "added"}) {
+		t.Fatalf("after a refused Apply, Destinations() = %v", got)
+	}
+
+	if err := s.Apply([]sender.Destination{static}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Enqueue(t.Context(), &sender.Envelope{ID: "msg_3", Destination: "added", Payload: []byte(`{}`)}); !errors.Is(err, sender.ErrUnknownDestination) {
+		t.Fatalf("Enqueue to a removed destination: %v, want ErrUnknownDestination", err)
+	}
+	orphans, err := s.Orphans(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(orphans) != 1 || orphans[0].Name != "added" {
+		t.Fatalf("Orphans() = %+v, want the removed destination", orphans)
+	}
+	enqueue(t, s, "static", "msg_4")
+	eventually(t, "the static destination still delivers", func() bool { return one.total.Load() == 2 })
+}
