@@ -10,10 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/hookgate/hookgate/caddymodule/listen"
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/netguard"
 	"github.com/hookgate/hookgate/internal/portcheck"
@@ -31,6 +29,7 @@ import (
 	"github.com/hookgate/hookgate/internal/zaplog"
 	"github.com/hookgate/hookgate/reconcile"
 	"github.com/hookgate/hookgate/sender"
+	"github.com/hookgate/hookgate/sender/destinations"
 )
 
 func init() {
@@ -60,6 +59,12 @@ type App struct {
 	// guarded destination may reach. Default none.
 	AllowNetworks []string `json:"allow_networks,omitempty"`
 
+	// SecretsKey seals the secrets of the destinations made through the
+	// admin API, in the store (AES-256-GCM): the base64 of 32 random
+	// bytes, best given as {env.*} or {file.*}. Default none: they are
+	// kept plain, with a warning at start.
+	SecretsKey string `json:"secrets_key,omitempty"`
+
 	// Reconcile declares reconcile jobs, run by `hookgate reconcile`, and
 	// by the gateway for the jobs with `every`.
 	Reconcile []*ReconcileJob `json:"reconcile,omitempty"`
@@ -75,7 +80,9 @@ type App struct {
 	loadGuard     *netguard.Guard // the same without the listeners, for the URLs at load
 	sender        *sender.Sender
 	settled       *sender.Settled
-	dedupers      []*dedupe.Deduper // this config's, whose caches a forget clears
+	registry      *destinations.Registry // the API's destinations, while the sender runs
+	secretsKey    []byte                 // SecretsKey, read
+	dedupers      []*dedupe.Deduper      // this config's, whose caches a forget clears
 	stopSender    context.CancelFunc
 	senderDone    *sync.WaitGroup
 	stopSchedules func()     // stops and waits for the scheduled reconcile runs
@@ -241,21 +248,7 @@ func (a *App) Start() error {
 func (a *App) refuseSharedAddress() error {
 	var targets []portcheck.Target
 	if v, err := a.ctx.AppIfConfigured("http"); err == nil {
-		httpApp := v.(*caddyhttp.App)
-		for _, srv := range httpApp.Servers {
-			for i, l := range srv.Listen {
-				na, err := caddy.ParseNetworkAddress(l)
-				if err != nil || !strings.HasPrefix(na.Network, "tcp") {
-					continue // the http app reports the error; a unix socket has no port
-				}
-				for p := na.StartPort; p <= na.EndPort && p <= math.MaxUint16; p++ {
-					targets = append(targets, portcheck.Target{Network: na.Network, Host: na.Host, Port: uint16(p)})
-					if servesHTTP3(httpApp, srv, i, p) {
-						targets = append(targets, portcheck.Target{Network: "udp" + strings.TrimPrefix(na.Network, "tcp"), Host: na.Host, Port: uint16(p)})
-					}
-				}
-			}
-		}
+		targets = listen.Targets(v.(*caddyhttp.App))
 	}
 	err := portcheck.Check(a.ctx, targets)
 	if errors.Is(err, portcheck.ErrUnchecked) {
@@ -263,23 +256,6 @@ func (a *App) refuseSharedAddress() error {
 		return nil
 	}
 	return err
-}
-
-// servesHTTP3 reports whether the http app listens on UDP for HTTP/3 at
-// port of srv's listen address i, as its Start decides: h3 among the
-// address's protocols (the server's, which the http app's Provision
-// defaults to h1 h2 h3), and TLS on that port (a connection policy, and
-// not the HTTP port).
-func servesHTTP3(app *caddyhttp.App, srv *caddyhttp.Server, i int, port uint) bool {
-	protocols := srv.Protocols
-	if i < len(srv.ListenProtocols) && srv.ListenProtocols[i] != nil {
-		protocols = srv.ListenProtocols[i]
-	}
-	httpPort := app.HTTPPort
-	if httpPort == 0 {
-		httpPort = caddyhttp.DefaultHTTPPort
-	}
-	return slices.Contains(protocols, "h3") && len(srv.TLSConnPolicies) > 0 && int(port) != httpPort
 }
 
 // Stop stops the sender's workers: deliveries in flight finish and are

@@ -73,6 +73,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		})},
 		{"key_prefix", once(a.KeyPrefix != "", cfparse.String(&a.KeyPrefix))},
 		{"allow_networks", once(a.AllowNetworks != nil, cfparse.List(&a.AllowNetworks))},
+		{"secrets_key", once(a.SecretsKey != "", cfparse.String(&a.SecretsKey))},
 		{"sender", once(a.Sender != nil, func(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()

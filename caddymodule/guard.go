@@ -2,13 +2,12 @@ package caddymodule
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
-	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/hookgate/hookgate/caddymodule/listen"
 	"github.com/hookgate/hookgate/internal/netguard"
 )
 
@@ -24,21 +23,25 @@ func (a *App) guarded(dc *DestinationConfig) (bool, error) {
 	default:
 		return false, fmt.Errorf("destination %q: guard %q: want on or off", dc.Name, dc.Guard)
 	}
-	if a.guard == nil {
-		allow, err := netguard.ParsePrefixes(a.AllowNetworks)
-		if err != nil {
-			return false, fmt.Errorf("allow_networks: %w", err)
-		}
-		a.guard = netguard.New(netguard.Options{Allow: allow, Listeners: a.listeners})
-		a.loadGuard = netguard.New(netguard.Options{Allow: allow})
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	var refused *netguard.RefusedError
-	if err := a.loadGuard.CheckURL(ctx, dc.URL); errors.As(err, &refused) {
+	if err := a.loadGuard.CheckURL(context.Background(), dc.URL); err != nil {
 		return false, fmt.Errorf("destination %q: url: %w", dc.Name, err)
 	}
 	return true, nil
+}
+
+// makeGuard makes the SSRF guard once: the one every dial of a guarded
+// destination goes through, and the one that checks URLs at load.
+func (a *App) makeGuard() error {
+	if a.guard != nil {
+		return nil
+	}
+	allow, err := netguard.ParsePrefixes(a.AllowNetworks)
+	if err != nil {
+		return fmt.Errorf("allow_networks: %w", err)
+	}
+	a.guard = netguard.New(netguard.Options{Allow: allow, Listeners: a.listeners})
+	a.loadGuard = netguard.New(netguard.Options{Allow: allow})
+	return nil
 }
 
 // listeners are the HTTP servers' addresses: the gateway's own, which a
@@ -49,9 +52,5 @@ func (a *App) listeners() []netip.AddrPort {
 	if !ok {
 		return nil
 	}
-	var listen []string
-	for _, srv := range app.Servers {
-		listen = append(listen, srv.Listen...)
-	}
-	return netguard.ListenAddrs(listen)
+	return listen.Addrs(app)
 }

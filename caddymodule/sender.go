@@ -11,11 +11,11 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
-	"golang.org/x/time/rate"
 
 	"github.com/hookgate/hookgate/internal/store"
 	"github.com/hookgate/hookgate/internal/zaplog"
 	"github.com/hookgate/hookgate/sender"
+	"github.com/hookgate/hookgate/sender/destinations"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -114,10 +114,13 @@ type DestinationConfig struct {
 
 // provisionSender builds the sender's destinations. The sender itself
 // starts with the app, on the store.
+//
+// The sender runs when a destination or the sender block is configured:
+// `sender` alone runs it for the destinations made through the API.
 func (a *App) provisionSender() error {
-	if len(a.Destinations) == 0 {
-		if a.Sender != nil {
-			return errors.New("sender: no destination is configured")
+	if len(a.Destinations) == 0 && a.Sender == nil {
+		if a.SecretsKey != "" {
+			return errors.New("secrets_key seals the secrets of destinations made through the API: configure the sender block (sender) to run the sender")
 		}
 		return nil
 	}
@@ -125,36 +128,22 @@ func (a *App) provisionSender() error {
 		a.Sender = new(SenderConfig)
 	}
 	repl := caddy.NewReplacer()
+	if a.SecretsKey != "" {
+		raw, err := resolveSecret(repl, "secrets_key", a.SecretsKey)
+		if err == nil {
+			a.secretsKey, err = destinations.ParseKey(raw)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := a.makeGuard(); err != nil {
+		return err
+	}
 	for _, dc := range a.Destinations {
-		d := sender.Destination{Name: dc.Name, URL: dc.URL, Workers: dc.Workers, Rate: rate.Limit(dc.Rate), Burst: max(1, int(dc.Rate)), Events: dc.Events}
-		if err := sender.CheckDestinations(append(a.destinations, d)); err != nil {
-			return err
-		}
-		o, err := sender.ParseOrdering(dc.Ordering, dc.OnDead)
-		if err != nil {
-			return fmt.Errorf("destination %q: %w", dc.Name, err)
-		}
-		d.Ordering = o
-		if d.Guard, err = a.guarded(dc); err != nil {
-			return err
-		}
-		secret, err := resolveSecret(repl, fmt.Sprintf("destination %q: secret", dc.Name), dc.Secret)
+		d, err := a.staticDestination(repl, dc)
 		if err != nil {
 			return err
-		}
-		signer, err := verify.NewSigner(dc.Scheme, secret, dc.KeyID)
-		if err != nil {
-			return fmt.Errorf("destination %q: %w", dc.Name, err)
-		}
-		d.Signer = signer
-		if d.Previous, d.PreviousUntil, err = a.previous(repl, dc, signer); err != nil {
-			return err
-		}
-		if d.Header, err = destinationHeaders(repl, dc, signer); err != nil {
-			return err
-		}
-		if secret == DevSecret {
-			a.logger.Warn("destination signs with the public development secret: set HOOKGATE_SECRET to a secret of your own", zap.String("destination", dc.Name))
 		}
 		a.destinations = append(a.destinations, d)
 	}
@@ -165,46 +154,53 @@ func (a *App) provisionSender() error {
 	return a.senderConfig().Validate()
 }
 
-// destinationHeaders is dc's headers, their values read, each checked.
-func destinationHeaders(repl *caddy.Replacer, dc *DestinationConfig, signer *verify.Verifier) (http.Header, error) {
-	h := make(http.Header, len(dc.Headers))
+// staticDestination is the sender's destination of dc, its placeholders
+// read, built as the API's are (destinations.Config).
+func (a *App) staticDestination(repl *caddy.Replacer, dc *DestinationConfig) (sender.Destination, error) {
+	c := destinations.Config{Name: dc.Name, URL: dc.URL, Scheme: dc.Scheme, KeyID: dc.KeyID, Events: dc.Events,
+		Workers: dc.Workers, Rate: dc.Rate, Header: make(http.Header, len(dc.Headers))}
+	var err error
+	if c.Ordering, err = sender.ParseOrdering(dc.Ordering, dc.OnDead); err != nil {
+		return sender.Destination{}, fmt.Errorf("destination %q: %w", dc.Name, err)
+	}
+	if c.Guard, err = a.guarded(dc); err != nil {
+		return sender.Destination{}, err
+	}
+	if c.Secret, err = resolveSecret(repl, fmt.Sprintf("destination %q: secret", dc.Name), dc.Secret); err != nil {
+		return sender.Destination{}, err
+	}
+	if dc.PreviousSecret != "" {
+		if c.PreviousUntil, err = time.Parse(time.RFC3339, dc.PreviousUntil); err != nil {
+			return sender.Destination{}, fmt.Errorf("destination %q: previous_secret: want its expiry, RFC 3339 (2026-12-10T00:00:00Z)", dc.Name)
+		}
+		if c.Previous, err = resolveSecret(repl, fmt.Sprintf("destination %q: previous_secret", dc.Name), dc.PreviousSecret); err != nil {
+			return sender.Destination{}, err
+		}
+	}
 	for name, vals := range dc.Headers {
 		for _, raw := range vals {
 			val, err := resolveSecret(repl, fmt.Sprintf("destination %q: header %s", dc.Name, name), raw)
-			if err == nil {
-				err = sender.CheckHeader(name, val, signer, dc.URL)
-			}
 			if err != nil {
-				return nil, fmt.Errorf("destination %q: %w", dc.Name, err)
+				return sender.Destination{}, err
 			}
-			h.Add(name, val)
+			c.Header.Add(name, val)
 		}
 	}
-	return h, nil
-}
-
-// previous is dc's previous secret's signer and until when it signs.
-func (a *App) previous(repl *caddy.Replacer, dc *DestinationConfig, signer *verify.Verifier) (sender.Signer, time.Time, error) {
-	if dc.PreviousSecret == "" {
-		return nil, time.Time{}, nil
+	d, err := c.Build()
+	if err == nil {
+		err = sender.CheckDestinations(append(slices.Clone(a.destinations), d))
 	}
-	until, err := time.Parse(time.RFC3339, dc.PreviousUntil)
 	if err != nil {
-		return nil, until, fmt.Errorf("destination %q: previous_secret: want its expiry, RFC 3339 (2026-12-10T00:00:00Z)", dc.Name)
+		return d, err
 	}
-	secret, err := resolveSecret(repl, fmt.Sprintf("destination %q: previous_secret", dc.Name), dc.PreviousSecret)
-	if err != nil {
-		return nil, until, err
-	}
-	prev, err := verify.NewSigner(dc.Scheme, secret, dc.KeyID)
-	if err != nil {
-		return nil, until, fmt.Errorf("destination %q: previous_secret: %w", dc.Name, err)
-	}
-	if !signer.CarriesSeveral() {
+	if c.Previous != "" && !d.Signer.(*verify.Verifier).CarriesSeveral() {
 		a.logger.Warn("destination's scheme carries one signature: it signs with the new secret only, previous_secret is not sent",
 			zap.String("destination", dc.Name), zap.String("scheme", dc.Scheme))
 	}
-	return prev, until, nil
+	if c.Secret == DevSecret {
+		a.logger.Warn("destination signs with the public development secret: set HOOKGATE_SECRET to a secret of your own", zap.String("destination", dc.Name))
+	}
+	return d, nil
 }
 
 // history is what the queue keeps of what settled.
@@ -241,7 +237,7 @@ func (a *App) retention() time.Duration {
 // startSender opens the queue on the store and runs the workers until
 // Stop.
 func (a *App) startSender() error {
-	if len(a.destinations) == 0 {
+	if a.Sender == nil {
 		return nil
 	}
 	conn, err := a.store.Conn()
@@ -275,9 +271,41 @@ func (a *App) startSender() error {
 		maxRedrive = a.Sender.MaxRedrive
 	}
 	a.settled = sender.NewSettled(q, s.Destinations, maxRedrive, nil)
+	if err := a.startRegistry(ctx, conn); err != nil {
+		cancel()
+		return err
+	}
 	a.senderDone.Go(func() { s.Run(ctx) })
 	a.logger.Info("sender started", zap.Strings("destinations", s.Destinations()))
 	s.WarnOrphans(ctx)
+	return nil
+}
+
+// startRegistry reads the destinations made through the API and applies
+// them beside the Caddyfile's, then follows their changes until ctx ends.
+// A store that does not answer yet is read again at each poll.
+func (a *App) startRegistry(ctx context.Context, conn *store.Conn) error {
+	reg, err := destinations.New(conn.Destinations(a.KeyPrefix), destinations.Options{
+		Key:    a.secretsKey,
+		Static: a.destinations,
+		Apply: func(ds []sender.Destination) error {
+			if err := a.sender.Apply(ds); err != nil {
+				return err
+			}
+			a.metrics.ZeroDestinations(a.sender.Destinations())
+			return nil
+		},
+		Check:  a.guard.CheckURL,
+		Logger: zaplog.Slog(a.logger.Named("destinations")),
+	})
+	if err != nil {
+		return fmt.Errorf("destinations: %w", err)
+	}
+	if err := reg.Sync(ctx); err != nil { // a store down at start: the poll reads them once it answers
+		a.logger.Error("reading the destinations made through the API failed", zap.Error(err))
+	}
+	a.registry = reg
+	a.senderDone.Go(func() { reg.Run(ctx) })
 	return nil
 }
 

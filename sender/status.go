@@ -19,6 +19,9 @@ type DestinationStatus struct {
 	Name string `json:"name"`
 	// State is "active", "paused" or "orphaned".
 	State string `json:"state"`
+	// Source is "caddyfile" or "api": where it was made; "" for an
+	// orphan. The sender leaves it to the admin API, which knows.
+	Source string `json:"source,omitempty"`
 	// Breaker is "closed", "open" or "half_open"; "" for an orphan.
 	Breaker string `json:"breaker,omitempty"`
 	// Ordering is "none" or "entity"; OnDead, "skip" or "hold" under

@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // RefusedError is an address the guard refuses, and the rule that
@@ -270,15 +271,23 @@ func (g *Guard) Resolve(ctx context.Context, host string, port uint16) ([]netip.
 	return out, nil
 }
 
-// CheckURL checks rawURL's host as a dial would: for a destination's URL
-// at create and update.
+// CheckURL checks rawURL's host as a dial would, for a destination's URL
+// at load, create and update, within 2 seconds: a refusal is a
+// *RefusedError naming the rule. A name that does not resolve now is not
+// refused (each dial checks again), nor a URL without a host (the
+// destination's own check says what is wrong with it).
 func (g *Guard) CheckURL(ctx context.Context, rawURL string) error {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Hostname() == "" {
-		return fmt.Errorf("%q is not a URL with a host", rawURL)
+		return nil
 	}
-	_, err = g.Resolve(ctx, u.Hostname(), portOf(u))
-	return err
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var refused *RefusedError
+	if _, err = g.Resolve(ctx, u.Hostname(), portOf(u)); errors.As(err, &refused) {
+		return err
+	}
+	return nil
 }
 
 func portOf(u *url.URL) uint16 {

@@ -71,6 +71,11 @@ var (
 	NoSender              = Reason{"no_sender", http.StatusNotFound}
 	DestinationOrphaned   = Reason{"destination_orphaned", http.StatusConflict}
 	DestinationConfigured = Reason{"destination_configured", http.StatusConflict}
+	DestinationExists     = Reason{"destination_exists", http.StatusConflict}
+	DestinationStatic     = Reason{"destination_static", http.StatusConflict}
+	DestinationNotEmpty   = Reason{"destination_not_empty", http.StatusConflict}
+	DestinationChanged    = Reason{"destination_changed", http.StatusConflict}
+	DestinationNotAllowed = Reason{"destination_not_allowed", http.StatusUnprocessableEntity}
 	EmptyPayload          = Reason{"empty_payload", http.StatusBadRequest}
 	MalformedJSON         = Reason{"malformed_json", http.StatusBadRequest}
 	BadID                 = Reason{"bad_id", http.StatusBadRequest}
@@ -104,7 +109,7 @@ var Reasons = []Reason{
 	StoreUnavailable, UpstreamResponseIncomplete, UpstreamTimeout,
 	MethodNotAllowed, NoHookgate, NoStore, StoreNotFile, BadRequest, NotFound,
 	UnknownDestination, BadLimit, FilterRequired, NoSender, DestinationOrphaned,
-	DestinationConfigured, EmptyPayload, MalformedJSON, BadID, MissingEventType, HeadersTooLarge,
+	DestinationConfigured, DestinationExists, DestinationStatic, DestinationNotEmpty, DestinationChanged, DestinationNotAllowed, EmptyPayload, MalformedJSON, BadID, MissingEventType, HeadersTooLarge,
 	SenderNotRunning, ConsoleScopeUnknown, CSRFTokenInvalid, CrossOriginRequest,
 	ConfirmTokenMissing, ConfirmTokenStale, ConfirmTokenMismatch, RedriveInProgress,
 	ResumeNotAllowed, RedriveIncomplete, RenderFailed,

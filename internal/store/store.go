@@ -30,6 +30,7 @@ import (
 	"github.com/hookgate/hookgate/internal/replicas"
 	"github.com/hookgate/hookgate/sender"
 	"github.com/hookgate/hookgate/sender/boltqueue"
+	"github.com/hookgate/hookgate/sender/destinations"
 	"github.com/hookgate/hookgate/sender/redisqueue"
 )
 
@@ -208,6 +209,15 @@ func (c *Conn) Breakers(prefix string) sender.Remote {
 		return nil
 	}
 	return redisqueue.NewBreakers(c.rdb, prefix)
+}
+
+// Destinations keeps the destinations made through the admin API, beside
+// the queue, prefix starting their Redis keys.
+func (c *Conn) Destinations(prefix string) destinations.Backend {
+	if c.db != nil {
+		return destinations.NewBolt(c.db)
+	}
+	return destinations.NewRedis(c.rdb, prefix)
 }
 
 // Close closes the store. Its name makes a Conn a caddy.Destructor.

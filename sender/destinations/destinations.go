@@ -229,6 +229,9 @@ func (r *Registry) Create(ctx context.Context, s Spec) (View, error) {
 		}
 		return View{}, err
 	}
+	if r.seal.aead == nil {
+		r.opts.Logger.Warn("destination created with its secret kept plain in the store: set secrets_key to seal it", "destination", o.Name)
+	}
 	r.applyNow(ctx)
 	v := o.view(now)
 	v.Secret = o.secret

@@ -6,17 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"regexp"
-	"slices"
 	"strconv"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/hookgate/hookgate/sender"
-	"github.com/hookgate/hookgate/verify"
 )
 
 // Spec is a destination as the API takes it to create one.
@@ -150,33 +145,14 @@ func (o *opened) checkFields() error {
 }
 
 // build is the sender's destination of o: guarded, signed, its headers
-// checked. An error names no secret and no header value.
+// checked.
 func (o *opened) build() (sender.Destination, error) {
-	d := sender.Destination{Name: o.Name, URL: o.URL, Workers: o.Workers, Rate: rate.Limit(o.Rate), Burst: max(1, int(o.Rate)),
-		Events: o.Events, Guard: true, Rev: strconv.FormatUint(o.Rev, 10)}
-	if err := sender.CheckDestinations([]sender.Destination{d}); err != nil {
-		return d, InvalidError{err}
+	h := make(http.Header, len(o.headers))
+	for k, v := range o.headers {
+		h.Set(k, v)
 	}
-	signer, err := verify.NewSigner(o.Scheme, o.secret, "")
-	if err != nil {
-		return d, invalid("destination %q: scheme %s: %v", o.Name, o.Scheme, err)
-	}
-	d.Signer = signer
-	if o.previous != "" {
-		prev, err := verify.NewSigner(o.Scheme, o.previous, "")
-		if err != nil {
-			return d, invalid("destination %q: previous secret: %v", o.Name, err)
-		}
-		d.Previous, d.PreviousUntil = prev, o.PreviousUntil
-	}
-	d.Header = make(http.Header, len(o.headers))
-	for _, name := range slices.Sorted(maps.Keys(o.headers)) {
-		if err := sender.CheckHeader(name, o.headers[name], signer, o.URL); err != nil {
-			return d, invalid("destination %q: %v", o.Name, err)
-		}
-		d.Header.Set(name, o.headers[name])
-	}
-	return d, nil
+	return Config{Name: o.Name, URL: o.URL, Scheme: o.Scheme, Secret: o.secret, Previous: o.previous, PreviousUntil: o.PreviousUntil,
+		Events: o.Events, Workers: o.Workers, Rate: o.Rate, Header: h, Guard: true, Rev: strconv.FormatUint(o.Rev, 10)}.Build()
 }
 
 // view is o as the API answers it, without its secret.

@@ -27,23 +27,25 @@ import (
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/internal/route"
 	"github.com/hookgate/hookgate/sender"
+	"github.com/hookgate/hookgate/sender/destinations"
 )
 
 // Handler serves the sender's routes of the admin API, under /hookgate/.
 type Handler struct {
 	ops    *sender.Ops
+	reg    *destinations.Registry // the API's destinations; nil: none can be made
 	logger *slog.Logger
 	mux    route.Mux
 }
 
-// New returns the handler over ops, its routes registered once; a nil ops
-// (no sender runs) answers every request 404 no_sender. A nil logger logs
-// nothing.
-func New(ops *sender.Ops, logger *slog.Logger) *Handler {
+// New returns the handler over ops and reg (the destinations made through
+// the API), its routes registered once; a nil ops (no sender runs) answers
+// every request 404 no_sender. A nil logger logs nothing.
+func New(ops *sender.Ops, reg *destinations.Registry, logger *slog.Logger) *Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{ops: ops, logger: logger}
+	h := &Handler{ops: ops, reg: reg, logger: logger}
 	h.Register(&h.mux)
 	h.mux.NotFound = h.NotFound
 	return h
@@ -122,6 +124,18 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error, logger *slog.
 	switch {
 	case errors.As(err, &ae):
 		problem.Write(w, ae.Reason, ae.Err.Error(), 0)
+	case errors.As(err, new(destinations.InvalidError)):
+		problem.Write(w, problem.BadRequest, err.Error(), 0)
+	case errors.As(err, new(destinations.NotAllowedError)):
+		problem.Write(w, problem.DestinationNotAllowed, err.Error(), 0)
+	case errors.Is(err, destinations.ErrExists):
+		problem.Write(w, problem.DestinationExists, err.Error(), 0)
+	case errors.Is(err, destinations.ErrStatic):
+		problem.Write(w, problem.DestinationStatic, err.Error(), 0)
+	case errors.Is(err, destinations.ErrNotFound):
+		problem.Write(w, problem.UnknownDestination, err.Error(), 0)
+	case errors.Is(err, destinations.ErrChanged):
+		problem.Write(w, problem.DestinationChanged, err.Error(), 0)
 	case errors.Is(err, sender.ErrBadLimit):
 		problem.Write(w, problem.BadLimit, err.Error(), 0)
 	case errors.Is(err, sender.ErrBadFilter):
@@ -183,6 +197,11 @@ type serveFunc func(h *Handler, w http.ResponseWriter, r *http.Request, args []s
 // integration/openapi_test.go holds to this list.
 var endpoints = []endpoint{
 	{"GET /hookgate/destinations", plain((*Handler).listDestinations)},
+	{"POST /hookgate/destinations", plain((*Handler).createDestination)},
+	{"GET /hookgate/destinations/{name}", oneArg((*Handler).showDestination)},
+	{"PATCH /hookgate/destinations/{name}", oneArg((*Handler).updateDestination)},
+	{"DELETE /hookgate/destinations/{name}", oneArg((*Handler).deleteDestination)},
+	{"POST /hookgate/destinations/{name}/rotate", oneArg((*Handler).rotateDestination)},
 	{"POST /hookgate/destinations/{name}/pause", action("pause")},
 	{"POST /hookgate/destinations/{name}/resume", action("resume")},
 	{"POST /hookgate/destinations/{name}/enqueue", action("enqueue")},

@@ -65,7 +65,7 @@ func setupWith(t *testing.T, dests []sender.Destination) *fixture {
 			f.redriven = append(f.redriven, letters...)
 		},
 	})
-	f.api = httpapi.New(f.ops, nil)
+	f.api = httpapi.New(f.ops, nil, nil)
 	return f
 }
 
@@ -523,7 +523,8 @@ func TestRefusals(t *testing.T) {
 		{"GET", "/hookgate/dlq/a/b", ""},
 		{"GET", "/hookgate/dlq/", ""},
 		{"GET", "/hookgate/deliveries/billing", ""},
-		{"PUT", "/hookgate/destinations", "GET, HEAD"},
+		{"PUT", "/hookgate/destinations", "GET, HEAD, POST"},
+		{"PUT", "/hookgate/destinations/billing", "DELETE, GET, HEAD, PATCH"},
 		{"GET", "/hookgate/destinations/billing/pause", "POST"},
 		{"POST", "/hookgate/dlq", "GET, HEAD"},
 		{"PUT", "/hookgate/dlq/x", "DELETE, GET, HEAD"},
@@ -544,7 +545,7 @@ func TestRefusals(t *testing.T) {
 	}
 	for _, path := range []string{"/hookgate/destinations", "/hookgate/nope", "/hookgate/dlq/x"} {
 		none := httptest.NewRecorder()
-		httpapi.New(nil, nil).ServeHTTP(none, httptest.NewRequest("GET", path, nil))
+		httpapi.New(nil, nil, nil).ServeHTTP(none, httptest.NewRequest("GET", path, nil))
 		refused(t, none, 404, "no_sender")
 	}
 
