@@ -69,7 +69,7 @@ func TestAdminCommands(t *testing.T) {
 		"POST /hookgate/dlq/redrive":                                   `{"redrive_id":"r1","matched":5,"moved":3}`,
 		"GET /hookgate/redrives/r1":                                    `{"redrive_id":"r1","moved":3}`,
 		"POST /hookgate/dlq/purge":                                     `{"removed":7}`,
-		"GET /hookgate/destinations":                                   `{"destinations":[{"name":"d1","state":"active","breaker":"","ordering":"entity","on_dead":"hold","depth":{"queued":1,"leased":2,"paused":0,"dead":3,"waiting":1,"held":1},"oldest_ready_age_seconds":12.4},{"name":"d2","state":"active","breaker":"closed","depth":{"queued":0,"leased":0,"paused":0,"dead":0},"oldest_ready_age_seconds":0}]}`,
+		"GET /hookgate/destinations":                                   `{"destinations":[{"name":"d1","state":"active","source":"caddyfile","breaker":"","ordering":"entity","on_dead":"hold","depth":{"queued":1,"leased":2,"paused":0,"dead":3,"waiting":1,"held":1},"oldest_ready_age_seconds":12.4},{"name":"d2","state":"active","source":"api","breaker":"closed","depth":{"queued":0,"leased":0,"paused":0,"dead":0},"oldest_ready_age_seconds":0}]}`,
 		"POST /hookgate/destinations/d1/pause":                         `{"name":"d1","state":"paused"}`,
 		"POST /hookgate/destinations/o1/move":                          `{"moved":4,"kept":1}`,
 		"POST /hookgate/destinations/o1/purge":                         `{"removed":2}`,
@@ -128,9 +128,9 @@ func TestAdminCommands(t *testing.T) {
 		{
 			args: []string{"destinations", "list", addr},
 			sent: []string{"GET /hookgate/destinations"},
-			stdout: "NAME  STATE   BREAKER  ORDERING     QUEUED  LEASED  PAUSED  DEAD  WAITING  HELD  OLDEST READY\n" +
-				"d1    active  -        entity/hold  1       2       0       3     1        1     12s\n" +
-				"d2    active  closed   -            0       0       0       0     0        0     -\n",
+			stdout: "NAME  SOURCE     STATE   BREAKER  ORDERING     QUEUED  LEASED  PAUSED  DEAD  WAITING  HELD  OLDEST READY\n" +
+				"d1    caddyfile  active  -        entity/hold  1       2       0       3     1        1     12s\n" +
+				"d2    api        active  closed   -            0       0       0       0     0        0     -\n",
 		},
 		{
 			args:   []string{"destinations", "pause", "d1", addr},
@@ -197,7 +197,7 @@ func TestAdminCommands(t *testing.T) {
 		{args: []string{"dlq", "a", "b", "c"}, code: 1, stderr: "Error: accepts between 1 and 2 arg(s), received 3\n"},
 		{args: []string{"dlq", "--nope", "summary"}, code: 1, stderr: "Error: unknown flag: --nope\n"},
 		{args: []string{"destinations", "move", "o1", addr}, code: 1, stderr: "Error: move needs the orphan and the configured destination to move to\n"},
-		{args: []string{"destinations", "bogus", addr}, code: 1, stderr: "Error: unknown destinations command \"bogus\": want list, pause, resume, move or purge\n"},
+		{args: []string{"destinations", "bogus", addr}, code: 1, stderr: "Error: unknown destinations command \"bogus\": want list, pause, resume, move, purge, create, update, rotate or delete\n"},
 		{args: []string{"freshness", "forget", "e1", addr}, code: 1, stderr: "Error: unknown freshness command \"forget\"\n"},
 		{args: []string{"dedupe", "show"}, code: 1, stderr: "Error: accepts 2 arg(s), received 1\n"},
 		{

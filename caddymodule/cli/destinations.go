@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 
@@ -14,8 +15,8 @@ import (
 func init() {
 	register(caddycmd.Command{
 		Name:  "destinations",
-		Usage: "list|pause <name>|resume <name>|move <orphan> <to>|purge <orphan>",
-		Short: "Lists, pauses and resumes the sender's destinations; moves or purges orphans",
+		Usage: "list|pause <name>|resume <name>|move <orphan> <to>|purge <orphan>|create <name> --url <url>|update <name>|rotate <name>|delete <name>",
+		Short: "Lists, pauses and resumes the sender's destinations; moves or purges orphans; creates, updates, rotates and deletes destinations at run time",
 		Long: `
 Speaks to a running gateway's admin API (--address, default
 $CADDY_ADMIN, else localhost:2019). list shows each destination's state, breaker and queue
@@ -24,10 +25,21 @@ again, also after a 410 Gone paused it. A destination the store holds
 envelopes of but the configuration no longer names (renamed, removed) is
 listed as orphaned: nothing of it is delivered until move sends its queued
 and dead envelopes to a configured destination (IDs and attempt logs kept),
-or purge deletes them. Exit code 0, or 1 on error.
+or purge deletes them.
+
+create, update, rotate and delete manage the destinations made at run time
+(kept in the store, applied by every instance within a second, the SSRF
+guard always on): create prints the signing secret once (a new whsec_ one
+unless --secret gives it); update changes only the flags given (--header
+and --metadata replace all of theirs); rotate makes a new secret, the
+previous one signing beside it for --expire-previous-after (default 24h);
+delete of a destination that holds envelopes needs --envelopes purge or
+--envelopes move:<destination>. A Caddyfile destination is changed in the
+Caddyfile. Exit code 0, or 1 on error.
 Documentation: docs/sending.md, "The sender", at github.com/hookgate/hookgate.`,
 		CobraFunc: func(cmd *cobra.Command) {
 			addAdminFlags(cmd)
+			addSpecFlags(cmd)
 			cmd.Args = cobra.RangeArgs(1, 3)
 			cmd.RunE = runE(adminCommand(cmdDestinations))
 		},
@@ -43,6 +55,14 @@ func cmdDestinations(cmd *cobra.Command, args []string) error {
 	c, err := newAdminClient(cmd)
 	if err != nil {
 		return err
+	}
+	switch args[0] {
+	case "create", "update", "rotate", "delete":
+		return cmdDestinationsAPI(cmd, args, c)
+	case "list", "pause", "resume", "move", "purge":
+		if err := onlyFlags(cmd, args[0], "format"); err != nil {
+			return err
+		}
 	}
 	switch args[0] {
 	case "list":
@@ -65,11 +85,11 @@ func cmdDestinations(cmd *cobra.Command, args []string) error {
 			if d.Ordering == "entity" {
 				ordering = "entity/" + d.OnDead
 			}
-			rows = append(rows, []string{d.Name, d.State, breaker, ordering, fmt.Sprint(d.Depth["queued"]), fmt.Sprint(d.Depth["leased"]),
+			rows = append(rows, []string{d.Name, cmp.Or(d.Source, "-"), d.State, breaker, ordering, fmt.Sprint(d.Depth["queued"]), fmt.Sprint(d.Depth["leased"]),
 				fmt.Sprint(d.Depth["paused"]), fmt.Sprint(d.Depth["dead"]), fmt.Sprint(d.Depth["waiting"]), fmt.Sprint(d.Depth["held"]),
 				oldestReady(d.OldestReadyAge)})
 		}
-		c.table("NAME\tSTATE\tBREAKER\tORDERING\tQUEUED\tLEASED\tPAUSED\tDEAD\tWAITING\tHELD\tOLDEST READY", rows)
+		c.table("NAME\tSOURCE\tSTATE\tBREAKER\tORDERING\tQUEUED\tLEASED\tPAUSED\tDEAD\tWAITING\tHELD\tOLDEST READY", rows)
 	case "pause", "resume":
 		if len(args) != 2 {
 			return fmt.Errorf("%s needs a destination name", args[0])
@@ -117,7 +137,7 @@ func cmdDestinations(cmd *cobra.Command, args []string) error {
 		}
 		fmt.Fprintf(c.out, "purged %s: %d envelopes removed\n", args[1], v.Removed)
 	default:
-		return fmt.Errorf("unknown destinations command %q: want list, pause, resume, move or purge", args[0])
+		return fmt.Errorf("unknown destinations command %q: want list, pause, resume, move, purge, create, update, rotate or delete", args[0])
 	}
 	return nil
 }

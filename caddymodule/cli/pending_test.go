@@ -116,7 +116,7 @@ func TestDeliveriesListHeldBehind(t *testing.T) {
 	}
 	got = execute(t, "", "destinations", "list", addr)
 	rows := strings.Split(strings.TrimSpace(got.stdout), "\n")
-	if got.code != 0 || len(rows) != 2 || !strings.Contains(rows[0], "WAITING  HELD") || strings.Join(strings.Fields(rows[1])[3:10], " ") != "entity/hold 1 0 0 1 1 1" {
+	if got.code != 0 || len(rows) != 2 || !strings.Contains(rows[0], "WAITING  HELD") || strings.Join(strings.Fields(rows[1])[4:11], " ") != "entity/hold 1 0 0 1 1 1" {
 		t.Errorf("destinations list: %+v; want ledger ordered, on_dead hold, with 1 queued, 1 dead, 1 waiting, 1 held", got)
 	}
 }
