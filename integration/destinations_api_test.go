@@ -90,7 +90,7 @@ func TestDestinationsAPIOnTwoInstances(t *testing.T) {
 
 	out, err := cli(t, a, "destinations", "create", "acme", "--url", "http://"+up.Addr()+"/acme", "--events", "seat.*",
 		"--header", "X-Customer: acme", "--header", "Authorization: Bearer tok_abc", "--metadata", "plan=gold")
-	if err != nil {
+	if err != nil || !strings.HasPrefix(out, "created acme: http://"+up.Addr()+"/acme\n") {
 		t.Fatalf("create: %v\n%s", err, out)
 	}
 	first := secretIn(t, out)
@@ -126,7 +126,7 @@ func TestDestinationsAPIOnTwoInstances(t *testing.T) {
 
 	// A rotation on the other instance: both sign until the previous expires.
 	out, err = cli(t, b, "destinations", "rotate", "acme", "--expire-previous-after", "1h")
-	if err != nil {
+	if err != nil || !strings.HasPrefix(out, "rotated acme: ") || !strings.Contains(out, "the previous secret signs beside it until ") {
 		t.Fatalf("rotate: %v\n%s", err, out)
 	}
 	second := secretIn(t, out)

@@ -120,7 +120,7 @@ func cmdDestinationsAPI(cmd *cobra.Command, args []string, c *adminClient) error
 		c.printJSON(raw)
 		return nil
 	}
-	fmt.Fprintf(c.out, "%sd %s: %s\n", strings.TrimSuffix(sub, "e"), v.Name, v.URL)
+	fmt.Fprintf(c.out, "%sd %s: %s\n", sub, v.Name, v.URL)
 	if v.Secret != "" {
 		fmt.Fprintf(c.out, "secret: %s\n(shown this once: give it to the subscriber; the gateway never shows it again)\n", v.Secret)
 	}
