@@ -98,6 +98,28 @@ func (q *memQueue) Lease(_ context.Context, dest string, n int, now time.Time, l
 	return out, err
 }
 
+func (q *memQueue) Due(_ context.Context, dests []string, now time.Time) ([]string, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.paused {
+		return nil, nil
+	}
+	var out []string
+	for _, dest := range dests {
+		for id, st := range q.state {
+			e := q.envs[id]
+			if e.Destination != dest {
+				continue
+			}
+			if (st == StateLeased && !q.until[id].After(q.storeNow())) || (st == StateQueued && !e.NextAt.After(now) && !q.behind(e)) {
+				out = append(out, dest)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
 func (q *memQueue) Settle(_ context.Context, dest string, outcomes []Outcome, now time.Time) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()

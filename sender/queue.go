@@ -30,6 +30,12 @@ type Queue interface {
 	// setting it aside fails (with the error).
 	Lease(ctx context.Context, dest string, n int, now time.Time, lease time.Duration) ([]Leased, error)
 
+	// Due answers which of dests Lease would lease something of now: an
+	// envelope due by now, or a lease expired; a paused destination has
+	// none. It writes nothing: the sender asks it of its idle
+	// destinations, all at once, instead of each polling Lease.
+	Due(ctx context.Context, dests []string, now time.Time) ([]string, error)
+
 	// Settle applies a batch of outcomes. An outcome whose lease is no
 	// longer held (it expired and the envelope was leased again) is
 	// skipped and counted in the answer. An envelope delivered or dead

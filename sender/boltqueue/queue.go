@@ -131,6 +131,27 @@ func (d *dest) work(now int64) bool {
 	return k != nil && scoreOf(k) <= now
 }
 
+// Due implements sender.Queue: one read transaction over every dest.
+func (q *Queue) Due(_ context.Context, dests []string, now time.Time) ([]string, error) {
+	var out []string
+	err := q.db.View(func(tx *bolt.Tx) error {
+		for _, name := range dests {
+			d, err := destOf(tx, name)
+			if err != nil {
+				return err
+			}
+			if d != nil && d.work(ms(now)) {
+				out = append(out, name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bolt due: %w", err)
+	}
+	return out, nil
+}
+
 // Lease implements sender.Queue.
 func (q *Queue) Lease(ctx context.Context, name string, n int, now time.Time, lease time.Duration) ([]sender.Leased, error) {
 	var work bool

@@ -42,6 +42,40 @@ func runLease(t *testing.T, newQueue NewQueue) {
 		}
 	})
 
+	t.Run("DueAnswersWhatLeaseWouldLease", func(t *testing.T) {
+		t.Parallel()
+		q := newQueue(t, retention)
+		mustEnqueue(t, q, env("now", "m1", t0), queued)
+		later := env("later", "m1", t0)
+		later.NextAt = t0.Add(time.Hour)
+		mustEnqueue(t, q, later, queued)
+		mustEnqueue(t, q, env("paused", "m1", t0), queued)
+		if err := q.SetPaused(t.Context(), "paused", true, "operator"); err != nil {
+			t.Fatal(err)
+		}
+		mustEnqueue(t, q, env("leased", "m1", t0), queued)
+		mustLease(t, q, "leased", 1, t0)
+		all := []string{"now", "later", "paused", "leased", "never"}
+		due := func(at time.Time) []string {
+			t.Helper()
+			got, err := q.Due(t.Context(), all, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		if diff := cmp.Diff([]string{"now"}, due(t0)); diff != "" {
+			t.Errorf("due at t0 (-want +got):\n%s", diff)
+		}
+		// An hour on: the retry is due, and the lease expired.
+		if diff := cmp.Diff([]string{"now", "later", "leased"}, due(t0.Add(time.Hour+lease))); diff != "" {
+			t.Errorf("due an hour on (-want +got):\n%s", diff)
+		}
+		if got, err := q.Due(t.Context(), nil, t0); err != nil || len(got) != 0 {
+			t.Errorf("Due(none) = %v, %v", got, err)
+		}
+	})
+
 	t.Run("LeaseBatchOldestFirst", func(t *testing.T) {
 		t.Parallel()
 		q := newQueue(t, retention)

@@ -239,6 +239,67 @@ end
 return out
 `)
 
+// dueScript answers 1 when the lease script would lease something now:
+// not paused, and an envelope ready, a retry due or a lease expired (by
+// Redis's clock, unless told to use the caller's). It writes nothing.
+//
+//	KEYS  due, leased, paused, ready
+//	ARGV  now ms (the caller's), "1" to judge leases by it too
+var dueScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  return 0
+end
+if redis.call('LLEN', KEYS[4]) > 0 then
+  return 1
+end
+local now = tonumber(ARGV[1])
+if #redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1) > 0 then
+  return 1
+end
+local lnow = now
+if ARGV[2] ~= '1' then
+  local t = redis.call('TIME')
+  lnow = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+if #redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', lnow, 'LIMIT', 0, 1) > 0 then
+  return 1
+end
+return 0
+`)
+
+// Due implements sender.Queue: one script per destination, sent in one
+// pipeline (split by slot on a Cluster).
+func (q *Queue) Due(ctx context.Context, dests []string, now time.Time) ([]string, error) {
+	if len(dests) == 0 {
+		return nil, nil
+	}
+	caller := ""
+	if q.callerClock {
+		caller = "1"
+	}
+	if err := dueScript.Load(ctx, q.rdb).Err(); err != nil {
+		return nil, fmt.Errorf("redis due: %w", err)
+	}
+	cmds := make([]*redis.Cmd, len(dests))
+	_, err := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, dest := range dests {
+			k := q.prefix + ":q:{" + dest + "}:" // four of keysOf's: an idle destination's keys are not cached
+			cmds[i] = dueScript.EvalSha(ctx, p, []string{k + "due", k + "leased", k + "paused", k + "ready"}, ms(now), caller)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redis due: %w", err)
+	}
+	var out []string
+	for i, c := range cmds {
+		if n, _ := c.Int(); n == 1 {
+			out = append(out, dests[i])
+		}
+	}
+	return out, nil
+}
+
 // quarantineScript sets aside leased entries that do not decode.
 //
 // An entity's head set aside lets the next go: its entity is read from
