@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -39,8 +40,8 @@ func (s *Sender) Apply(dests []Destination) error {
 	if err := CheckDestinations(dests); err != nil {
 		return err
 	}
-	s.run.Lock()
-	defer s.run.Unlock()
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
 	old := s.set.Load()
 	if old == nil {
 		old = &destSet{}
@@ -65,22 +66,22 @@ func (s *Sender) Apply(dests []Destination) error {
 		}
 	}
 	s.set.Store(next)
+	var restart []*destination
 	for name, prev := range old.byName {
-		if cur := next.byName[name]; cur == prev {
+		cur, kept := next.byName[name]
+		if cur == prev {
 			continue
 		}
-		if prev.stop != nil {
-			prev.stop() // it finishes what it holds, beside the new loop if any
+		if prev.retire() && kept {
+			restart = append(restart, cur) // it was delivering: the new version goes on at once
 		}
-		if _, ok := next.byName[name]; !ok {
+		if !kept {
 			s.shared.remove(name)
 			s.queue.Order(name, Ordering{})
 		}
 	}
-	for _, name := range next.order {
-		if d := next.byName[name]; d.stop == nil {
-			s.startLocked(d)
-		}
+	for _, d := range restart {
+		s.wakeUp(d)
 	}
 	if len(added) > 0 && old.byName != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -133,16 +134,126 @@ func (s *Sender) build(d Destination, prev *destination) (*destination, error) {
 	return ds, nil
 }
 
-// startLocked starts d's delivery loop when Run runs. Call with s.run
-// held.
-func (s *Sender) startLocked(d *destination) {
-	if s.run.ctx == nil {
+// A destination's loop runs only while it has work: an enqueue through
+// this sender, a Wake, or the scan (Queue.Due, every Poll) starts it, and
+// it ends once idle (park). An idle destination holds no goroutine and
+// costs its store nothing but its share of the scan's one read.
+
+// loop is a destination's delivery loop's state, under its own lock: a
+// wake-up either finds the loop running (and wakes it) or starts one, and
+// a loop parks only when no wake-up is pending, so none is lost.
+type loop struct {
+	mu      sync.Mutex
+	running bool
+	retired bool               // replaced or removed (Apply): never started again
+	stop    context.CancelFunc // the running loop's
+	gen     uint64             // counts the loops started
+}
+
+// wakeUp makes d look for due envelopes now: its loop, woken, or started.
+func (s *Sender) wakeUp(d *destination) {
+	d.loop.mu.Lock()
+	defer d.loop.mu.Unlock()
+	if d.loop.running {
+		select {
+		case d.wake <- struct{}{}:
+		default:
+		}
 		return
 	}
+	if d.loop.retired {
+		return
+	}
+	s.run.Lock()
+	defer s.run.Unlock()
+	if s.run.ctx == nil {
+		return // Run has not started, or has stopped
+	}
 	ctx, stop := context.WithCancel(s.run.ctx)
-	d.stop = stop
+	d.loop.running, d.loop.stop = true, stop
+	d.loop.gen++
+	gen := d.loop.gen
 	s.run.runners.Go(func() {
-		defer stop()
+		defer func() {
+			stop()
+			d.loop.mu.Lock()
+			if d.loop.gen == gen {
+				d.loop.running, d.loop.stop = false, nil
+			}
+			d.loop.mu.Unlock()
+		}()
 		s.runDestination(ctx, d)
 	})
+}
+
+// park ends d's loop unless a wake-up is pending.
+func (d *destination) park() bool {
+	d.loop.mu.Lock()
+	defer d.loop.mu.Unlock()
+	if len(d.wake) > 0 || d.loop.retired {
+		return false // (a retired loop ends by its context)
+	}
+	d.loop.running, d.loop.stop = false, nil
+	return true
+}
+
+// retire stops d's loop for good (Apply replaced or removed it): what it
+// holds in flight finishes and settles. It reports whether it was running.
+func (d *destination) retire() bool {
+	d.loop.mu.Lock()
+	defer d.loop.mu.Unlock()
+	d.loop.retired = true
+	if d.loop.stop != nil {
+		d.loop.stop()
+	}
+	return d.loop.running
+}
+
+// running reports whether d's loop runs.
+func (d *destination) running() bool {
+	d.loop.mu.Lock()
+	defer d.loop.mu.Unlock()
+	return d.loop.running
+}
+
+// scanBatch bounds the destinations one Queue.Due call asks of.
+const scanBatch = 1000
+
+// scan starts, every Poll until ctx ends, the loop of each destination
+// whose loop does not run and that has envelopes to lease: enqueued by
+// another instance, a retry come due, a lease expired, a resume made
+// elsewhere. A failure is logged once while it lasts.
+func (s *Sender) scan(ctx context.Context) {
+	failing := false
+	for {
+		set := s.set.Load()
+		var idle []string
+		for _, name := range set.order {
+			if !set.byName[name].running() {
+				idle = append(idle, name)
+			}
+		}
+		var err error
+		for len(idle) > 0 && err == nil {
+			batch := idle[:min(scanBatch, len(idle))]
+			idle = idle[len(batch):]
+			var due []string
+			if due, err = s.queue.Due(ctx, batch, s.now()); err == nil {
+				for _, name := range due {
+					s.wakeUp(set.byName[name])
+				}
+			}
+		}
+		if err != nil && !failing && ctx.Err() == nil {
+			s.logger.Error("looking for due envelopes failed: idle destinations wait for the store", "error", err)
+		}
+		failing = err != nil
+		t := time.NewTimer(s.cfg.Poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 }

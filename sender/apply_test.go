@@ -2,8 +2,11 @@ package sender_test
 
 import (
 	"errors"
+	"fmt"
+	"runtime"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/hookgate/hookgate/sender"
 )
@@ -77,4 +80,61 @@ func TestApply(t *testing.T) {
 	}
 	enqueue(t, s, "static", "msg_4")
 	eventually(t, "the static destination still delivers", func() bool { return one.total.Load() == 2 })
+}
+
+// TestIdleDestinationsHoldNoGoroutine: a thousand destinations, idle,
+// hold no goroutine once their loops park; one with work (enqueued
+// through the sender, or straight into the store as another instance
+// would) has its loop started, by the enqueue or by the scan.
+func TestIdleDestinationsHoldNoGoroutine(t *testing.T) {
+	rcv := newReceiver(t, func(string, int) int { return 200 })
+	q := newQueue(t)
+	var dests []sender.Destination
+	for i := range 1000 {
+		dests = append(dests, sender.Destination{Name: fmt.Sprintf("d%04d", i), URL: rcv.URL, Signer: signer(t)})
+	}
+	base := runtime.NumGoroutine()
+	s, err := sender.New(q, fast, dests, sender.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, s)
+	enqueue(t, s, "d0007", "msg_1")
+	eventually(t, "delivered", func() bool { return rcv.total.Load() == 1 })
+	// The sender's own few (the scan, the breakers' merge, the trim),
+	// none per destination, once the loop of d0007 parks.
+	eventually(t, "the loops park", func() bool { return runtime.NumGoroutine() < base+20 })
+
+	// Enqueued by another instance: the scan finds it.
+	if _, err := q.Enqueue(t.Context(), &sender.Envelope{ID: "msg_2", Destination: "d0999", Payload: []byte(`{"id":"msg_2"}`),
+		CreatedAt: time.Now(), NextAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the scan starts the destination's loop", func() bool { return rcv.total.Load() == 2 })
+}
+
+// TestPausedLoopParksAndResumesElsewhere: a paused destination's loop
+// parks; a resume made by another instance (another sender on the same
+// store) is found by the scan, and the envelope kept meanwhile delivered.
+func TestPausedLoopParksAndResumesElsewhere(t *testing.T) {
+	rcv := newReceiver(t, func(string, int) int { return 200 })
+	q := newQueue(t)
+	dests := []sender.Destination{{Name: "d", URL: rcv.URL, Signer: signer(t)}}
+	s, err := sender.New(q, fast, dests, sender.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, s)
+	if err := s.SetPaused(t.Context(), "d", true, "operator"); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, s, "d", "msg_1")
+	other, err := sender.New(q, fast, dests, sender.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.SetPaused(t.Context(), "d", false, ""); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "delivered after the resume made elsewhere", func() bool { return rcv.total.Load() == 1 })
 }

@@ -198,12 +198,13 @@ type Sender struct {
 	trimWake  chan struct{}
 	trimMu    sync.Mutex
 	trimStale map[string]bool
-	// run is Run's state, for Apply to start and stop destinations' loops.
+	// run is Run's state, for the destinations' loops to start under.
 	run struct {
 		sync.Mutex
 		ctx     context.Context // nil before Run and after it stopped
 		runners sync.WaitGroup
 	}
+	applyMu sync.Mutex // one Apply at a time
 }
 
 // destination is a destination's running state.
@@ -226,8 +227,8 @@ type destination struct {
 	limiter  *rate.Limiter
 	workers  int // its cap on deliveries in flight
 	wake     chan struct{}
-	pause    *pauseFlag         // kept across an update, as breaker is
-	stop     context.CancelFunc // ends its loop; nil when none runs
+	pause    *pauseFlag // kept across an update, as breaker is
+	loop     loop       // its delivery loop, while it has work (apply.go)
 }
 
 // Options are a Sender's dependencies; the zero value means the defaults.
@@ -443,10 +444,7 @@ func (s *Sender) Enqueue(ctx context.Context, e *Envelope) (EnqueueResult, error
 		s.obs.Enqueued(e.Destination, enqueueResult(res.Duplicate))
 	}
 	if err == nil && !res.Duplicate {
-		select {
-		case d.wake <- struct{}{}:
-		default:
-		}
+		s.wakeUp(d)
 	}
 	return res, err
 }
@@ -465,10 +463,8 @@ func (s *Sender) Run(ctx context.Context) {
 	wg.Go(func() { s.trimHistory(ctx) })
 	s.run.Lock()
 	s.run.ctx = ctx
-	for _, name := range s.set.Load().order {
-		s.startLocked(s.set.Load().byName[name])
-	}
 	s.run.Unlock()
+	wg.Go(func() { s.scan(ctx) })
 	<-ctx.Done()
 	s.run.Lock()
 	s.run.ctx = nil // no loop starts from now on
@@ -516,9 +512,6 @@ func (nopObserver) Enqueued(string, string)               {}
 // redrive).
 func (s *Sender) Wake(dest string) {
 	if d, ok := s.dest(dest); ok {
-		select {
-		case d.wake <- struct{}{}:
-		default:
-		}
+		s.wakeUp(d)
 	}
 }

@@ -69,10 +69,14 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 	for ctx.Err() == nil {
 		if d.pause.get() {
 			// Nothing is leased while paused. A resume through this
-			// sender wakes d; one made elsewhere is read from the store
-			// at each poll.
-			s.wait(ctx, d, s.cfg.Poll)
+			// sender wakes d; one made elsewhere is read from the store.
+			// Paused with nothing out, the loop ends: a resume here
+			// wakes d, one made elsewhere the scan finds.
 			s.refreshPause(ctx, d)
+			if d.pause.get() && out.Load() == 0 && d.park() {
+				return
+			}
+			s.wait(ctx, d, min(s.cfg.Poll, pauseRefresh))
 			continue
 		}
 		if out.Load() > 0 {
@@ -122,6 +126,9 @@ func (s *Sender) runDestination(ctx context.Context, d *destination) {
 			// is delivered.
 		}
 		if len(leased) == 0 {
+			if idle >= s.cfg.Poll && out.Load() == 0 && d.park() {
+				return // idle: an enqueue or the scan starts it again
+			}
 			s.wait(ctx, d, idle)
 			idle = min(2*idle, s.cfg.Poll)
 			continue
