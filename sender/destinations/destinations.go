@@ -10,6 +10,7 @@
 package destinations
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -74,9 +75,9 @@ type Registry struct {
 	mu      sync.Mutex // serializes Sync
 	loaded  bool
 	version uint64
-	raw     map[string][]byte  // as stored, for the compare-and-set of a change
-	recs    map[string]*opened // those applied
-	bad     map[string]string  // name -> why it is left out, logged once per version
+	raw     map[string][]byte // as stored, for the compare-and-set of a change
+	applied map[string]*entry // those applied
+	bad     map[string]string // name -> why it is left out, logged once per version
 }
 
 // New returns the registry over backend. Nothing is read until Sync.
@@ -145,9 +146,12 @@ func (r *Registry) Sync(ctx context.Context) error {
 	for _, d := range r.opts.Static {
 		static[d.Name] = true
 	}
-	recs, bad := map[string]*opened{}, map[string]string{}
-	var built []sender.Destination
+	applied, bad := make(map[string]*entry, len(all)), map[string]string{}
 	for _, name := range slices.Sorted(maps.Keys(all)) {
+		if prev, ok := r.applied[name]; ok && bytes.Equal(prev.raw, all[name]) && !static[name] {
+			applied[name], all[name] = prev, prev.raw // unchanged: neither opened nor built again, one copy kept
+			continue
+		}
 		o, err := unmarshal(r.seal, all[name])
 		if err == nil && static[name] {
 			err = errors.New("the Caddyfile configures a destination of this name: it wins")
@@ -163,38 +167,44 @@ func (r *Registry) Sync(ctx context.Context) error {
 			}
 			continue
 		}
-		recs[name] = o
-		built = append(built, d)
+		applied[name] = &entry{raw: all[name], dest: d, created: o.Created}
 	}
-	slices.SortFunc(built, func(a, b sender.Destination) int {
-		return cmp.Or(recs[a.Name].Created.Compare(recs[b.Name].Created), cmp.Compare(a.Name, b.Name))
+	built := make([]*entry, 0, len(applied))
+	for _, e := range applied {
+		built = append(built, e)
+	}
+	slices.SortFunc(built, func(a, b *entry) int {
+		return cmp.Or(a.created.Compare(b.created), cmp.Compare(a.dest.Name, b.dest.Name))
 	})
-	if err := r.opts.Apply(append(slices.Clone(r.opts.Static), built...)); err != nil {
+	dests := slices.Grow(slices.Clone(r.opts.Static), len(built))
+	for _, e := range built {
+		dests = append(dests, e.dest)
+	}
+	if err := r.opts.Apply(dests); err != nil {
 		return fmt.Errorf("applying the API's destinations: %w", err)
 	}
-	r.loaded, r.version, r.raw, r.recs, r.bad = true, v, all, recs, bad
+	r.loaded, r.version, r.raw, r.applied, r.bad = true, v, all, applied, bad
 	return nil
 }
 
-// List is the API's destinations as applied, oldest first.
-func (r *Registry) List() []View {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]View, 0, len(r.recs))
-	for _, o := range r.recs {
-		out = append(out, o.view(r.opts.Now()))
-	}
-	slices.SortFunc(out, func(a, b View) int { return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.Name, b.Name)) })
-	return out
+// entry is an applied record: as stored, and as the sender has it.
+type entry struct {
+	raw     []byte
+	dest    sender.Destination
+	created time.Time
 }
 
 // Get is the API's destination name as applied.
 func (r *Registry) Get(name string) (View, bool) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	o, ok := r.recs[name]
+	e, ok := r.applied[name]
+	r.mu.Unlock()
 	if !ok {
 		return View{}, false
+	}
+	o, err := unmarshal(r.seal, e.raw)
+	if err != nil {
+		return View{}, false // it opened when applied: never
 	}
 	return o.view(r.opts.Now()), true
 }
