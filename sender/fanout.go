@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Delivery is one destination's envelope of a published event.
@@ -24,6 +27,23 @@ type PublishResult struct {
 	// Mismatch is set when a destination holds the event's ID with
 	// another payload: nothing was written.
 	Mismatch bool
+}
+
+// fanoutParallel bounds the store calls one Publish makes at once.
+const fanoutParallel = 32
+
+// parallel runs fn(0..n-1), fanoutParallel at a time, and returns the
+// first error once all have returned.
+func parallel(n int, fn func(i int) error) error {
+	if n == 1 {
+		return fn(0)
+	}
+	var g errgroup.Group
+	g.SetLimit(fanoutParallel)
+	for i := range n {
+		g.Go(func() error { return fn(i) })
+	}
+	return g.Wait()
 }
 
 // ErrMissingEventType means an event to publish has no type to route by.
@@ -92,23 +112,32 @@ func (s *Sender) Publish(ctx context.Context, ev *Event) (PublishResult, error) 
 	}
 	// What each destination holds already: the first write of an earlier
 	// publish of this event, or all of them. Their CreatedAt is the
-	// event's creation, whatever their state.
-	held := map[string]*Meta{}
-	var created time.Time
+	// event's creation, whatever their state. Read (and later written)
+	// fanoutParallel destinations at a time: a store round trip each.
+	held := make([]*Meta, len(subs))
 	fp := PayloadFingerprint(ev.Payload)
-	for _, d := range subs {
-		ms, err := s.queue.Metas(ctx, d, []string{ev.ID})
+	if err := parallel(len(subs), func(i int) error {
+		ms, err := s.queue.Metas(ctx, subs[i], []string{ev.ID})
 		if err != nil {
-			return PublishResult{}, fmt.Errorf("reading %s's %s: %w", d, ev.ID, err)
+			return fmt.Errorf("reading %s's %s: %w", subs[i], ev.ID, err)
 		}
-		if len(ms) == 0 {
+		if len(ms) > 0 {
+			held[i] = ms[0]
+		}
+		return nil
+	}); err != nil {
+		return PublishResult{}, err
+	}
+	var created time.Time
+	nheld := 0
+	for _, m := range held {
+		if m == nil {
 			continue
 		}
-		m := ms[0]
 		if m.Broken || m.Fingerprint != fp {
 			return PublishResult{Mismatch: true}, nil
 		}
-		held[d] = m
+		nheld++
 		if created.IsZero() || m.CreatedAt.Before(created) {
 			created = m.CreatedAt
 		}
@@ -117,32 +146,47 @@ func (s *Sender) Publish(ctx context.Context, ev *Event) (PublishResult, error) 
 		created = s.now()
 	}
 	var since map[string]time.Time
-	if len(held) > 0 && len(held) < len(subs) {
+	if nheld > 0 && nheld < len(subs) {
 		var err error
 		if since, err = s.queue.FirstSeen(ctx, subs, s.now()); err != nil {
 			return PublishResult{}, err
 		}
 	}
-	res := PublishResult{Deliveries: []Delivery{}}
-	for _, d := range subs {
-		if m, ok := held[d]; ok {
+	deliveries := make([]*Delivery, len(subs))
+	var mismatch atomic.Bool
+	err := parallel(len(subs), func(i int) error {
+		d := subs[i]
+		if m := held[i]; m != nil {
 			s.obs.Enqueued(d, "duplicate")
-			res.Deliveries = append(res.Deliveries, Delivery{Destination: d, State: m.State, Duplicate: true})
-			continue
+			deliveries[i] = &Delivery{Destination: d, State: m.State, Duplicate: true}
+			return nil
 		}
 		if since[d].After(created) {
-			continue // subscribed after the event was created
+			return nil // subscribed after the event was created
 		}
 		e := ev.Envelope(d)
 		e.CreatedAt = created
 		r, err := s.Enqueue(ctx, e)
 		if err != nil {
-			return PublishResult{}, err
+			return err
 		}
 		if r.Mismatch { // another publish of this ID, with another payload, got here first
-			return PublishResult{Mismatch: true}, nil
+			mismatch.Store(true)
 		}
-		res.Deliveries = append(res.Deliveries, Delivery{Destination: d, State: r.State, Duplicate: r.Duplicate})
+		deliveries[i] = &Delivery{Destination: d, State: r.State, Duplicate: r.Duplicate}
+		return nil
+	})
+	if err != nil {
+		return PublishResult{}, err
+	}
+	if mismatch.Load() {
+		return PublishResult{Mismatch: true}, nil
+	}
+	res := PublishResult{Deliveries: make([]Delivery, 0, len(subs))}
+	for _, d := range deliveries {
+		if d != nil {
+			res.Deliveries = append(res.Deliveries, *d)
+		}
 	}
 	return res, nil
 }

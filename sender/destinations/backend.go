@@ -19,6 +19,8 @@ type Backend interface {
 	Version(ctx context.Context) (uint64, error)
 	// All reads every record, and the version they are of.
 	All(ctx context.Context) (map[string][]byte, uint64, error)
+	// Get reads name's record, nil when there is none.
+	Get(ctx context.Context, name string) ([]byte, error)
 	// Put changes name's record from old to next, atomically: old nil
 	// creates it (ErrExists when there is one), else the stored record
 	// must be old byte for byte (ErrChanged: another change came first,
@@ -72,6 +74,20 @@ func (b *Bolt) All(context.Context) (map[string][]byte, uint64, error) {
 		})
 	})
 	return out, v, err
+}
+
+// Get implements Backend.
+func (b *Bolt) Get(_ context.Context, name string) ([]byte, error) {
+	var out []byte
+	err := b.db.View(func(tx *bolt.Tx) error {
+		if bk := tx.Bucket(boltBucket); bk != nil {
+			if v := bk.Get([]byte(name)); v != nil {
+				out = append([]byte(nil), v...)
+			}
+		}
+		return nil
+	})
+	return out, err
 }
 
 // Put implements Backend.
@@ -155,6 +171,18 @@ func (r *Redis) All(ctx context.Context) (map[string][]byte, uint64, error) {
 		out[k] = []byte(val)
 	}
 	return out, v, nil
+}
+
+// Get implements Backend.
+func (r *Redis) Get(ctx context.Context, name string) ([]byte, error) {
+	v, err := r.rdb.HGet(ctx, r.hash, name).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redis destination: %w", err)
+	}
+	return v, nil
 }
 
 // putScript is Put.

@@ -10,9 +10,9 @@
 package destinations
 
 import (
-	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -75,7 +75,6 @@ type Registry struct {
 	mu      sync.Mutex // serializes Sync
 	loaded  bool
 	version uint64
-	raw     map[string][]byte // as stored, for the compare-and-set of a change
 	applied map[string]*entry // those applied
 	bad     map[string]string // name -> why it is left out, logged once per version
 }
@@ -148,8 +147,9 @@ func (r *Registry) Sync(ctx context.Context) error {
 	}
 	applied, bad := make(map[string]*entry, len(all)), map[string]string{}
 	for _, name := range slices.Sorted(maps.Keys(all)) {
-		if prev, ok := r.applied[name]; ok && bytes.Equal(prev.raw, all[name]) && !static[name] {
-			applied[name], all[name] = prev, prev.raw // unchanged: neither opened nor built again, one copy kept
+		sum := sha256.Sum256(all[name])
+		if prev, ok := r.applied[name]; ok && prev.sum == sum && !static[name] {
+			applied[name] = prev // unchanged: neither opened nor built again
 			continue
 		}
 		o, err := unmarshal(r.seal, all[name])
@@ -167,7 +167,7 @@ func (r *Registry) Sync(ctx context.Context) error {
 			}
 			continue
 		}
-		applied[name] = &entry{raw: all[name], dest: d, created: o.Created}
+		applied[name] = &entry{sum: sum, dest: d, created: o.Created}
 	}
 	built := make([]*entry, 0, len(applied))
 	for _, e := range applied {
@@ -183,30 +183,36 @@ func (r *Registry) Sync(ctx context.Context) error {
 	if err := r.opts.Apply(dests); err != nil {
 		return fmt.Errorf("applying the API's destinations: %w", err)
 	}
-	r.loaded, r.version, r.raw, r.applied, r.bad = true, v, all, applied, bad
+	r.loaded, r.version, r.applied, r.bad = true, v, applied, bad
 	return nil
 }
 
-// entry is an applied record: as stored, and as the sender has it.
+// entry is an applied record: the digest of its stored form (what tells
+// a changed record at the next sync), and the sender's destination.
 type entry struct {
-	raw     []byte
+	sum     [sha256.Size]byte
 	dest    sender.Destination
 	created time.Time
 }
 
-// Get is the API's destination name as applied.
-func (r *Registry) Get(name string) (View, bool) {
+// Get is the API's destination name as the store holds it, when it is
+// applied here.
+func (r *Registry) Get(ctx context.Context, name string) (View, bool, error) {
 	r.mu.Lock()
-	e, ok := r.applied[name]
+	_, ok := r.applied[name]
 	r.mu.Unlock()
 	if !ok {
-		return View{}, false
+		return View{}, false, nil
 	}
-	o, err := unmarshal(r.seal, e.raw)
+	raw, err := r.backend.Get(ctx, name)
+	if err != nil || raw == nil {
+		return View{}, false, err
+	}
+	o, err := unmarshal(r.seal, raw)
 	if err != nil {
-		return View{}, false // it opened when applied: never
+		return View{}, false, fmt.Errorf("destination %q: %w", name, err)
 	}
-	return o.view(r.opts.Now()), true
+	return o.view(r.opts.Now()), true, nil
 }
 
 // isStatic reports whether the Caddyfile configures name.
@@ -354,8 +360,7 @@ func (r *Registry) change(ctx context.Context, name string, fn func(*opened) err
 		}
 		err = r.backend.Put(ctx, name, old, raw)
 		if errors.Is(err, ErrChanged) {
-			r.forget()
-			continue
+			continue // changed meanwhile: read it again
 		}
 		if err != nil {
 			return View{}, err
@@ -366,26 +371,16 @@ func (r *Registry) change(ctx context.Context, name string, fn func(*opened) err
 	return View{}, fmt.Errorf("destination %q: %w three times: try again", name, ErrChanged)
 }
 
-// current is name's record as last read (read now when the version
-// moved).
+// current is name's record as the store holds it.
 func (r *Registry) current(ctx context.Context, name string) ([]byte, error) {
-	if err := r.Sync(ctx); err != nil {
+	raw, err := r.backend.Get(ctx, name)
+	if err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
-	raw, ok := r.raw[name]
-	r.mu.Unlock()
-	if !ok {
+	if raw == nil {
 		return nil, fmt.Errorf("%w %q", ErrNotFound, name)
 	}
 	return raw, nil
-}
-
-// forget makes the next Sync read the records again.
-func (r *Registry) forget() {
-	r.mu.Lock()
-	r.loaded = false
-	r.mu.Unlock()
 }
 
 // Delete removes the destination name's record and applies it here: its
@@ -402,8 +397,7 @@ func (r *Registry) Delete(ctx context.Context, name string) error {
 		}
 		err = r.backend.Put(ctx, name, old, nil)
 		if errors.Is(err, ErrChanged) {
-			r.forget()
-			continue
+			continue // changed meanwhile: read it again
 		}
 		if err != nil {
 			return err
@@ -414,10 +408,12 @@ func (r *Registry) Delete(ctx context.Context, name string) error {
 	return fmt.Errorf("destination %q: %w three times: try again", name, ErrChanged)
 }
 
-// Owns reports whether name is a destination made through the API.
+// Owns reports whether name is a destination made through the API, as
+// last synced: applied, or left out.
 func (r *Registry) Owns(name string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	_, ok := r.raw[name]
-	return ok
+	_, applied := r.applied[name]
+	_, bad := r.bad[name]
+	return applied || bad
 }

@@ -168,7 +168,7 @@ func TestLifecycle(t *testing.T) {
 		if _, err := check.Verify(verify.Request{Header: h, Body: []byte("{}")}, time.Now()); err != nil {
 			t.Fatalf("the applied signer does not sign with the answered secret: %v", err)
 		}
-		if got, ok := r2.Get("acme"); !ok || got.Secret != "" {
+		if got, ok, err := r2.Get(ctx, "acme"); err != nil || !ok || got.Secret != "" {
 			t.Fatalf("Get() answers %+v, %v: never the secret", got, ok)
 		}
 
@@ -288,7 +288,7 @@ func TestKeys(t *testing.T) {
 		if got := strings.Join(b2.names(), ","); got != "" {
 			t.Fatalf("under another key (%v), applied %q: want none", opts.Key != nil, got)
 		}
-		if _, ok := r.Get("new"); ok {
+		if _, ok, _ := r.Get(t.Context(), "new"); ok {
 			t.Fatal("a record that does not open is listed")
 		}
 	}

@@ -56,7 +56,11 @@ func (h *Handler) showDestination(w http.ResponseWriter, r *http.Request, name s
 	st.Source = h.source(name, st.State)
 	out := Destination{Status: st}
 	if h.reg != nil {
-		if v, ok := h.reg.Get(name); ok {
+		v, ok, err := h.reg.Get(r.Context(), name)
+		if err != nil {
+			return err
+		}
+		if ok {
 			out.API = &v
 		}
 	}
