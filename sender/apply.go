@@ -110,28 +110,44 @@ func (s *Sender) build(d Destination, prev *destination) (*destination, error) {
 	if d.Guard {
 		ds.client = s.guard()
 	}
-	if ds.request, err = http.NewRequest(http.MethodPost, d.URL, nil); err != nil {
+	if _, err = http.NewRequest(http.MethodPost, d.URL, nil); err != nil { // its template is made at its first attempt
 		return nil, fmt.Errorf("destination %q: %w", d.Name, ds.scrub(err))
 	}
 	if d.Rate > 0 {
 		ds.limiter = rate.NewLimiter(d.Rate, max(d.Burst, 1))
 	}
-	s.queue.Order(d.Name, d.Ordering)
+	if d.Ordering != (Ordering{}) || (prev != nil && prev.Ordering != (Ordering{})) {
+		s.queue.Order(d.Name, d.Ordering) // unordered is every queue's default
+	}
 	if prev != nil {
-		ds.breaker, ds.pause = prev.breaker, prev.pause
+		ds.brk, ds.pause = prev.brk, prev.pause
 		return ds, nil
 	}
-	name := d.Name
-	open := s.cfg.Breaker.Open
-	ds.breaker = newBreaker(name, s.cfg.Breaker, func(from, to gobreaker.State) {
-		s.logger.Info("destination breaker", "destination", name, "from", from.String(), "to", to.String())
-		if to != gobreaker.StateHalfOpen {
-			s.shared.transition(name, to == gobreaker.StateOpen, time.Now().Add(open))
-		}
-	})
-	ds.pause = new(pauseFlag)
-	s.shared.add(name, ds.breaker)
+	ds.brk, ds.pause = new(breakerCell), new(pauseFlag)
 	return ds, nil
+}
+
+// breakerCell holds a destination's breaker, made when its loop first
+// runs (an idle destination has none: its state reads closed), and kept
+// by the versions of it that Apply makes.
+type breakerCell struct {
+	once sync.Once
+	b    *breaker
+}
+
+// breaker is d's breaker, made and shared (sharedStore) at its first call.
+func (s *Sender) breaker(d *destination) *breaker {
+	d.brk.once.Do(func() {
+		name, open := d.Name, s.cfg.Breaker.Open
+		d.brk.b = newBreaker(name, s.cfg.Breaker, func(from, to gobreaker.State) {
+			s.logger.Info("destination breaker", "destination", name, "from", from.String(), "to", to.String())
+			if to != gobreaker.StateHalfOpen {
+				s.shared.transition(name, to == gobreaker.StateOpen, time.Now().Add(open))
+			}
+		})
+		s.shared.add(name, d.brk.b)
+	})
+	return d.brk.b
 }
 
 // A destination's loop runs only while it has work: an enqueue through

@@ -46,7 +46,7 @@ func (s *Sender) deliver(ctx context.Context, d *destination, j job) Outcome {
 	// destination, and into its own breaker.
 	if res.Breaker != BreakerNotCounted {
 		d.shared.outcome(d.Name, res.Breaker == BreakerSuccess, s.now())
-		d.breaker.count(res.Breaker == BreakerFailure)
+		s.breaker(d).count(res.Breaker == BreakerFailure)
 	}
 	now := s.now()
 	latency := now.Sub(start)
@@ -181,9 +181,10 @@ func (s *Sender) post(ctx context.Context, d *destination, e *Envelope, now time
 // transport send it again when a kept-alive connection turns out closed
 // before anything was written.
 func (d *destination) newRequest(ctx context.Context, e *Envelope) *http.Request {
-	req := d.request.WithContext(ctx)
+	tmpl := d.template()
+	req := tmpl.WithContext(ctx)
 	if e.Received != nil && e.Received.Path != "" {
-		req.URL = joinURL(d.request.URL, e.Received.Path)
+		req.URL = joinURL(tmpl.URL, e.Received.Path)
 	}
 	payload := e.Payload
 	req.ContentLength = int64(len(payload))
@@ -262,7 +263,13 @@ func (d *destination) target(e *Envelope) string {
 	if e.Received == nil || e.Received.Path == "" {
 		return d.URL
 	}
-	return joinURL(d.request.URL, e.Received.Path).String()
+	return joinURL(d.template().URL, e.Received.Path).String()
+}
+
+// template is d's request template, made once (build checked its URL).
+func (d *destination) template() *http.Request {
+	d.reqOnce.Do(func() { d.request, _ = http.NewRequest(http.MethodPost, d.URL, nil) })
+	return d.request
 }
 
 // cosigner is a Signer whose scheme may carry a rotation's old signature

@@ -204,7 +204,7 @@ func (s *sharedStore) state(name string) gobreaker.State {
 	e := s.entries[name]
 	if e == nil {
 		s.mu.Unlock()
-		return gobreaker.StateClosed
+		return s.idleState(name)
 	}
 	stale := s.remote != nil && s.now().Sub(e.fetched) >= s.refresh
 	s.mu.Unlock()
@@ -220,6 +220,25 @@ func (s *sharedStore) state(name string) gobreaker.State {
 		s.mu.Unlock()
 	}
 	return e.own.state()
+}
+
+// idleState is the state of a breaker this instance has not made (its
+// destination idle here, or removed): the shared state as the remote
+// holds it, open until its expiry (half-open after), else closed.
+func (s *sharedStore) idleState(name string) gobreaker.State {
+	if s.remote == nil {
+		return gobreaker.StateClosed
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	b, err := s.remote.Load(ctx, name)
+	cancel()
+	switch {
+	case err != nil || !b.Shared.Open:
+		return gobreaker.StateClosed
+	case s.now().Before(b.Shared.Expiry):
+		return gobreaker.StateOpen
+	}
+	return gobreaker.StateHalfOpen
 }
 
 // followLocked takes b as the board last read, and makes this instance's

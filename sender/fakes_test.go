@@ -181,7 +181,7 @@ func breakerCounts(t *testing.T, s *Sender, dest string) gobreaker.Counts {
 	if !ok {
 		t.Fatalf("no destination %s", dest)
 	}
-	return d.breaker.cur.Load().Counts()
+	return s.breaker(d).cur.Load().Counts()
 }
 
 // breakerReport is this instance's report on dest's breaker: its latest

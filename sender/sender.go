@@ -210,12 +210,14 @@ type Sender struct {
 // destination is a destination's running state.
 type destination struct {
 	Destination
-	origin  string       // scheme://host[:port] of URL: what errors name
-	client  *http.Client // the sender's, or its guarded one (Guard)
-	breaker *breaker     // this instance's own
-	shared  *sharedStore // the breaker's board, which breaker follows
+	origin string       // scheme://host[:port] of URL: what errors name
+	client *http.Client // the sender's, or its guarded one (Guard)
+	brk    *breakerCell // this instance's own breaker, made when first needed
+	shared *sharedStore // the breaker's board, which breaker follows
 	// request is the template of every request to URL: its method, parsed
-	// URL and host, cloned (shallowly) for each attempt.
+	// URL and host, cloned (shallowly) for each attempt; made at the
+	// first (template), so that an idle destination holds none.
+	reqOnce sync.Once
 	request *http.Request
 	// base is what every request's header starts with: Header, the
 	// User-Agent, and the content type when Header sets one (hasCT),

@@ -38,6 +38,7 @@ type outcome struct {
 // Lease deadlines and refresh intervals are measured on this process's
 // clock (time.Now); Options.Now dates what is stored.
 func (s *Sender) runDestination(ctx context.Context, d *destination) {
+	s.breaker(d) // shared before its state is read
 	outcomes := make(chan outcome, 2*d.workers+s.cfg.Batch)
 	var settled sync.WaitGroup
 	settled.Go(func() { s.settleLoop(d.Name, outcomes) })

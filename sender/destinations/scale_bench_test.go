@@ -154,6 +154,9 @@ func runScale(b *testing.B, n int, st scaleStore) {
 		memBefore = st.memory()
 	}
 
+	if os.Getenv("HOOKGATE_SCALE_HEAPPROFILE") != "" {
+		runtime.MemProfileRate = 1 // every allocation, for the profile's attribution
+	}
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
