@@ -238,10 +238,14 @@ const scanBatch = 1000
 // scan starts, every Poll until ctx ends, the loop of each destination
 // whose loop does not run and that has envelopes to lease: enqueued by
 // another instance, a retry come due, a lease expired, a resume made
-// elsewhere. A failure is logged once while it lasts.
+// elsewhere. A scan that takes long (many destinations on a remote
+// store) waits nine times its own length before the next, so that it
+// takes a tenth of the store's time at most. A failure is logged once
+// while it lasts.
 func (s *Sender) scan(ctx context.Context) {
 	failing := false
 	for {
+		began := time.Now()
 		set := s.set.Load()
 		var idle []string
 		for _, name := range set.order {
@@ -264,7 +268,7 @@ func (s *Sender) scan(ctx context.Context) {
 			s.logger.Error("looking for due envelopes failed: idle destinations wait for the store", "error", err)
 		}
 		failing = err != nil
-		t := time.NewTimer(s.cfg.Poll)
+		t := time.NewTimer(max(s.cfg.Poll, 9*time.Since(began)))
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -6,6 +6,7 @@ package sender
 
 import (
 	"context"
+	"maps"
 	"time"
 )
 
@@ -36,15 +37,23 @@ func (s *Sender) trimmed(dest string) {
 // trimAgain) after one settles here. Asking writes nothing unless
 // something is due.
 func (s *Sender) trimHistory(ctx context.Context) {
-	next := map[string]time.Time{}   // when to ask each destination again
-	asked := map[string]time.Time{}  // when it was last asked
-	logged := map[string]time.Time{} // when its last failure was logged
-	failed := map[string]int{}       // its failures since
+	// Each destination's next ask and last ask, unix ms (a destination
+	// not in it is asked now); its failures since its last logged one,
+	// and when that was, only while it fails.
+	type state struct{ next, asked int64 }
+	type failure struct {
+		n      int
+		logged time.Time
+	}
+	states := map[string]state{}
+	failing := map[string]failure{}
 	for {
 		now := s.now()
 		wake := now.Add(trimPoll)
-		for _, d := range s.Destinations() {
-			if at, ok := next[d]; ok && at.After(now) {
+		names := s.Destinations()
+		for _, d := range names {
+			st := states[d]
+			if at := time.UnixMilli(st.next); st.next != 0 && at.After(now) {
 				wake = earlier(wake, at)
 				continue
 			}
@@ -52,24 +61,37 @@ func (s *Sender) trimHistory(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			asked[d] = now
+			st.asked = now.UnixMilli()
 			switch {
 			case err != nil:
 				// Logged once a trimPoll at most, with a count: an outage
 				// fails it every trimAgain.
 				s.obs.StoreError(d, "trim")
-				if failed[d]++; now.Sub(logged[d]) >= trimPoll {
-					s.logger.Error("trimming the delivery history", "destination", d, "failures", failed[d], "error", err)
-					logged[d], failed[d] = now, 0
+				f := failing[d]
+				if f.n++; now.Sub(f.logged) >= trimPoll {
+					s.logger.Error("trimming the delivery history", "destination", d, "failures", f.n, "error", err)
+					f = failure{logged: now}
 				}
+				failing[d] = f
 				due = now.Add(trimAgain)
 			case due.IsZero() || due.After(now.Add(trimPoll)):
+				delete(failing, d)
 				due = now.Add(trimPoll)
 			case !due.After(now):
+				delete(failing, d)
 				due = now // more are due: a batch at a time
 			}
-			next[d] = due
+			st.next = due.UnixMilli()
+			states[d] = st
 			wake = earlier(wake, due)
+		}
+		if len(states) > len(names) { // destinations removed: forget them
+			keep := make(map[string]bool, len(names))
+			for _, d := range names {
+				keep[d] = true
+			}
+			maps.DeleteFunc(states, func(d string, _ state) bool { return !keep[d] })
+			maps.DeleteFunc(failing, func(d string, _ failure) bool { return !keep[d] })
 		}
 		if !wake.After(now) {
 			continue
@@ -84,7 +106,9 @@ func (s *Sender) trimHistory(ctx context.Context) {
 			t.Stop()
 			s.trimMu.Lock()
 			for d := range s.trimStale {
-				next[d] = earlier(next[d], asked[d].Add(trimAgain))
+				st := states[d]
+				st.next = min(st.next, st.asked+trimAgain.Milliseconds())
+				states[d] = st
 			}
 			clear(s.trimStale)
 			s.trimMu.Unlock()

@@ -616,7 +616,7 @@ func (k keys) settleKeys() []string {
 // released, whether or not anything settles. It answers when the next
 // dead letter is due to go (zero: none is kept).
 func (q *Queue) trimDead(ctx context.Context, dest string, now time.Time) (time.Time, error) {
-	k := q.keysOf(dest)
+	k := keysOf(q.prefix, dest) // not cached: every destination is trimmed, idle or not
 	next := func() (time.Time, error) {
 		oldest, err := q.rdb.ZRangeWithScores(ctx, k.dead, 0, 0).Result()
 		if err != nil || len(oldest) == 0 {
