@@ -112,22 +112,13 @@ func (s *Sender) Publish(ctx context.Context, ev *Event) (PublishResult, error) 
 	}
 	// What each destination holds already: the first write of an earlier
 	// publish of this event, or all of them. Their CreatedAt is the
-	// event's creation, whatever their state. Read (and later written)
+	// event's creation, whatever their state. Read at once, then written
 	// fanoutParallel destinations at a time: a store round trip each.
-	held := make([]*Meta, len(subs))
-	fp := PayloadFingerprint(ev.Payload)
-	if err := parallel(len(subs), func(i int) error {
-		ms, err := s.queue.Metas(ctx, subs[i], []string{ev.ID})
-		if err != nil {
-			return fmt.Errorf("reading %s's %s: %w", subs[i], ev.ID, err)
-		}
-		if len(ms) > 0 {
-			held[i] = ms[0]
-		}
-		return nil
-	}); err != nil {
-		return PublishResult{}, err
+	held, err := s.queue.MetasAcross(ctx, subs, ev.ID)
+	if err != nil {
+		return PublishResult{}, fmt.Errorf("reading the subscribers' %s: %w", ev.ID, err)
 	}
+	fp := PayloadFingerprint(ev.Payload)
 	var created time.Time
 	nheld := 0
 	for _, m := range held {
@@ -154,7 +145,7 @@ func (s *Sender) Publish(ctx context.Context, ev *Event) (PublishResult, error) 
 	}
 	deliveries := make([]*Delivery, len(subs))
 	var mismatch atomic.Bool
-	err := parallel(len(subs), func(i int) error {
+	err = parallel(len(subs), func(i int) error {
 		d := subs[i]
 		if m := held[i]; m != nil {
 			s.obs.Enqueued(d, "duplicate")

@@ -71,6 +71,12 @@ type Queue interface {
 	// reads no payload.
 	Metas(ctx context.Context, dest string, ids []string) ([]*Meta, error)
 
+	// MetasAcross is Metas of one ID in each of dests, read at once (one
+	// transaction, one pipeline): a fan-out's reading of what its
+	// subscribers hold. Its answer is aligned with dests, nil where one
+	// holds nothing of id.
+	MetasAcross(ctx context.Context, dests []string, id string) ([]*Meta, error)
+
 	// Get reads an envelope in any state, with its state: a delivered one
 	// from the history, with its attempt log, and its payload while the
 	// history keeps it (PayloadExpired after). ErrNotFound when there is

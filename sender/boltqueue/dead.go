@@ -100,38 +100,71 @@ func (q *Queue) Dead(ctx context.Context, name, cursor string, limit int) ([]*se
 func (q *Queue) Metas(ctx context.Context, name string, ids []string) ([]*sender.Meta, error) {
 	var out []*sender.Meta
 	err := q.view(name, func(d *dest) error {
-		if d == nil {
-			return nil
-		}
-		for _, id := range ids {
-			cur, ok, err := d.load(id)
+		var err error
+		out, err = d.metas(name, ids)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bolt metas: %w", err)
+	}
+	return out, nil
+}
+
+// MetasAcross implements sender.Queue: one read transaction.
+func (q *Queue) MetasAcross(_ context.Context, dests []string, id string) ([]*sender.Meta, error) {
+	out := make([]*sender.Meta, len(dests))
+	err := q.db.View(func(tx *bolt.Tx) error {
+		for i, name := range dests {
+			d, err := destOf(tx, name)
 			if err != nil {
 				return err
 			}
-			if !ok {
-				m, err := d.deliveredMeta(id)
-				if err != nil {
-					return err
-				}
-				if m != nil {
-					out = append(out, m)
-				}
-				continue
-			}
-			m, err := d.record(id)
+			ms, err := d.metas(name, []string{id})
 			if err != nil {
-				m = sender.BrokenMeta(name, id, err)
+				return err
 			}
-			m.State = stateOf(cur.state, d.paused())
-			if cur.state == 'x' {
-				m.DeadAt = time.UnixMilli(cur.score)
+			if len(ms) > 0 {
+				out[i] = ms[0]
 			}
-			out = append(out, m)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bolt metas: %w", err)
+	}
+	return out, nil
+}
+
+// metas is Metas within a transaction; d nil holds nothing.
+func (d *dest) metas(name string, ids []string) ([]*sender.Meta, error) {
+	if d == nil {
+		return nil, nil
+	}
+	var out []*sender.Meta
+	for _, id := range ids {
+		cur, ok, err := d.load(id)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			m, err := d.deliveredMeta(id)
+			if err != nil {
+				return nil, err
+			}
+			if m != nil {
+				out = append(out, m)
+			}
+			continue
+		}
+		m, err := d.record(id)
+		if err != nil {
+			m = sender.BrokenMeta(name, id, err)
+		}
+		m.State = stateOf(cur.state, d.paused())
+		if cur.state == 'x' {
+			m.DeadAt = time.UnixMilli(cur.score)
+		}
+		out = append(out, m)
 	}
 	return out, nil
 }

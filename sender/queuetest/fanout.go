@@ -93,6 +93,29 @@ func (c *crashAfter) Enqueue(ctx context.Context, e *sender.Envelope) (sender.En
 }
 
 func runFanout(t *testing.T, newQueue NewQueue) {
+	t.Run("MetasAcrossReadsOneIDEverywhere", func(t *testing.T) {
+		t.Parallel()
+		q := newQueue(t, retention)
+		mustEnqueue(t, q, env("queued", "e1", t0), queued)
+		mustEnqueue(t, q, env("delivered", "e1", t0), queued)
+		l := mustLease(t, q, "delivered", 1, t0)
+		mustSettle(t, q, "delivered", []sender.Outcome{{Kind: sender.Delivered, ID: "e1", LeaseUntil: l[0].LeaseUntil}}, t0, 0)
+		mustEnqueue(t, q, env("other", "e2", t0), queued)
+		dests := []string{"queued", "none", "delivered", "other"}
+		got, err := q.MetasAcross(t.Context(), dests, "e1")
+		if err != nil || len(got) != len(dests) {
+			t.Fatalf("MetasAcross = %v, %v", got, err)
+		}
+		for i, want := range []sender.State{sender.StateQueued, "", sender.StateDelivered, ""} {
+			switch {
+			case want == "" && got[i] != nil:
+				t.Errorf("%s: %+v, want nothing", dests[i], got[i])
+			case want != "" && (got[i] == nil || got[i].State != want || got[i].ID != "e1" || got[i].Destination != dests[i]):
+				t.Errorf("%s: %+v, want e1 %s", dests[i], got[i], want)
+			}
+		}
+	})
+
 	t.Run("FanOutRoutesByGlob", func(t *testing.T) {
 		t.Parallel()
 		q := newQueue(t, retention)

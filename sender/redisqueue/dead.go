@@ -150,6 +150,11 @@ func (q *Queue) Metas(ctx context.Context, dest string, ids []string) ([]*sender
 	if err != nil {
 		return nil, fmt.Errorf("redis metas: %w", err)
 	}
+	return metasOf(dest, ids, v), nil
+}
+
+// metasOf reads metasScript's answer v for ids of dest.
+func metasOf(dest string, ids []string, v []any) []*sender.Meta {
 	paused := v[0] == int64(1)
 	var out []*sender.Meta
 	for i, id := range ids {
@@ -174,6 +179,39 @@ func (q *Queue) Metas(ctx context.Context, dest string, ids []string) ([]*sender
 			m.DeadAt = time.UnixMilli(at)
 		}
 		out = append(out, m)
+	}
+	return out
+}
+
+// MetasAcross implements sender.Queue: metasScript for each destination,
+// in one pipeline (split by slot on a Cluster).
+func (q *Queue) MetasAcross(ctx context.Context, dests []string, id string) ([]*sender.Meta, error) {
+	if len(dests) == 0 {
+		return nil, nil
+	}
+	if err := metasScript.Load(ctx, q.rdb).Err(); err != nil {
+		return nil, fmt.Errorf("redis metas: %w", err)
+	}
+	cmds := make([]*redis.Cmd, len(dests))
+	_, err := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, dest := range dests {
+			k := keysOf(q.prefix, dest)
+			cmds[i] = metasScript.EvalSha(ctx, p, []string{k.meta, k.leased, k.dead, k.paused, k.hidx, k.hist}, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redis metas: %w", err)
+	}
+	out := make([]*sender.Meta, len(dests))
+	for i, c := range cmds {
+		v, err := c.Slice()
+		if err != nil {
+			return nil, fmt.Errorf("redis metas: %w", err)
+		}
+		if ms := metasOf(dests[i], []string{id}, v); len(ms) > 0 {
+			out[i] = ms[0]
+		}
 	}
 	return out, nil
 }
