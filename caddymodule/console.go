@@ -73,8 +73,8 @@ func (h *Console) Provision(ctx caddy.Context) error {
 	if h.MaxRedrive, err = console.MaxRedriveFor(h.MaxRedrive, senderMax); err != nil {
 		return fmt.Errorf("webhook_console: %w", err)
 	}
-	if len(app.Destinations) == 0 {
-		return errors.New("webhook_console: no sender to show: configure a destination in the hookgate global option")
+	if app.Sender == nil {
+		return errors.New("webhook_console: no sender to show: configure a destination, or the sender block, in the hookgate global option")
 	}
 	if h.Destination != "" && !strings.Contains(h.Destination, "{") && !app.hasDestination(h.Destination) {
 		return fmt.Errorf("webhook_console: destination %q is not configured in the hookgate global option", h.Destination)
@@ -108,7 +108,7 @@ func (h *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	}
 	if h.Destination != "" {
 		v.Scope = repl.ReplaceAll(h.Destination, "")
-		if v.Scope == "" || !h.app.hasDestination(v.Scope) {
+		if v.Scope == "" || !h.app.ops().Configured(v.Scope) { // the Caddyfile's or the API's, now
 			problem.Write(w, problem.ConsoleScopeUnknown, "this console is scoped to a destination, and this request names none that is configured", 0)
 			return nil
 		}

@@ -52,6 +52,12 @@ func (q *fakeQueue) Metas(context.Context, string, []string) ([]*sender.Meta, er
 	return nil, q.err
 }
 
+func (q *fakeQueue) MetasAcross(_ context.Context, dests []string, _ string) ([]*sender.Meta, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return make([]*sender.Meta, len(dests)), q.err
+}
+
 // FirstSeen answers now for each destination: a fan-out records them
 // before its first write.
 func (q *fakeQueue) FirstSeen(_ context.Context, dests []string, now time.Time) (map[string]time.Time, error) {
