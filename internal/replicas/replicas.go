@@ -61,10 +61,13 @@ var (
 	Redrive   = Op{"redrive", false}
 	Resend    = Op{"resend", false}
 	Purge     = Op{"purge", false}
+	// Destination is a change of a destination made through the admin
+	// API: refused, so that an answered create survives a failover.
+	Destination = Op{"destination", true}
 )
 
 // Ops are the ops, in the order Counts lists them.
-var Ops = []Op{Enqueue, Claim, Record, Release, Watermark, Settle, Redrive, Resend, Purge}
+var Ops = []Op{Enqueue, Claim, Record, Release, Watermark, Settle, Redrive, Resend, Purge, Destination}
 
 // ErrShortfall is what a refusing op's error wraps when fewer replicas
 // than required acknowledged it in time. The write may have happened on

@@ -217,7 +217,7 @@ func (c *Conn) Destinations(prefix string) destinations.Backend {
 	if c.db != nil {
 		return destinations.NewBolt(c.db)
 	}
-	return destinations.NewRedis(c.rdb, prefix)
+	return destinations.NewRedis(c.rdb, prefix).WaitForReplicas(c.repl)
 }
 
 // Close closes the store. Its name makes a Conn a caddy.Destructor.

@@ -7,6 +7,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/hookgate/hookgate/internal/replicas"
 )
 
 // Backend keeps the records, each an opaque value under its name, and a
@@ -129,6 +131,14 @@ func (b *Bolt) Put(_ context.Context, name string, old, next []byte) error {
 type Redis struct {
 	rdb           redis.UniversalClient
 	hash, version string
+	repl          *replicas.Waiter // nil: min_replicas 0
+}
+
+// WaitForReplicas makes each Put wait for w's replicas (min_replicas),
+// and refuse when too few acknowledge it: its outcome is then unknown.
+func (r *Redis) WaitForReplicas(w *replicas.Waiter) *Redis {
+	r.repl = w
+	return r
 }
 
 // NewRedis returns the Backend on rdb, its keys under prefix.
@@ -218,7 +228,14 @@ func (r *Redis) Put(ctx context.Context, name string, old, next []byte) error {
 	case next == nil:
 		mode = "d"
 	}
-	res, err := putScript.Run(ctx, r.rdb, []string{r.hash, r.version}, name, mode, string(old), string(next)).Text()
+	keys, args := []string{r.hash, r.version}, []any{name, mode, string(old), string(next)}
+	var cmd *redis.Cmd
+	if r.repl != nil {
+		cmd = r.repl.Run(ctx, replicas.Destination, putScript, keys, args...)
+	} else {
+		cmd = putScript.Run(ctx, r.rdb, keys, args...)
+	}
+	res, err := cmd.Text()
 	if err != nil {
 		return fmt.Errorf("redis destinations: %w", err)
 	}

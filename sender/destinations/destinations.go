@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookgate/hookgate/internal/replicas"
 	"github.com/hookgate/hookgate/sender"
 )
 
@@ -242,6 +243,10 @@ func (r *Registry) Create(ctx context.Context, s Spec) (View, error) {
 	if err := r.backend.Put(ctx, o.Name, nil, raw); err != nil {
 		if errors.Is(err, ErrExists) {
 			return View{}, fmt.Errorf("%w: %q", ErrExists, s.Name)
+		}
+		var short *replicas.Shortfall
+		if errors.As(err, &short) {
+			return View{}, fmt.Errorf("%w; destination %q may have been created all the same: GET it, and rotate its secret if it was", err, s.Name)
 		}
 		return View{}, err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/hookgate/hookgate/internal/bolttest"
 	"github.com/hookgate/hookgate/internal/redistest"
+	"github.com/hookgate/hookgate/internal/replicas"
 	"github.com/hookgate/hookgate/sender"
 	"github.com/hookgate/hookgate/verify"
 )
@@ -345,5 +347,30 @@ func TestIdleWritesNothing(t *testing.T) {
 	defer a.mu.Unlock()
 	if a.n != applies {
 		t.Fatalf("an idle registry applied %d times", a.n-applies)
+	}
+}
+
+// TestCreateWaitsForReplicas: under min_replicas 1 on a master with no
+// replica, a create is refused (its outcome unknown: the master holds
+// it, and says so), and counted; with a replica, it is answered.
+func TestCreateWaitsForReplicas(t *testing.T) {
+	master, replica := redistest.StartReplicated(t)
+	redistest.WaitReplicas(t, master, 1)
+	rdb := redis.NewClient(&redis.Options{Addr: master.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	w := replicas.New(rdb, 1, 100*time.Millisecond, slog.New(slog.DiscardHandler))
+	var a applied
+	r := newRegistry(t, NewRedis(rdb, "repl").WaitForReplicas(w), &a, Options{})
+	if _, err := r.Create(t.Context(), Spec{Name: "acked", URL: "https://acked.example/"}); err != nil {
+		t.Fatalf("with a replica: %v", err)
+	}
+	replica.Stop()
+	_, err := r.Create(t.Context(), Spec{Name: "unacked", URL: "https://unacked.example/"})
+	var short *replicas.Shortfall
+	if !errors.As(err, &short) || !strings.Contains(err.Error(), `"unacked" may have been created`) {
+		t.Fatalf("without a replica: %v; want a shortfall that says the outcome is unknown", err)
+	}
+	if got := w.Counts()["destination"]; got != 1 {
+		t.Fatalf("shortfalls counted: %d, want 1", got)
 	}
 }
