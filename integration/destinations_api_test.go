@@ -103,7 +103,7 @@ func TestDestinationsAPIOnTwoInstances(t *testing.T) {
 		n := up.count()
 		st, _, body := post(t, g.Admin+"/hookgate/events", http.Header{"Content-Type": {"application/json"}},
 			[]byte(`{"id":"`+id+`","event_type":"seat.released","payload":{"seat":1}}`))
-		if st != 202 || !strings.Contains(string(body), `"destination":"acme"`) {
+		if st != 202 || !strings.Contains(string(body), `"destination":"acme","state":"queued","duplicate":false`) {
 			t.Fatalf("publish %s on %s: %d %s; want acme among the deliveries", id, g.Admin, st, body)
 		}
 		waitCount(t, up, n+1)
@@ -132,12 +132,16 @@ func TestDestinationsAPIOnTwoInstances(t *testing.T) {
 	second := secretIn(t, out)
 	eventually(t, "the first instance applies the rotation", func() bool {
 		var v struct {
+			Status struct {
+				Rev string `json:"rev"`
+			} `json:"status"`
 			API struct {
+				Rev               int    `json:"rev"`
 				PreviousExpiresAt string `json:"previous_expires_at"`
 			} `json:"api"`
 		}
 		_, _, body := send(t, http.MethodGet, a.Admin+"/hookgate/destinations/acme", nil, nil)
-		return json.Unmarshal(body, &v) == nil && v.API.PreviousExpiresAt != ""
+		return json.Unmarshal(body, &v) == nil && v.API.PreviousExpiresAt != "" && v.Status.Rev == fmt.Sprint(v.API.Rev)
 	})
 	r = publish(a, "evt_2")
 	if !verifies(t, r, first) || !verifies(t, r, second) {
@@ -171,6 +175,17 @@ func TestDestinationsAPIOnTwoInstances(t *testing.T) {
 		st, _, _ := send(t, http.MethodGet, a.Admin+"/hookgate/destinations/acme", nil, nil)
 		return st == 404
 	})
+
+	// Made again under the name, it starts afresh: an event delivered to
+	// the one deleted is delivered again, under the new secret.
+	out, err = cli(t, a, "destinations", "create", "acme", "--url", "http://"+up.Addr()+"/acme", "--events", "seat.*")
+	if err != nil {
+		t.Fatalf("create again: %v\n%s", err, out)
+	}
+	again := secretIn(t, out)
+	if r := publish(a, "evt_1"); !verifies(t, r, again) {
+		t.Fatalf("the event delivered to the deleted acme, published to the new one: not signed with its secret")
+	}
 }
 
 // TestDestinationsAPIGuardAndRefusals: through the CLI on the embedded
@@ -232,7 +247,7 @@ func TestDestinationsAPIGuardAndRefusals(t *testing.T) {
 	}
 	g.Stop()
 	g = startGateway(t, "respond 200", gatewayOptions{Global: global, Env: []string{"KEY=" + secretsKey}, DataDir: data})
-	if out, err := cli(t, g, "destinations", "delete", "acme", "--envelopes", "move:billing"); err != nil || !strings.Contains(out, "1 envelopes moved") {
+	if out, err := cli(t, g, "destinations", "delete", "acme", "--envelopes", "move:billing"); err != nil || !strings.Contains(out, "deleted acme: 1 envelope moved\n") {
 		t.Fatalf("delete, moving the envelope: %v\n%s", err, out)
 	}
 	if out, _ := cli(t, g, "destinations", "list"); strings.Contains(out, "acme") {

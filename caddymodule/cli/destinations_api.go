@@ -109,9 +109,12 @@ func cmdDestinationsAPI(cmd *cobra.Command, args []string, c *adminClient) error
 		fmt.Fprintf(c.out, "deleted %s", name)
 		switch {
 		case d.Purged > 0:
-			fmt.Fprintf(c.out, ": %d envelopes purged", d.Purged)
-		case d.Moved > 0 || d.Kept > 0:
-			fmt.Fprintf(c.out, ": %d envelopes moved, %d kept (the other holds their IDs with another payload)", d.Moved, d.Kept)
+			fmt.Fprintf(c.out, ": %s purged", envelopes(d.Purged))
+		case d.Moved > 0:
+			fmt.Fprintf(c.out, ": %s moved", envelopes(d.Moved))
+		}
+		if d.Kept > 0 {
+			fmt.Fprintf(c.out, "; %s kept, an orphan's: the other holds their IDs with another payload", envelopes(d.Kept))
 		}
 		fmt.Fprintln(c.out)
 		return nil
@@ -128,6 +131,14 @@ func cmdDestinationsAPI(cmd *cobra.Command, args []string, c *adminClient) error
 		fmt.Fprintf(c.out, "the previous secret signs beside it until %s\n", v.PreviousExpiresAt.Format("2006-01-02T15:04:05Z07:00"))
 	}
 	return nil
+}
+
+// envelopes is "1 envelope" or "n envelopes".
+func envelopes(n int) string {
+	if n == 1 {
+		return "1 envelope"
+	}
+	return fmt.Sprintf("%d envelopes", n)
 }
 
 // specBody is the JSON body of the flags given: a create's (url needed)

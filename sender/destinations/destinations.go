@@ -35,7 +35,7 @@ const DefaultExpirePrevious = 24 * time.Hour
 // Errors of the registry; InvalidError is a destination refused as given.
 var (
 	// ErrNotFound: no destination of that name was made through the API.
-	ErrNotFound = errors.New("no such destination")
+	ErrNotFound = errors.New("no destination of that name was made through the API")
 	// ErrStatic: the name is the Caddyfile's; change it there.
 	ErrStatic = errors.New("the destination is configured in the Caddyfile")
 )
@@ -383,7 +383,7 @@ func (r *Registry) current(ctx context.Context, name string) ([]byte, error) {
 		return nil, err
 	}
 	if raw == nil {
-		return nil, fmt.Errorf("%w %q", ErrNotFound, name)
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, name)
 	}
 	return raw, nil
 }

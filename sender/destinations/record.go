@@ -61,6 +61,9 @@ type View struct {
 	Metadata    map[string]string `json:"metadata,omitempty"`
 	CreatedAt   time.Time         `json:"created_at"`
 	UpdatedAt   time.Time         `json:"updated_at"`
+	// Rev counts its changes: an instance delivers with this version once
+	// its status's rev says so.
+	Rev uint64 `json:"rev"`
 	// PreviousExpiresAt is when a rotation's previous secret stops
 	// signing; absent when none signs.
 	PreviousExpiresAt *time.Time `json:"previous_expires_at,omitempty"`
@@ -158,7 +161,7 @@ func (o *opened) build() (sender.Destination, error) {
 // view is o as the API answers it, without its secret.
 func (o *opened) view(now time.Time) View {
 	v := View{Name: o.Name, URL: o.URL, Scheme: o.Scheme, Events: o.Events, Workers: o.Workers, Rate: o.Rate,
-		Description: o.Description, Metadata: o.Metadata, CreatedAt: o.Created, UpdatedAt: o.Updated}
+		Description: o.Description, Metadata: o.Metadata, CreatedAt: o.Created, UpdatedAt: o.Updated, Rev: o.Rev}
 	if v.Events == nil {
 		v.Events = []string{}
 	}

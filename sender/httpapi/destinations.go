@@ -190,7 +190,7 @@ func (h *Handler) deleteDestination(w http.ResponseWriter, r *http.Request, name
 		if h.ops.Configured(name) {
 			return Errorf(problem.DestinationStatic, "destination %q is configured in the Caddyfile: remove it there", name)
 		}
-		return Errorf(problem.UnknownDestination, "no destination %q was made through the API", name)
+		return fmt.Errorf("%w: %q", destinations.ErrNotFound, name)
 	}
 	st, err := h.ops.Destination(r.Context(), name)
 	if err != nil {
@@ -205,7 +205,7 @@ func (h *Handler) deleteDestination(w http.ResponseWriter, r *http.Request, name
 		}
 	}
 	if held > 0 && choice == "" {
-		return Errorf(problem.DestinationNotEmpty, "destination %q holds %s: delete it with ?envelopes=purge, or ?envelopes=move:<destination>",
+		return Errorf(problem.DestinationNotEmpty, "destination %q holds %s: choose what becomes of them: envelopes=purge, or envelopes=move:<destination> (the CLI's --envelopes)",
 			name, strings.Join(counts, ", "))
 	}
 	if err := reg.Delete(r.Context(), name); err != nil {
@@ -214,19 +214,19 @@ func (h *Handler) deleteDestination(w http.ResponseWriter, r *http.Request, name
 	out := Deleted{Name: name}
 	who := by(r)
 	h.logger.Info("destination deleted", "destination", name, "envelopes", choice, "by", who)
-	if held > 0 || choice != "" {
-		switch {
-		case move:
-			out.Moved, out.Kept, err = h.ops.MoveOrphan(r.Context(), name, to, who)
-		default:
-			out.Purged, err = h.ops.PurgeOrphan(r.Context(), name, who)
-		}
-		if errors.Is(err, sender.ErrUnknownDestination) && held == 0 {
-			err = nil // nothing was held: nothing to move or purge
-		}
-		if err != nil {
-			return err
-		}
+	// What the store keeps of it goes too, its history and first-seen
+	// time with it (moved along, for a move): a destination made again
+	// under the name starts afresh.
+	if move {
+		out.Moved, out.Kept, err = h.ops.MoveOrphan(r.Context(), name, to, who)
+	} else {
+		out.Purged, err = h.ops.PurgeOrphan(r.Context(), name, who)
+	}
+	if errors.Is(err, sender.ErrUnknownDestination) {
+		err = nil // the store held nothing of it
+	}
+	if err != nil {
+		return err
 	}
 	return WriteJSON(w, http.StatusOK, out)
 }
