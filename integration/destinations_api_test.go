@@ -133,15 +133,15 @@ func TestDestinationsAPIOnTwoInstances(t *testing.T) {
 	eventually(t, "the first instance applies the rotation", func() bool {
 		var v struct {
 			Status struct {
-				Rev string `json:"rev"`
+				Version string `json:"version"`
 			} `json:"status"`
 			API struct {
-				Rev               int    `json:"rev"`
+				Version           string `json:"version"`
 				PreviousExpiresAt string `json:"previous_expires_at"`
 			} `json:"api"`
 		}
 		_, _, body := send(t, http.MethodGet, a.Admin+"/hookgate/destinations/acme", nil, nil)
-		return json.Unmarshal(body, &v) == nil && v.API.PreviousExpiresAt != "" && v.Status.Rev == fmt.Sprint(v.API.Rev)
+		return json.Unmarshal(body, &v) == nil && v.API.PreviousExpiresAt != "" && v.Status.Version == v.API.Version
 	})
 	r = publish(a, "evt_2")
 	if !verifies(t, r, first) || !verifies(t, r, second) {

@@ -22,9 +22,10 @@ type DestinationStatus struct {
 	// Source is "caddyfile" or "api": where it was made; "" for an
 	// orphan. The sender leaves it to the admin API, which knows.
 	Source string `json:"source,omitempty"`
-	// Rev is the version of an API destination this instance delivers
-	// with (its record's rev, once applied here); "" for the others.
-	Rev string `json:"rev,omitempty"`
+	// Version is the version of an API destination this instance
+	// delivers with (its view's version, once applied here); "" for the
+	// others.
+	Version string `json:"version,omitempty"`
 	// Breaker is "closed", "open" or "half_open"; "" for an orphan.
 	Breaker string `json:"breaker,omitempty"`
 	// Ordering is "none" or "entity"; OnDead, "skip" or "hold" under
@@ -56,7 +57,7 @@ func (s *Sender) Status(ctx context.Context, dest string) (DestinationStatus, er
 	if err != nil {
 		return DestinationStatus{}, err
 	}
-	v := DestinationStatus{Name: dest, State: "active", Rev: d.Rev, Breaker: breakerName[d.state()],
+	v := DestinationStatus{Name: dest, State: "active", Version: d.Rev, Breaker: breakerName[d.state()],
 		Depth: map[string]int{"queued": st.Queued, "leased": st.Leased, "paused": 0, "dead": st.Dead, "corrupt": st.Corrupt,
 			"waiting": st.Waiting, "held": st.Held},
 		OldestReadyAge: st.OldestReady.Seconds()}

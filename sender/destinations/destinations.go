@@ -160,6 +160,7 @@ func (r *Registry) Sync(ctx context.Context) error {
 		var d sender.Destination
 		if err == nil {
 			d, err = o.build()
+			d.Rev = versionOf(sum)
 		}
 		if err != nil {
 			bad[name] = err.Error()
@@ -213,7 +214,9 @@ func (r *Registry) Get(ctx context.Context, name string) (View, bool, error) {
 	if err != nil {
 		return View{}, false, fmt.Errorf("destination %q: %w", name, err)
 	}
-	return o.view(r.opts.Now()), true, nil
+	v := o.view(r.opts.Now())
+	v.Version = versionOf(sha256.Sum256(raw))
+	return v, true, nil
 }
 
 // isStatic reports whether the Caddyfile configures name.
@@ -255,7 +258,7 @@ func (r *Registry) Create(ctx context.Context, s Spec) (View, error) {
 	}
 	r.applyNow(ctx)
 	v := o.view(now)
-	v.Secret = o.secret
+	v.Secret, v.Version = o.secret, versionOf(sha256.Sum256(raw))
 	return v, nil
 }
 
@@ -371,7 +374,9 @@ func (r *Registry) change(ctx context.Context, name string, fn func(*opened) err
 			return View{}, err
 		}
 		r.applyNow(ctx)
-		return o.view(r.opts.Now()), nil
+		v := o.view(r.opts.Now())
+		v.Version = versionOf(sha256.Sum256(raw))
+		return v, nil
 	}
 	return View{}, fmt.Errorf("destination %q: %w three times: try again", name, ErrChanged)
 }

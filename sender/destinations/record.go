@@ -1,6 +1,7 @@
 package destinations
 
 import (
+	"encoding/hex"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -8,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
-	"strconv"
 	"time"
 
 	"github.com/hookgate/hookgate/sender"
@@ -61,9 +61,9 @@ type View struct {
 	Metadata    map[string]string `json:"metadata,omitempty"`
 	CreatedAt   time.Time         `json:"created_at"`
 	UpdatedAt   time.Time         `json:"updated_at"`
-	// Rev counts its changes: an instance delivers with this version once
-	// its status's rev says so.
-	Rev uint64 `json:"rev"`
+	// Version names this version of it (of its stored record): an
+	// instance delivers with it once its status's version says so.
+	Version string `json:"version"`
 	// PreviousExpiresAt is when a rotation's previous secret stops
 	// signing; absent when none signs.
 	PreviousExpiresAt *time.Time `json:"previous_expires_at,omitempty"`
@@ -147,21 +147,26 @@ func (o *opened) checkFields() error {
 	return nil
 }
 
+// versionOf names a stored record's version: its digest's first 8
+// bytes, hex. A record made again under its name (a new sealed secret,
+// a new nonce) is another version, whatever its rev.
+func versionOf(sum [32]byte) string { return hex.EncodeToString(sum[:8]) }
+
 // build is the sender's destination of o: guarded, signed, its headers
-// checked.
+// checked. Its Rev is the version Sync gives it.
 func (o *opened) build() (sender.Destination, error) {
 	h := make(http.Header, len(o.headers))
 	for k, v := range o.headers {
 		h.Set(k, v)
 	}
 	return Config{Name: o.Name, URL: o.URL, Scheme: o.Scheme, Secret: o.secret, Previous: o.previous, PreviousUntil: o.PreviousUntil,
-		Events: o.Events, Workers: o.Workers, Rate: o.Rate, Header: h, Guard: true, Rev: strconv.FormatUint(o.Rev, 10)}.Build()
+		Events: o.Events, Workers: o.Workers, Rate: o.Rate, Header: h, Guard: true}.Build()
 }
 
 // view is o as the API answers it, without its secret.
 func (o *opened) view(now time.Time) View {
 	v := View{Name: o.Name, URL: o.URL, Scheme: o.Scheme, Events: o.Events, Workers: o.Workers, Rate: o.Rate,
-		Description: o.Description, Metadata: o.Metadata, CreatedAt: o.Created, UpdatedAt: o.Updated, Rev: o.Rev}
+		Description: o.Description, Metadata: o.Metadata, CreatedAt: o.Created, UpdatedAt: o.Updated}
 	if v.Events == nil {
 		v.Events = []string{}
 	}
