@@ -1,9 +1,9 @@
 package destinations
 
 import (
-	"encoding/hex"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
