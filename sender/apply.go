@@ -1,6 +1,7 @@
 package sender
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -178,6 +179,11 @@ func (s *Sender) wakeUp(d *destination) {
 		return
 	}
 	if d.loop.retired {
+		// Replaced meanwhile (Apply): the version that took its place
+		// is woken instead.
+		if cur, ok := s.dest(d.Name); ok && cur != d {
+			go s.wakeUp(cur) // not under d's lock
+		}
 		return
 	}
 	s.run.Lock()
@@ -254,15 +260,14 @@ func (s *Sender) scan(ctx context.Context) {
 			}
 		}
 		var err error
-		for len(idle) > 0 && err == nil {
+		for len(idle) > 0 && ctx.Err() == nil {
 			batch := idle[:min(scanBatch, len(idle))]
 			idle = idle[len(batch):]
-			var due []string
-			if due, err = s.queue.Due(ctx, batch, s.now()); err == nil {
-				for _, name := range due {
-					s.wakeUp(set.byName[name])
-				}
+			due, berr := s.queue.Due(ctx, batch, s.now()) // what it read, beside what it could not
+			for _, name := range due {
+				s.wakeUp(set.byName[name])
 			}
+			err = cmp.Or(err, berr)
 		}
 		if err != nil && !failing && ctx.Err() == nil {
 			s.logger.Error("looking for due envelopes failed: idle destinations wait for the store", "error", err)

@@ -1,6 +1,7 @@
 package sender_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -137,4 +138,45 @@ func TestPausedLoopParksAndResumesElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "delivered after the resume made elsewhere", func() bool { return rcv.total.Load() == 1 })
+}
+
+// heldEnqueue is a queue whose Enqueue, once written, waits for hold
+// (having said so on entered), and whose Due finds nothing: the scan
+// cannot rescue an envelope a wake-up missed.
+type heldEnqueue struct {
+	sender.Queue
+	entered, hold chan struct{}
+}
+
+func (q heldEnqueue) Due(context.Context, []string, time.Time) ([]string, error) { return nil, nil }
+
+func (q heldEnqueue) Enqueue(ctx context.Context, e *sender.Envelope) (sender.EnqueueResult, error) {
+	r, err := q.Queue.Enqueue(ctx, e)
+	close(q.entered)
+	<-q.hold
+	return r, err
+}
+
+// TestWakeUpFollowsTheReplacement: an enqueue whose destination Apply
+// replaces while it is being written wakes the version that took its
+// place, so the envelope is delivered without the scan.
+func TestWakeUpFollowsTheReplacement(t *testing.T) {
+	rcv := newReceiver(t, func(string, int) int { return 200 })
+	q := heldEnqueue{newQueue(t), make(chan struct{}), make(chan struct{})}
+	d := sender.Destination{Name: "x", URL: rcv.URL, Signer: signer(t), Rev: "1"}
+	s, err := sender.New(q, fast, []sender.Destination{d}, sender.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, s)
+	done := make(chan struct{})
+	go func() { enqueue(t, s, "x", "m1"); close(done) }()
+	<-q.entered
+	d.Rev = "2"
+	if err := s.Apply([]sender.Destination{d}); err != nil {
+		t.Fatal(err)
+	}
+	close(q.hold)
+	<-done
+	eventually(t, "delivered by the replacement", func() bool { return rcv.total.Load() == 1 })
 }

@@ -81,6 +81,23 @@ func (o *Ops) PurgeOrphan(ctx context.Context, name, by string) (int, error) {
 	return n, err
 }
 
+// Held counts the envelopes the store holds of name, configured or not,
+// by state: queued (paused ones included), leased, dead and corrupt;
+// those that are not 0.
+func (o *Ops) Held(ctx context.Context, name string) (map[string]int, error) {
+	st, err := o.sender.queue.Stats(ctx, name, o.sender.now())
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for k, n := range map[string]int{"queued": st.Queued, "leased": st.Leased, "dead": st.Dead, "corrupt": st.Corrupt} {
+		if n > 0 {
+			out[k] = n
+		}
+	}
+	return out, nil
+}
+
 // Destination reads one destination's health.
 func (o *Ops) Destination(ctx context.Context, name string) (DestinationStatus, error) {
 	return o.sender.Status(ctx, name)

@@ -33,7 +33,8 @@ type Queue interface {
 	// Due answers which of dests Lease would lease something of now: an
 	// envelope due by now, or a lease expired; a paused destination has
 	// none. It writes nothing: the sender asks it of its idle
-	// destinations, all at once, instead of each polling Lease.
+	// destinations, all at once, instead of each polling Lease. A
+	// failure for some answers the others beside the error.
 	Due(ctx context.Context, dests []string, now time.Time) ([]string, error)
 
 	// Settle applies a batch of outcomes. An outcome whose lease is no

@@ -445,7 +445,7 @@ func (s *Sender) Enqueue(ctx context.Context, e *Envelope) (EnqueueResult, error
 	if err == nil {
 		s.obs.Enqueued(e.Destination, enqueueResult(res.Duplicate))
 	}
-	if err == nil && !res.Duplicate {
+	if err == nil && !res.Duplicate && !d.pause.get() { // a paused one waits for its resume's wake-up
 		s.wakeUp(d)
 	}
 	return res, err

@@ -242,6 +242,10 @@ func TestRefused(t *testing.T) {
 		{"hop-by-hop header", Spec{Name: "a", URL: "https://x.example/", Headers: map[string]string{"Connection": "close"}}, "Connection"},
 		{"signature header", Spec{Name: "a", URL: "https://x.example/", Headers: map[string]string{"Webhook-Signature": "x"}}, "Webhook-Signature"},
 		{"metadata address", Spec{Name: "a", URL: "http://169.254.169.254/latest"}, "metadata"},
+		{"a hidden value sent back", Spec{Name: "a", URL: "https://x.example/", Headers: map[string]string{"Authorization": sender.Redacted}}, "send the value itself"},
+		{"credentials in the URL", Spec{Name: "a", URL: "https://user:pw@x.example/"}, "no user or password"},
+		{"rate", Spec{Name: "a", URL: "https://x.example/", Rate: 1e19}, "rate: at most"},
+		{"short secret", Spec{Name: "a", URL: "https://x.example/", Secret: "whsec_c2hvcnQ="}, "at least 16 bytes"},
 	} {
 		_, err := r.Create(t.Context(), tc.spec)
 		var inv InvalidError

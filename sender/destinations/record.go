@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"time"
 
@@ -106,6 +107,8 @@ const (
 	maxMetaLen     = 256
 	maxEvents      = 64
 	maxHeaders     = 32
+	maxRate        = 100000 // attempts a second
+	minSecret      = 16     // bytes of a caller's secret
 )
 
 // nameRE is an API destination's name: it goes in paths, metric labels
@@ -143,6 +146,19 @@ func (o *opened) checkFields() error {
 		if len(k) > maxMetaLen || len(v) > maxMetaLen {
 			return invalid("metadata: keys and values of at most %d bytes", maxMetaLen)
 		}
+	}
+	for k, v := range o.headers {
+		if v == sender.Redacted {
+			return invalid("header %s: %q is how answers hide a value: send the value itself", k, sender.Redacted)
+		}
+	}
+	switch u, err := url.Parse(o.URL); {
+	case err == nil && u.User != nil:
+		return invalid("url: no user or password in the URL: send credentials in a header (headers)")
+	case o.Rate > maxRate:
+		return invalid("rate: at most %d a second", maxRate)
+	case len(o.secret) < minSecret:
+		return invalid("secret: at least %d bytes (or none: a new one is made)", minSecret)
 	}
 	return nil
 }

@@ -192,14 +192,16 @@ func (h *Handler) deleteDestination(w http.ResponseWriter, r *http.Request, name
 		}
 		return fmt.Errorf("%w: %q", destinations.ErrNotFound, name)
 	}
-	st, err := h.ops.Destination(r.Context(), name)
+	// A destination left out (its record does not open) is counted as
+	// the store holds it, as one applied is.
+	depth, err := h.ops.Held(r.Context(), name)
 	if err != nil {
 		return err
 	}
 	held := 0
 	var counts []string
-	for _, k := range []string{"queued", "leased", "paused", "dead", "corrupt"} {
-		if n := st.Depth[k]; n > 0 {
+	for _, k := range []string{"queued", "leased", "dead", "corrupt"} {
+		if n := depth[k]; n > 0 {
 			held += n
 			counts = append(counts, fmt.Sprintf("%d %s", n, k))
 		}

@@ -186,25 +186,13 @@ func metasOf(dest string, ids []string, v []any) []*sender.Meta {
 // MetasAcross implements sender.Queue: metasScript for each destination,
 // in one pipeline (split by slot on a Cluster).
 func (q *Queue) MetasAcross(ctx context.Context, dests []string, id string) ([]*sender.Meta, error) {
-	if len(dests) == 0 {
-		return nil, nil
-	}
-	if err := metasScript.Load(ctx, q.rdb).Err(); err != nil {
-		return nil, fmt.Errorf("redis metas: %w", err)
-	}
-	cmds := make([]*redis.Cmd, len(dests))
-	_, err := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, dest := range dests {
-			k := keysOf(q.prefix, dest)
-			cmds[i] = metasScript.EvalSha(ctx, p, []string{k.meta, k.leased, k.dead, k.paused, k.hidx, k.hist}, id)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("redis metas: %w", err)
+	keys, args := make([][]string, len(dests)), make([][]any, len(dests))
+	for i, dest := range dests {
+		k := keysOf(q.prefix, dest)
+		keys[i], args[i] = []string{k.meta, k.leased, k.dead, k.paused, k.hidx, k.hist}, []any{id}
 	}
 	out := make([]*sender.Meta, len(dests))
-	for i, c := range cmds {
+	for i, c := range q.evalEach(ctx, metasScript, keys, args) {
 		v, err := c.Slice()
 		if err != nil {
 			return nil, fmt.Errorf("redis metas: %w", err)

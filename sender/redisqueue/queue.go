@@ -268,36 +268,62 @@ return 0
 `)
 
 // Due implements sender.Queue: one script per destination, sent in one
-// pipeline (split by slot on a Cluster).
+// pipeline (split by slot on a Cluster). A destination whose script
+// failed is left out, and the first such failure answered beside the
+// others' result.
 func (q *Queue) Due(ctx context.Context, dests []string, now time.Time) ([]string, error) {
-	if len(dests) == 0 {
-		return nil, nil
-	}
 	caller := ""
 	if q.callerClock {
 		caller = "1"
 	}
-	if err := dueScript.Load(ctx, q.rdb).Err(); err != nil {
-		return nil, fmt.Errorf("redis due: %w", err)
-	}
-	cmds := make([]*redis.Cmd, len(dests))
-	_, err := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, dest := range dests {
-			k := q.prefix + ":q:{" + dest + "}:" // four of keysOf's: an idle destination's keys are not cached
-			cmds[i] = dueScript.EvalSha(ctx, p, []string{k + "due", k + "leased", k + "paused", k + "ready"}, ms(now), caller)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("redis due: %w", err)
+	keys, args := make([][]string, len(dests)), make([][]any, len(dests))
+	for i, dest := range dests {
+		k := q.prefix + ":q:{" + dest + "}:" // four of keysOf's: an idle destination's keys are not cached
+		keys[i], args[i] = []string{k + "due", k + "leased", k + "paused", k + "ready"}, []any{ms(now), caller}
 	}
 	var out []string
-	for i, c := range cmds {
-		if n, _ := c.Int(); n == 1 {
+	var first error
+	for i, c := range q.evalEach(ctx, dueScript, keys, args) {
+		n, err := c.Int()
+		if err != nil && first == nil {
+			first = fmt.Errorf("redis due: %w", err)
+		}
+		if err == nil && n == 1 {
 			out = append(out, dests[i])
 		}
 	}
-	return out, nil
+	return out, first
+}
+
+// evalEach runs script once for each keys[i] and args[i], in one
+// pipeline, as EVALSHA; the calls a node answered NOSCRIPT (restarted,
+// promoted, new to the Cluster) are sent again once the script is loaded.
+// Each call's answer is its own: one failing leaves the others'.
+func (q *Queue) evalEach(ctx context.Context, script *redis.Script, keys [][]string, args [][]any) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(keys))
+	send := func(idx []int) {
+		_, _ = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, i := range idx {
+				cmds[i] = script.EvalSha(ctx, p, keys[i], args[i]...)
+			}
+			return nil
+		}) // each command holds its own error
+	}
+	all := make([]int, len(keys))
+	for i := range all {
+		all[i] = i
+	}
+	send(all)
+	var again []int
+	for i, c := range cmds {
+		if err := c.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 && script.Load(ctx, q.rdb).Err() == nil {
+		send(again)
+	}
+	return cmds
 }
 
 // quarantineScript sets aside leased entries that do not decode.
