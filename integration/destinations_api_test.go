@@ -245,6 +245,12 @@ func TestDestinationsAPIGuardAndRefusals(t *testing.T) {
 	if out, _ := cli(t, g, "destinations", "list"); !regexp.MustCompile(`(?m)^acme\s+-\s+orphaned`).MatchString(out) {
 		t.Fatalf("under another key, list:\n%s; want acme's envelope kept, an orphan's", out)
 	}
+	if out, err := cli(t, g, "destinations", "update", "acme", "--description", "x"); err == nil || !strings.Contains(out, "(409 destination_unreadable)") {
+		t.Fatalf("under another key, update: %v\n%s; want destination_unreadable", err, out)
+	}
+	if out, err := cli(t, g, "destinations", "delete", "acme"); err == nil || !strings.Contains(out, "holds 1 queued") {
+		t.Fatalf("under another key, delete: %v\n%s; want it counted as the store holds it", err, out)
+	}
 	g.Stop()
 	g = startGateway(t, "respond 200", gatewayOptions{Global: global, Env: []string{"KEY=" + secretsKey}, DataDir: data})
 	if out, err := cli(t, g, "destinations", "delete", "acme", "--envelopes", "move:billing"); err != nil || !strings.Contains(out, "deleted acme: 1 envelope moved\n") {

@@ -76,6 +76,7 @@ var (
 	DestinationNotEmpty   = Reason{"destination_not_empty", http.StatusConflict}
 	DestinationChanged    = Reason{"destination_changed", http.StatusConflict}
 	DestinationNotAllowed = Reason{"destination_not_allowed", http.StatusUnprocessableEntity}
+	DestinationUnreadable = Reason{"destination_unreadable", http.StatusConflict}
 	EmptyPayload          = Reason{"empty_payload", http.StatusBadRequest}
 	MalformedJSON         = Reason{"malformed_json", http.StatusBadRequest}
 	BadID                 = Reason{"bad_id", http.StatusBadRequest}
@@ -109,7 +110,7 @@ var Reasons = []Reason{
 	StoreUnavailable, UpstreamResponseIncomplete, UpstreamTimeout,
 	MethodNotAllowed, NoHookgate, NoStore, StoreNotFile, BadRequest, NotFound,
 	UnknownDestination, BadLimit, FilterRequired, NoSender, DestinationOrphaned,
-	DestinationConfigured, DestinationExists, DestinationStatic, DestinationNotEmpty, DestinationChanged, DestinationNotAllowed, EmptyPayload, MalformedJSON, BadID, MissingEventType, HeadersTooLarge,
+	DestinationConfigured, DestinationExists, DestinationStatic, DestinationNotEmpty, DestinationChanged, DestinationNotAllowed, DestinationUnreadable, EmptyPayload, MalformedJSON, BadID, MissingEventType, HeadersTooLarge,
 	SenderNotRunning, ConsoleScopeUnknown, CSRFTokenInvalid, CrossOriginRequest,
 	ConfirmTokenMissing, ConfirmTokenStale, ConfirmTokenMismatch, RedriveInProgress,
 	ResumeNotAllowed, RedriveIncomplete, RenderFailed,

@@ -38,6 +38,9 @@ var (
 	ErrNotFound = errors.New("no destination of that name was made through the API")
 	// ErrStatic: the name is the Caddyfile's; change it there.
 	ErrStatic = errors.New("the destination is configured in the Caddyfile")
+	// ErrUnreadable: its stored record does not open here (sealed under
+	// another secrets_key): it can be deleted, not read or changed.
+	ErrUnreadable = errors.New("the destination's stored record does not open: start the gateway with the secrets_key it was made under, or delete it")
 )
 
 // NotAllowedError is a URL the SSRF guard refuses: 422
@@ -212,7 +215,7 @@ func (r *Registry) Get(ctx context.Context, name string) (View, bool, error) {
 	}
 	o, err := unmarshal(r.seal, raw)
 	if err != nil {
-		return View{}, false, fmt.Errorf("destination %q: %w", name, err)
+		return View{}, false, fmt.Errorf("%w: destination %q: %v", ErrUnreadable, name, err)
 	}
 	v := o.view(r.opts.Now())
 	v.Version = versionOf(sha256.Sum256(raw))
@@ -352,7 +355,7 @@ func (r *Registry) change(ctx context.Context, name string, fn func(*opened) err
 		}
 		o, err := unmarshal(r.seal, old)
 		if err != nil {
-			return View{}, fmt.Errorf("destination %q: %w", name, err)
+			return View{}, fmt.Errorf("%w: destination %q: %v", ErrUnreadable, name, err)
 		}
 		if err := fn(o); err != nil {
 			return View{}, err

@@ -134,6 +134,8 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error, logger *slog.
 		problem.Write(w, problem.DestinationStatic, err.Error(), 0)
 	case errors.Is(err, destinations.ErrNotFound):
 		problem.Write(w, problem.UnknownDestination, err.Error(), 0)
+	case errors.Is(err, destinations.ErrUnreadable):
+		problem.Write(w, problem.DestinationUnreadable, err.Error(), 0)
 	case errors.Is(err, destinations.ErrChanged):
 		problem.Write(w, problem.DestinationChanged, err.Error(), 0)
 	case errors.Is(err, sender.ErrBadLimit):
