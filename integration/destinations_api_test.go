@@ -59,18 +59,6 @@ func verifies(t *testing.T, r recorded, secret string) bool {
 	return a == nil
 }
 
-// eventually polls cond for up to 15 seconds.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestDestinationsAPIOnTwoInstances: two gateways on one Redis. A
 // destination created through the CLI on one is applied by the other
 // without a reload, and delivers an event published there, signed with
@@ -94,7 +82,7 @@ func TestDestinationsAPIOnTwoInstances(t *testing.T) {
 		t.Fatalf("create: %v\n%s", err, out)
 	}
 	first := secretIn(t, out)
-	eventually(t, "the other instance applies the new destination", func() bool {
+	waitFor(t, "the other instance applies the new destination", func() bool {
 		st, _, _ := send(t, http.MethodGet, b.Admin+"/hookgate/destinations/acme", nil, nil)
 		return st == 200
 	})
@@ -130,7 +118,7 @@ func TestDestinationsAPIOnTwoInstances(t *testing.T) {
 		t.Fatalf("rotate: %v\n%s", err, out)
 	}
 	second := secretIn(t, out)
-	eventually(t, "the first instance applies the rotation", func() bool {
+	waitFor(t, "the first instance applies the rotation", func() bool {
 		var v struct {
 			Status struct {
 				Version string `json:"version"`
@@ -171,7 +159,7 @@ func TestDestinationsAPIOnTwoInstances(t *testing.T) {
 	if out, err := cli(t, b, "destinations", "delete", "acme"); err != nil || !strings.Contains(out, "deleted acme") {
 		t.Fatalf("delete: %v\n%s", err, out)
 	}
-	eventually(t, "the other instance applies the delete", func() bool {
+	waitFor(t, "the other instance applies the delete", func() bool {
 		st, _, _ := send(t, http.MethodGet, a.Admin+"/hookgate/destinations/acme", nil, nil)
 		return st == 404
 	})
