@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
