@@ -260,7 +260,11 @@ func (a *App) startSender() error {
 	if err != nil {
 		return err
 	}
-	if err := a.metrics.ObserveQueues(s); err != nil {
+	var static []string
+	for _, d := range a.destinations {
+		static = append(static, d.Name)
+	}
+	if err := a.metrics.ObserveQueues(s, static); err != nil {
 		return fmt.Errorf("sender metrics: %w", err)
 	}
 	a.metrics.ZeroDestinations(s.Destinations())
@@ -288,13 +292,7 @@ func (a *App) startRegistry(ctx context.Context, conn *store.Conn) error {
 	reg, err := destinations.New(conn.Destinations(a.KeyPrefix), destinations.Options{
 		Key:    a.secretsKey,
 		Static: a.destinations,
-		Apply: func(ds []sender.Destination) error {
-			if err := a.sender.Apply(ds); err != nil {
-				return err
-			}
-			a.metrics.ZeroDestinations(a.sender.Destinations())
-			return nil
-		},
+		Apply:  a.sender.Apply, // an API destination's counters start at its first send; it has no gauges
 		Check:  a.guard.CheckURL,
 		Logger: zaplog.Slog(a.logger.Named("destinations")),
 	})

@@ -144,6 +144,12 @@ func TestDestinationsAPIOnTwoInstances(t *testing.T) {
 		}
 	}
 
+	// Its counters carry its name; it has no gauge read at each scrape.
+	if m := a.Metrics(); !strings.Contains(m, `hookgate_sender_deliveries_total{destination="acme"`) ||
+		strings.Contains(m, `hookgate_sender_queue_depth{destination="acme"`) {
+		t.Fatalf("metrics: want acme's deliveries counted and no depth gauge of it:\n%s", m)
+	}
+
 	// Secrets appear in no log, and the list says where each was made.
 	for _, g := range []*gateway{a, b} {
 		if logs := g.logs.String(); strings.Contains(logs, strings.TrimPrefix(first, "whsec_")) || strings.Contains(logs, "tok_abc") {

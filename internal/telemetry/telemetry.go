@@ -8,6 +8,7 @@ package telemetry
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -308,8 +309,12 @@ func (m *Metrics) ObserveReplicationShortfalls(counts func() map[string]int64) e
 
 // ObserveQueues registers the gauges read from s's queue at each scrape:
 // depth by state, oldest ready age, history entries, breaker state, and
-// what ordered destinations hold waiting.
-func (m *Metrics) ObserveQueues(s *sender.Sender) error {
+// what ordered destinations hold waiting; of the destinations named
+// (the Caddyfile's), and the orphans. Those made through the admin API
+// have none: a platform's thousands of customers' endpoints would be
+// thousands of series, each read from the store at every scrape; their
+// status answers the same (GET /hookgate/destinations/<name>).
+func (m *Metrics) ObserveQueues(s *sender.Sender, named []string) error {
 	meter := m.provider.Meter("github.com/hookgate/hookgate")
 	depth, err := meter.Int64ObservableGauge("hookgate_sender_queue_depth",
 		metric.WithDescription("Envelopes by destination and state (queued, leased, paused, dead, corrupt)."))
@@ -349,7 +354,7 @@ func (m *Metrics) ObserveQueues(s *sender.Sender) error {
 	_, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		dests := s.Destinations()
+		dests := slices.Clone(named)
 		if orphans, err := s.Orphans(ctx); err == nil {
 			for _, o := range orphans {
 				dests = append(dests, o.Name)
