@@ -26,12 +26,13 @@ func (s *Sender) dest(name string) (*destination, bool) {
 	return d, ok
 }
 
-// Apply makes dests the sender's destinations, in their order: one new is
-// started, one gone is stopped (its deliveries in flight finish and
-// settle; its envelopes stay in the store, an orphan's until a
-// destination of its name comes back), and one whose Rev changed is
-// restarted with its breaker and pause kept. One whose name and Rev are
-// unchanged keeps running untouched. Nothing changes when dests is
+// Apply makes dests the sender's destinations, in their order: one new
+// delivers from its first enqueue or scan, one gone is stopped (its
+// deliveries in flight finish and settle; its envelopes stay in the
+// store, an orphan's until a destination of its name comes back), and one
+// whose Rev changed replaces the old, its breaker and pause kept, its
+// loop going on at once if the old one was delivering. One whose name and
+// Rev are unchanged is kept untouched. Nothing changes when dests is
 // refused (CheckDestinations, a URL that does not parse).
 //
 // The destinations new to the store are recorded as seen now
