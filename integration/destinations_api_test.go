@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -134,10 +136,18 @@ func TestDestinationsAPIOnTwoInstances(t *testing.T) {
 	if !verifies(t, r, first) || !verifies(t, r, second) {
 		t.Fatalf("during the rotation, a verifier refuses one of the secrets: Webhook-Signature %q", r.Header.Get("Webhook-Signature"))
 	}
-	if out, err := cli(t, a, "destinations", "rotate", "acme", "--expire-previous-after", "0s"); err != nil {
+	// A secret of the caller's, from a file (kept out of the process list).
+	file := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(file, []byte("whsec_dGhpcmQgc2VjcmV0IG9mIHRoZSBjYWxsZXIncw==\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cli(t, a, "destinations", "rotate", "acme", "--expire-previous-after", "0s", "--secret-file", file); err != nil {
 		t.Fatalf("rotate, expiring at once: %v\n%s", err, out)
 	} else {
 		third := secretIn(t, out)
+		if third != "whsec_dGhpcmQgc2VjcmV0IG9mIHRoZSBjYWxsZXIncw==" {
+			t.Fatalf("rotate --secret-file: printed %q, want the file's secret", third)
+		}
 		r = publish(a, "evt_3")
 		if verifies(t, r, second) || !verifies(t, r, third) {
 			t.Fatalf("after a rotation expiring at once, want the new secret only: Webhook-Signature %q", r.Header.Get("Webhook-Signature"))

@@ -3,8 +3,10 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -15,15 +17,16 @@ import (
 )
 
 // The flags of create and update: the destination's settings.
-var specFlags = []string{"url", "scheme", "secret", "events", "header", "workers", "rate", "description", "metadata", "format"}
+var specFlags = []string{"url", "scheme", "secret", "secret-file", "events", "header", "workers", "rate", "description", "metadata", "format"}
 
 // addSpecFlags adds the flags of create, update, delete and rotate.
 func addSpecFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.String("url", "", "create, update: where the deliveries go (POST)")
 	f.String("scheme", "", "create: the signature scheme (default standard)")
-	f.String("secret", "", "create, rotate: the signing secret (default: a new whsec_ one, printed once)")
-	f.StringSlice("events", nil, "create, update: the event types it subscribes to, globs (seat.*), comma-separated")
+	f.String("secret", "", "create, rotate: the signing secret (default: a new whsec_ one, printed once); --secret-file keeps it out of the process list")
+	f.String("secret-file", "", "create, rotate: read the signing secret from this file (- for standard input)")
+	f.StringSlice("events", nil, "create, update: the event types it subscribes to, globs (seat.*), comma-separated; none: it takes only enqueues that name it")
 	f.StringArray("header", nil, "create, update: a header sent with every request, 'Name: value' (repeatable; update replaces them all)")
 	f.Int("workers", 0, "create, update: its deliveries in flight at most")
 	f.Float64("rate", 0, "create, update: its attempts per second at most (0: no limit)")
@@ -76,12 +79,16 @@ func cmdDestinationsAPI(cmd *cobra.Command, args []string, c *adminClient) error
 			return err
 		}
 	case "rotate":
-		if err := onlyFlags(cmd, sub, "secret", "expire-previous-after", "format"); err != nil {
+		if err := onlyFlags(cmd, sub, "secret", "secret-file", "expire-previous-after", "format"); err != nil {
 			return err
 		}
 		body := map[string]any{}
-		if s, _ := cmd.Flags().GetString("secret"); s != "" {
-			body["secret"] = s
+		secret, err := secretFlag(cmd)
+		if err != nil {
+			return err
+		}
+		if secret != "" {
+			body["secret"] = secret
 		}
 		if e, _ := cmd.Flags().GetString("expire-previous-after"); e != "" {
 			body["expire_previous_after"] = e
@@ -133,6 +140,34 @@ func cmdDestinationsAPI(cmd *cobra.Command, args []string, c *adminClient) error
 	return nil
 }
 
+// secretFlag is the secret --secret gives, or --secret-file's content
+// (- reads standard input), trimmed; "" when neither is given.
+func secretFlag(cmd *cobra.Command) (string, error) {
+	f := cmd.Flags()
+	secret, _ := f.GetString("secret")
+	path, _ := f.GetString("secret-file")
+	switch {
+	case path == "":
+		return secret, nil
+	case secret != "":
+		return "", errors.New("--secret and --secret-file: give one")
+	}
+	var b []byte
+	var err error
+	if path == "-" {
+		b, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), 64<<10))
+	} else {
+		b, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return "", fmt.Errorf("--secret-file: %w", err)
+	}
+	if secret = strings.TrimSpace(string(b)); secret == "" {
+		return "", errors.New("--secret-file: it holds no secret")
+	}
+	return secret, nil
+}
+
 // envelopes is "1 envelope" or "n envelopes".
 func envelopes(n int) string {
 	if n == 1 {
@@ -146,10 +181,17 @@ func envelopes(n int) string {
 func specBody(cmd *cobra.Command, create bool) (map[string]any, error) {
 	f := cmd.Flags()
 	body := map[string]any{}
-	for _, name := range []string{"url", "scheme", "secret", "description"} {
+	for _, name := range []string{"url", "scheme", "description"} {
 		if f.Changed(name) {
 			body[name], _ = f.GetString(name)
 		}
+	}
+	secret, err := secretFlag(cmd)
+	if err != nil {
+		return nil, err
+	}
+	if secret != "" {
+		body["secret"] = secret
 	}
 	if create && body["url"] == nil {
 		return nil, errors.New("create needs --url")

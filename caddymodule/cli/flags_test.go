@@ -53,7 +53,7 @@ var flagValues = map[string]string{
 	"destination": "d9", "class": "gone", "since": "2026-01-01T00:00:00Z", "until": "2026-01-02T00:00:00Z",
 	"id": "x9", "limit": "7", "cursor": "c9", "dry-run": "", "all": "", "status": "rd_9", "format": "json",
 	"event-type": "t9", "entity": "e9", "state": "dead",
-	"url": "https://u9.example/", "scheme": "stripe", "secret": "whsec_OTk5", "events": "seat.*", "header": "X-Nine: 9",
+	"url": "https://u9.example/", "scheme": "stripe", "secret": "whsec_OTk5", "secret-file": "/dev/null", "events": "seat.*", "header": "X-Nine: 9",
 	"workers": "9", "rate": "9", "description": "nine", "metadata": "k=9", "envelopes": "purge", "expire-previous-after": "9h",
 }
 
