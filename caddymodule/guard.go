@@ -9,6 +9,7 @@ import (
 
 	"github.com/hookgate/hookgate/caddymodule/listen"
 	"github.com/hookgate/hookgate/internal/netguard"
+	"github.com/hookgate/hookgate/internal/portcheck"
 )
 
 // guarded reads dc's guard, and checks its URL when the guard is on: a
@@ -44,13 +45,13 @@ func (a *App) makeGuard() error {
 	return nil
 }
 
-// listeners are the HTTP servers' addresses: the gateway's own, which a
-// guarded destination must not reach.
+// listeners are the gateway's own addresses, which a guarded destination
+// must not reach: every TCP socket this process listens on (its admin
+// endpoint among them), and the HTTP servers' configured addresses.
 func (a *App) listeners() []netip.AddrPort {
-	v, _ := a.ctx.AppIfConfigured("http")
-	app, ok := v.(*caddyhttp.App)
-	if !ok {
-		return nil
+	own := portcheck.Own() // the admin endpoint too, and any other socket of this process
+	if v, _ := a.ctx.AppIfConfigured("http"); v != nil {
+		own = append(own, listen.Addrs(v.(*caddyhttp.App))...)
 	}
-	return listen.Addrs(app)
+	return own
 }

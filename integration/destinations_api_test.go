@@ -210,6 +210,7 @@ func TestDestinationsAPIGuardAndRefusals(t *testing.T) {
 	}{
 		{[]string{"create", "meta", "--url", "http://169.254.169.254/latest/meta-data"}, "metadata address: the SSRF guard refuses it (allow_networks opens it only by its own /32 or /128) (422 destination_not_allowed)"},
 		{[]string{"create", "self", "--url", g.URL + "/"}, "the gateway's own listener: the SSRF guard refuses it (422 destination_not_allowed)"},
+		{[]string{"create", "admin", "--url", g.Admin + "/stop"}, "the gateway's own listener: the SSRF guard refuses it (422 destination_not_allowed)"},
 		{[]string{"create", "billing", "--url", "http://" + up.Addr()}, "configured in the Caddyfile (409 destination_exists)"},
 		{[]string{"update", "billing", "--description", "x"}, "destination_static"},
 		{[]string{"create", "bad/name", "--url", "http://" + up.Addr()}, "(400 bad_request)"},
