@@ -107,8 +107,8 @@ func (h *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		v.Base = console.MountBase(orig.URL.EscapedPath(), r.URL.EscapedPath())
 	}
 	if h.Destination != "" {
-		v.Scope = repl.ReplaceAll(h.Destination, "")
-		if v.Scope == "" || !h.app.ops().Configured(v.Scope) { // the Caddyfile's or the API's, now
+		v.Scope.Destination = repl.ReplaceAll(h.Destination, "")
+		if v.Scope.Destination == "" || !h.app.ops().Configured(v.Scope.Destination) { // the Caddyfile's or the API's, now
 			problem.Write(w, problem.ConsoleScopeUnknown, "this console is scoped to a destination, and this request names none that is configured", 0)
 			return nil
 		}

@@ -174,7 +174,7 @@ func TestConfirmTokenRefused(t *testing.T) {
 		{"another class", View{}, with("class", "http_5xx"), csrfToken, 409, "confirm_token_mismatch"},
 		{"another since", View{}, with("since", "2026-01-01T00:00:00Z"), csrfToken, 409, "confirm_token_mismatch"},
 		{"another browser", View{}, with("csrf", "OTHERBROWSEROTHERBROWSER12"), "OTHERBROWSEROTHERBROWSER12", 409, "confirm_token_mismatch"},
-		{"another scope", View{Scope: "b"}, form, csrfToken, 409, "confirm_token_mismatch"},
+		{"another scope", View{Scope: sender.Scope{Destination: "b"}}, form, csrfToken, 409, "confirm_token_mismatch"},
 	} {
 		w := send(context.Background(), c, tt.v, "POST", "/redrive", maps.Clone(tt.form), tt.csrf)
 		if w.Code != tt.status || !strings.Contains(w.Body.String(), tt.reason) || !strings.Contains(w.Body.String(), "nothing moved") {

@@ -59,8 +59,8 @@ type Service interface {
 	HeaderSent(e *sender.Envelope) (http.Header, error)
 	Redrive(ctx context.Context, f sender.Filter, limit int, by string, dryRun bool) (*sender.Redrive, error)
 	// Progress reads a redrive's record; with a scope, only one confined
-	// to that destination (else sender.ErrNotFound).
-	Progress(ctx context.Context, id, scope string) (*sender.Redrive, error)
+	// to it (else sender.ErrNotFound).
+	Progress(ctx context.Context, id string, scope sender.Scope) (*sender.Redrive, error)
 	// Delivery reads dest's envelope id in any state, a delivered one
 	// from the history.
 	Delivery(ctx context.Context, dest, id string) (*sender.Envelope, sender.State, error)
@@ -76,9 +76,10 @@ type View struct {
 	// Base is the path the console is mounted at, without a trailing
 	// slash ("" at the root); links and form actions start with it.
 	Base string
-	// Scope is the one destination this request may see and act on; ""
-	// is the operator's view of every destination.
-	Scope string
+	// Scope is what this request may see and act on: one destination, a
+	// tenant's (a portal link's), or, when zero, the operator's view of
+	// every destination.
+	Scope sender.Scope
 	// By names who acts, for the audit record of a redrive.
 	By string
 }
@@ -356,10 +357,7 @@ func (c *Console) asset(w http.ResponseWriter, r *http.Request, v View, name str
 // filterOf reads a dead-letter filter from a form or a query: in a scoped
 // view the destination is always the scope's.
 func filterOf(v View, q url.Values) (sender.Filter, error) {
-	f := sender.Filter{Destination: q.Get("destination"), Class: q.Get("class")}
-	if v.Scope != "" {
-		f.Destination = v.Scope
-	}
+	f := v.confine(sender.Filter{Destination: q.Get("destination"), Class: q.Get("class")})
 	for _, k := range []string{"since", "until"} {
 		s := q.Get(k)
 		if s == "" {
@@ -398,11 +396,21 @@ func filterQuery(f sender.Filter) template.URL {
 
 // destinations is the queue health of what v may see.
 func (c *Console) destinations(ctx context.Context, v View) ([]sender.DestinationStatus, error) {
-	if v.Scope != "" {
-		d, err := c.svc.Destination(ctx, v.Scope)
+	if v.Scope.Destination != "" {
+		d, err := c.svc.Destination(ctx, v.Scope.Destination)
 		return []sender.DestinationStatus{d}, err
 	}
-	return c.svc.Destinations(ctx)
+	all, err := c.svc.Destinations(ctx)
+	if err != nil || v.Scope.IsZero() {
+		return all, err
+	}
+	var seen []sender.DestinationStatus
+	for _, d := range all {
+		if v.Scope.Sees(d.Name) {
+			seen = append(seen, d)
+		}
+	}
+	return seen, nil
 }
 
 // health is the queue health table alone: what the overview's script
@@ -422,7 +430,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, v View) error
 	if err != nil {
 		return err
 	}
-	groups, total, more, err := c.svc.Summary(r.Context(), sender.Filter{Destination: v.Scope}, summaryCap)
+	groups, total, more, err := c.svc.Summary(r.Context(), v.confine(sender.Filter{}), summaryCap)
 	if err != nil {
 		return err
 	}
@@ -457,8 +465,8 @@ func (c *Console) list(w http.ResponseWriter, r *http.Request, v View) error {
 	}
 	var dests []string
 	orphaned := false
-	if v.Scope == "" {
-		ds, err := c.svc.Destinations(r.Context())
+	if v.Scope.Destination == "" {
+		ds, err := c.destinations(r.Context(), v)
 		if err != nil {
 			return err
 		}
@@ -492,9 +500,9 @@ type header struct{ Name, Value string }
 // detail is one envelope: payload, the header it is sent with, its
 // attempt log, and what durable ingress kept of its request.
 func (c *Console) detail(w http.ResponseWriter, r *http.Request, v View, id string) error {
-	dest := r.URL.Query().Get("destination")
-	if v.Scope != "" {
-		dest = v.Scope
+	dest, err := v.destination(r.URL.Query().Get("destination"))
+	if err != nil {
+		return err
 	}
 	e, state, err := c.svc.Get(r.Context(), dest, id)
 	if err != nil {
@@ -550,9 +558,9 @@ func showPayload(p []byte) (string, string) {
 
 // replay redrives one dead letter and shows its live outcome.
 func (c *Console) replay(w http.ResponseWriter, r *http.Request, v View, id string) error {
-	dest := r.PostFormValue("destination")
-	if v.Scope != "" {
-		dest = v.Scope
+	dest, err := v.destination(r.PostFormValue("destination"))
+	if err != nil {
+		return err
 	}
 	if dest == "" {
 		return refuse(problem.BadRequest, "a replay names the envelope's destination")
@@ -756,14 +764,14 @@ func (c *Console) progress(w http.ResponseWriter, r *http.Request, v View, id st
 // setPaused pauses or resumes a destination, then goes back to the front
 // page.
 func (c *Console) setPaused(w http.ResponseWriter, r *http.Request, v View, name string, paused bool) error {
-	if v.Scope != "" && name != v.Scope {
+	if !v.Scope.Sees(name) {
 		return refuse(problem.UnknownDestination, "no such destination")
 	}
 	by := v.By
-	if v.Scope != "" {
+	if !v.Scope.IsZero() {
 		// A subscriber's pause is its own: it resumes that one alone, never
 		// one an operator or a 410 made.
-		by = sender.SubscriberPause(v.Scope) + " " + v.By
+		by = sender.SubscriberPause(name) + " " + v.By
 	}
 	if _, err := c.svc.SetPaused(r.Context(), name, paused, by); errors.Is(err, sender.ErrPausedByOther) {
 		return refuse(problem.ResumeNotAllowed, "this destination was paused by its operator (or by a 410 Gone answer): ask the operator to resume it")

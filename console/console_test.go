@@ -185,9 +185,9 @@ func (f *fakeService) redrives() int {
 	return f.moves
 }
 
-func (f *fakeService) Progress(ctx context.Context, id, scope string) (*sender.Redrive, error) {
-	f.note(scope)
-	if id != "rd_1" || (scope != "" && scope != "b") {
+func (f *fakeService) Progress(ctx context.Context, id string, scope sender.Scope) (*sender.Redrive, error) {
+	f.note(scope.Destination)
+	if id != "rd_1" || !scope.Sees("b") {
 		return nil, sender.ErrNotFound
 	}
 	if f.progress != nil {
@@ -293,7 +293,7 @@ func TestRefusals(t *testing.T) {
 	if body := w.Body.String(); w.Code != 200 || strings.Contains(body, "<i>") || !strings.Contains(body, "dead again") || !strings.Contains(body, "operator from") {
 		t.Errorf("outcome page: %d\n%s", w.Code, body)
 	}
-	if w := request(c, View{Scope: "b"}, "GET", "/redrives/rd_1", nil); w.Code != 200 || strings.Contains(w.Body.String(), "operator from") {
+	if w := request(c, View{Scope: sender.Scope{Destination: "b"}}, "GET", "/redrives/rd_1", nil); w.Code != 200 || strings.Contains(w.Body.String(), "operator from") {
 		t.Errorf("a subscriber's outcome page names the operator: %d", w.Code)
 	}
 	// Not a browser: problem+json.
@@ -310,7 +310,7 @@ func TestRefusals(t *testing.T) {
 func TestScopeHolds(t *testing.T) {
 	f := newFake()
 	c := newConsole(t, f)
-	v := View{Scope: "a", By: "console"}
+	v := View{Scope: sender.Scope{Destination: "a"}, By: "console"}
 	for _, tt := range []struct {
 		method, target string
 		form           url.Values
@@ -425,7 +425,7 @@ func FuzzServe(f *testing.F) {
 		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		r.AddCookie(&http.Cookie{Name: csrfCookie, Value: "TOKENTOKENTOKENTOKENTOKEN1"})
 		w := httptest.NewRecorder()
-		c.Serve(w, r, View{Scope: "a"})
+		c.Serve(w, r, View{Scope: sender.Scope{Destination: "a"}})
 		switch w.Code {
 		case 200, 303, 400, 403, 404, 405, 409, 413:
 		default:
@@ -528,7 +528,7 @@ func TestProgressShowsWhereARedriveStopped(t *testing.T) {
 	if !strings.Contains(body, `id="redrive-error"`) || !strings.Contains(body, "after 2 of at most 5") || !strings.Contains(body, "10.1.2.3") {
 		t.Errorf("the operator's page of a redrive that stopped early:\n%s", body)
 	}
-	body = request(c, View{Scope: "b"}, "GET", "/redrives/rd_1", nil).Body.String()
+	body = request(c, View{Scope: sender.Scope{Destination: "b"}}, "GET", "/redrives/rd_1", nil).Body.String()
 	if !strings.Contains(body, `id="redrive-error"`) || strings.Contains(body, "10.1.2.3") {
 		t.Errorf("a subscriber's page of a redrive that stopped early:\n%s", body)
 	}

@@ -29,8 +29,11 @@ const (
 // scoped view the destination is always the scope's.
 func historyQueryOf(v View, q url.Values) (sender.HistoryQuery, error) {
 	h := sender.HistoryQuery{Destination: q.Get("destination"), ID: q.Get("id"), Entity: q.Get("entity"), State: sender.State(q.Get("state"))}
-	if v.Scope != "" {
-		h.Destination = v.Scope
+	switch {
+	case v.Scope.Destination != "":
+		h.Destination = v.Scope.Destination
+	case v.Scope.Tenant != "":
+		h.Tenant = v.Scope.Tenant
 	}
 	if h.State != "" && h.State != sender.StateDelivered && h.State != sender.StateDead {
 		return h, refuse(problem.BadRequest, "state: want delivered or dead, got %q", h.State)
@@ -67,13 +70,13 @@ func (c *Console) deliveries(w http.ResponseWriter, r *http.Request, v View) err
 	}
 	var ch *chart
 	if cursor == "" {
-		if ch, err = c.chart(r.Context(), q.Destination); err != nil {
+		if ch, err = c.chart(r.Context(), q.Destination, q.Tenant); err != nil {
 			return err
 		}
 	}
 	var dests []string
-	if v.Scope == "" {
-		ds, err := c.svc.Destinations(r.Context())
+	if v.Scope.Destination == "" {
+		ds, err := c.destinations(r.Context(), v)
 		if err != nil {
 			return err
 		}
@@ -100,9 +103,9 @@ func (c *Console) deliveries(w http.ResponseWriter, r *http.Request, v View) err
 // state and times, its attempt log, its payload and what durable ingress
 // kept of its request while kept, and the resend button.
 func (c *Console) delivery(w http.ResponseWriter, r *http.Request, v View, id string) error {
-	dest := r.URL.Query().Get("destination")
-	if v.Scope != "" {
-		dest = v.Scope
+	dest, err := v.destination(r.URL.Query().Get("destination"))
+	if err != nil {
+		return err
 	}
 	e, state, err := c.svc.Delivery(r.Context(), dest, id)
 	if errors.Is(err, sender.ErrNotFound) {
@@ -201,13 +204,13 @@ const (
 	chartBarFraction = 0.8
 )
 
-// chart reads the last hour's history of dest ("" for every
-// destination), at most chartCap entries, newest first, and counts them
+// chart reads the last hour's history of dest ("" for every destination,
+// or every one of tenant's), at most chartCap entries, newest first, and counts them
 // per minute.
-func (c *Console) chart(ctx context.Context, dest string) (*chart, error) {
+func (c *Console) chart(ctx context.Context, dest, tenant string) (*chart, error) {
 	now := c.now()
 	from := now.Truncate(time.Minute).Add(-(chartMinutes - 1) * time.Minute)
-	q := sender.HistoryQuery{Destination: dest, Since: from}
+	q := sender.HistoryQuery{Destination: dest, Tenant: tenant, Since: from}
 	var delivered, dead [chartMinutes]int
 	ch := &chart{Cap: chartCap, W: chartW, H: chartH, Left: chartLeft, Base: chartH - chartBottom}
 	read := 0

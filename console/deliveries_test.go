@@ -270,7 +270,7 @@ func TestResendRefusals(t *testing.T) {
 // are its destination's, whatever the request names.
 func TestDeliveriesScoped(t *testing.T) {
 	c, f := historyConsole(t)
-	v := View{Scope: "a"}
+	v := View{Scope: sender.Scope{Destination: "a"}}
 	body := request(c, v, "GET", "/deliveries?destination=b", nil).Body.String()
 	if got := fmt.Sprint(ids(body)); got != "[a-0 a-1 a-2 a-3 a-4 a-5]" || strings.Contains(body, `<option value="b"`) {
 		t.Errorf("a's history: %s", got)

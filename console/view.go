@@ -6,7 +6,37 @@ import (
 	"path"
 	"strconv"
 	"strings"
+
+	"github.com/hookgate/hookgate/internal/problem"
+	"github.com/hookgate/hookgate/sender"
 )
+
+// confine narrows f to v's scope: its one destination, or its tenant's
+// (where a destination f names outside it matches nothing: the sender
+// refuses it as unknown).
+func (v View) confine(f sender.Filter) sender.Filter {
+	switch {
+	case v.Scope.Destination != "":
+		f.Destination = v.Scope.Destination
+	case v.Scope.Tenant != "":
+		f.Tenant = v.Scope.Tenant
+	}
+	return f
+}
+
+// destination is the destination a request names (a query's or a form's
+// destination), within v's scope: a scoped console's one, or, in a
+// tenant's, the one named when it is the tenant's; one outside is 404,
+// as one that does not exist.
+func (v View) destination(named string) (string, error) {
+	switch {
+	case v.Scope.Destination != "":
+		return v.Scope.Destination, nil
+	case !v.Scope.Sees(named):
+		return "", refuse(problem.NotFound, "no such destination")
+	}
+	return named, nil
+}
 
 // What the handler that mounts the console (webhook_console) works out
 // for it: the View of a request, and its MaxRedrive.

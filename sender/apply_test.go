@@ -38,7 +38,7 @@ func TestApply(t *testing.T) {
 	if got := s.Destinations(); !slices.Equal(got, []string{"static", "added"}) {
 		t.Fatalf("Destinations() = %v", got)
 	}
-	if got := s.Subscribers("seat.released"); !slices.Equal(got, []string{"added"}) {
+	if got := s.Subscribers("seat.released", ""); !slices.Equal(got, []string{"added"}) {
 		t.Fatalf("Subscribers(seat.released) = %v", got)
 	}
 	enqueue(t, s, "added", "msg_1")

@@ -20,11 +20,13 @@ import (
 
 // Filter selects dead letters. Zero fields match everything.
 type Filter struct {
-	Destination string    `json:"destination,omitempty"`
-	Class       string    `json:"class,omitempty"`
-	Since       time.Time `json:"since,omitzero"` // dead at or after
-	Until       time.Time `json:"until,omitzero"` // dead before
-	IDs         []string  `json:"ids,omitempty"`
+	Destination string `json:"destination,omitempty"`
+	// Tenant keeps the tenant's destinations only (TenantOf).
+	Tenant string    `json:"tenant,omitempty"`
+	Class  string    `json:"class,omitempty"`
+	Since  time.Time `json:"since,omitzero"` // dead at or after
+	Until  time.Time `json:"until,omitzero"` // dead before
+	IDs    []string  `json:"ids,omitempty"`
 }
 
 func (f Filter) matches(e *Meta) bool {
@@ -156,17 +158,21 @@ func (s *Settled) check(ctx context.Context, f Filter, configuredOnly bool) ([]s
 			return nil, fmt.Errorf("%w: %v", ErrBadFilter, err)
 		}
 	}
-	configured := s.dests()
+	if f.Tenant != "" && f.Destination != "" && TenantOf(f.Destination) != f.Tenant {
+		return nil, fmt.Errorf("%w: unknown destination %q", ErrBadFilter, f.Destination)
+	}
+	configured := inTenant(s.dests(), f.Tenant)
 	if f.Destination != "" && slices.Contains(configured, f.Destination) {
 		return []string{f.Destination}, nil
 	}
 	if f.Destination == "" && configuredOnly {
 		return configured, nil
 	}
-	orphans, err := Orphans(ctx, s.queue, configured)
+	orphans, err := Orphans(ctx, s.queue, s.dests())
 	if err != nil {
 		return nil, err
 	}
+	orphans = inTenant(orphans, f.Tenant)
 	if f.Destination == "" {
 		return append(configured, orphans...), nil
 	}
@@ -506,14 +512,15 @@ const progressLetters = 100
 // moved, from the queue's counts: delivered, dead again (under this
 // redrive), superseded (moved again by a later redrive), and the rest
 // pending; and the outcome of the first letters, for a page to show. With
-// a scope, a record of a redrive that was not confined to that
-// destination is ErrNotFound, before anything else is read.
-func (s *Settled) Progress(ctx context.Context, id, scope string) (*Redrive, error) {
+// a scope, a record of a redrive that was not confined to it (to its
+// destination, or to a destination or the filter of its tenant) is
+// ErrNotFound, before anything else is read.
+func (s *Settled) Progress(ctx context.Context, id string, scope Scope) (*Redrive, error) {
 	r, err := s.queue.GetRedrive(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if scope != "" && r.Filter.Destination != scope {
+	if !scope.IsZero() && !scope.Sees(r.Filter.Destination) && (scope.Tenant == "" || r.Filter.Tenant != scope.Tenant) {
 		return nil, ErrNotFound
 	}
 	dests := []string{r.Filter.Destination}

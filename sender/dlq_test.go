@@ -100,11 +100,11 @@ func TestRedriveIsOnRecordBeforeItMoves(t *testing.T) {
 	if err == nil || r.ID == "" {
 		t.Fatalf("a failed move: %+v, %v; want an error and a redrive ID", r, err)
 	}
-	got, err := dlq.Progress(t.Context(), r.ID, "")
+	got, err := dlq.Progress(t.Context(), r.ID, sender.Scope{})
 	if err != nil || got.Moved != 0 || got.By != "test" {
 		t.Fatalf("record of the failed redrive: %+v, %v", got, err)
 	}
-	if _, err := dlq.Progress(t.Context(), r.ID, "other"); !errors.Is(err, sender.ErrNotFound) {
+	if _, err := dlq.Progress(t.Context(), r.ID, sender.Scope{Destination: "other"}); !errors.Is(err, sender.ErrNotFound) {
 		t.Fatalf("Progress scoped to another destination: %v", err)
 	}
 	q.failRedrive = false
@@ -112,7 +112,7 @@ func TestRedriveIsOnRecordBeforeItMoves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err = dlq.Progress(t.Context(), r.ID, "d")
+	got, err = dlq.Progress(t.Context(), r.ID, sender.Scope{Destination: "d"})
 	if err != nil || got.Moved != 2 || len(got.Letters) != 2 || got.Letters[0].Outcome == "" {
 		t.Fatalf("scoped progress: %+v, %v", got, err)
 	}
@@ -282,7 +282,7 @@ func TestRedriveRunsToItsEndWhenTheClientLeaves(t *testing.T) {
 		t.Fatalf("redrive whose client left: %+v, %v; want all 450 moved", r, err)
 	}
 	q.leave = nil
-	got, err := dlq.Progress(t.Context(), r.ID, "")
+	got, err := dlq.Progress(t.Context(), r.ID, sender.Scope{})
 	if err != nil || got.Moved != 450 || got.Pending != 450 {
 		t.Fatalf("the record: moved %d pending %d, %v; want 450 and 450", got.Moved, got.Pending, err)
 	}
@@ -339,7 +339,7 @@ func TestProgressReadsCountsNotLetters(t *testing.T) {
 		t.Fatalf("second redrive: %+v, %v", second, err)
 	}
 	q.metasCalls, q.metasIDs = 0, 0
-	got, err := dlq.Progress(t.Context(), first.ID, "")
+	got, err := dlq.Progress(t.Context(), first.ID, sender.Scope{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,15 +46,21 @@ func parallel(n int, fn func(i int) error) error {
 	return g.Wait()
 }
 
+// ErrBadTenant means an event's tenant is no tenant ID (CheckTenant).
+var ErrBadTenant = errors.New("bad tenant")
+
 // ErrMissingEventType means an event to publish has no type to route by.
 var ErrMissingEventType = errors.New("an event to fan out needs an event type")
 
-// Subscribers lists the destinations subscribed to eventType, in config
-// order.
-func (s *Sender) Subscribers(eventType string) []string {
+// Subscribers lists tenant's destinations subscribed to eventType, in
+// config order; with no tenant, those of no tenant.
+func (s *Sender) Subscribers(eventType, tenant string) []string {
 	var out []string
 	set := s.set.Load()
 	for _, name := range set.order {
+		if TenantOf(name) != tenant {
+			continue
+		}
 		for _, g := range set.byName[name].Events {
 			if ok, _ := path.Match(g, eventType); ok {
 				out = append(out, name)
@@ -83,7 +89,8 @@ func (s *Sender) Subscribers(eventType string) []string {
 //
 // An ID that is not 1 to 1024 bytes of visible ASCII is refused with an
 // error that wraps ErrBadID, an entity over MaxEntityLen with
-// ErrEntityTooLong, and an empty type with ErrMissingEventType; another
+// ErrEntityTooLong, an empty type with ErrMissingEventType, and a tenant
+// that is no tenant ID with ErrBadTenant; another
 // error leaves the outcome unknown: publish again.
 func (s *Sender) Publish(ctx context.Context, ev *Event) (PublishResult, error) {
 	if err := CheckID(ev.ID); err != nil {
@@ -95,8 +102,13 @@ func (s *Sender) Publish(ctx context.Context, ev *Event) (PublishResult, error) 
 	if ev.EventType == "" {
 		return PublishResult{}, ErrMissingEventType
 	}
+	if ev.Tenant != "" {
+		if err := CheckTenant(ev.Tenant); err != nil {
+			return PublishResult{}, fmt.Errorf("%w: %v", ErrBadTenant, err)
+		}
+	}
 	ctx = context.WithoutCancel(ctx)
-	subs := s.Subscribers(ev.EventType)
+	subs := s.Subscribers(ev.EventType, ev.Tenant)
 	if len(subs) == 0 {
 		s.obs.Enqueued("", "unrouted")
 		return PublishResult{Deliveries: []Delivery{}}, nil

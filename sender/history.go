@@ -20,14 +20,16 @@ import (
 // HistoryQuery selects settled envelopes across destinations. Zero fields
 // match everything.
 type HistoryQuery struct {
-	Destination string    `json:"destination,omitempty"`
-	EventType   string    `json:"event_type,omitempty"`
-	Entity      string    `json:"entity,omitempty"`
-	ID          string    `json:"id,omitempty"`
-	IDs         []string  `json:"ids,omitempty"` // any of these (a resend's list)
-	State       State     `json:"state,omitempty"`
-	Since       time.Time `json:"since,omitzero"` // settled at or after
-	Until       time.Time `json:"until,omitzero"` // settled before
+	Destination string `json:"destination,omitempty"`
+	// Tenant keeps the tenant's destinations only (TenantOf).
+	Tenant    string    `json:"tenant,omitempty"`
+	EventType string    `json:"event_type,omitempty"`
+	Entity    string    `json:"entity,omitempty"`
+	ID        string    `json:"id,omitempty"`
+	IDs       []string  `json:"ids,omitempty"` // any of these (a resend's list)
+	State     State     `json:"state,omitempty"`
+	Since     time.Time `json:"since,omitzero"` // settled at or after
+	Until     time.Time `json:"until,omitzero"` // settled before
 }
 
 func (q HistoryQuery) filter() HistoryFilter {
@@ -49,7 +51,10 @@ func (q HistoryQuery) check() error {
 // configured one.
 func (s *Settled) historyDests(ctx context.Context, q HistoryQuery) ([]string, error) {
 	if q.Destination == "" {
-		return s.dests(), nil
+		return inTenant(s.dests(), q.Tenant), nil
+	}
+	if q.Tenant != "" && TenantOf(q.Destination) != q.Tenant {
+		return nil, fmt.Errorf("%w %q", ErrUnknownDestination, q.Destination)
 	}
 	if slices.Contains(s.dests(), q.Destination) {
 		return []string{q.Destination}, nil
@@ -303,7 +308,7 @@ func (s *Settled) Resend(ctx context.Context, q HistoryQuery, limit int, by stri
 		}
 		return nil, fmt.Errorf("%w: %s is not configured: move or purge its envelopes first", ErrOrphaned, q.Destination)
 	}
-	r := &Redrive{Kind: "resend", Resend: &q, Filter: Filter{Destination: q.Destination}, Limit: limit, By: by, At: s.now()}
+	r := &Redrive{Kind: "resend", Resend: &q, Filter: Filter{Destination: q.Destination, Tenant: q.Tenant}, Limit: limit, By: by, At: s.now()}
 	bound := limit
 	if dryRun {
 		bound = s.maxRedrive

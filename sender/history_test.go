@@ -118,7 +118,7 @@ func TestResendIsABoundedAuditedRedrive(t *testing.T) {
 	if err != nil || st.Queued != 3 {
 		t.Errorf("a after the resend: %+v, %v; want 3 queued", st, err)
 	}
-	p, err := s.Progress(t.Context(), r.ID, "")
+	p, err := s.Progress(t.Context(), r.ID, sender.Scope{})
 	if err != nil || p.Moved != 3 || p.Pending != 3 || p.Kind != "resend" || p.Resend == nil || p.Resend.Destination != "a" {
 		t.Errorf("progress = %+v, %v", p, err)
 	}

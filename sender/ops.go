@@ -224,8 +224,8 @@ func (o *Ops) Resend(ctx context.Context, q HistoryQuery, limit int, by string, 
 }
 
 // Progress reads a redrive's audit record and what became of its letters;
-// with a scope, only a redrive confined to that destination.
-func (o *Ops) Progress(ctx context.Context, id, scope string) (*Redrive, error) {
+// with a scope, only a redrive confined to it.
+func (o *Ops) Progress(ctx context.Context, id string, scope Scope) (*Redrive, error) {
 	return o.settled.Progress(ctx, id, scope)
 }
 

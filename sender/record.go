@@ -259,8 +259,11 @@ func readAttempt(d *wire.Decoder) Attempt {
 // Sender.Enqueue), or for every destination that subscribes to its type
 // (Destination.Events), each under the event's one ID (Sender.Publish).
 type Event struct {
-	ID          string
-	EventType   string
+	ID        string
+	EventType string
+	// Tenant routes it to that tenant's subscribers only; "": to the
+	// destinations of no tenant.
+	Tenant      string
 	Entity      string
 	EventTime   time.Time
 	Payload     []byte

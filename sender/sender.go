@@ -131,6 +131,8 @@ func CheckDestinations(dests []Destination) error {
 			return fmt.Errorf("destination %q is configured twice", d.Name)
 		case d.Workers < 0 || d.Rate < 0:
 			return fmt.Errorf("destination %q: workers and rate must not be negative", d.Name)
+		case strings.Count(d.Name, "/") > 1 || strings.HasPrefix(d.Name, "/") || strings.HasSuffix(d.Name, "/"):
+			return fmt.Errorf("destination %q: a name holds one slash at most, between its tenant and its own name (tenant/name)", d.Name)
 		case strings.ContainsAny(d.Name, "{}"):
 			return fmt.Errorf("destination %q: a name must not hold { or }: on Redis a destination's keys share the hash tag {<name>}, "+
 				"and a brace in the name would split them over Redis Cluster slots", d.Name)

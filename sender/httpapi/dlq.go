@@ -211,7 +211,7 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request) error {
 // progress serves GET /hookgate/redrives/<id>: a redrive's audit record
 // and what became of its letters.
 func (h *Handler) progress(w http.ResponseWriter, r *http.Request, id string) error {
-	rd, err := h.ops.Progress(r.Context(), id, "")
+	rd, err := h.ops.Progress(r.Context(), id, sender.Scope{})
 	if errors.Is(err, sender.ErrNotFound) {
 		return Errorf(problem.NotFound, "no redrive %q", id)
 	}

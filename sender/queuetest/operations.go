@@ -92,7 +92,7 @@ func runOperations(t *testing.T, newQueue NewQueue) {
 		}
 		l := mustLease(t, q, "old", 1, at)
 		mustSettle(t, q, "old", []sender.Outcome{{Kind: sender.Delivered, ID: "l-000", LeaseUntil: l[0].LeaseUntil}}, at, 0)
-		if p, err := before.Progress(t.Context(), r.ID, ""); err != nil || p.Delivered != 1 || p.Pending != 0 {
+		if p, err := before.Progress(t.Context(), r.ID, sender.Scope{}); err != nil || p.Delivered != 1 || p.Pending != 0 {
 			t.Fatalf("Progress before the rename = %+v, %v", p, err)
 		}
 		// Renamed old -> new: move, then purge the orphan.
@@ -103,7 +103,7 @@ func runOperations(t *testing.T, newQueue NewQueue) {
 			t.Fatal(err)
 		}
 		after := sender.NewSettled(q, names("new"), 0, now)
-		p, err := after.Progress(t.Context(), r.ID, "")
+		p, err := after.Progress(t.Context(), r.ID, sender.Scope{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +132,7 @@ func runOperations(t *testing.T, newQueue NewQueue) {
 		if r, err := dlq.Purge(t.Context(), sender.Filter{}, sender.PurgeOptions{Limit: 1, All: true}); err != nil || r.Removed != 1 {
 			t.Fatalf("Purge = %+v, %v", r, err)
 		}
-		p, err := dlq.Progress(t.Context(), r.ID, "")
+		p, err := dlq.Progress(t.Context(), r.ID, sender.Scope{})
 		if err != nil {
 			t.Fatal(err)
 		}
