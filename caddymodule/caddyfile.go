@@ -103,9 +103,6 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()
 			}
-			if slices.ContainsFunc(a.Destinations, func(o *DestinationConfig) bool { return o.Name == dc.Name }) {
-				return d.Errf("destination %q given twice", dc.Name)
-			}
 			a.Destinations = append(a.Destinations, dc)
 			return dc.unmarshalCaddyfile(d)
 		}},
@@ -256,6 +253,7 @@ func (sc *SenderConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 //	}
 func (dc *DestinationConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	err := cfparse.ParseBlock(d, "destination", cfparse.Block{
+		{"tenant", cfparse.String(&dc.Tenant)},
 		{"url", cfparse.String(&dc.URL)},
 		{"scheme", cfparse.String(&dc.Scheme)},
 		{"secret", cfparse.String(&dc.Secret)},

@@ -54,6 +54,9 @@ type Enqueue struct {
 	EventType string `json:"event_type,omitempty"`
 	Entity    string `json:"entity,omitempty"`
 	EventTime string `json:"event_time,omitempty"`
+	// Tenant routes a fan-out to the tenant's subscribers only (a
+	// placeholder); default none: to the destinations of no tenant.
+	Tenant string `json:"tenant,omitempty"`
 
 	// MaxBody is the largest body accepted, in bytes. Default 1 MiB.
 	MaxBody int64 `json:"max_body,omitempty"`
@@ -109,7 +112,7 @@ func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	in := intake.Inbound{Body: body, ContentType: r.Header.Get("Content-Type"), ID: r.Header.Get("Idempotency-Key"),
 		MustBeJSON: strings.Contains(h.ID, "{webhook.json."), EventType: repl.ReplaceKnown(h.EventType, ""),
-		Entity: repl.ReplaceKnown(h.Entity, ""), EventTime: repl.ReplaceKnown(h.EventTime, "")}
+		Entity: repl.ReplaceKnown(h.Entity, ""), EventTime: repl.ReplaceKnown(h.EventTime, ""), Tenant: repl.ReplaceKnown(h.Tenant, "")}
 	if b, _ := reqbody.Of(r); b.Delivery.Scheme != "" { // behind webhook_verify: its key
 		in.Verified = &b.Delivery
 		in.ID = cmp.Or(b.Delivery.DedupeKey(b.SHA256Hex), in.ID)
@@ -153,6 +156,7 @@ func (a *App) Publish(ctx context.Context, ev *sender.Event) (sender.PublishResu
 //		event_type     <placeholder>
 //		entity         <placeholder>
 //		event_time     <placeholder>
+//		tenant         <placeholder>
 //		max_body       <size>
 //		keep_headers   <name>... | *
 //		keep_path
@@ -168,6 +172,7 @@ func (h *Enqueue) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		{"event_type", cfparse.String(&h.EventType)},
 		{"entity", cfparse.String(&h.Entity)},
 		{"event_time", cfparse.String(&h.EventTime)},
+		{"tenant", cfparse.String(&h.Tenant)},
 		{"max_body", cfparse.Size(&h.MaxBody)},
 		{"keep_headers", cfparse.List(&h.KeepHeaders)},
 		{"keep_path", cfparse.Flag(&h.KeepPath)},

@@ -68,6 +68,9 @@ type DestinationConfig struct {
 	// Name names the destination in webhook_enqueue, metrics and the
 	// admin API.
 	Name string `json:"name"`
+	// Tenant owns it: it is then named <tenant>/<name> everywhere, and
+	// only the tenant's events fan out to it.
+	Tenant string `json:"tenant,omitempty"`
 	// URL receives the deliveries (POST).
 	URL string `json:"url"`
 	// Scheme signs them: one of webhook_verify's schemes. Default standard.
@@ -147,6 +150,9 @@ func (a *App) provisionSender() error {
 		}
 		a.destinations = append(a.destinations, d)
 	}
+	if err := sender.CheckDestinations(a.destinations); err != nil {
+		return err
+	}
 	a.storeUsed = true
 	if _, err := a.history(); err != nil {
 		return fmt.Errorf("sender: %w", err)
@@ -157,7 +163,7 @@ func (a *App) provisionSender() error {
 // staticDestination is the sender's destination of dc, its placeholders
 // read, built as the API's are (destinations.Config).
 func (a *App) staticDestination(repl *caddy.Replacer, dc *DestinationConfig) (sender.Destination, error) {
-	c := destinations.Config{Name: dc.Name, URL: dc.URL, Scheme: dc.Scheme, KeyID: dc.KeyID, Events: dc.Events,
+	c := destinations.Config{Tenant: dc.Tenant, Name: dc.Name, URL: dc.URL, Scheme: dc.Scheme, KeyID: dc.KeyID, Events: dc.Events,
 		Workers: dc.Workers, Rate: dc.Rate, Header: make(http.Header, len(dc.Headers))}
 	var err error
 	if c.Ordering, err = sender.ParseOrdering(dc.Ordering, dc.OnDead); err != nil {

@@ -17,6 +17,8 @@ import (
 // the console show it.
 type DestinationStatus struct {
 	Name string `json:"name"`
+	// Tenant owns it (TenantOf its name); "" for none.
+	Tenant string `json:"tenant,omitempty"`
 	// State is "active", "paused" or "orphaned".
 	State string `json:"state"`
 	// Source is "caddyfile" or "api": where it was made; "" for an
@@ -57,7 +59,7 @@ func (s *Sender) Status(ctx context.Context, dest string) (DestinationStatus, er
 	if err != nil {
 		return DestinationStatus{}, err
 	}
-	v := DestinationStatus{Name: dest, State: "active", Version: d.Rev, Breaker: breakerName[d.state()],
+	v := DestinationStatus{Name: dest, Tenant: TenantOf(dest), State: "active", Version: d.Rev, Breaker: breakerName[d.state()],
 		Depth: map[string]int{"queued": st.Queued, "leased": st.Leased, "paused": 0, "dead": st.Dead, "corrupt": st.Corrupt,
 			"waiting": st.Waiting, "held": st.Held},
 		OldestReadyAge: st.OldestReady.Seconds()}
@@ -154,7 +156,7 @@ func (s *Sender) Orphans(ctx context.Context) ([]DestinationStatus, error) {
 		if st.Queued+st.Leased+st.Dead+st.Corrupt == 0 {
 			continue // delivered IDs, or a pause: nothing stranded
 		}
-		out = append(out, DestinationStatus{Name: name, State: StateOrphaned,
+		out = append(out, DestinationStatus{Name: name, Tenant: TenantOf(name), State: StateOrphaned,
 			Depth: map[string]int{"queued": st.Queued, "leased": st.Leased, "paused": 0, "dead": st.Dead, "corrupt": st.Corrupt,
 				"waiting": st.Waiting, "held": st.Held},
 			OldestReadyAge: st.OldestReady.Seconds()})

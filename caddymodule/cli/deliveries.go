@@ -49,6 +49,7 @@ Documentation: docs/sending.md, "Delivery history", at github.com/hookgate/hookg
 		CobraFunc: func(cmd *cobra.Command) {
 			addAdminFlags(cmd)
 			cmd.Flags().String("destination", "", "only this destination")
+			cmd.Flags().String("tenant", "", "only this tenant's destinations")
 			cmd.Flags().String("event-type", "", "only this event type")
 			cmd.Flags().String("entity", "", "list, export: only this entity")
 			cmd.Flags().StringArray("id", nil, "only this delivery ID (resend: repeatable)")
@@ -69,7 +70,7 @@ Documentation: docs/sending.md, "Delivery history", at github.com/hookgate/hookg
 // query parameters.
 func historyQuery(cmd *cobra.Command) (url.Values, error) {
 	q := url.Values{}
-	for flag, param := range map[string]string{"destination": "destination", "event-type": "event_type",
+	for flag, param := range map[string]string{"destination": "destination", "tenant": "tenant", "event-type": "event_type",
 		"entity": "entity", "state": "state", "since": "since", "until": "until"} {
 		if v, _ := cmd.Flags().GetString(flag); v != "" {
 			q.Set(param, v)
@@ -87,7 +88,7 @@ func historyQuery(cmd *cobra.Command) (url.Values, error) {
 }
 
 // historyFlags are the flags of a search of the history.
-var historyFlags = []string{"destination", "event-type", "entity", "id", "state", "since", "until"}
+var historyFlags = []string{"destination", "tenant", "event-type", "entity", "id", "state", "since", "until"}
 
 // deliveriesFlags are the flags each deliveries subcommand uses; resend
 // --status uses only --status.
@@ -95,7 +96,7 @@ var deliveriesFlags = map[string][]string{
 	"list":   append(slices.Clone(historyFlags), "limit", "cursor", "format"),
 	"show":   {"format"},
 	"export": append(slices.Clone(historyFlags), "limit", "format"),
-	"resend": {"destination", "event-type", "id", "state", "since", "until", "limit", "dry-run", "format"},
+	"resend": {"destination", "tenant", "event-type", "id", "state", "since", "until", "limit", "dry-run", "format"},
 }
 
 func cmdDeliveries(cmd *cobra.Command, args []string) error {
@@ -269,6 +270,7 @@ func (c *adminClient) export(cmd *cobra.Command) error {
 func resendBody(cmd *cobra.Command) httpapi.ResendRequest {
 	var in httpapi.ResendRequest
 	in.Destination, _ = cmd.Flags().GetString("destination")
+	in.Tenant, _ = cmd.Flags().GetString("tenant")
 	in.EventType, _ = cmd.Flags().GetString("event-type")
 	in.State, _ = cmd.Flags().GetString("state")
 	in.Since, _ = cmd.Flags().GetString("since")

@@ -93,7 +93,7 @@ func TestDeliveriesCommands(t *testing.T) {
 			stderr: "Error: no such thing (404 not_found)\n",
 		},
 		{args: []string{"deliveries", "resend", addr}, code: 1, stderr: "Error: resend needs --limit N, N at least 1: send a bounded batch, then watch it (bad_limit)\n"},
-		{args: []string{"deliveries", "resend", "--limit", "1", "--entity", "r-1", addr}, code: 1, stderr: "Error: deliveries resend does not use --entity: it takes --destination, --event-type, --id, --state, --since, --until, --limit, --dry-run, --format and --address\n"},
+		{args: []string{"deliveries", "resend", "--limit", "1", "--entity", "r-1", addr}, code: 1, stderr: "Error: deliveries resend does not use --entity: it takes --destination, --tenant, --event-type, --id, --state, --since, --until, --limit, --dry-run, --format and --address\n"},
 		{args: []string{"deliveries", "show", "e1", addr}, code: 1, stderr: "Error: show needs a destination and a delivery ID\n"},
 		{args: []string{"deliveries", "list", "x", addr}, code: 1, stderr: "Error: deliveries list takes no argument: filter with flags\n"},
 		{args: []string{"deliveries", "list", "--id", "a", "--id", "b", addr}, code: 1, stderr: "Error: --id: list and export look up one delivery ID\n"},

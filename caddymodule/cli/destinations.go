@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"net/http"
+	"net/url"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
@@ -40,6 +41,7 @@ Documentation: docs/sending.md, "The sender", at github.com/hookgate/hookgate.`,
 		CobraFunc: func(cmd *cobra.Command) {
 			addAdminFlags(cmd)
 			addSpecFlags(cmd)
+			cmd.Flags().String("tenant", "", "list: only this tenant's destinations")
 			cmd.Args = cobra.RangeArgs(1, 3)
 			cmd.RunE = runE(adminCommand(cmdDestinations))
 		},
@@ -59,7 +61,11 @@ func cmdDestinations(cmd *cobra.Command, args []string) error {
 	switch args[0] {
 	case "create", "update", "rotate", "delete":
 		return cmdDestinationsAPI(cmd, args, c)
-	case "list", "pause", "resume", "move", "purge":
+	case "list":
+		if err := onlyFlags(cmd, args[0], "tenant", "format"); err != nil {
+			return err
+		}
+	case "pause", "resume", "move", "purge":
 		if err := onlyFlags(cmd, args[0], "format"); err != nil {
 			return err
 		}
@@ -67,7 +73,11 @@ func cmdDestinations(cmd *cobra.Command, args []string) error {
 	switch args[0] {
 	case "list":
 		var v struct{ Destinations []sender.DestinationStatus }
-		raw, err := c.call(http.MethodGet, "/hookgate/destinations", nil, &v)
+		path := "/hookgate/destinations"
+		if t, _ := cmd.Flags().GetString("tenant"); cmd.Flags().Changed("tenant") {
+			path += "?tenant=" + url.QueryEscape(t)
+		}
+		raw, err := c.call(http.MethodGet, path, nil, &v)
 		if err != nil {
 			return err
 		}

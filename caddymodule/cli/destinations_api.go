@@ -58,7 +58,12 @@ func cmdDestinationsAPI(cmd *cobra.Command, args []string, c *adminClient) error
 		if err != nil {
 			return err
 		}
-		body["name"] = name
+		// A tenant's destination is named <tenant>/<name>.
+		if tenant, own, ok := strings.Cut(name, "/"); ok {
+			body["tenant"], body["name"] = tenant, own
+		} else {
+			body["name"] = name
+		}
 		raw, err = c.call(http.MethodPost, "/hookgate/destinations", body, &v)
 		if err != nil {
 			return err

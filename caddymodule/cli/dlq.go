@@ -44,6 +44,7 @@ Documentation: docs/sending.md, "Dead letters", at github.com/hookgate/hookgate.
 		CobraFunc: func(cmd *cobra.Command) {
 			addAdminFlags(cmd)
 			cmd.Flags().String("destination", "", "only this destination")
+			cmd.Flags().String("tenant", "", "only this tenant's destinations")
 			cmd.Flags().String("class", "", "only this error class")
 			cmd.Flags().String("since", "", "dead at or after (RFC 3339)")
 			cmd.Flags().String("until", "", "dead before (RFC 3339)")
@@ -62,7 +63,7 @@ Documentation: docs/sending.md, "Dead letters", at github.com/hookgate/hookgate.
 // filterQuery turns the filter flags into query parameters.
 func filterQuery(cmd *cobra.Command) url.Values {
 	q := url.Values{}
-	for _, name := range []string{"destination", "class", "since", "until"} {
+	for _, name := range []string{"destination", "tenant", "class", "since", "until"} {
 		if v, _ := cmd.Flags().GetString(name); v != "" {
 			q.Set(name, v)
 		}
@@ -75,7 +76,7 @@ func filterQuery(cmd *cobra.Command) url.Values {
 }
 
 // filterFlags are the flags of a dead-letter filter.
-var filterFlags = []string{"destination", "class", "since", "until", "id"}
+var filterFlags = []string{"destination", "tenant", "class", "since", "until", "id"}
 
 // dlqFlags are the flags each dlq subcommand uses; redrive --status uses
 // only --status.
@@ -226,6 +227,7 @@ func purgeBody(cmd *cobra.Command) httpapi.PurgeRequest {
 func redriveBody(cmd *cobra.Command) httpapi.RedriveRequest {
 	var in httpapi.RedriveRequest
 	in.Destination, _ = cmd.Flags().GetString("destination")
+	in.Tenant, _ = cmd.Flags().GetString("tenant")
 	in.Class, _ = cmd.Flags().GetString("class")
 	in.Since, _ = cmd.Flags().GetString("since")
 	in.Until, _ = cmd.Flags().GetString("until")

@@ -52,7 +52,7 @@ func (a *anyAdmin) requests() []string {
 var flagValues = map[string]string{
 	"destination": "d9", "class": "gone", "since": "2026-01-01T00:00:00Z", "until": "2026-01-02T00:00:00Z",
 	"id": "x9", "limit": "7", "cursor": "c9", "dry-run": "", "all": "", "status": "rd_9", "format": "json",
-	"event-type": "t9", "entity": "e9", "state": "dead",
+	"event-type": "t9", "entity": "e9", "state": "dead", "tenant": "t9",
 	"url": "https://u9.example/", "scheme": "stripe", "secret": "whsec_OTk5", "secret-file": "/dev/null", "events": "seat.*", "header": "X-Nine: 9",
 	"workers": "9", "rate": "9", "description": "nine", "metadata": "k=9", "envelopes": "purge", "expire-previous-after": "9h",
 }
@@ -163,7 +163,7 @@ func TestPurgeCommand(t *testing.T) {
 		},
 		{
 			args:   []string{"dlq", "purge", "--dry-run", "--id", "bad_3", "--cursor", "c"},
-			stderr: "Error: dlq purge does not use --cursor: it takes --destination, --class, --since, --until, --id, --limit, --dry-run, --all, --format and --address\n",
+			stderr: "Error: dlq purge does not use --cursor: it takes --destination, --tenant, --class, --since, --until, --id, --limit, --dry-run, --all, --format and --address\n",
 		},
 		{
 			args:   []string{"dlq", "purge", "--destination", "d", "--all", "--limit", "1"},

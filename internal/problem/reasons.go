@@ -39,6 +39,7 @@ var (
 // missing_event_type also from webhook_enqueue and POST /hookgate/events).
 var (
 	MissingEntity      = Reason{"missing_entity", http.StatusBadRequest}
+	BadTenant          = Reason{"bad_tenant", http.StatusBadRequest} // webhook_enqueue, POST /hookgate/events
 	EntityTooLong      = Reason{"entity_too_long", http.StatusBadRequest}
 	MissingEventTime   = Reason{"missing_event_time", http.StatusBadRequest}
 	MalformedEventTime = Reason{"malformed_event_time", http.StatusBadRequest}

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -16,6 +17,9 @@ import (
 // placeholder left): the one way a destination is built, the
 // Caddyfile's (static) and the API's alike.
 type Config struct {
+	// Tenant, when set, owns it: its name is then <Tenant>/<Name>, and
+	// Name holds no slash.
+	Tenant    string
 	Name, URL string
 	// Scheme and Secret sign ("" is standard); KeyID names the key where
 	// the scheme needs it (rfc9421, sns, pubsub).
@@ -37,6 +41,15 @@ type Config struct {
 // checked, its signers made, its headers checked against the scheme's.
 // An error names no secret and no header value.
 func (c Config) Build() (sender.Destination, error) {
+	if c.Tenant != "" {
+		if err := sender.CheckTenant(c.Tenant); err != nil {
+			return sender.Destination{}, invalid("destination %q: %w", c.Name, err)
+		}
+		if strings.Contains(c.Name, "/") {
+			return sender.Destination{}, invalid("destination %q: a tenant's destination's own name holds no slash", c.Name)
+		}
+		c.Name = sender.Qualify(c.Tenant, c.Name)
+	}
 	d := sender.Destination{Name: c.Name, URL: c.URL, Workers: c.Workers, Rate: rate.Limit(c.Rate), Burst: max(1, int(c.Rate)),
 		Events: c.Events, Ordering: c.Ordering, Guard: c.Guard, Rev: c.Rev}
 	if err := sender.CheckDestinations([]sender.Destination{d}); err != nil {

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -232,6 +233,15 @@ func (r *Registry) isStatic(name string) bool {
 // ErrExists when the name is taken, here or in the Caddyfile;
 // InvalidError or NotAllowedError when it is refused.
 func (r *Registry) Create(ctx context.Context, s Spec) (View, error) {
+	if strings.Contains(s.Name, "/") {
+		return View{}, invalid("name %q: no slash: a tenant's destination is created with tenant set, and named <tenant>/<name>", s.Name)
+	}
+	if s.Tenant != "" {
+		if err := sender.CheckTenant(s.Tenant); err != nil {
+			return View{}, InvalidError{err}
+		}
+		s.Name = sender.Qualify(s.Tenant, s.Name)
+	}
 	if r.isStatic(s.Name) {
 		return View{}, fmt.Errorf("%w: %q is configured in the Caddyfile", ErrExists, s.Name)
 	}

@@ -2,9 +2,11 @@ package destinations
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -246,6 +248,8 @@ func TestRefused(t *testing.T) {
 		{"credentials in the URL", Spec{Name: "a", URL: "https://user:pw@x.example/"}, "no user or password"},
 		{"rate", Spec{Name: "a", URL: "https://x.example/", Rate: 1e19}, "rate: at most"},
 		{"short secret", Spec{Name: "a", URL: "https://x.example/", Secret: "whsec_c2hvcnQ="}, "at least 16 bytes"},
+		{"bad tenant", Spec{Tenant: "-x", Name: "a", URL: "https://x.example/"}, "tenant"},
+		{"tenant with a slash", Spec{Tenant: "a/b", Name: "c", URL: "https://x.example/"}, "tenant"},
 	} {
 		_, err := r.Create(t.Context(), tc.spec)
 		var inv InvalidError
@@ -377,5 +381,32 @@ func TestCreateWaitsForReplicas(t *testing.T) {
 	}
 	if got := w.Counts()["destination"]; got != 1 {
 		t.Fatalf("shortfalls counted: %d, want 1", got)
+	}
+}
+
+// TestTenantsShareNames: two tenants each create "orders", distinct
+// destinations named <tenant>/orders; a third "orders" of no tenant is
+// distinct too; the same name again within a tenant is ErrExists.
+func TestTenantsShareNames(t *testing.T) {
+	var a applied
+	r := newRegistry(t, NewBolt(bolttest.Open(t, nil)), &a, Options{})
+	for _, tenant := range []string{"acme", "globex", ""} {
+		v, err := r.Create(t.Context(), Spec{Tenant: tenant, Name: "orders", URL: "https://" + cmp.Or(tenant, "none") + ".example/"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := sender.Qualify(tenant, "orders"); v.Name != want || v.Tenant != tenant {
+			t.Errorf("created %q %q, want %q", v.Name, v.Tenant, want)
+		}
+	}
+	if _, err := r.Create(t.Context(), Spec{Tenant: "acme", Name: "orders", URL: "https://x.example/"}); !errors.Is(err, ErrExists) {
+		t.Errorf("acme/orders again: %v, want ErrExists", err)
+	}
+	if got := a.names(); !slices.Equal(got, []string{"acme/orders", "globex/orders", "orders"}) {
+		t.Errorf("applied %v", got)
+	}
+	d, _ := a.get("globex/orders")
+	if d.URL != "https://globex.example/" {
+		t.Errorf("globex/orders goes to %s", d.URL)
 	}
 }

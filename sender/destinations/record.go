@@ -17,8 +17,11 @@ import (
 
 // Spec is a destination as the API takes it to create one.
 type Spec struct {
-	Name string `json:"name"`
-	URL  string `json:"url"`
+	// Tenant owns it: its name is then <tenant>/<name>, unique within
+	// the tenant, and only the tenant's events reach it.
+	Tenant string `json:"tenant,omitempty"`
+	Name   string `json:"name"`
+	URL    string `json:"url"`
 	// Scheme signs its requests: one of webhook_verify's schemes that
 	// sign with a shared secret. Default standard.
 	Scheme string `json:"scheme,omitempty"`
@@ -51,7 +54,9 @@ type Patch struct {
 // answers to a create and a rotate; a header's value whose name says
 // secret is never shown (sender.Redacted).
 type View struct {
+	// Name is its full name: <tenant>/<name> for a tenant's.
 	Name        string            `json:"name"`
+	Tenant      string            `json:"tenant,omitempty"`
 	URL         string            `json:"url"`
 	Scheme      string            `json:"scheme"`
 	Events      []string          `json:"events"`
@@ -128,9 +133,16 @@ func invalid(format string, args ...any) error {
 // checkFields refuses what is not bounded or not well formed in o, the
 // destination as it would be stored; build checks the rest.
 func (o *opened) checkFields() error {
+	tenant, name := sender.TenantOf(o.Name), o.Name
+	if tenant != "" {
+		name = o.Name[len(tenant)+1:]
+		if err := sender.CheckTenant(tenant); err != nil {
+			return InvalidError{err}
+		}
+	}
 	switch {
-	case !nameRE.MatchString(o.Name):
-		return invalid("name %q: want 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", o.Name)
+	case o.Name != sender.Qualify(tenant, name) || !nameRE.MatchString(name):
+		return invalid("name %q: want 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit (a tenant goes in tenant)", name)
 	case len(o.Description) > maxDescription:
 		return invalid("description: at most %d bytes", maxDescription)
 	case len(o.Metadata) > maxMetadata:
@@ -181,7 +193,7 @@ func (o *opened) build() (sender.Destination, error) {
 
 // view is o as the API answers it, without its secret.
 func (o *opened) view(now time.Time) View {
-	v := View{Name: o.Name, URL: o.URL, Scheme: o.Scheme, Events: o.Events, Workers: o.Workers, Rate: o.Rate,
+	v := View{Name: o.Name, Tenant: sender.TenantOf(o.Name), URL: o.URL, Scheme: o.Scheme, Events: o.Events, Workers: o.Workers, Rate: o.Rate,
 		Description: o.Description, Metadata: o.Metadata, CreatedAt: o.Created, UpdatedAt: o.Updated}
 	if v.Events == nil {
 		v.Events = []string{}

@@ -56,11 +56,13 @@ const MaxDeliveriesPage = 1000
 // ResendRequest is the body of POST /hookgate/deliveries/resend. Times are
 // RFC 3339 and bound when an envelope settled.
 type ResendRequest struct {
-	Destination string   `json:"destination"`
-	EventType   string   `json:"event_type"`
-	Since       string   `json:"since"`
-	Until       string   `json:"until"`
-	IDs         []string `json:"ids"`
+	Destination string `json:"destination"`
+	// Tenant keeps the tenant's destinations only.
+	Tenant    string   `json:"tenant,omitempty"`
+	EventType string   `json:"event_type"`
+	Since     string   `json:"since"`
+	Until     string   `json:"until"`
+	IDs       []string `json:"ids"`
 	// State is delivered or dead; "" resends both.
 	State  string `json:"state"`
 	Limit  int    `json:"limit"`
@@ -73,7 +75,7 @@ type ResendRequest struct {
 // Query is the request's selection; a time that is not RFC 3339 is a 400
 // bad_request Error.
 func (in ResendRequest) Query() (sender.HistoryQuery, error) {
-	q := sender.HistoryQuery{Destination: in.Destination, EventType: in.EventType, IDs: in.IDs, State: sender.State(in.State)}
+	q := sender.HistoryQuery{Destination: in.Destination, Tenant: in.Tenant, EventType: in.EventType, IDs: in.IDs, State: sender.State(in.State)}
 	var err error
 	if q.Since, err = parseTimeParam("since", in.Since); err != nil {
 		return q, err
@@ -95,7 +97,7 @@ func (in ResendRequest) Query() (sender.HistoryQuery, error) {
 // refused with it.
 func (h *Handler) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	v := r.URL.Query()
-	q, err := ResendRequest{Destination: v.Get("destination"), EventType: v.Get("event_type"),
+	q, err := ResendRequest{Destination: v.Get("destination"), Tenant: v.Get("tenant"), EventType: v.Get("event_type"),
 		State: v.Get("state"), Since: v.Get("since"), Until: v.Get("until")}.Query()
 	if err != nil {
 		return err

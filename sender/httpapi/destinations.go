@@ -18,12 +18,18 @@ import (
 // listDestinations serves GET /hookgate/destinations: the configured
 // destinations, then the orphans.
 func (h *Handler) listDestinations(w http.ResponseWriter, r *http.Request) error {
-	out, err := h.ops.Destinations(r.Context())
+	all, err := h.ops.Destinations(r.Context())
 	if err != nil {
 		return err
 	}
-	for i := range out {
-		out[i].Source = h.source(out[i].Name, out[i].State)
+	tenant, filtered := r.URL.Query()["tenant"]
+	out := make([]sender.DestinationStatus, 0, len(all))
+	for _, d := range all {
+		if filtered && d.Tenant != tenant[0] {
+			continue
+		}
+		d.Source = h.source(d.Name, d.State)
+		out = append(out, d)
 	}
 	return WriteJSON(w, http.StatusOK, map[string]any{"destinations": out})
 }

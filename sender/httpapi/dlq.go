@@ -32,13 +32,15 @@ func EntryOf(e *sender.Meta) DeadEntry {
 // RedriveRequest is the body of POST /hookgate/dlq/redrive. Times are
 // RFC 3339.
 type RedriveRequest struct {
-	Destination string   `json:"destination"`
-	Class       string   `json:"class"`
-	Since       string   `json:"since"`
-	Until       string   `json:"until"`
-	IDs         []string `json:"ids"`
-	Limit       int      `json:"limit"`
-	DryRun      bool     `json:"dry_run"`
+	Destination string `json:"destination"`
+	// Tenant keeps the tenant's destinations only.
+	Tenant string   `json:"tenant,omitempty"`
+	Class  string   `json:"class"`
+	Since  string   `json:"since"`
+	Until  string   `json:"until"`
+	IDs    []string `json:"ids"`
+	Limit  int      `json:"limit"`
+	DryRun bool     `json:"dry_run"`
 	// By is who the caller says it is, for the audit record; default
 	// "admin api from <address>".
 	By string `json:"by"`
@@ -47,7 +49,7 @@ type RedriveRequest struct {
 // Filter is the request's filter; a time that is not RFC 3339 is a 400
 // bad_request Error.
 func (in RedriveRequest) Filter() (sender.Filter, error) {
-	f := sender.Filter{Destination: in.Destination, Class: in.Class, IDs: in.IDs}
+	f := sender.Filter{Destination: in.Destination, Tenant: in.Tenant, Class: in.Class, IDs: in.IDs}
 	var err error
 	if f.Since, err = parseTimeParam("since", in.Since); err != nil {
 		return f, err
@@ -64,7 +66,7 @@ func filterOf(q map[string][]string) (sender.Filter, error) {
 		}
 		return ""
 	}
-	return RedriveRequest{Destination: get("destination"), Class: get("class"), IDs: q["id"],
+	return RedriveRequest{Destination: get("destination"), Tenant: get("tenant"), Class: get("class"), IDs: q["id"],
 		Since: get("since"), Until: get("until")}.Filter()
 }
 

@@ -61,6 +61,9 @@ type Inbound struct {
 	// EventType, Entity and EventTime are the placeholders resolved; the
 	// event time is RFC 3339 or unix seconds.
 	EventType, Entity, EventTime string
+	// Tenant is the tenant placeholder resolved: a fan-out reaches its
+	// subscribers only; "" those of no tenant.
+	Tenant string
 	// Verified is what webhook_verify in front made of the request (its
 	// scheme, its credential headers); nil without one.
 	Verified *verify.Delivery
@@ -112,6 +115,11 @@ func ServeJSON(w http.ResponseWriter, r *http.Request, s Sender, dest string, ma
 func submit(w http.ResponseWriter, r *http.Request, s Sender, ev *sender.Event, dest string, opts *Options, logger *slog.Logger) {
 	if dest == "" {
 		publish(w, r, s, ev, opts, logger)
+		return
+	}
+	if ev.Tenant != "" && sender.TenantOf(dest) != ev.Tenant {
+		problem.Write(w, problem.BadTenant, fmt.Sprintf("the event is tenant %q's, and destination %q is not: a tenant's destination is named <tenant>/<name>",
+			problem.Truncate(ev.Tenant, 80), dest), 0)
 		return
 	}
 	enqueue(w, r, s, ev.Envelope(dest), opts, logger)
@@ -182,7 +190,11 @@ func (in *Inbound) Event() (*sender.Event, error) {
 	if id == "" {
 		return nil, refuse(problem.MissingIdempotencyKey, "a delivery ID is required: an Idempotency-Key header, the body's \"id\", or the id placeholder")
 	}
-	return newEvent(id, in.EventType, in.Entity, in.EventTime, in.Body, contentType)
+	ev, err := newEvent(id, in.EventType, in.Entity, in.EventTime, in.Body, contentType)
+	if ev != nil {
+		ev.Tenant = in.Tenant
+	}
+	return ev, err
 }
 
 // decode reads the admin API's event from r's body.
@@ -192,6 +204,7 @@ func decode(r *http.Request, maxBody int64) (*sender.Event, error) {
 		EventType string          `json:"event_type"`
 		Entity    string          `json:"entity"`
 		EventTime string          `json:"event_time"`
+		Tenant    string          `json:"tenant"`
 		Payload   json.RawMessage `json:"payload"`
 	}
 	d := json.NewDecoder(io.LimitReader(r.Body, maxBody))
@@ -214,7 +227,11 @@ func decode(r *http.Request, maxBody int64) (*sender.Event, error) {
 	if len(in.Payload) == 0 {
 		return nil, refuse(problem.BadRequest, "payload is required")
 	}
-	return newEvent(id, in.EventType, in.Entity, in.EventTime, in.Payload, "application/json")
+	ev, err := newEvent(id, in.EventType, in.Entity, in.EventTime, in.Payload, "application/json")
+	if ev != nil {
+		ev.Tenant = in.Tenant
+	}
+	return ev, err
 }
 
 // newEvent makes an event; its event time, when given, is RFC 3339 or
@@ -288,7 +305,7 @@ const publishUnknown = "the queue's store failed, did not answer in time, or too
 
 // publish fans ev out through s and answers: as opts say, or 202 with
 // {"id","event_type","deliveries":[{"destination","state","duplicate"}]};
-// or a problem (400 bad_id, entity_too_long or missing_event_type, 422
+// or a problem (400 bad_id, entity_too_long, bad_tenant or missing_event_type, 422
 // key_reused_with_different_payload, 503 store_unavailable whose outcome
 // is unknown).
 func publish(w http.ResponseWriter, r *http.Request, s Sender, ev *sender.Event, opts *Options, logger *slog.Logger) {
@@ -299,6 +316,9 @@ func publish(w http.ResponseWriter, r *http.Request, s Sender, ev *sender.Event,
 		return
 	case errors.Is(err, sender.ErrEntityTooLong):
 		problem.Write(w, problem.EntityTooLong, err.Error(), 0)
+		return
+	case errors.Is(err, sender.ErrBadTenant):
+		problem.Write(w, problem.BadTenant, err.Error(), 0)
 		return
 	case errors.Is(err, sender.ErrMissingEventType):
 		problem.Write(w, problem.MissingEventType, "an event without a destination is routed by its type, and it has none: "+
