@@ -75,7 +75,7 @@ func (a *adminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 // log lines are the app's logger's, named hookgate.admin.
 func (a *App) adminRouter() *route.Mux {
 	logger := zaplog.Slog(a.logger.Named("admin"))
-	senderAPI := httpapi.New(a.ops(), a.registry, logger)
+	senderAPI := httpapi.New(a.ops(), a.registry, a.portal, logger)
 	m := &route.Mux{NotFound: senderAPI.NotFound}
 	senderAPI.Register(m)
 	backup := "GET " + store.BackupPath

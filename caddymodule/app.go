@@ -27,6 +27,7 @@ import (
 	"github.com/hookgate/hookgate/internal/store"
 	"github.com/hookgate/hookgate/internal/telemetry"
 	"github.com/hookgate/hookgate/internal/zaplog"
+	"github.com/hookgate/hookgate/portal"
 	"github.com/hookgate/hookgate/reconcile"
 	"github.com/hookgate/hookgate/sender"
 	"github.com/hookgate/hookgate/sender/destinations"
@@ -65,6 +66,12 @@ type App struct {
 	// kept plain, with a warning at start.
 	SecretsKey string `json:"secrets_key,omitempty"`
 
+	// PortalKey signs portal links (HMAC-SHA256): at least 32 bytes, best
+	// {env.*} or {file.*}. PortalURL is where they point: the page that
+	// webhook_console { portal } serves. Both, or neither.
+	PortalKey string `json:"portal_key,omitempty"`
+	PortalURL string `json:"portal_url,omitempty"`
+
 	// Reconcile declares reconcile jobs, run by `hookgate reconcile`, and
 	// by the gateway for the jobs with `every`.
 	Reconcile []*ReconcileJob `json:"reconcile,omitempty"`
@@ -82,6 +89,7 @@ type App struct {
 	settled       *sender.Settled
 	registry      *destinations.Registry // the API's destinations, while the sender runs
 	secretsKey    []byte                 // SecretsKey, read
+	portal        *portal.Links          // nil without PortalKey
 	dedupers      []*dedupe.Deduper      // this config's, whose caches a forget clears
 	stopSender    context.CancelFunc
 	senderDone    *sync.WaitGroup
@@ -200,6 +208,15 @@ func (a *App) Provision(ctx caddy.Context) error {
 	for _, j := range a.Reconcile {
 		if j.Every > 0 {
 			a.storeUsed = true // the schedule's lock lives in the store
+		}
+	}
+	if a.PortalKey != "" || a.PortalURL != "" {
+		key, err := resolveSecret(caddy.NewReplacer(), "portal_key", a.PortalKey)
+		if err == nil {
+			a.portal, err = portal.New(key, a.PortalURL, a.useStore(), nil)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return a.provisionSender()

@@ -74,6 +74,8 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		{"key_prefix", once(a.KeyPrefix != "", cfparse.String(&a.KeyPrefix))},
 		{"allow_networks", once(a.AllowNetworks != nil, cfparse.List(&a.AllowNetworks))},
 		{"secrets_key", once(a.SecretsKey != "", cfparse.String(&a.SecretsKey))},
+		{"portal_key", once(a.PortalKey != "", cfparse.String(&a.PortalKey))},
+		{"portal_url", once(a.PortalURL != "", cfparse.String(&a.PortalURL))},
 		{"sender", once(a.Sender != nil, func(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()
@@ -82,13 +84,11 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return a.Sender.unmarshalCaddyfile(d)
 		})},
 		{"reconcile", func(d *caddyfile.Dispenser) error {
-			if !d.NextArg() {
-				return d.Err("reconcile needs a job name")
+			name, err := cfparse.Name(d, "reconcile")
+			if err != nil {
+				return err
 			}
-			job := &ReconcileJob{Name: d.Val()}
-			if d.NextArg() {
-				return d.ArgErr()
-			}
+			job := &ReconcileJob{Name: name}
 			if slices.ContainsFunc(a.Reconcile, func(o *ReconcileJob) bool { return o.Name == job.Name }) {
 				return d.Errf("reconcile %q given twice", job.Name)
 			}
@@ -96,13 +96,11 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return job.unmarshalCaddyfile(d)
 		}},
 		{"destination", func(d *caddyfile.Dispenser) error {
-			if !d.NextArg() {
-				return d.Err("destination needs a name")
+			name, err := cfparse.Name(d, "destination")
+			if err != nil {
+				return err
 			}
-			dc := &DestinationConfig{Name: d.Val()}
-			if d.NextArg() {
-				return d.ArgErr()
-			}
+			dc := &DestinationConfig{Name: name}
 			a.Destinations = append(a.Destinations, dc)
 			return dc.unmarshalCaddyfile(d)
 		}},
@@ -187,39 +185,13 @@ func (sc *SenderConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return cfparse.ParseBlock(d, "sender", cfparse.Block{
 		{"workers", cfparse.Int(&sc.Workers)},
 		{"attempts", cfparse.Int(&sc.Attempts)},
-		{"backoff", func(d *caddyfile.Dispenser) (err error) {
-			args := d.RemainingArgs()
-			if len(args) != 2 {
-				return d.Errf("backoff: want <base> <cap>, e.g. backoff 2s 15m")
-			}
-			if sc.Backoff, err = cfparse.PositiveDuration(d, "backoff", args[0]); err != nil {
-				return err
-			}
-			if sc.BackoffCap, err = cfparse.PositiveDuration(d, "backoff", args[1]); err != nil {
-				return err
-			}
-			if sc.BackoffCap < sc.Backoff {
-				return d.Errf("backoff: the cap %s is under the base %s", time.Duration(sc.BackoffCap), time.Duration(sc.Backoff))
-			}
-			return nil
-		}},
+		{"backoff", cfparse.Range(&sc.Backoff, &sc.BackoffCap, "2s 15m")}, // <base> <cap>
 		{"timeout", cfparse.Duration(&sc.Timeout)},
 		{"lease", cfparse.Duration(&sc.Lease)},
 		{"retention", cfparse.Duration(&sc.Retention)},
 		{"max_redrive", cfparse.Int(&sc.MaxRedrive)},
 		{"history", cfparse.Duration(&sc.History)},
-		{"history_payload", func(d *caddyfile.Dispenser) error {
-			v, err := cfparse.OneArg(d)
-			if err != nil {
-				return err
-			}
-			dur, err := caddy.ParseDuration(v)
-			if err != nil || dur < 0 { // 0 keeps no payload
-				return d.Errf("history_payload: want a positive duration, got %q", v)
-			}
-			sc.HistoryPayload = (*caddy.Duration)(&dur)
-			return nil
-		}},
+		{"history_payload", cfparse.Optional(&sc.HistoryPayload)}, // 0 keeps no payload
 		{"breaker", func(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()

@@ -41,6 +41,9 @@ type Console struct {
 	// refused: a scoped console never falls back to every destination.
 	// Empty: the operator's view of every destination.
 	Destination string `json:"destination,omitempty"`
+	// Portal scopes each request to the tenant of its portal link
+	// (portal_key): a customer's console, with no other login.
+	Portal bool `json:"portal,omitempty"`
 
 	// MaxRedrive is the most one redrive from the page may move: at most
 	// the sender's max_redrive. Default 100, or the sender's max_redrive
@@ -79,6 +82,9 @@ func (h *Console) Provision(ctx caddy.Context) error {
 	if h.Destination != "" && !strings.Contains(h.Destination, "{") && !app.hasDestination(h.Destination) {
 		return fmt.Errorf("webhook_console: destination %q is not configured in the hookgate global option", h.Destination)
 	}
+	if h.Portal && (h.Destination != "" || app.portal == nil) {
+		return errors.New("webhook_console: portal takes its scope from the link, without destination, and needs portal_key and portal_url in the hookgate global option")
+	}
 	if console.ClientChosen(h.Destination) {
 		ctx.Logger().Warn("webhook_console is scoped by a placeholder the client chooses: anyone can name any destination; scope by an authenticated identity such as {http.auth.user.id}",
 			zap.String("destination", h.Destination))
@@ -115,6 +121,14 @@ func (h *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	}
 	user, _ := repl.GetString("http.auth.user.id")
 	v.By = console.By(user, r.RemoteAddr)
+	if h.Portal {
+		tenant, opened, err := h.app.portal.Open(w, r, v.Base)
+		if err != nil || opened {
+			h.console.Refuse(w, r, v, err) // nil: opened, answered
+			return nil
+		}
+		v.Scope.Tenant, v.By = tenant, "portal of tenant "+tenant+strings.TrimPrefix(v.By, "console")
+	}
 	h.console.Serve(w, r, v)
 	return nil
 }
@@ -123,11 +137,13 @@ func (h *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 //
 //	webhook_console {
 //		destination <placeholder>
+//		portal
 //		max_redrive <n>
 //	}
 func (h *Console) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return cfparse.Directive(d, nil, "webhook_console", cfparse.Block{
 		{"destination", cfparse.String(&h.Destination)},
+		{"portal", cfparse.Flag(&h.Portal)},
 		{"max_redrive", cfparse.Int(&h.MaxRedrive)},
 	})
 }

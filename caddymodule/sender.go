@@ -150,9 +150,6 @@ func (a *App) provisionSender() error {
 		}
 		a.destinations = append(a.destinations, d)
 	}
-	if err := sender.CheckDestinations(a.destinations); err != nil {
-		return err
-	}
 	a.storeUsed = true
 	if _, err := a.history(); err != nil {
 		return fmt.Errorf("sender: %w", err)

@@ -43,6 +43,7 @@ import (
 	"github.com/hookgate/hookgate/internal/pathseg"
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/internal/route"
+	"github.com/hookgate/hookgate/portal"
 	"github.com/hookgate/hookgate/sender"
 )
 
@@ -304,6 +305,24 @@ func (c *Console) failErr(w http.ResponseWriter, r *http.Request, v View, err er
 	default:
 		w.Header().Set("Retry-After", "1")
 		c.fail(w, r, v, problem.StoreUnavailable, "the queue's store did not answer: try again shortly")
+	}
+}
+
+// Refuse answers a portal request that Open refused (err nil: Open
+// answered it): 403 with the reason, or 503 when the store failed.
+func (c *Console) Refuse(w http.ResponseWriter, r *http.Request, v View, err error) {
+	switch {
+	case err == nil:
+	case errors.Is(err, portal.ErrNoSession):
+		c.fail(w, r, v, problem.PortalSessionMissing, err.Error())
+	case errors.Is(err, portal.ErrInvalid):
+		c.fail(w, r, v, problem.PortalLinkInvalid, err.Error())
+	case errors.Is(err, portal.ErrExpired):
+		c.fail(w, r, v, problem.PortalLinkExpired, err.Error())
+	case errors.Is(err, portal.ErrRevoked):
+		c.fail(w, r, v, problem.PortalLinkRevoked, err.Error())
+	default:
+		c.failErr(w, r, v, err)
 	}
 }
 

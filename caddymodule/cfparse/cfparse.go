@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -182,6 +183,58 @@ func Size(p *int64) Sub {
 			return d.Errf("%s: %v", sub, err)
 		}
 		*p = int64(n)
+		return nil
+	}
+}
+
+// Name reads the name a repeated block takes (destination <name>,
+// reconcile <name>): one argument, required.
+func Name(d *caddyfile.Dispenser, what string) (string, error) {
+	if !d.NextArg() {
+		return "", d.Errf("%s needs a name", what)
+	}
+	name := d.Val()
+	if d.NextArg() {
+		return "", d.ArgErr()
+	}
+	return name, nil
+}
+
+// Range parses a subdirective's two arguments, positive durations, the
+// second not under the first, into *lo and *hi (backoff <base> <cap>).
+func Range(lo, hi *caddy.Duration, example string) Sub {
+	return func(d *caddyfile.Dispenser) (err error) {
+		sub, args := d.Val(), d.RemainingArgs()
+		if len(args) != 2 {
+			return d.Errf("%s: want two durations, e.g. %s %s", sub, sub, example)
+		}
+		if *lo, err = PositiveDuration(d, sub, args[0]); err != nil {
+			return err
+		}
+		if *hi, err = PositiveDuration(d, sub, args[1]); err != nil {
+			return err
+		}
+		if *hi < *lo {
+			return d.Errf("%s: %s is under %s", sub, time.Duration(*hi), time.Duration(*lo))
+		}
+		return nil
+	}
+}
+
+// Optional parses a subdirective's one argument, a duration of zero or
+// more, into a new *p: nil when the subdirective is not given.
+func Optional(p **caddy.Duration) Sub {
+	return func(d *caddyfile.Dispenser) error {
+		sub := d.Val()
+		v, err := OneArg(d)
+		if err != nil {
+			return err
+		}
+		dur, err := caddy.ParseDuration(v)
+		if err != nil || dur < 0 {
+			return d.Errf("%s: want a duration of 0 or more, got %q", sub, v)
+		}
+		*p = (*caddy.Duration)(&dur)
 		return nil
 	}
 }

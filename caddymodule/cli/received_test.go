@@ -127,7 +127,7 @@ func adminOver(t *testing.T, dests ...sender.Destination) (*boltqueue.Queue, str
 		t.Fatal(err)
 	}
 	ops := sender.NewOps(s, sender.NewSettled(q, s.Destinations, 10, nil), sender.OpsOptions{})
-	admin := httptest.NewServer(httpapi.New(ops, nil, nil))
+	admin := httptest.NewServer(httpapi.New(ops, nil, nil, nil))
 	t.Cleanup(admin.Close)
 	return q, "--address=" + strings.TrimPrefix(admin.URL, "http://")
 }

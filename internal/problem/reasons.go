@@ -100,13 +100,24 @@ var (
 	RenderFailed         = Reason{"render_failed", http.StatusInternalServerError}
 )
 
+// The portal: a tenant's console opened by a link (package portal), and
+// the admin API's portal-links routes.
+var (
+	PortalSessionMissing = Reason{"portal_session_missing", http.StatusForbidden}
+	PortalLinkInvalid    = Reason{"portal_link_invalid", http.StatusForbidden}
+	PortalLinkExpired    = Reason{"portal_link_expired", http.StatusForbidden}
+	PortalLinkRevoked    = Reason{"portal_link_revoked", http.StatusForbidden}
+	NoPortal             = Reason{"no_portal", http.StatusNotFound}
+	UnknownTenant        = Reason{"unknown_tenant", http.StatusNotFound}
+)
+
 // Reasons is every reason code hookgate writes, in the order above.
 var Reasons = []Reason{
 	BodyTooLarge, BodyUnreadable, MissingHeader, MalformedHeader, BadSignature,
 	TimestampOutOfTolerance, BadVerifyToken, BadCRCToken, OriginNotAllowed, HandshakeRefused,
 	MalformedBody, KeyUnavailable, TopicNotAllowed, CertURLNotAllowed, SubscriptionNotConfirmed,
 	MissingIdempotencyKey, IdempotencyKeyTooLong, InFlight, KeyReusedWithDifferentPayload,
-	MissingEntity, EntityTooLong, MissingEventTime, MalformedEventTime, MissingSequence,
+	MissingEntity, BadTenant, EntityTooLong, MissingEventTime, MalformedEventTime, MissingSequence,
 	MalformedSequence, EventTimeInFuture, EntityBusy, Superseded, TooOld,
 	StoreUnavailable, UpstreamResponseIncomplete, UpstreamTimeout,
 	MethodNotAllowed, NoHookgate, NoStore, StoreNotFile, BadRequest, NotFound,
@@ -115,4 +126,5 @@ var Reasons = []Reason{
 	SenderNotRunning, ConsoleScopeUnknown, CSRFTokenInvalid, CrossOriginRequest,
 	ConfirmTokenMissing, ConfirmTokenStale, ConfirmTokenMismatch, RedriveInProgress,
 	ResumeNotAllowed, RedriveIncomplete, RenderFailed,
+	PortalSessionMissing, PortalLinkInvalid, PortalLinkExpired, PortalLinkRevoked, NoPortal, UnknownTenant,
 }

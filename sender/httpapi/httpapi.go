@@ -26,6 +26,7 @@ import (
 
 	"github.com/hookgate/hookgate/internal/problem"
 	"github.com/hookgate/hookgate/internal/route"
+	"github.com/hookgate/hookgate/portal"
 	"github.com/hookgate/hookgate/sender"
 	"github.com/hookgate/hookgate/sender/destinations"
 )
@@ -34,18 +35,20 @@ import (
 type Handler struct {
 	ops    *sender.Ops
 	reg    *destinations.Registry // the API's destinations; nil: none can be made
+	links  *portal.Links          // portal links; nil: no portal_key
 	logger *slog.Logger
 	mux    route.Mux
 }
 
-// New returns the handler over ops and reg (the destinations made through
-// the API), its routes registered once; a nil ops (no sender runs) answers
-// every request 404 no_sender. A nil logger logs nothing.
-func New(ops *sender.Ops, reg *destinations.Registry, logger *slog.Logger) *Handler {
+// New returns the handler over ops, reg (the destinations made through
+// the API) and links (the portal's; nil: 404 no_portal), its routes
+// registered once; a nil ops (no sender runs) answers every request 404
+// no_sender. A nil logger logs nothing.
+func New(ops *sender.Ops, reg *destinations.Registry, links *portal.Links, logger *slog.Logger) *Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{ops: ops, reg: reg, logger: logger}
+	h := &Handler{ops: ops, reg: reg, links: links, logger: logger}
 	h.Register(&h.mux)
 	h.mux.NotFound = h.NotFound
 	return h
@@ -222,6 +225,8 @@ var endpoints = []endpoint{
 		return h.showDelivery(w, r, args[0], args[1])
 	}},
 	{"GET /hookgate/redrives/{redrive_id}", oneArg((*Handler).progress)},
+	{"POST /hookgate/portal-links", plain((*Handler).issuePortalLink)},
+	{"POST /hookgate/portal-links/revoke", plain((*Handler).revokePortalLinks)},
 }
 
 // plain serves a route without wildcards.

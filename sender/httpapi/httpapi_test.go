@@ -66,7 +66,7 @@ func setupWith(t *testing.T, dests []sender.Destination) *fixture {
 			f.redriven = append(f.redriven, letters...)
 		},
 	})
-	f.api = httpapi.New(f.ops, nil, nil)
+	f.api = httpapi.New(f.ops, nil, nil, nil)
 	return f
 }
 
@@ -547,7 +547,7 @@ func TestRefusals(t *testing.T) {
 	}
 	for _, path := range []string{"/hookgate/destinations", "/hookgate/nope", "/hookgate/dlq/x"} {
 		none := httptest.NewRecorder()
-		httpapi.New(nil, nil, nil).ServeHTTP(none, httptest.NewRequest("GET", path, nil))
+		httpapi.New(nil, nil, nil, nil).ServeHTTP(none, httptest.NewRequest("GET", path, nil))
 		refused(t, none, 404, "no_sender")
 	}
 
