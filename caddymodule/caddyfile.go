@@ -175,6 +175,9 @@ func (sc *StoreConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 //		history   <duration>
 //		history_payload <duration>
 //		max_redrive <n>
+//		disable_after <duration>|off
+//		failing_after <duration>|off
+//		operational   <destination>
 //		breaker {
 //			failures  <n>
 //			open      <duration>
@@ -192,6 +195,9 @@ func (sc *SenderConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		{"max_redrive", cfparse.Int(&sc.MaxRedrive)},
 		{"history", cfparse.Duration(&sc.History)},
 		{"history_payload", cfparse.Optional(&sc.HistoryPayload)}, // 0 keeps no payload
+		{"disable_after", cfparse.DurationOrOff(&sc.DisableAfter)},
+		{"failing_after", cfparse.DurationOrOff(&sc.FailingAfter)},
+		{"operational", cfparse.String(&sc.Operational)},
 		{"breaker", func(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()

@@ -50,6 +50,12 @@ type SenderConfig struct {
 	HistoryPayload *caddy.Duration `json:"history_payload,omitempty"`
 	// Breaker opens a destination's circuit.
 	Breaker *BreakerConfig `json:"breaker,omitempty"`
+	// DisableAfter and FailingAfter: a destination whose attempts have all
+	// failed that long is disabled, or told failing (-1: never). Default
+	// 120h and 1h. Operational names the destination told (docs/tenants.md).
+	DisableAfter caddy.Duration `json:"disable_after,omitempty"`
+	FailingAfter caddy.Duration `json:"failing_after,omitempty"`
+	Operational  string         `json:"operational,omitempty"`
 }
 
 // BreakerConfig tunes each destination's circuit breaker.
@@ -150,6 +156,9 @@ func (a *App) provisionSender() error {
 		}
 		a.destinations = append(a.destinations, d)
 	}
+	if op := a.Sender.Operational; op != "" && !a.hasDestination(op) {
+		return fmt.Errorf("sender: operational %q: name a destination of the hookgate block", op)
+	}
 	a.storeUsed = true
 	if _, err := a.history(); err != nil {
 		return fmt.Errorf("sender: %w", err)
@@ -223,6 +232,7 @@ func (a *App) senderConfig() sender.Config {
 		Workers: sc.Workers, Attempts: sc.Attempts,
 		Backoff: sender.Backoff{Base: time.Duration(sc.Backoff), Cap: time.Duration(sc.BackoffCap)},
 		Timeout: time.Duration(sc.Timeout), Lease: time.Duration(sc.Lease),
+		DisableAfter: time.Duration(sc.DisableAfter), FailingAfter: time.Duration(sc.FailingAfter),
 	}
 	if b := sc.Breaker; b != nil {
 		cfg.Breaker = sender.BreakerConfig{Failures: b.Failures, Open: time.Duration(b.Open), HalfOpen: b.HalfOpen}
@@ -258,7 +268,7 @@ func (a *App) startSender() error {
 		Logger:   zaplog.Slog(a.logger.Named("sender")),
 		Observer: a.metrics.SenderObserver(),
 		Breakers: conn.Breakers(a.KeyPrefix),
-		Guard:    a.guard,
+		Guard:    a.guard, Operational: a.Sender.Operational,
 	})
 	if err != nil {
 		return err

@@ -367,26 +367,7 @@ func (v *Verify) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		{"audience", func(d *caddyfile.Dispenser) error { return cfparse.String(&made(&v.PubSub).Audience)(d) }},
 		{"service_accounts", func(d *caddyfile.Dispenser) error { return cfparse.List(&made(&v.PubSub).ServiceAccounts)(d) }},
 		{"jwks_url", func(d *caddyfile.Dispenser) error { return cfparse.String(&made(&v.PubSub).JWKSURL)(d) }},
-		{"tolerance", func(d *caddyfile.Dispenser) error {
-			args := d.RemainingArgs()
-			if len(args) < 1 || len(args) > 2 {
-				return d.ArgErr()
-			}
-			past, err := caddy.ParseDuration(args[0])
-			future := past
-			if err == nil && len(args) == 2 {
-				future, err = caddy.ParseDuration(args[1])
-			}
-			switch {
-			case err != nil:
-				return d.Errf("tolerance: %v", err)
-			case past <= 0 || future <= 0:
-				// Zero would silently mean the default in JSON; say so instead.
-				return d.Errf("tolerance must be positive: omit it for the default of 5m")
-			}
-			v.Tolerance, v.FutureTolerance = caddy.Duration(past), caddy.Duration(future)
-			return nil
-		}},
+		{"tolerance", cfparse.OneOrTwo(&v.Tolerance, &v.FutureTolerance)},
 		{"max_body", cfparse.Size(&v.MaxBody)},
 		{"hmac", func(d *caddyfile.Dispenser) error {
 			if d.NextArg() {

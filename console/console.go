@@ -793,7 +793,7 @@ func (c *Console) setPaused(w http.ResponseWriter, r *http.Request, v View, name
 		by = sender.SubscriberPause(name) + " " + v.By
 	}
 	if _, err := c.svc.SetPaused(r.Context(), name, paused, by); errors.Is(err, sender.ErrPausedByOther) {
-		return refuse(problem.ResumeNotAllowed, "this destination was paused by its operator (or by a 410 Gone answer): ask the operator to resume it")
+		return refuse(problem.ResumeNotAllowed, "this destination was paused by its operator: ask the operator to resume it")
 	} else if err != nil {
 		return err
 	}

@@ -253,7 +253,7 @@ func TestAdaptErrors(t *testing.T) {
 		{"destination events without a glob", "{\n hookgate {\n  destination d {\n   url http://127.0.0.1:1\n   secret s\n   events\n  }\n }\n}\n:80", "events needs at least one event type glob"},
 		{"destination events twice", "{\n hookgate {\n  destination d {\n   events a.*\n   events b.*\n  }\n }\n}\n:80", "events given twice"},
 		{"sender bad history", "{\n hookgate {\n  sender {\n   history 0\n  }\n }\n}\n:80", "history: want a positive duration"},
-		{"sender bad history_payload", "{\n hookgate {\n  sender {\n   history_payload -1h\n  }\n }\n}\n:80", "history_payload: want a positive duration"},
+		{"sender bad history_payload", "{\n hookgate {\n  sender {\n   history_payload -1h\n  }\n }\n}\n:80", "history_payload: want a duration of 0 or more"},
 		{"sender history twice", "{\n hookgate {\n  sender {\n   history 1h\n   history 2h\n  }\n }\n}\n:80", "history given twice"},
 		{"enqueue two destinations", ":80 {\n webhook_enqueue a b\n}", "wrong argument count"},
 		{"reconcile without expect", "{\n hookgate {\n  reconcile j {\n   truth postgres x y\n   receiver http http://h\n  }\n }\n}\n:80", "needs at least one expect"},

@@ -280,14 +280,14 @@ func TestAdminAPIAnswersAsDocumented(t *testing.T) {
 	dest := func(name, extra string) string {
 		return fmt.Sprintf("destination %s {\n\t\t\turl http://%s\n\t\t\tsecret %s\n\t\t\t%s\n\t\t}", name, up.Addr(), devSecret, extra)
 	}
-	global := fmt.Sprintf("hookgate {\n\t\tstore file\n\t\tsender {\n\t\t\tbackoff 20ms 200ms\n\t\t\ttimeout 1s\n\t\t}\n\t\t%s\n\t\t%s\n\t}",
-		dest("enrollment", "events reservation.*"), dest("legacy", ""))
+	global := fmt.Sprintf("hookgate {\n\t\tstore file\n\t\tportal_key %s\n\t\tportal_url http://portal.example/\n\t\tsender {\n\t\t\tbackoff 20ms 200ms\n\t\t\ttimeout 1s\n\t\t}\n\t\t%s\n\t\t%s\n\t\t%s\n\t}",
+		portalKey, dest("enrollment", "events reservation.*"), dest("legacy", ""), dest("orders", "tenant t1\n\t\t\tevents seat.*"))
 	g := startGateway(t, openAPISite, gatewayOptions{Global: global})
 	c := &adminClient{t: t, api: api, base: g.Admin, succeeded: map[string]int{}, answered: map[string][]int{}}
 
 	// Destinations, and enqueues to them.
-	if a := c.call("GET", "/hookgate/destinations", nil, 200, ""); len(a.body["destinations"].([]any)) != 2 {
-		t.Errorf("destinations: %s; want enrollment and legacy", a.raw)
+	if a := c.call("GET", "/hookgate/destinations", nil, 200, ""); len(a.body["destinations"].([]any)) != 3 {
+		t.Errorf("destinations: %s; want enrollment, legacy and t1/orders", a.raw)
 	}
 	// Destinations made through the API, the guard on (acme.invalid does
 	// not resolve: it is left to the dial).
@@ -296,6 +296,19 @@ func TestAdminAPIAnswersAsDocumented(t *testing.T) {
 		t.Errorf("create: %s; want the new secret", a.raw)
 	}
 	c.call("POST", "/hookgate/destinations", acme, 409, "destination_exists")
+	// Tenants, and their portal links.
+	c.call("POST", "/hookgate/destinations", map[string]any{"tenant": "t1", "name": "billing", "url": "https://t1.invalid/"}, 201, "")
+	if a := c.call("GET", "/hookgate/destinations?tenant=t1", nil, 200, ""); len(a.body["destinations"].([]any)) != 2 {
+		t.Errorf("t1's destinations: %s; want t1/orders and t1/billing", a.raw)
+	}
+	c.call("GET", "/hookgate/destinations/t1%2Fbilling", nil, 200, "")
+	c.call("POST", "/hookgate/events", map[string]any{"id": "t-1", "event_type": "seat.x", "tenant": "no/such", "payload": 1}, 400, "bad_tenant")
+	c.call("POST", "/hookgate/portal-links", map[string]any{"tenant": "t1", "ttl": "2h"}, 201, "")
+	c.call("POST", "/hookgate/portal-links", map[string]any{"tenant": "t9"}, 404, "unknown_tenant")
+	c.call("POST", "/hookgate/portal-links", map[string]any{"tenant": "t1", "ttl": "1000h"}, 400, "bad_request")
+	c.call("POST", "/hookgate/portal-links/revoke", map[string]any{"tenant": "t1"}, 200, "")
+	c.call("POST", "/hookgate/portal-links/revoke", map[string]any{"tenant": "a/b"}, 400, "bad_request")
+	c.call("DELETE", "/hookgate/destinations/t1%2Fbilling", nil, 200, "")
 	c.call("POST", "/hookgate/destinations", map[string]any{"name": "enrollment", "url": "https://x.invalid/"}, 409, "destination_exists")
 	c.call("POST", "/hookgate/destinations", map[string]any{"name": "meta", "url": "http://169.254.169.254/latest"}, 422, "destination_not_allowed")
 	c.call("POST", "/hookgate/destinations", map[string]any{"name": "ftp", "url": "ftp://x.invalid/"}, 400, "bad_request")

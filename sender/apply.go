@@ -122,10 +122,10 @@ func (s *Sender) build(d Destination, prev *destination) (*destination, error) {
 		s.queue.Order(d.Name, d.Ordering) // unordered is every queue's default
 	}
 	if prev != nil {
-		ds.brk, ds.pause = prev.brk, prev.pause
+		ds.brk, ds.pause, ds.told = prev.brk, prev.pause, prev.told
 		return ds, nil
 	}
-	ds.brk, ds.pause = new(breakerCell), new(pauseFlag)
+	ds.brk, ds.pause, ds.told = new(breakerCell), &pauseFlag{now: s.now}, new(told)
 	return ds, nil
 }
 

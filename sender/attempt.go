@@ -49,6 +49,9 @@ func (s *Sender) deliver(ctx context.Context, d *destination, j job) Outcome {
 		s.breaker(d).count(res.Breaker == BreakerFailure)
 	}
 	now := s.now()
+	if res.Breaker == BreakerFailure {
+		s.failed(ctx, d, now)
+	}
 	latency := now.Sub(start)
 	switch {
 	case res.Delivered:
@@ -69,29 +72,11 @@ func (s *Sender) deliver(ctx context.Context, d *destination, j job) Outcome {
 	}
 	next.DeadAt = now
 	s.obs.Dead(d.Name, now.Sub(firstFailure(&next)))
+	s.noteDeath(d, now)
 	if res.Pause {
-		s.pauseGone(ctx, d)
+		s.disable(ctx, d, PausedByGone, now.UTC().Truncate(time.Minute))
 	}
 	return Outcome{Kind: Dead, ID: j.ID, LeaseUntil: j.LeaseUntil, Envelope: &next}
-}
-
-// pauseGone pauses d after a 410: here at once, so that no other attempt
-// starts, then in the store. The attempts already in flight that meet a
-// 410 too dead-letter their own envelopes and leave the pause to the
-// first. If the store cannot be written, d stays paused here until the
-// store is read again: its next attempt may meet the 410 and try again.
-func (s *Sender) pauseGone(ctx context.Context, d *destination) {
-	was := d.pause.hold(true)
-	defer d.pause.written(false, was)
-	if was {
-		return
-	}
-	if err := s.queue.SetPaused(context.WithoutCancel(ctx), d.Name, true, PausedByGone); err != nil {
-		s.logger.Error("pausing a gone destination", "destination", d.Name, "error", err)
-		s.obs.StoreError(d.Name, "pause")
-		return
-	}
-	s.logger.Warn("destination answered 410 Gone: paused until an operator resumes it", "destination", d.Name)
 }
 
 // firstFailure is when the envelope's current run of attempts first

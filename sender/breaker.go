@@ -315,3 +315,38 @@ func (s *sharedStore) outcome(name string, success bool, now time.Time) {
 		s.poke()
 	}
 }
+
+// failingSince is when the destination called name began to fail, as
+// this instance knows it: every instance that reports on it (this one,
+// and the others on the board as last read, but those forgotten) failed
+// its latest counted attempt, and the run began at the earliest of their
+// failures, or at the latest success any of them reported after it. ok
+// is false while an instance's latest attempt succeeded, or this one's
+// has not failed.
+func (s *sharedStore) failingSince(name string) (since time.Time, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.entries[name]
+	if e == nil || e.report.Failing.IsZero() {
+		return time.Time{}, false
+	}
+	lastOK, first := e.report.OK, e.report.Failing
+	for inst, r := range e.board.Reports {
+		if inst == s.self || s.now().Sub(r.At) >= forgetAfter {
+			continue
+		}
+		if r.Failing.IsZero() {
+			return time.Time{}, false
+		}
+		if r.OK.After(lastOK) {
+			lastOK = r.OK
+		}
+		if r.Failing.Before(first) {
+			first = r.Failing
+		}
+	}
+	if lastOK.After(first) {
+		first = lastOK
+	}
+	return first, true
+}

@@ -105,14 +105,26 @@ func (o *Ops) Destination(ctx context.Context, name string) (DestinationStatus, 
 
 // SetPaused pauses or resumes a destination; by names who asked. A
 // subscriber's pause (by starts with SubscriberPause) is kept under the
-// subscriber's name alone, and a subscriber resumes only its own; anyone
-// else's resume is of any pause.
+// subscriber's name alone, and a subscriber resumes only its own, or a
+// disablement (IsDisabled: its endpoint fixed, its owner enables it);
+// anyone else's resume is of any pause. A resume of a disabled
+// destination enables it: its failing run starts afresh, and
+// destination.enabled is told.
 func (o *Ops) SetPaused(ctx context.Context, name string, paused bool, by string) (DestinationStatus, error) {
 	if !o.Configured(name) {
 		return DestinationStatus{}, ErrUnknownDestination
 	}
+	var was string // who made the pause a resume ends
+	if !paused {
+		var err error
+		if _, was, err = o.sender.queue.Paused(ctx, name); err != nil {
+			return DestinationStatus{}, err
+		}
+	}
 	stored := by
 	switch {
+	case strings.HasPrefix(by, SubscriberPause("")) && !paused && IsDisabled(was):
+		stored = was // this disablement, not one made since
 	case strings.HasPrefix(by, SubscriberPause("")):
 		stored, _, _ = strings.Cut(by, " ") // the subscriber alone
 	case !paused:
@@ -124,11 +136,23 @@ func (o *Ops) SetPaused(ctx context.Context, name string, paused bool, by string
 		return DestinationStatus{}, err
 	}
 	action := "destination resumed"
-	if paused {
+	switch {
+	case paused:
 		action = "destination paused"
+	case IsDisabled(was):
+		action = "destination enabled"
+		now := o.sender.now()
+		o.sender.tell(ctx, EventDestinationEnabled, name, opID("enabled", name, now), OperationalData{By: by})
 	}
 	o.logger.Info(action, "destination", name, "by", by)
 	return o.sender.Status(ctx, name)
+}
+
+// Enable resumes a destination disabled by DisableAfter or a 410 (any
+// pause, as a resume is), its failing run started afresh; by names who
+// asked.
+func (o *Ops) Enable(ctx context.Context, name, by string) (DestinationStatus, error) {
+	return o.SetPaused(ctx, name, false, by)
 }
 
 // Enqueue queues e for delivery, idempotent by e.ID within its

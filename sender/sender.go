@@ -72,6 +72,15 @@ type Config struct {
 	// Poll is the longest an idle destination waits before it looks for
 	// due envelopes again (an Enqueue through this Sender wakes it at once).
 	Poll time.Duration
+	// DisableAfter disables a destination whose attempts have all failed
+	// (as the breaker counts failures) for this long: paused, its
+	// envelopes kept, until an operator enables it (operational.go).
+	// Default DefaultDisableAfter; negative: never.
+	DisableAfter time.Duration
+	// FailingAfter tells destination.failing of a destination whose
+	// attempts have all failed for this long. Default
+	// DefaultFailingAfter; negative: never.
+	FailingAfter time.Duration
 }
 
 // BreakerConfig tunes the per-destination circuit breaker.
@@ -183,6 +192,8 @@ type Observer interface {
 type Sender struct {
 	queue Queue
 	cfg   Config
+	// operational is the destination told of the others (operational.go).
+	operational string
 	// set is the destinations now, swapped whole by Apply (apply.go).
 	set    atomic.Pointer[destSet]
 	client *http.Client
@@ -232,6 +243,7 @@ type destination struct {
 	workers  int // its cap on deliveries in flight
 	wake     chan struct{}
 	pause    *pauseFlag // kept across an update, as breaker is
+	told     *told      // the operational events told of it (operational.go), kept likewise
 	loop     loop       // its delivery loop, while it has work (apply.go)
 }
 
@@ -249,6 +261,10 @@ type Options struct {
 	// Breakers shares the breakers' state with other instances; nil
 	// keeps it in this process.
 	Breakers Remote
+	// Operational names the destination that receives the operational
+	// events (operational.go): one of the destinations New is given.
+	// "": none are told.
+	Operational string
 	// Guard is the SSRF guard of the destinations with Guard set: their
 	// requests go through a clone of Transport (an *http.Transport)
 	// that dials through it, and never through a proxy (which would
@@ -294,6 +310,10 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 	if err := s.Apply(dests); err != nil {
 		return nil, err
 	}
+	if err := checkOperational(opts.Operational, dests); err != nil {
+		return nil, err
+	}
+	s.operational = opts.Operational
 	return s, nil
 }
 
@@ -344,6 +364,12 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.Breaker.HalfOpen <= 0 {
 		cfg.Breaker.HalfOpen = 1
+	}
+	if cfg.DisableAfter == 0 {
+		cfg.DisableAfter = DefaultDisableAfter
+	}
+	if cfg.FailingAfter == 0 {
+		cfg.FailingAfter = DefaultFailingAfter
 	}
 	if cfg.Batch <= 0 {
 		cfg.Batch = DefaultBatch
@@ -465,6 +491,9 @@ func (s *Sender) Run(ctx context.Context) {
 	wg.Go(func() { s.shared.run(bctx, 50*time.Millisecond) })
 	wg.Go(func() { s.recordFirstSeen(ctx) })
 	wg.Go(func() { s.trimHistory(ctx) })
+	if s.operational != "" {
+		wg.Go(func() { s.tellDeaths(ctx) })
+	}
 	s.run.Lock()
 	s.run.ctx = ctx
 	s.run.Unlock()

@@ -238,3 +238,49 @@ func Optional(p **caddy.Duration) Sub {
 		return nil
 	}
 }
+
+// OneOrTwo parses a subdirective's one or two arguments, positive
+// durations, into *first and *second; one alone sets both (tolerance
+// <past> [<future>]).
+func OneOrTwo(first, second *caddy.Duration) Sub {
+	return func(d *caddyfile.Dispenser) error {
+		sub, args := d.Val(), d.RemainingArgs()
+		if len(args) < 1 || len(args) > 2 {
+			return d.ArgErr()
+		}
+		var durs [2]time.Duration
+		for i, a := range args {
+			v, err := caddy.ParseDuration(a)
+			switch {
+			case err != nil:
+				return d.Errf("%s: %v", sub, err)
+			case v <= 0: // zero would silently mean the default in JSON: say so instead
+				return d.Errf("%s must be positive: omit it for the default", sub)
+			}
+			durs[i] = v
+		}
+		if len(args) == 1 {
+			durs[1] = durs[0]
+		}
+		*first, *second = caddy.Duration(durs[0]), caddy.Duration(durs[1])
+		return nil
+	}
+}
+
+// DurationOrOff parses a subdirective's one argument, a positive
+// duration or off (stored as -1: never), into *p.
+func DurationOrOff(p *caddy.Duration) Sub {
+	return func(d *caddyfile.Dispenser) error {
+		sub := d.Val()
+		v, err := OneArg(d)
+		switch {
+		case err != nil:
+			return err
+		case v == "off":
+			*p = -1
+			return nil
+		}
+		*p, err = PositiveDuration(d, sub, v)
+		return err
+	}
+}

@@ -270,8 +270,14 @@ func (h *Handler) destinationAction(w http.ResponseWriter, r *http.Request, name
 		return Errorf(problem.UnknownDestination, "no destination %q", name)
 	}
 	switch action {
-	case "pause", "resume":
-		v, err := h.ops.SetPaused(r.Context(), name, action == "pause", by(r))
+	case "pause", "resume", "enable":
+		set := func() (sender.DestinationStatus, error) {
+			return h.ops.SetPaused(r.Context(), name, action == "pause", by(r))
+		}
+		if action == "enable" {
+			set = func() (sender.DestinationStatus, error) { return h.ops.Enable(r.Context(), name, by(r)) }
+		}
+		v, err := set()
 		if err != nil {
 			return err
 		}
@@ -280,7 +286,7 @@ func (h *Handler) destinationAction(w http.ResponseWriter, r *http.Request, name
 		intake.ServeJSON(w, r, h.ops, name, maxBody, h.logger)
 		return nil
 	}
-	return Errorf(problem.NotFound, "no such action %q: pause, resume, enqueue, move or purge", action)
+	return Errorf(problem.NotFound, "no such action %q: pause, resume, enable, enqueue, move or purge", action)
 }
 
 // publish serves POST /hookgate/events: the event fanned out to the

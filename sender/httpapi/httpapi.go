@@ -209,6 +209,7 @@ var endpoints = []endpoint{
 	{"POST /hookgate/destinations/{name}/rotate", oneArg((*Handler).rotateDestination)},
 	{"POST /hookgate/destinations/{name}/pause", action("pause")},
 	{"POST /hookgate/destinations/{name}/resume", action("resume")},
+	{"POST /hookgate/destinations/{name}/enable", action("enable")},
 	{"POST /hookgate/destinations/{name}/enqueue", action("enqueue")},
 	{"POST /hookgate/destinations/{name}/move", action("move")},
 	{"POST /hookgate/destinations/{name}/purge", action("purge")},
