@@ -342,6 +342,10 @@ func TestAdminAPIAnswersAsDocumented(t *testing.T) {
 	if a := c.call("POST", "/hookgate/destinations/enrollment/resume", nil, 200, ""); a.body["state"] != "active" {
 		t.Errorf("resume: %s", a.raw)
 	}
+	if a := c.call("POST", "/hookgate/destinations/enrollment/enable", nil, 200, ""); a.body["state"] != "active" {
+		t.Errorf("enable: %s", a.raw)
+	}
+	c.call("POST", "/hookgate/destinations/nope/enable", nil, 404, "unknown_destination")
 	if a := c.call("POST", "/hookgate/destinations/legacy/enqueue", map[string]any{"id": "legacy-1", "payload": map[string]any{"n": 1}}, 202, ""); a.body["state"] != "paused" {
 		t.Errorf("enqueue to a paused destination: %s", a.raw)
 	}
