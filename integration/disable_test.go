@@ -177,7 +177,10 @@ func TestDisableAndOperationalEvents(t *testing.T) {
 	if e := of("destination.enabled")[0]; e.Data.Destination != "acme/orders" || !strings.Contains(e.Data.By, "portal") {
 		t.Errorf("destination.enabled: %+v", e)
 	}
-	waitFor(t, "o-1 delivered", func() bool { st, _, depth := status("acme/orders"); return st == "active" && depth["queued"] == 0 && depth["paused"] == 0 })
+	waitFor(t, "o-1 delivered", func() bool {
+		st, _, depth := status("acme/orders")
+		return st == "active" && depth["queued"] == 0 && depth["paused"] == 0
+	})
 
 	// The operator enables through the admin API.
 	st, _, b := post(t, g.Admin+"/hookgate/destinations/acme%2Fold/enable", nil, nil)

@@ -94,7 +94,9 @@ func (f *tenantsFixture) publish(t *testing.T, id, tenant string) []string {
 	if st != 202 {
 		t.Fatalf("publishing %s for %q: %d %s", id, tenant, st, b)
 	}
-	var res struct{ Deliveries []struct{ Destination string } }
+	var res struct {
+		Deliveries []struct{ Destination string }
+	}
 	_ = json.Unmarshal(b, &res)
 	var dests []string
 	for _, d := range res.Deliveries {
@@ -124,7 +126,9 @@ func (f *tenantsFixture) admin(t *testing.T, path string, v any) int {
 // deadIDs lists the dead letters the admin API's query q matches.
 func (f *tenantsFixture) deadIDs(t *testing.T, q string) []string {
 	t.Helper()
-	var page struct{ Entries []struct{ ID, Destination string } }
+	var page struct {
+		Entries []struct{ ID, Destination string }
+	}
 	if st := f.admin(t, "/hookgate/dlq?limit=100&"+q, &page); st != 200 {
 		t.Fatalf("dlq?%s: %d", q, st)
 	}
@@ -175,7 +179,9 @@ func TestTenants(t *testing.T) {
 	if st := f.admin(t, "/hookgate/dlq?tenant=acme&destination=globex%2Forders", nil); st != 400 {
 		t.Fatalf("acme's filter naming globex's destination: %d", st)
 	}
-	var one struct{ Status struct{ Name, Tenant, Source string } }
+	var one struct {
+		Status struct{ Name, Tenant, Source string }
+	}
 	if st := f.admin(t, "/hookgate/destinations/acme%2Forders", &one); st != 200 || one.Status.Tenant != "acme" || one.Status.Source != "caddyfile" {
 		t.Fatalf("GET acme/orders: %d %+v", st, one)
 	}

@@ -54,7 +54,7 @@ func (r *opsReceiver) of(typ string) []sender.OperationalEvent {
 // fakeClock is a clock the test moves.
 type fakeClock struct{ ns atomic.Int64 }
 
-func (c *fakeClock) now() time.Time           { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
 func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // TestDisableAfter: a destination whose attempts all fail is told
