@@ -34,7 +34,9 @@ func (l *Links) Open(w http.ResponseWriter, r *http.Request, base string) (tenan
 		if err != nil {
 			return "", false, err
 		}
-		http.SetCookie(w, &http.Cookie{Name: Cookie, Value: token, Path: base + "/", Expires: exp,
+		// Secure follows the connection: over plain HTTP (a portal on
+		// loopback) a Secure cookie would never come back.
+		http.SetCookie(w, &http.Cookie{Name: Cookie, Value: token, Path: base + "/", Expires: exp, //nolint:gosec // G124: see above
 			HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 		q.Del("token")
 		// One leading slash: "//host" would leave the site.
