@@ -101,8 +101,14 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			dc := &DestinationConfig{Name: name}
+			if err := dc.unmarshalCaddyfile(d); err != nil {
+				return err
+			}
+			if slices.ContainsFunc(a.Destinations, func(o *DestinationConfig) bool { return o.Name == dc.Name && o.Tenant == dc.Tenant }) {
+				return d.Errf("destination %q given twice", sender.Qualify(dc.Tenant, dc.Name))
+			}
 			a.Destinations = append(a.Destinations, dc)
-			return dc.unmarshalCaddyfile(d)
+			return nil
 		}},
 	}, "reconcile", "destination")
 }

@@ -112,7 +112,7 @@ func (h *Enqueue) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	in := intake.Inbound{Body: body, ContentType: r.Header.Get("Content-Type"), ID: r.Header.Get("Idempotency-Key"),
 		MustBeJSON: strings.Contains(h.ID, "{webhook.json."), EventType: repl.ReplaceKnown(h.EventType, ""),
-		Entity: repl.ReplaceKnown(h.Entity, ""), EventTime: repl.ReplaceKnown(h.EventTime, ""), Tenant: repl.ReplaceKnown(h.Tenant, "")}
+		Entity: repl.ReplaceKnown(h.Entity, ""), EventTime: repl.ReplaceKnown(h.EventTime, ""), Tenant: repl.ReplaceKnown(h.Tenant, ""), TenantRequired: h.Tenant != ""}
 	if b, _ := reqbody.Of(r); b.Delivery.Scheme != "" { // behind webhook_verify: its key
 		in.Verified = &b.Delivery
 		in.ID = cmp.Or(b.Delivery.DedupeKey(b.SHA256Hex), in.ID)

@@ -156,8 +156,8 @@ func (a *App) provisionSender() error {
 		}
 		a.destinations = append(a.destinations, d)
 	}
-	if op := a.Sender.Operational; op != "" && !a.hasDestination(op) {
-		return fmt.Errorf("sender: operational %q: name a destination of the hookgate block", op)
+	if err := sender.CheckOperational(a.Sender.Operational, a.destinations); err != nil {
+		return fmt.Errorf("sender: %w", err)
 	}
 	a.storeUsed = true
 	if _, err := a.history(); err != nil {

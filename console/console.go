@@ -164,11 +164,7 @@ type page struct {
 // request passes Go's cross-origin protection, and a POST's form its
 // size bound and CSRF check, before it is routed.
 func (c *Console) Serve(w http.ResponseWriter, r *http.Request, v View) {
-	h := w.Header()
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "same-origin")
-	h.Set("Cache-Control", "no-store")
+	secure(w.Header(), "same-origin")
 	if err := c.cross.Check(r); err != nil {
 		c.fail(w, r, v, problem.CrossOriginRequest, "this console accepts changes only from its own pages")
 		return
@@ -311,6 +307,9 @@ func (c *Console) failErr(w http.ResponseWriter, r *http.Request, v View, err er
 // Refuse answers a portal request that Open refused (err nil: Open
 // answered it): 403 with the reason, or 503 when the store failed.
 func (c *Console) Refuse(w http.ResponseWriter, r *http.Request, v View, err error) {
+	if err != nil {
+		secure(w.Header(), "no-referrer") // its URL may hold the refused link's token
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, portal.ErrNoSession):
@@ -324,6 +323,15 @@ func (c *Console) Refuse(w http.ResponseWriter, r *http.Request, v View, err err
 	default:
 		c.failErr(w, r, v, err)
 	}
+}
+
+// secure sets the headers every page carries: its content security
+// policy, no sniffing, no caching, and the referrer policy given.
+func secure(h http.Header, referrer string) {
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", referrer)
+	h.Set("Cache-Control", "no-store")
 }
 
 // fail answers a refusal: an HTML page for a browser, problem+json for

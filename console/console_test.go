@@ -15,6 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/hookgate/hookgate/dedupe/boltstore"
+	"github.com/hookgate/hookgate/portal"
 	"github.com/hookgate/hookgate/sender"
 )
 
@@ -543,5 +544,19 @@ func TestOverviewShowsOrderedDepth(t *testing.T) {
 		if w.Code != 200 || !strings.Contains(body, want) {
 			t.Errorf("the overview: %d, want %q in\n%s", w.Code, want, body)
 		}
+	}
+}
+
+// TestRefuseHidesTheLink: a refused portal link's page sends no
+// referrer (its URL holds the token) and carries the console's policy.
+func TestRefuseHidesTheLink(t *testing.T) {
+	c := newConsole(t, newFake())
+	r := httptest.NewRequest("GET", "/?token=x.y", nil)
+	r.Header.Set("Accept", "text/html")
+	w := httptest.NewRecorder()
+	c.Refuse(w, r, View{}, portal.ErrExpired)
+	if w.Code != 403 || w.Header().Get("Referrer-Policy") != "no-referrer" || !strings.Contains(w.Header().Get("Content-Security-Policy"), "default-src 'none'") ||
+		!strings.Contains(w.Body.String(), "portal_link_expired") {
+		t.Errorf("%d %v\n%s", w.Code, w.Header(), w.Body.String())
 	}
 }

@@ -169,6 +169,15 @@ func TestOpen(t *testing.T) {
 		}
 	}
 
+	// Behind a proxy that ends TLS: Secure, as portal_url is https.
+	plain := httptest.NewRecorder()
+	if _, opened, err := l.Open(plain, httptest.NewRequest("GET", "http://hooks.example.com/?token="+token, nil), ""); !opened || err != nil {
+		t.Fatalf("over plain HTTP: %v %v", opened, err)
+	}
+	if ck := plain.Result().Cookies(); len(ck) != 1 || !ck[0].Secure {
+		t.Errorf("the cookie behind a proxy ending TLS: %+v", ck)
+	}
+
 	r := httptest.NewRequest("GET", "/dead", nil)
 	r.AddCookie(&http.Cookie{Name: portal.Cookie, Value: token})
 	if tenant, opened, err := l.Open(httptest.NewRecorder(), r, ""); err != nil || opened || tenant != "acme" {

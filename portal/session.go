@@ -34,10 +34,11 @@ func (l *Links) Open(w http.ResponseWriter, r *http.Request, base string) (tenan
 		if err != nil {
 			return "", false, err
 		}
-		// Secure follows the connection: over plain HTTP (a portal on
+		// Secure over https, as the connection or portal_url says (a
+		// proxy in front may end TLS): over plain HTTP (a portal on
 		// loopback) a Secure cookie would never come back.
 		http.SetCookie(w, &http.Cookie{Name: Cookie, Value: token, Path: base + "/", Expires: exp, //nolint:gosec // G124: see above
-			HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+			HttpOnly: true, Secure: r.TLS != nil || l.base.Scheme == "https", SameSite: http.SameSiteStrictMode})
 		q.Del("token")
 		// One leading slash: "//host" would leave the site.
 		next := "/" + strings.TrimLeft(base+r.URL.EscapedPath(), "/")

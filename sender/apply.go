@@ -125,7 +125,7 @@ func (s *Sender) build(d Destination, prev *destination) (*destination, error) {
 		ds.brk, ds.pause, ds.told = prev.brk, prev.pause, prev.told
 		return ds, nil
 	}
-	ds.brk, ds.pause, ds.told = new(breakerCell), &pauseFlag{now: s.now}, new(told)
+	ds.brk, ds.pause, ds.told = new(breakerCell), new(pauseFlag), new(told)
 	return ds, nil
 }
 

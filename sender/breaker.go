@@ -317,12 +317,11 @@ func (s *sharedStore) outcome(name string, success bool, now time.Time) {
 }
 
 // failingSince is when the destination called name began to fail, as
-// this instance knows it: every instance that reports on it (this one,
-// and the others on the board as last read, but those forgotten) failed
-// its latest counted attempt, and the run began at the earliest of their
-// failures, or at the latest success any of them reported after it. ok
-// is false while an instance's latest attempt succeeded, or this one's
-// has not failed.
+// this instance knows it, this instance's latest counted attempt having
+// failed: at the latest success any instance reported (this one, and the
+// others on the board as last read, but those forgotten), or at the
+// earliest failure reported since, whichever is later. ok is false when
+// this instance's latest attempt did not fail.
 func (s *sharedStore) failingSince(name string) (since time.Time, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -335,13 +334,10 @@ func (s *sharedStore) failingSince(name string) (since time.Time, ok bool) {
 		if inst == s.self || s.now().Sub(r.At) >= forgetAfter {
 			continue
 		}
-		if r.Failing.IsZero() {
-			return time.Time{}, false
-		}
 		if r.OK.After(lastOK) {
 			lastOK = r.OK
 		}
-		if r.Failing.Before(first) {
+		if !r.Failing.IsZero() && r.Failing.Before(first) {
 			first = r.Failing
 		}
 	}

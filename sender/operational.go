@@ -102,14 +102,12 @@ func (s *Sender) tell(ctx context.Context, typ, dest, id string, data Operationa
 
 // failed judges d after a counted failure at now: failing for
 // FailingAfter tells destination.failing, once per failing run; for
-// DisableAfter disables it. The run starts again when d is resumed.
+// DisableAfter disables it. The run starts again when d is enabled
+// (restartRun).
 func (s *Sender) failed(ctx context.Context, d *destination, now time.Time) {
 	since, ok := d.shared.failingSince(d.Name)
 	if !ok {
 		return
-	}
-	if r := d.pause.resumedAt(); r.After(since) {
-		since = r
 	}
 	// To the minute: what instances that read the same board tell alike.
 	run := since.UTC().Truncate(time.Minute)
@@ -153,6 +151,19 @@ func (s *Sender) disable(ctx context.Context, d *destination, by string, run tim
 			": paused, its envelopes kept, until an operator enables it", "destination", d.Name, "disable_after", s.cfg.DisableAfter)
 	}
 	s.tell(ctx, EventDestinationDisabled, d.Name, opID("disabled", d.Name, run), data)
+}
+
+// restartRun starts d's failing run afresh, at now: an enable counts as
+// a success on the breaker's board (shared through Redis), so that every
+// instance's run starts after it, whatever it saw of the disablement;
+// like a success, it closes a shared breaker the failures opened.
+func (s *Sender) restartRun(name string, now time.Time) {
+	d, ok := s.dest(name)
+	if !ok {
+		return
+	}
+	s.breaker(d) // its entry on the board, made here if it is idle here
+	d.shared.outcome(d.Name, true, now)
 }
 
 // opID is the delivery ID of an operational event about dest, at t.
@@ -237,11 +248,14 @@ func (s *Sender) countDead(ctx context.Context, dest string, since, until time.T
 	return n, nil
 }
 
-// checkOperational refuses an operational destination that is not one
-// of dests.
-func checkOperational(name string, dests []Destination) error {
+// CheckOperational refuses an operational destination that is not one
+// of dests, or is a tenant's.
+func CheckOperational(name string, dests []Destination) error {
 	if name == "" {
 		return nil
+	}
+	if TenantOf(name) != "" {
+		return fmt.Errorf("operational %q: a tenant's destination would receive every tenant's events: name one of no tenant", name)
 	}
 	for _, d := range dests {
 		if d.Name == name {

@@ -114,12 +114,18 @@ func (o *Ops) SetPaused(ctx context.Context, name string, paused bool, by string
 	if !o.Configured(name) {
 		return DestinationStatus{}, ErrUnknownDestination
 	}
-	var was string // who made the pause a resume ends
-	if !paused {
+	subscriber := strings.HasPrefix(by, SubscriberPause(""))
+	var was string // who made the pause a resume ends, or that a subscriber's pause finds
+	if !paused || subscriber {
 		var err error
 		if _, was, err = o.sender.queue.Paused(ctx, name); err != nil {
 			return DestinationStatus{}, err
 		}
+	}
+	if paused && subscriber && was != "" {
+		// Paused already: a subscriber's pause would make another's its
+		// own, to resume.
+		return o.sender.Status(ctx, name)
 	}
 	stored := by
 	switch {
@@ -142,7 +148,9 @@ func (o *Ops) SetPaused(ctx context.Context, name string, paused bool, by string
 	case IsDisabled(was):
 		action = "destination enabled"
 		now := o.sender.now()
-		o.sender.tell(ctx, EventDestinationEnabled, name, opID("enabled", name, now), OperationalData{By: by})
+		o.sender.restartRun(name, now)
+		door, _, _ := strings.Cut(by, " from ") // who, not where from: it leaves for a receiver
+		o.sender.tell(ctx, EventDestinationEnabled, name, opID("enabled", name, now), OperationalData{By: door})
 	}
 	o.logger.Info(action, "destination", name, "by", by)
 	return o.sender.Status(ctx, name)

@@ -65,6 +65,11 @@ func TestOpsPause(t *testing.T) {
 	}{
 		{true, operator, nil, "paused", operator},
 		{false, subscriber, sender.ErrPausedByOther, "paused", operator},
+		// A subscriber's pause of what is paused already changes nothing,
+		// and logs nothing: else it would make the operator's pause its
+		// own, to resume.
+		{true, subscriber, nil, "paused", operator},
+		{false, subscriber, sender.ErrPausedByOther, "paused", operator},
 		{false, operator, nil, "active", ""},
 		{true, subscriber, nil, "paused", "subscriber:d"},
 		{false, subscriber, nil, "active", ""},
@@ -86,7 +91,7 @@ func TestOpsPause(t *testing.T) {
 		if !step.paused {
 			want[0]["msg"] = "destination resumed"
 		}
-		if err != nil {
+		if err != nil || i == 2 {
 			want = nil
 		}
 		if diff := cmp.Diff(want, logs.take()); diff != "" {

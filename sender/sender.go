@@ -310,7 +310,7 @@ func New(q Queue, cfg Config, dests []Destination, opts Options) (*Sender, error
 	if err := s.Apply(dests); err != nil {
 		return nil, err
 	}
-	if err := checkOperational(opts.Operational, dests); err != nil {
+	if err := CheckOperational(opts.Operational, dests); err != nil {
 		return nil, err
 	}
 	s.operational = opts.Operational

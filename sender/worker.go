@@ -300,10 +300,8 @@ func (s *Sender) wait(ctx context.Context, dst *destination, d time.Duration) {
 // (refreshPause) to see what other instances did. A read never undoes a
 // change made here after it began, nor one still being written.
 type pauseFlag struct {
-	now     func() time.Time
 	mu      sync.Mutex
 	paused  bool
-	resumed time.Time // when it last went from paused to not, as seen here
 	version uint64    // bumped by every change made here
 	writing int       // changes made here, being written to the store
 	read    time.Time // when the store was last read
@@ -321,25 +319,9 @@ func (p *pauseFlag) hold(paused bool) (was bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	was, p.paused = p.paused, paused
-	p.noteLocked(was)
 	p.version++
 	p.writing++
 	return was
-}
-
-// noteLocked notes a resume: the flag was set, and is not now. Call
-// with p.mu held.
-func (p *pauseFlag) noteLocked(was bool) {
-	if was && !p.paused {
-		p.resumed = p.now()
-	}
-}
-
-// resumedAt is when this instance last saw the destination resumed.
-func (p *pauseFlag) resumedAt() time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.resumed
 }
 
 // written ends a hold; revert puts back the value it found (the write
@@ -375,9 +357,7 @@ func (s *Sender) refreshPause(ctx context.Context, d *destination) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.version == v && p.writing == 0 {
-		was := p.paused
 		p.paused = paused
-		p.noteLocked(was)
 	}
 }
 

@@ -41,12 +41,13 @@ type Config struct {
 // checked, its signers made, its headers checked against the scheme's.
 // An error names no secret and no header value.
 func (c Config) Build() (sender.Destination, error) {
+	if strings.Contains(c.Name, "/") {
+		return sender.Destination{}, invalid("destination %q: a name holds no slash: a tenant's destination is given its tenant (tenant <id>), "+
+			"and is then named <tenant>/<name>", c.Name)
+	}
 	if c.Tenant != "" {
 		if err := sender.CheckTenant(c.Tenant); err != nil {
 			return sender.Destination{}, invalid("destination %q: %w", c.Name, err)
-		}
-		if strings.Contains(c.Name, "/") {
-			return sender.Destination{}, invalid("destination %q: a tenant's destination's own name holds no slash", c.Name)
 		}
 		c.Name = sender.Qualify(c.Tenant, c.Name)
 	}

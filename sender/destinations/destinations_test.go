@@ -410,3 +410,19 @@ func TestTenantsShareNames(t *testing.T) {
 		t.Errorf("globex/orders goes to %s", d.URL)
 	}
 }
+
+// TestNamesHoldNoSlash: a name with a slash is refused unless the
+// tenant makes it: a Caddyfile's "partner/orders" would otherwise become
+// tenant partner's without anyone saying so.
+func TestNamesHoldNoSlash(t *testing.T) {
+	if _, err := (Config{Name: "partner/orders", URL: "https://x.example/", Secret: "whsec_MDEyMzQ1Njc4OWFiY2RlZg=="}).Build(); err == nil || !strings.Contains(err.Error(), "tenant") {
+		t.Errorf("a name with a slash: %v", err)
+	}
+	d, err := (Config{Tenant: "partner", Name: "orders", URL: "https://x.example/", Secret: "whsec_MDEyMzQ1Njc4OWFiY2RlZg=="}).Build()
+	if err != nil || d.Name != "partner/orders" {
+		t.Errorf("a tenant's: %q %v", d.Name, err)
+	}
+	if err := sender.CheckOperational("partner/orders", []sender.Destination{d}); err == nil {
+		t.Error("a tenant's destination taken as the operational one")
+	}
+}

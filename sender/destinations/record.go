@@ -187,7 +187,11 @@ func (o *opened) build() (sender.Destination, error) {
 	for k, v := range o.headers {
 		h.Set(k, v)
 	}
-	return Config{Name: o.Name, URL: o.URL, Scheme: o.Scheme, Secret: o.secret, Previous: o.previous, PreviousUntil: o.PreviousUntil,
+	tenant, name := sender.TenantOf(o.Name), o.Name
+	if tenant != "" {
+		name = o.Name[len(tenant)+1:]
+	}
+	return Config{Tenant: tenant, Name: name, URL: o.URL, Scheme: o.Scheme, Secret: o.secret, Previous: o.previous, PreviousUntil: o.PreviousUntil,
 		Events: o.Events, Workers: o.Workers, Rate: o.Rate, Header: h, Guard: true}.Build()
 }
 

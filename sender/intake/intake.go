@@ -62,8 +62,11 @@ type Inbound struct {
 	// event time is RFC 3339 or unix seconds.
 	EventType, Entity, EventTime string
 	// Tenant is the tenant placeholder resolved: a fan-out reaches its
-	// subscribers only; "" those of no tenant.
-	Tenant string
+	// subscribers only; "" those of no tenant. TenantRequired (a tenant
+	// placeholder is configured) refuses one that resolves to nothing:
+	// never the destinations of no tenant by default.
+	Tenant         string
+	TenantRequired bool
 	// Verified is what webhook_verify in front made of the request (its
 	// scheme, its credential headers); nil without one.
 	Verified *verify.Delivery
@@ -189,6 +192,9 @@ func (in *Inbound) Event() (*sender.Event, error) {
 	}
 	if id == "" {
 		return nil, refuse(problem.MissingIdempotencyKey, "a delivery ID is required: an Idempotency-Key header, the body's \"id\", or the id placeholder")
+	}
+	if in.TenantRequired && in.Tenant == "" {
+		return nil, refuse(problem.BadTenant, "the tenant placeholder resolved to nothing: the event names no tenant")
 	}
 	ev, err := newEvent(id, in.EventType, in.Entity, in.EventTime, in.Body, contentType)
 	if ev != nil {
