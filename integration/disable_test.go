@@ -157,6 +157,11 @@ func TestDisableAndOperationalEvents(t *testing.T) {
 	if !strings.Contains(g.logs.String(), "destination disabled") {
 		t.Errorf("no log line for the disablement")
 	}
+	for _, series := range []string{`hookgate_sender_disabled_total{destination="acme/orders",reason="failing"} 1`, `hookgate_sender_disabled_total{destination="acme/old",reason="gone"} 1`} {
+		if !strings.Contains(g.Metrics(), series) {
+			t.Errorf("metrics lack %s", series)
+		}
+	}
 
 	// The tenant, from its portal, sees it disabled and enables it.
 	out, err := cli(t, g, "portal-link", "--tenant", "acme")

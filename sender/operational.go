@@ -143,6 +143,7 @@ func (s *Sender) disable(ctx context.Context, d *destination, by string, run tim
 		return
 	}
 	data := OperationalData{Reason: "failing", FailingSince: &run}
+	defer func() { s.obs.Disabled(d.Name, data.Reason) }()
 	if by == PausedByGone {
 		s.logger.Warn("destination answered 410 Gone: disabled until an operator enables it", "destination", d.Name)
 		data = OperationalData{Reason: "gone"}

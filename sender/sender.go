@@ -185,6 +185,9 @@ type Observer interface {
 	// enqueued already), or unrouted (an event no destination subscribes
 	// to; dest is "").
 	Enqueued(dest, result string)
+	// Disabled is a destination disabled: reason is failing
+	// (DisableAfter) or gone (a 410).
+	Disabled(dest, reason string)
 }
 
 // Sender delivers the envelopes of its destinations. Create it with New,
@@ -540,6 +543,7 @@ func (nopObserver) Delivered(string, time.Duration)       {}
 func (nopObserver) Dead(string, time.Duration)            {}
 func (nopObserver) StoreError(string, string)             {}
 func (nopObserver) Enqueued(string, string)               {}
+func (nopObserver) Disabled(string, string)               {}
 
 // Wake makes dest look for due envelopes at once (after a resume or a
 // redrive).

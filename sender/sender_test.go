@@ -276,6 +276,7 @@ func (o *recordingObserver) Delivered(string, time.Duration) {}
 func (o *recordingObserver) StoreError(string, string)       {}
 func (o *recordingObserver) Dead(string, time.Duration)      {}
 func (o *recordingObserver) Enqueued(string, string)         {}
+func (o *recordingObserver) Disabled(string, string)         {}
 
 // TestBreakerStopsAttempts: a destination that is down opens its breaker
 // after the configured failures; while open it gets no attempts and none

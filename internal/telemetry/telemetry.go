@@ -171,6 +171,7 @@ type senderMetrics struct {
 	enqueued    metric.Int64Counter
 	storeErrors metric.Int64Counter
 	redriven    metric.Int64Counter
+	disabled    metric.Int64Counter
 	attrs       sync.Map // label set -> metric.MeasurementOption
 }
 
@@ -204,6 +205,10 @@ func newSenderMetrics(meter metric.Meter) (*senderMetrics, error) {
 	}
 	if m.redriven, err = meter.Int64Counter("hookgate_sender_redriven_total",
 		metric.WithDescription("Dead letters moved back to the queue by a redrive, by destination.")); err != nil {
+		return nil, err
+	}
+	if m.disabled, err = meter.Int64Counter("hookgate_sender_disabled_total",
+		metric.WithDescription("Destinations disabled, by destination and reason (failing: disable_after; gone: a 410).")); err != nil {
 		return nil, err
 	}
 	if m.enqueued, err = meter.Int64Counter("hookgate_sender_enqueued_total",
@@ -272,6 +277,10 @@ func (o observer) Dead(dest string, quarantined time.Duration) {
 	ctx := context.Background()
 	o.m.deliveries.Add(ctx, 1, o.m.labels("destination", dest, "outcome", "dead"))
 	o.m.timeToDLQ.Record(ctx, quarantined.Seconds(), o.m.labels("destination", dest))
+}
+
+func (o observer) Disabled(dest, reason string) {
+	o.m.disabled.Add(context.Background(), 1, o.m.labels("destination", dest, "reason", reason))
 }
 
 func (o observer) StoreError(dest, op string) {

@@ -81,6 +81,7 @@ func (o enqueues) Enqueued(dest, result string) {
 func (enqueues) Attempt(string, string, time.Duration) {}
 func (enqueues) Delivered(string, time.Duration)       {}
 func (enqueues) Dead(string, time.Duration)            {}
+func (enqueues) Disabled(string, string)               {}
 func (enqueues) BreakerState(string, gobreaker.State)  {}
 func (enqueues) StoreError(string, string)             {}
 
