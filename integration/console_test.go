@@ -176,7 +176,14 @@ func (f *consoleFixture) deadTotal(t *testing.T) int {
 // adminGet reads an admin API answer into v; it returns the status.
 func (f *consoleFixture) adminGet(t *testing.T, path string, v any) int {
 	t.Helper()
-	resp, err := http.Get(f.g.Admin + path)
+	return getJSON(t, f.g.Admin+path, v)
+}
+
+// getJSON gets url, decodes a 200's body into v (when not nil), and
+// returns the status.
+func getJSON(t *testing.T, url string, v any) int {
+	t.Helper()
+	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +191,7 @@ func (f *consoleFixture) adminGet(t *testing.T, path string, v any) int {
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode == 200 && v != nil {
 		if err := json.Unmarshal(b, v); err != nil {
-			t.Fatalf("%s: %v: %s", path, err, b)
+			t.Fatalf("%s: %v: %s", url, err, b)
 		}
 	}
 	return resp.StatusCode

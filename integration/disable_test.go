@@ -127,12 +127,7 @@ func TestDisableAndOperationalEvents(t *testing.T) {
 				Depth    map[string]int `json:"depth"`
 			}
 		}
-		resp, err := http.Get(g.Admin + "/hookgate/destinations/" + url.PathEscape(name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = resp.Body.Close() }()
-		_ = json.NewDecoder(resp.Body).Decode(&v)
+		getJSON(t, g.Admin+"/hookgate/destinations/"+url.PathEscape(name), &v)
 		return v.Status.State, v.Status.PausedBy, v.Status.Depth
 	}
 

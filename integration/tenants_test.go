@@ -109,18 +109,7 @@ func (f *tenantsFixture) publish(t *testing.T, id, tenant string) []string {
 // admin gets path from the admin API into v, and returns the status.
 func (f *tenantsFixture) admin(t *testing.T, path string, v any) int {
 	t.Helper()
-	resp, err := http.Get(f.g.Admin + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, _ := io.ReadAll(resp.Body)
-	if v != nil && resp.StatusCode == 200 {
-		if err := json.Unmarshal(b, v); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-	}
-	return resp.StatusCode
+	return getJSON(t, f.g.Admin+path, v)
 }
 
 // deadIDs lists the dead letters the admin API's query q matches.
