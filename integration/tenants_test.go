@@ -19,6 +19,7 @@ import (
 
 	"github.com/hookgate/hookgate/dedupe/boltstore"
 	"github.com/hookgate/hookgate/internal/bolttest"
+	"github.com/hookgate/hookgate/internal/redistest"
 	"github.com/hookgate/hookgate/portal"
 )
 
@@ -388,4 +389,81 @@ func pastToken(t *testing.T, tenant string) string {
 	}
 	u, _ := url.Parse(link.URL)
 	return u.Query().Get("token")
+}
+
+// TestPortalOnTwoInstances: two gateways on one Redis: a link issued by
+// one opens the portal on the other, scoped alike; a revocation on the
+// other ends the session the first one serves.
+func TestPortalOnTwoInstances(t *testing.T) {
+	srv := redistest.Start(t)
+	up := newUpstream(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) { w.WriteHeader(400) })
+	portA, portB := freePort(t), freePort(t)
+	global := fmt.Sprintf(`hookgate {
+		store redis %s
+		key_prefix %s
+		portal_key %s
+		portal_url http://127.0.0.1:%d/portal/
+		sender {
+			attempts 1
+		}
+		destination orders {
+			tenant acme
+			url %s/acme
+			secret %s
+			events seat.*
+		}
+		destination orders {
+			tenant globex
+			url %s/globex
+			secret %s
+			events seat.*
+		}
+	}`, srv.URL(), redistest.Prefix("portal"), portalKey, portA, up.URL, devSecret, up.URL, devSecret)
+	site := "handle_path /portal/* {\n\t\twebhook_console {\n\t\t\tportal\n\t\t}\n\t}"
+	a := startGateway(t, site, gatewayOptions{Global: global, Port: portA})
+	b := startGateway(t, site, gatewayOptions{Global: global, Port: portB})
+	for _, tenant := range []string{"acme", "globex"} {
+		body := fmt.Sprintf(`{"id":"ev-%s","event_type":"seat.released","tenant":"%s","payload":{}}`, tenant, tenant)
+		if st, _, out := post(t, a.Admin+"/hookgate/events", http.Header{"Content-Type": {"application/json"}}, []byte(body)); st != 202 {
+			t.Fatalf("publish: %d %s", st, out)
+		}
+	}
+	waitFor(t, "two dead letters", func() bool {
+		var s struct{ Total int }
+		return getJSON(t, a.Admin+"/hookgate/dlq/summary", &s) == 200 && s.Total == 2
+	})
+	out, err := cli(t, a, "portal-link", "--tenant", "acme")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	_, token := portalToken(t, out)
+	get := func(g *gateway, path, tok string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", g.URL+"/portal/"+path, nil)
+		req.AddCookie(&http.Cookie{Name: portal.Cookie, Value: tok})
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	for _, g := range []*gateway{a, b} {
+		st, page := get(g, "dead", token)
+		if st != 200 || !strings.Contains(page, "ev-acme") || strings.Contains(page, "ev-globex") {
+			t.Fatalf("acme's session on %s: %d\n%s", g.URL, st, page)
+		}
+	}
+	if out, err := cli(t, b, "portal-link", "--tenant", "acme", "--revoke"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if st, page := get(a, "dead", token); st != 403 || !strings.Contains(page, "portal_link_revoked") {
+		t.Fatalf("the session on the other instance after the revocation: %d %s", st, page)
+	}
+	out, _ = cli(t, b, "portal-link", "--tenant", "acme")
+	_, fresh := portalToken(t, out)
+	if st, _ := get(a, "dead", fresh); st != 200 {
+		t.Fatalf("a link issued after the revocation, on the other instance: %d", st)
+	}
 }
