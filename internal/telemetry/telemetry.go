@@ -253,6 +253,9 @@ func (m *senderMetrics) zero(dests []string) {
 			m.enqueued.Add(ctx, 0, m.labels("destination", d, "result", result))
 		}
 		m.redriven.Add(ctx, 0, m.labels("destination", d))
+		for _, reason := range []string{"failing", "gone"} {
+			m.disabled.Add(ctx, 0, m.labels("destination", d, "reason", reason))
+		}
 	}
 }
 
