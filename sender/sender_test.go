@@ -70,7 +70,7 @@ func (r *receiver) count(id string) int {
 	return r.byID[id]
 }
 
-func newQueue(t *testing.T) sender.Queue {
+func newQueue(t testing.TB) sender.Queue {
 	t.Helper()
 	db := bolttest.Open(t, nil)
 	q, err := boltqueue.New(db, time.Hour)
