@@ -278,7 +278,19 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 // with -update it is kept as docs/console/<name>.png for docs/sending.md.
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
-	buf := value(t, ctx, chromedp.FullScreenshot(100))
+	// A page just loaded (a redirect, a refresh) may not be laid out yet:
+	// Chromium then has no width to take; try again for a moment.
+	var buf []byte
+	for try := 0; ; try++ {
+		var err error
+		if buf, err = chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
+			break
+		}
+		if try == 20 {
+			fatal(t, ctx, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	cfg, err := png.DecodeConfig(bytes.NewReader(buf))
 	if err != nil || cfg.Width < 800 || cfg.Height < 200 {
 		t.Fatalf("screenshot %s: %v, %dx%d", name, err, cfg.Width, cfg.Height)
