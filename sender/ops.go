@@ -129,9 +129,9 @@ func (o *Ops) SetPaused(ctx context.Context, name string, paused bool, by string
 	}
 	stored := by
 	switch {
-	case strings.HasPrefix(by, SubscriberPause("")) && !paused && IsDisabled(was):
+	case subscriber && !paused && IsDisabled(was):
 		stored = was // this disablement, not one made since
-	case strings.HasPrefix(by, SubscriberPause("")):
+	case subscriber:
 		stored, _, _ = strings.Cut(by, " ") // the subscriber alone
 	case !paused:
 		stored = "" // any pause
